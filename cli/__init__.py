@@ -1,0 +1,1 @@
+"""The typer front end. Thin: parsing flags, printing, exit codes."""

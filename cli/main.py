@@ -1,0 +1,42 @@
+"""`iterion` entry point: builds the typer app from the per-area command modules."""
+
+from __future__ import annotations
+
+import typer
+
+from cli.errors import run_guarded
+from iterion import __version__
+
+app = typer.Typer(
+    name="iterion",
+    help="Durable, rewindable workflows over a git-native workspace.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"iterion {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Durable, rewindable workflows over a git-native workspace."""
+
+
+# --- command registration: one line per area module (keep this block sorted) ---
+# (each module exposes `register(app)`)
+# --- end of command registration ---
+
+
+def main() -> None:
+    run_guarded(app)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""Durable-write primitives shared by every layer: atomic files and versioned documents.
+
+This is the lowest layer of the distribution; it imports nothing of ours.
+"""
+
+from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+from persist.model import FormatVersionError, VersionedModel, read_model, write_model
+
+__all__ = [
+    "FormatVersionError",
+    "VersionedModel",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "fsync_dir",
+    "read_model",
+    "write_model",
+]

@@ -1,0 +1,53 @@
+"""Shared test set-up: a git identity for the tests' own `git commit` calls, and repo helpers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Boundary commits carry iterion's own signature; these are for the `git` commands tests run
+# to build fixtures, on machines (CI) that have no global identity.
+os.environ.setdefault("GIT_AUTHOR_NAME", "iterion-tests")
+os.environ.setdefault("GIT_AUTHOR_EMAIL", "tests@iterion.invalid")
+os.environ.setdefault("GIT_COMMITTER_NAME", "iterion-tests")
+os.environ.setdefault("GIT_COMMITTER_EMAIL", "tests@iterion.invalid")
+# Never read the developer's own global/system git config in tests.
+os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = REPO_ROOT / "fixtures"
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    """Run the real git CLI in ``cwd`` and return its stdout."""
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+    return proc.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh non-bare repository with one commit on main."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "README.md").write_text("hello\n")
+    git(root, "add", "README.md")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+def iterion_cmd(*args: str) -> list[str]:
+    """argv that runs the installed CLI with this interpreter (works without PATH)."""
+    return [sys.executable, "-m", "cli.main", *args]
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(iterion_cmd(*args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,1 @@
+"""Content-hashing tracker that versions in-place runs outside the operator's checkout."""
