@@ -1,0 +1,271 @@
+"""The compiled workflow (IR): the contract between the DSL compiler and the engine.
+
+The compiler (``iterion.dsl``) produces a ``Workflow``; the engine executes it and the rewind
+reads its graph. Nothing here parses text or executes anything. Prompts are resolved to their
+text (includes already inlined, ``${ENV}`` already substituted); ``{{...}}`` templates are
+left in place for the engine to render at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+DONE = "done"
+FAIL = "fail"
+TERMINALS = frozenset({DONE, FAIL})
+
+
+@dataclass(frozen=True)
+class Span:
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class NodeKind(StrEnum):
+    AGENT = "agent"
+    JUDGE = "judge"
+    ROUTER = "router"
+    HUMAN = "human"
+    TOOL = "tool"
+    COMPUTE = "compute"
+    FAIL = "fail"  # a named fail node (`fail NAME:`); the built-in terminals are not nodes
+
+
+class RouterMode(StrEnum):
+    FAN_OUT_ALL = "fan_out_all"
+    CONDITION = "condition"
+    ROUND_ROBIN = "round_robin"
+    LLM = "llm"
+
+
+class AwaitMode(StrEnum):
+    WAIT_ALL = "wait_all"
+    BEST_EFFORT = "best_effort"
+
+
+class FieldType(StrEnum):
+    STRING = "string"
+    BOOL = "bool"
+    INT = "int"
+    FLOAT = "float"
+    JSON = "json"
+    STRING_LIST = "string[]"
+    FILE = "file"
+
+
+@dataclass(frozen=True)
+class SchemaField:
+    name: str
+    type: FieldType
+    enum: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str
+    fields: tuple[SchemaField, ...]
+
+    def field(self, name: str) -> SchemaField | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    type: FieldType
+    default: Any = None
+    has_default: bool = False
+
+
+@dataclass(frozen=True)
+class Attachment:
+    name: str
+    kind: str  # "file" | "image"
+    description: str | None = None
+    accept_mime: tuple[str, ...] = ()
+    required: bool = False
+
+
+@dataclass
+class Node:
+    """One executable node. Only the fields of its kind are meaningful; others keep defaults."""
+
+    id: str
+    kind: NodeKind
+    span: Span
+    input_schema: Schema | None = None
+    output_schema: Schema | None = None
+    await_mode: AwaitMode | None = None
+    interaction: str | None = None  # none | human | llm | llm_or_human
+    # agent / judge / llm router / llm human
+    model: str | None = None
+    backend: str | None = None
+    system: str | None = None  # resolved prompt text (a template)
+    user: str | None = None  # resolved prompt text (a template)
+    system_ref: str | None = None  # the prompt name it came from, if any (for the diff)
+    user_ref: str | None = None
+    publish: str | None = None
+    session: str = "fresh"
+    tools: tuple[str, ...] = ()
+    tool_max_steps: int | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    readonly: bool = False
+    # router
+    mode: RouterMode | None = None
+    multi: bool = False
+    # human
+    instructions: str | None = None  # resolved prompt text (a template)
+    instructions_ref: str | None = None
+    min_answers: int | None = None
+    # tool
+    command: str | None = None  # a template; exactly one of command / script
+    script: str | None = None
+    language: str | None = None  # sh | bash | python | node
+    # compute: output field -> expression source
+    exprs: dict[str, str] = field(default_factory=dict)
+    # named fail node
+    code: str | None = None
+    message: str | None = None  # a template
+    resumable: bool = False
+    # properties the language accepts but this version does not execute
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_llm(self) -> bool:
+        return self.kind in (NodeKind.AGENT, NodeKind.JUDGE) or (
+            self.kind is NodeKind.ROUTER and self.mode is RouterMode.LLM
+        )
+
+
+class ConditionKind(StrEnum):
+    FIELD = "field"  # when x
+    NOT_FIELD = "not_field"  # when not x
+    EXPR = "expr"  # when "expression"
+
+
+@dataclass(frozen=True)
+class Condition:
+    kind: ConditionKind
+    field: str | None = None
+    expr: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind is ConditionKind.FIELD:
+            return f"when {self.field}"
+        if self.kind is ConditionKind.NOT_FIELD:
+            return f"when not {self.field}"
+        return f'when "{self.expr}"'
+
+
+@dataclass(frozen=True)
+class Edge:
+    index: int  # declaration order within the workflow: ties are broken by it
+    src: str
+    dst: str  # a node id, DONE, FAIL
+    span: Span
+    condition: Condition | None = None
+    loop: str | None = None  # `as LOOP(N)`: this edge closes loop LOOP
+    loop_max: int | None = None
+    with_map: tuple[tuple[str, str], ...] = ()  # (key, template) in declaration order
+
+    @property
+    def unconditional(self) -> bool:
+        return self.condition is None
+
+
+@dataclass(frozen=True)
+class Loop:
+    name: str
+    max: int
+    edges: tuple[int, ...]  # indices of the edges that close it
+
+
+@dataclass(frozen=True)
+class FanOutRegion:
+    """A fan_out_all router, the nodes its branches run, and where they converge."""
+
+    router: str
+    branches: tuple[tuple[str, ...], ...]  # per outgoing edge: the body nodes of that branch
+    join: str | None  # the convergence node (declares await), or None if branches end at terminals
+
+    @property
+    def body(self) -> frozenset[str]:
+        return frozenset(n for branch in self.branches for n in branch)
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_parallel_branches: int | None = None
+    max_duration_s: float | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    max_iterations: int | None = None
+
+
+@dataclass
+class Workflow:
+    name: str
+    entry: str
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    loops: dict[str, Loop] = field(default_factory=dict)
+    vars: dict[str, Var] = field(default_factory=dict)
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attachments: dict[str, Attachment] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)
+    schemas: dict[str, Schema] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)
+    worktree: bool = False  # `worktree: auto`
+    default_backend: str | None = None
+    interaction: str | None = None
+    fan_out_regions: dict[str, FanOutRegion] = field(default_factory=dict)
+    span: Span | None = None
+    # accepted-but-not-executed workflow-scope settings (sandbox:, permission:, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def out_edges(self, node_id: str) -> list[Edge]:
+        return [e for e in self.edges if e.src == node_id]
+
+    def in_edges(self, node_id: str) -> list[Edge]:
+        return [e for e in self.edges if e.dst == node_id]
+
+    def successors(self, node_id: str) -> Iterator[str]:
+        for e in self.out_edges(node_id):
+            if e.dst not in TERMINALS:
+                yield e.dst
+
+    def predecessors(self, node_id: str) -> Iterator[str]:
+        for e in self.in_edges(node_id):
+            yield e.src
+
+    def reachable_from(self, start: str) -> set[str]:
+        """Node ids forward-reachable from ``start`` (``start`` included only via a cycle)."""
+        seen: set[str] = set()
+        stack = list(self.successors(start))
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            stack.extend(self.successors(n))
+        return seen
+
+    def region_of(self, node_id: str) -> FanOutRegion | None:
+        """The OUTERMOST fan-out region whose body contains ``node_id`` (None if not in one)."""
+        found: FanOutRegion | None = None
+        for region in self.fan_out_regions.values():
+            if node_id in region.body:
+                if found is None or found.router in region.body:
+                    found = region
+        return found
