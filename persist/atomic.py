@@ -27,7 +27,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644) -> None:
+def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically.
+
+    ``durable=False`` skips the fsyncs (the rename stays atomic, so a killed process still
+    leaves old-or-new): for batches whose caller makes them durable once at the end, e.g. a
+    capture's content objects before the snapshot that references them is committed.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Dot-prefixed temp name so directory listings and globbing for documents skip it.
@@ -38,7 +44,8 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644) -> N
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -49,7 +56,8 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644) -> N
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def atomic_write_text(path: Path | str, text: str, *, mode: int = 0o644) -> None:

@@ -1,0 +1,33 @@
+"""`iterion backends`: which LLM backends exist and whether each is usable here."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from iterion.backends import get_backend, known_backends
+
+
+def backends_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+) -> None:
+    """List the LLM backends and whether each is configured (no call is made).
+
+    Example: iterion backends --json
+    """
+    rows = []
+    for name in known_backends():
+        ok, detail = get_backend(name, {}).availability()
+        rows.append({"name": name, "available": ok, "detail": detail})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        mark = "ok " if r["available"] else "-- "
+        typer.echo(f"{mark}{r['name']}: {r['detail']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("backends", help="List the LLM backends and whether each is usable.\n\nExample: iterion backends --json")(
+        backends_cmd)

@@ -1,0 +1,108 @@
+"""The one interface every LLM backend implements: a request in, a response or a typed error out.
+
+Backends know nothing of the store or the engine's loop: the engine renders prompts, builds a
+``BackendRequest``, charges the response's tokens/cost to the budget and records
+``session_id`` in the checkpoint so an ask_user resume can continue the same conversation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from iterion import ir
+from iterion.failure_codes import FailureCode
+
+# The key a model replies with (alone) to ask the user a question instead of answering
+# (backends without a native ask_user tool use this JSON convention).
+ASK_USER_KEY = "_ask_user"
+
+
+@dataclass(frozen=True)
+class BackendRequest:
+    node_id: str
+    iteration: int = 0
+    node_kind: ir.NodeKind = ir.NodeKind.AGENT
+    model: str | None = None
+    system: str = ""
+    user: str = ""
+    output_schema: ir.Schema | None = None
+    tools: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    session_id: str | None = None  # resume this backend conversation (ask_user)
+    prior_question: str | None = None  # ask_user: what the node asked ...
+    prior_answer: Any = None  # ... and what the user answered (injected as a fallback)
+    allow_ask_user: bool = False  # the node's interaction mode lets it ask
+    choices: tuple[str, ...] = ()  # llm router: the targets it may pick
+    multi: bool = False  # llm router: may pick several
+    workspace_dir: str | None = None  # cwd for CLI-agent backends
+    run_id: str | None = None
+    timeout_s: float | None = None
+
+
+@dataclass
+class BackendResponse:
+    output: dict[str, Any] | None = None  # the structured output (schema requested), else None
+    text: str | None = None  # the raw text answer
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    session_id: str | None = None
+    ask_user: str | None = None  # set when the node asks the user instead of answering
+    selected: tuple[str, ...] = ()  # llm router: the chosen target(s)
+    raw: dict[str, Any] = field(default_factory=dict)  # provider metadata, for the timeline
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def as_output(self) -> dict[str, Any]:
+        """What becomes the node's output: the structured output, else ``{"text": ...}``."""
+        if self.output is not None:
+            return self.output
+        return {"text": self.text or ""}
+
+
+class BackendError(Exception):
+    """A backend failure typed with an engine failure code (drives retry / auto-resume)."""
+
+    def __init__(self, code: FailureCode | str, message: str, *, retry_after_s: float | None = None) -> None:
+        self.code = FailureCode(code)
+        self.message = message
+        self.retry_after_s = retry_after_s
+        # what the failed call still consumed (e.g. an answer that failed its schema): charge it
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.cost_usd = 0.0
+        super().__init__(f"{self.code.value}: {message}")
+
+    def with_usage(self, tokens_in: int, tokens_out: int, cost_usd: float) -> BackendError:
+        self.tokens_in, self.tokens_out, self.cost_usd = tokens_in, tokens_out, cost_usd
+        return self
+
+
+class Backend(ABC):
+    name: str = ""
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.options: dict[str, Any] = dict(options or {})
+
+    @abstractmethod
+    def complete(self, request: BackendRequest) -> BackendResponse:
+        """Execute one LLM call. Raises BackendError (never a raw provider exception)."""
+
+    def availability(self) -> tuple[bool, str]:
+        """(usable as configured, one line saying what it uses or what is missing). Makes no call."""
+        return True, ""
+
+    def close(self) -> None:
+        """Release connections/processes. Idempotent."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,139 @@
+"""The ``claude_code`` backend: delegates a node to the ``claude`` CLI (Claude Code).
+
+Runs ``claude -p --output-format json`` in the run's workspace with the prompt on stdin, plus
+``--model``, ``--append-system-prompt``, ``--allowedTools`` and ``--resume <session>`` (the
+session id of an earlier ask_user turn) when they apply. The CLI's JSON result gives the text,
+``session_id``, ``usage`` and ``total_cost_usd``. The earlier question and answer are also
+injected into the prompt, as the spec's compatibility fallback for a session the CLI lost.
+
+Binary: ``options["claude_bin"]`` / ``$ITERION_CLAUDE_BIN`` / ``claude`` on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.backends.schema import finish_structured, output_instructions, prior_exchange
+from iterion.failure_codes import FailureCode
+
+CLAUDE_ENV = "ITERION_CLAUDE_BIN"
+INSTALL_HINT = ("install it with `npm install -g @anthropic-ai/claude-code` (then run `claude` once to log in), "
+                f"point ${CLAUDE_ENV} at it, or choose another backend (script, openai)")
+
+_MARKERS: tuple[tuple[tuple[str, ...], FailureCode], ...] = (
+    (("usage limit", "limit reached", "limit will reset"), FailureCode.USAGE_LIMIT_BLOCKED),
+    (("rate limit", "rate_limit", "429", "overloaded"), FailureCode.RATE_LIMITED),
+    (("invalid api key", "authentication", "unauthorized", "401", "403", "please run /login", "not logged in",
+      "oauth token"), FailureCode.AUTH_FAILED),
+    (("prompt is too long", "context length", "context window", "too many tokens"),
+     FailureCode.CONTEXT_LENGTH_EXCEEDED),
+)
+
+
+def classify_message(text: str) -> FailureCode:
+    lowered = text.lower()
+    for markers, code in _MARKERS:
+        if any(m in lowered for m in markers):
+            return code
+    return FailureCode.EXECUTION_FAILED
+
+
+class ClaudeCodeBackend(Backend):
+    name = "claude_code"
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.binary = str(self.options.get("claude_bin") or os.environ.get(CLAUDE_ENV) or "claude")
+        self.timeout_s = float(self.options.get("timeout_s") or 3600)
+
+    def executable(self) -> str:
+        found = shutil.which(self.binary)
+        if found is None:
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"the claude_code backend needs the `claude` CLI, and {self.binary!r} is not "
+                               f"installed (not found on PATH); {INSTALL_HINT}")
+        return found
+
+    def availability(self) -> tuple[bool, str]:
+        found = shutil.which(self.binary)
+        return (True, f"claude CLI at {found}") if found else (False, f"`{self.binary}` not found; {INSTALL_HINT}")
+
+    def argv(self, request: BackendRequest) -> list[str]:
+        argv = [self.executable(), "-p", "--output-format", "json"]
+        if request.model:
+            argv += ["--model", request.model]
+        system = "\n\n".join(p for p in (request.system, output_instructions(request)) if p)
+        if system:
+            argv += ["--append-system-prompt", system]
+        if request.tools:
+            argv += ["--allowedTools", ",".join(request.tools)]
+        if request.session_id:
+            argv += ["--resume", request.session_id]
+        return argv
+
+    def prompt(self, request: BackendRequest) -> str:
+        return "\n\n".join(p for p in (request.user, prior_exchange(request)) if p)
+
+    def complete(self, request: BackendRequest) -> BackendResponse:
+        argv = self.argv(request)
+        timeout = request.timeout_s or self.timeout_s
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, cwd=request.workspace_dir or None, start_new_session=True)
+        except OSError as exc:
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE, f"cannot start {argv[0]}: {exc}; {INSTALL_HINT}") from None
+        try:
+            out, err = proc.communicate(self.prompt(request), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # the CLI may have spawned tools: stop its whole process group
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            raise BackendError(FailureCode.TIMEOUT, f"claude did not finish node {request.node_id} within {timeout:g}s") from None
+        data = self._parse(out)
+        if data is None:
+            detail = (err or out).strip()[-500:] or f"exit status {proc.returncode}"
+            raise BackendError(classify_message(detail), f"claude failed on node {request.node_id}: {detail}")
+        usage = data.get("usage") or {}
+        tin = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
+                                                     "cache_read_input_tokens"))
+        tout = int(usage.get("output_tokens") or 0)
+        cost = float(data.get("total_cost_usd") or data.get("cost_usd") or 0.0)
+        text = str(data.get("result") or "")
+        if data.get("is_error") or proc.returncode != 0 or data.get("subtype", "success") != "success":
+            detail = text or (err or "").strip()[-500:] or str(data.get("subtype"))
+            raise BackendError(classify_message(detail),
+                               f"claude failed on node {request.node_id}: {detail}").with_usage(tin, tout, cost)
+        try:
+            output, ask, selected = finish_structured(request, text)
+        except BackendError as exc:
+            raise exc.with_usage(tin, tout, cost) from None
+        return BackendResponse(output=output, text=text, tokens_in=tin, tokens_out=tout, cost_usd=cost,
+                               session_id=data.get("session_id"), ask_user=ask, selected=selected,
+                               raw={"num_turns": data.get("num_turns"), "duration_ms": data.get("duration_ms")})
+
+    @staticmethod
+    def _parse(out: str) -> dict[str, Any] | None:
+        """The CLI's result object (the last JSON object line, tolerating log lines before it)."""
+        text = out.strip()
+        for candidate in [text, *reversed(text.splitlines())]:
+            try:
+                value = json.loads(candidate)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+            if isinstance(value, list):  # stream-style output: the final "result" message
+                results = [v for v in value if isinstance(v, dict) and v.get("type") == "result"]
+                if results:
+                    return results[-1]
+        return None

@@ -1,0 +1,160 @@
+"""The ``openai`` backend: any OpenAI-compatible chat-completions endpoint, over httpx.
+
+Configuration: ``options["base_url"]`` / ``$OPENAI_BASE_URL`` (default the OpenAI API),
+``options["api_key"]`` / ``$OPENAI_API_KEY`` (required only for the default URL),
+``options["json_mode"]`` / ``$ITERION_OPENAI_JSON_MODE``: ``json_object`` (default, widest
+support) or ``json_schema`` (strict structured outputs), ``options["timeout_s"]``.
+Tokens come from the response's ``usage``; cost from ``usage.cost`` when the endpoint reports it,
+else from the price table (``pricing.py``).
+
+Tools are not executed by this backend (it makes one completion per call).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.backends.pricing import cost_usd
+from iterion.backends.schema import effective_schema, finish_structured, json_schema, output_instructions, prior_exchange
+from iterion.failure_codes import FailureCode
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "too many tokens",
+                    "prompt is too long")
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    try:
+        return float(resp.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+
+
+def _error_text(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:300]
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):
+        return " ".join(str(err.get(k)) for k in ("code", "type", "message") if err.get(k))
+    return str(err or body)[:300]
+
+
+def classify_http(resp: httpx.Response) -> BackendError:
+    """The failure code of a non-2xx chat-completions response."""
+    status, text = resp.status_code, _error_text(resp)
+    lowered = text.lower()
+    if status == 429:
+        return BackendError(FailureCode.RATE_LIMITED, f"HTTP 429 from the provider: {text}",
+                            retry_after_s=_retry_after(resp))
+    if status in (401, 403):
+        return BackendError(FailureCode.AUTH_FAILED,
+                            f"HTTP {status}: the provider rejected the credential ($OPENAI_API_KEY): {text}")
+    if any(m in lowered for m in _CONTEXT_MARKERS):
+        return BackendError(FailureCode.CONTEXT_LENGTH_EXCEEDED, f"HTTP {status}: {text}")
+    if status >= 500:
+        return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status} from the provider: {text}")
+    return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status}: the provider refused the request: {text}")
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.base_url = str(self.options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        self.api_key = self.options.get("api_key") or os.environ.get("OPENAI_API_KEY")
+        self.json_mode = str(self.options.get("json_mode") or os.environ.get("ITERION_OPENAI_JSON_MODE")
+                             or "json_object")
+        self.timeout_s = float(self.options.get("timeout_s") or os.environ.get("ITERION_OPENAI_TIMEOUT") or 600)
+        self._client: httpx.Client | None = None
+
+    def availability(self) -> tuple[bool, str]:
+        if self.base_url.rstrip("/") == DEFAULT_BASE_URL and not self.api_key:
+            return False, "no $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible endpoint)"
+        return True, f"{self.base_url} ({'with' if self.api_key else 'without'} an API key)"
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            self._client = httpx.Client(base_url=self.base_url.rstrip("/") + "/", headers=headers,
+                                        timeout=self.timeout_s)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def build_body(self, request: BackendRequest) -> dict[str, Any]:
+        if not request.model:
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"node {request.node_id}: the openai backend needs a model (set `model:` on the node)")
+        system = "\n\n".join(p for p in (request.system, output_instructions(request)) if p)
+        messages: list[dict[str, str]] = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        exchange = prior_exchange(request)
+        user = "\n\n".join(p for p in (request.user, exchange) if p)
+        messages.append({"role": "user", "content": user})
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.max_tokens:
+            body["max_tokens"] = request.max_tokens
+        if request.reasoning_effort:
+            body["reasoning_effort"] = request.reasoning_effort
+        schema = effective_schema(request)
+        if schema is not None:
+            if self.json_mode == "json_schema" and not request.allow_ask_user:
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": schema.name, "schema": json_schema(schema), "strict": True}}
+            else:
+                body["response_format"] = {"type": "json_object"}
+        return body
+
+    def complete(self, request: BackendRequest) -> BackendResponse:
+        if self.base_url.rstrip("/") == DEFAULT_BASE_URL and not self.api_key:
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               "the openai backend needs $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible "
+                               "endpoint that needs no key)")
+        body = self.build_body(request)
+        timeout = request.timeout_s or self.timeout_s
+        try:
+            resp = self._http().post("chat/completions", json=body, timeout=timeout)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # nothing was sent: safe to retry
+            raise BackendError(FailureCode.NETWORK_TRANSIENT, f"cannot reach {self.base_url}: {exc}") from None
+        except httpx.TimeoutException as exc:
+            raise BackendError(FailureCode.TIMEOUT, f"{self.base_url} did not answer within {timeout:g}s: "
+                                                    f"{type(exc).__name__}") from None
+        except httpx.HTTPError as exc:
+            raise BackendError(FailureCode.EXECUTION_FAILED, f"request to {self.base_url} failed: {exc}") from None
+        if resp.status_code >= 400:
+            raise classify_http(resp)
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise BackendError(FailureCode.EXECUTION_FAILED,
+                               f"{self.base_url} answered with no chat completion: {resp.text[:200]!r}") from None
+        usage = data.get("usage") or {}
+        tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        cost = usage.get("cost")
+        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(request.model, tin, tout)
+        if choice.get("finish_reason") == "length" and effective_schema(request) is not None:
+            raise BackendError(FailureCode.SCHEMA_VALIDATION, f"node {request.node_id}: the answer was cut at "
+                               "max_tokens before the JSON closed").with_usage(tin, tout, spent)
+        try:
+            output, ask, selected = finish_structured(request, text)
+        except BackendError as exc:
+            raise exc.with_usage(tin, tout, spent) from None
+        return BackendResponse(output=output, text=text, tokens_in=tin, tokens_out=tout, cost_usd=spent,
+                               session_id=None, ask_user=ask, selected=selected,
+                               raw={"id": data.get("id"), "model": data.get("model"),
+                                    "finish_reason": choice.get("finish_reason")})

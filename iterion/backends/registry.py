@@ -1,0 +1,54 @@
+"""Backend lookup by name: ``get_backend("script", options)``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from iterion.backends.base import Backend, BackendError
+from iterion.backends.claude_code import ClaudeCodeBackend
+from iterion.backends.openai import OpenAIBackend
+from iterion.backends.script import ScriptBackend
+from iterion.failure_codes import FailureCode
+
+DEFAULT_BACKEND = "script"
+BACKEND_ENV = "ITERION_BACKEND"
+
+_FACTORIES: dict[str, Callable[[Mapping[str, Any] | None], Backend]] = {
+    "script": ScriptBackend,
+    "openai": OpenAIBackend,
+    "claude_code": ClaudeCodeBackend,
+}
+# spellings people use for the same backend
+_ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "openai_compat": "openai"}
+
+
+def known_backends() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def canonical_name(name: str) -> str:
+    """The registered name for ``name`` (aliases resolved), or BackendError listing the known ones."""
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in _FACTORIES:
+        raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                           f"unknown backend {name!r}; known backends: {', '.join(known_backends())}")
+    return key
+
+
+def default_backend_name() -> str:
+    """$ITERION_BACKEND, else ``script``."""
+    return os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+
+
+def get_backend(name: str | None, options: Mapping[str, Any] | None = None) -> Backend:
+    """A backend instance; ``None`` means the default (see default_backend_name)."""
+    return _FACTORIES[canonical_name(name or default_backend_name())](options)
+
+
+def register_backend(name: str, factory: Callable[[Mapping[str, Any] | None], Backend]) -> None:
+    """Add a backend (tests, plugins). The name must not already be taken."""
+    if name in _FACTORIES:
+        raise ValueError(f"backend {name!r} is already registered")
+    _FACTORIES[name] = factory

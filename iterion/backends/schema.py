@@ -1,0 +1,163 @@
+"""Output schemas for backends: JSON Schema for providers, prompt instructions, JSON extraction,
+and the check that an output matches an ``ir.Schema``."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from iterion import ir
+from iterion.backends.base import ASK_USER_KEY, BackendError, BackendRequest
+from iterion.failure_codes import FailureCode
+
+_JSON_TYPES: dict[ir.FieldType, dict[str, Any]] = {
+    ir.FieldType.STRING: {"type": "string"},
+    ir.FieldType.BOOL: {"type": "boolean"},
+    ir.FieldType.INT: {"type": "integer"},
+    ir.FieldType.FLOAT: {"type": "number"},
+    ir.FieldType.JSON: {},
+    ir.FieldType.STRING_LIST: {"type": "array", "items": {"type": "string"}},
+    ir.FieldType.FILE: {"type": "string", "description": "a file path"},
+}
+
+
+def json_schema(schema: ir.Schema) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for f in schema.fields:
+        spec = dict(_JSON_TYPES[f.type])
+        if f.enum:
+            spec["enum"] = list(f.enum)
+        props[f.name] = spec
+    return {"type": "object", "properties": props, "required": [f.name for f in schema.fields],
+            "additionalProperties": False}
+
+
+def router_schema(request: BackendRequest) -> ir.Schema:
+    """The schema an llm router answers with: one target, or a list of targets when multi."""
+    if request.multi:
+        return ir.Schema("route", (ir.SchemaField("targets", ir.FieldType.STRING_LIST),))
+    return ir.Schema("route", (ir.SchemaField("target", ir.FieldType.STRING, tuple(request.choices)),))
+
+
+def effective_schema(request: BackendRequest) -> ir.Schema | None:
+    if request.choices:
+        return router_schema(request)
+    return request.output_schema
+
+
+def output_instructions(request: BackendRequest) -> str:
+    """Text appended to the system prompt: the JSON shape to answer with, and how to ask."""
+    parts: list[str] = []
+    schema = effective_schema(request)
+    if request.choices:
+        parts.append("Choose the next step among: " + ", ".join(request.choices) + ".")
+    if schema is not None:
+        parts.append("Answer with one JSON object only, matching this JSON Schema:\n"
+                     + json.dumps(json_schema(schema), sort_keys=True))
+    if request.allow_ask_user:
+        parts.append(f'If you need information from the user first, answer with only {{"{ASK_USER_KEY}": '
+                     '"<your question>"} instead.')
+    return "\n\n".join(parts)
+
+
+def prior_exchange(request: BackendRequest) -> str:
+    """The earlier ask_user question and its answer, for backends that cannot resume a session."""
+    if request.prior_question is None and request.prior_answer is None:
+        return ""
+    answer = request.prior_answer if isinstance(request.prior_answer, str) else json.dumps(request.prior_answer)
+    return f"Earlier you asked the user: {request.prior_question}\nThe user answered: {answer}"
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The JSON object in a model's text (bare, or in a ```json fence, or the outermost {...})."""
+    candidates = [text.strip()]
+    candidates += [m.group(1) for m in _FENCE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start:end + 1])
+    for c in candidates:
+        try:
+            value = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise BackendError(FailureCode.SCHEMA_VALIDATION, f"the model did not answer with a JSON object: {text[:200]!r}")
+
+
+def _type_ok(ftype: ir.FieldType, value: Any) -> bool:
+    if ftype is ir.FieldType.STRING or ftype is ir.FieldType.FILE:
+        return isinstance(value, str)
+    if ftype is ir.FieldType.BOOL:
+        return isinstance(value, bool)
+    if ftype is ir.FieldType.INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if ftype is ir.FieldType.FLOAT:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ftype is ir.FieldType.STRING_LIST:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return True  # json: anything
+
+
+def schema_problems(schema: ir.Schema, output: Any) -> list[str]:
+    """Why ``output`` does not match ``schema`` (empty list = it matches)."""
+    if not isinstance(output, dict):
+        return [f"output is {type(output).__name__}, not an object"]
+    problems: list[str] = []
+    for f in schema.fields:
+        if f.name not in output:
+            problems.append(f"missing field {f.name!r}")
+        elif not _type_ok(f.type, output[f.name]):
+            problems.append(f"field {f.name!r} should be {f.type.value}, got {type(output[f.name]).__name__}")
+        elif f.enum and output[f.name] not in f.enum:
+            problems.append(f"field {f.name!r} must be one of {', '.join(f.enum)}, got {output[f.name]!r}")
+    return problems
+
+
+def check_output(schema: ir.Schema, output: Any, *, node_id: str = "") -> dict[str, Any]:
+    """``output`` if it matches ``schema``, else BackendError(SCHEMA_VALIDATION)."""
+    problems = schema_problems(schema, output)
+    if problems:
+        where = f"node {node_id}: " if node_id else ""
+        raise BackendError(FailureCode.SCHEMA_VALIDATION,
+                           f"{where}output does not match schema {schema.name}: " + "; ".join(problems))
+    return output
+
+
+def selected_targets(request: BackendRequest, output: dict[str, Any]) -> tuple[str, ...]:
+    """The router targets named in ``output``, each checked against the request's choices."""
+    picked = output.get("targets") if request.multi else [output.get("target")]
+    if not isinstance(picked, list) or not picked:
+        raise BackendError(FailureCode.SCHEMA_VALIDATION, f"router {request.node_id}: no target chosen")
+    bad = [p for p in picked if p not in request.choices]
+    if bad:
+        raise BackendError(FailureCode.SCHEMA_VALIDATION,
+                           f"router {request.node_id}: {bad[0]!r} is not one of {', '.join(request.choices)}")
+    return tuple(picked)
+
+
+def finish_structured(request: BackendRequest, text: str) -> tuple[dict[str, Any] | None, str | None,
+                                                                    tuple[str, ...]]:
+    """Turn a model's text into (output, ask_user question, router selection) per the request."""
+    schema = effective_schema(request)
+    if schema is None and not request.allow_ask_user:
+        return None, None, ()
+    if schema is None:
+        try:
+            obj = parse_json_object(text)
+        except BackendError:
+            return None, None, ()
+        if isinstance(obj.get(ASK_USER_KEY), str) and len(obj) == 1:
+            return None, obj[ASK_USER_KEY], ()
+        return None, None, ()
+    obj = parse_json_object(text)
+    if request.allow_ask_user and isinstance(obj.get(ASK_USER_KEY), str):
+        return None, obj[ASK_USER_KEY], ()
+    check_output(schema, obj, node_id=request.node_id)
+    if request.choices:
+        return obj, None, selected_targets(request, obj)
+    return obj, None, ()

@@ -1,0 +1,281 @@
+"""Run budget: caps, the consumption every branch shares, and the resume-time merge of caps.
+
+Caps are a ``BudgetAsk`` (0 on a field = no cap / inherit). Consumption is a ``Usage``; it is
+what the checkpoint persists, so a resume restores it instead of starting a fresh budget.
+``Budget`` is shared by all parallel branches of a run and is thread-safe.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from iterion import ir
+from iterion.failure_codes import FailureCode
+
+AXES = ("max_tokens", "max_cost_usd", "max_duration", "max_iterations", "max_parallel_branches")
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
+
+
+class DurationError(ValueError):
+    pass
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds in ``text``: "90s", "30m", "4h", "1h30m", "1.5h", "250ms"; a bare number is seconds."""
+    if isinstance(text, bool):
+        raise DurationError(f"duration {text!r} is not a duration")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        s = text.strip()
+        if not s:
+            raise DurationError("duration is empty; write e.g. 30m, 4h, 90s or 1h30m")
+        try:
+            value = float(s)
+        except ValueError:
+            pos, value = 0, 0.0
+            for m in _PART.finditer(s):
+                if m.start() != pos:
+                    break
+                value += float(m.group(1)) * _UNITS[m.group(2)]
+                pos = m.end()
+            if pos != len(s) or pos == 0:
+                raise DurationError(f"duration {text!r} is not understood; write e.g. 30m, 4h, 90s or 1h30m") from None
+    if value < 0 or not math.isfinite(value):
+        raise DurationError(f"duration {text!r} must be a finite non-negative time")
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """Inverse of parse_duration for display: 5400 -> "1h30m", 90 -> "1m30s"."""
+    whole = int(seconds)
+    frac = seconds - whole
+    h, rem = divmod(whole, 3600)
+    m, s = divmod(rem, 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if m else "")
+    if s or frac or not out:
+        out += f"{s + frac:g}s"
+    return out
+
+
+class BudgetAsk(BaseModel):
+    """Caps asked for a run. 0 means "no cap" on launch and "inherit" in an override."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    max_tokens: int = 0
+    max_cost_usd: float = 0.0
+    max_duration_s: float = 0.0
+    max_iterations: int = 0
+    max_parallel_branches: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_duration_text(cls, data: Any) -> Any:
+        # the wire/CLI form is {"max_duration": "4h"}; persisted form is seconds
+        if isinstance(data, dict) and "max_duration" in data:
+            data = dict(data)
+            raw = data.pop("max_duration")
+            if raw not in (None, "", 0) and "max_duration_s" not in data:
+                data["max_duration_s"] = parse_duration(raw)
+        if isinstance(data, dict):
+            data = {k: (0 if v is None else v) for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _non_negative(self) -> BudgetAsk:
+        for name in ("max_tokens", "max_cost_usd", "max_duration_s", "max_iterations", "max_parallel_branches"):
+            v = getattr(self, name)
+            if v < 0 or (isinstance(v, float) and not math.isfinite(v)):
+                raise ValueError(f"budget {name} must be a finite non-negative number, got {v}")
+        return self
+
+    @classmethod
+    def from_ir(cls, budget: ir.Budget) -> BudgetAsk:
+        return cls(max_tokens=budget.max_tokens or 0, max_cost_usd=budget.max_cost_usd or 0.0,
+                   max_duration_s=budget.max_duration_s or 0.0, max_iterations=budget.max_iterations or 0,
+                   max_parallel_branches=budget.max_parallel_branches or 0)
+
+    def is_empty(self) -> bool:
+        return not any(getattr(self, f) for f in type(self).model_fields)
+
+
+def merge_ask(launch: BudgetAsk, override: BudgetAsk | None) -> BudgetAsk:
+    """Per field: a non-zero ``override`` wins, a zero one inherits ``launch``."""
+    if override is None:
+        return launch.model_copy()
+    return BudgetAsk(**{f: (getattr(override, f) or getattr(launch, f)) for f in BudgetAsk.model_fields})
+
+
+def raised_axes(before: BudgetAsk, after: BudgetAsk) -> set[str]:
+    """Fields whose cap ``after`` raises over ``before`` (removing a cap, 0, is not a raise here)."""
+    out: set[str] = set()
+    for f in BudgetAsk.model_fields:
+        b, a = getattr(before, f), getattr(after, f)
+        if b and a > b:
+            out.add(f)
+    return out
+
+
+class Usage(BaseModel):
+    """Consumption so far. Persisted in the checkpoint; a legacy checkpoint without it reads zeros."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+    iterations: int = 0
+    active_duration_s: float = 0.0
+    # spend across every attempt of the run (never refunded, not even by a rewind)
+    cumulative_cost_usd: float = 0.0
+
+
+class BudgetExceeded(Exception):
+    """A cap was reached. ``code`` is BUDGET_EXCEEDED; ``axis`` is the AXES name."""
+
+    code = FailureCode.BUDGET_EXCEEDED
+
+    def __init__(self, axis: str, cap: float, consumed: float) -> None:
+        self.axis, self.cap, self.consumed = axis, cap, consumed
+        if axis == "max_duration":
+            shown_cap, shown_used = format_duration(cap), format_duration(consumed)
+        elif axis == "max_cost_usd":
+            shown_cap, shown_used = f"${cap:g}", f"${consumed:.4f}".rstrip("0").rstrip(".")
+        else:
+            shown_cap, shown_used = f"{cap:g}", f"{consumed:g}"
+        self.message = (f"budget exceeded: {axis} cap {shown_cap} reached (consumed {shown_used}); "
+                        f"resume with a larger --{axis.replace('_', '-')}")
+        super().__init__(self.message)
+
+
+class Budget:
+    """Caps plus shared, thread-safe consumption of one run."""
+
+    def __init__(self, ask: BudgetAsk | None = None, *, usage: Usage | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._ask = ask or BudgetAsk()
+        self._usage = (usage or Usage()).model_copy()
+        self._active = 0  # how many branches currently execute; the clock runs while > 0
+        self._active_since = 0.0
+        self._slots: threading.BoundedSemaphore | None = None
+        self._set_slots()
+
+    # -- caps -------------------------------------------------------------------------------------
+    @property
+    def ask(self) -> BudgetAsk:
+        return self._ask.model_copy()
+
+    def set_ask(self, ask: BudgetAsk) -> None:
+        """Replace the caps (a resume override); consumption is kept."""
+        with self._lock:
+            self._ask = ask
+        self._set_slots()
+
+    def _set_slots(self) -> None:
+        n = self._ask.max_parallel_branches
+        self._slots = threading.BoundedSemaphore(n) if n else None
+
+    # -- consumption -----------------------------------------------------------------------------
+    def restore(self, usage: Usage) -> None:
+        """Load consumption from a checkpoint (the clock is not running afterwards)."""
+        with self._lock:
+            self._usage = usage.model_copy()
+            if self._active:
+                self._active_since = self._clock()
+
+    def _elapsed_locked(self) -> float:
+        extra = self._clock() - self._active_since if self._active else 0.0
+        return self._usage.active_duration_s + extra
+
+    def usage(self) -> Usage:
+        """A snapshot including the active time accrued up to now (what the checkpoint stores)."""
+        with self._lock:
+            return self._usage.model_copy(update={"active_duration_s": self._elapsed_locked()})
+
+    def charge(self, *, tokens: int = 0, cost_usd: float = 0.0) -> None:
+        """Record what a call consumed (always recorded: it was spent), then raise if over a cap."""
+        if tokens < 0 or cost_usd < 0:
+            raise ValueError("a charge cannot be negative")
+        with self._lock:
+            self._usage.tokens += tokens
+            self._usage.cost_usd += cost_usd
+            self._usage.cumulative_cost_usd += cost_usd
+            self._check_locked()
+
+    def add_iteration(self, n: int = 1) -> None:
+        """Count node executions against max_iterations; raises once the count passes the cap."""
+        with self._lock:
+            self._usage.iterations += n
+            self._check_locked()
+
+    def check(self) -> None:
+        """Raise BudgetExceeded if any consumption is past its cap (duration included)."""
+        with self._lock:
+            self._check_locked()
+
+    def _check_locked(self) -> None:
+        a, u = self._ask, self._usage
+        if a.max_tokens and u.tokens > a.max_tokens:
+            raise BudgetExceeded("max_tokens", a.max_tokens, u.tokens)
+        if a.max_cost_usd and u.cost_usd > a.max_cost_usd:
+            raise BudgetExceeded("max_cost_usd", a.max_cost_usd, u.cost_usd)
+        if a.max_iterations and u.iterations > a.max_iterations:
+            raise BudgetExceeded("max_iterations", a.max_iterations, u.iterations)
+        if a.max_duration_s:
+            elapsed = self._elapsed_locked()
+            if elapsed > a.max_duration_s:
+                raise BudgetExceeded("max_duration", a.max_duration_s, elapsed)
+
+    def remaining_duration(self) -> float | None:
+        """Seconds of active time left under max_duration (None without that cap)."""
+        with self._lock:
+            if not self._ask.max_duration_s:
+                return None
+            return max(0.0, self._ask.max_duration_s - self._elapsed_locked())
+
+    # -- active time -----------------------------------------------------------------------------
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Count wall time while at least one branch executes (parallel branches count once)."""
+        with self._lock:
+            if self._active == 0:
+                self._active_since = self._clock()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self._usage.active_duration_s += self._clock() - self._active_since
+
+    # -- parallelism -----------------------------------------------------------------------------
+    @contextmanager
+    def branch_slot(self, *, block: bool = True) -> Iterator[None]:
+        """Hold one of max_parallel_branches slots while a branch runs (no cap: no limit).
+
+        ``block=False`` raises BudgetExceeded instead of waiting when every slot is taken.
+        """
+        slots = self._slots
+        if slots is None:
+            yield
+            return
+        if not slots.acquire(blocking=block):
+            raise BudgetExceeded("max_parallel_branches", self._ask.max_parallel_branches,
+                                 self._ask.max_parallel_branches + 1)
+        try:
+            yield
+        finally:
+            slots.release()

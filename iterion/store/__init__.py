@@ -1,0 +1,45 @@
+"""The run store: run documents, checkpoints, events, artifacts, interactions, attachments, locks.
+
+Layout (default ``.iterion/`` at the project root)::
+
+    runs/<run>/run.json          RunDoc (CAS on ``version``)
+    runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)
+    runs/<run>/events.jsonl      the timeline (append-only)
+    runs/<run>/lock              the execution lock (flock)
+    runs/<run>/artifacts/<name>/<version>.json
+    runs/<run>/interactions/<id>.json
+    runs/<run>/attachments/
+    runs/<run>/track/            workspacetrack data of an in-place run
+"""
+
+from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
+from iterion.store.attachments import AttachmentRecord, AttachmentStore
+from iterion.store.checkpoint import AnchorReason, Checkpoint, ExecutedNode, PendingInteraction
+from iterion.store.errors import (
+    CorruptDocumentError,
+    InvalidTransitionError,
+    LockHeldError,
+    RunExistsError,
+    RunNotFoundError,
+    StaleWriteError,
+    StatusRefusedError,
+    StoreError,
+)
+from iterion.store.events import Event, EventLog, last_flush_time, read_events
+from iterion.store.ids import friendly_name, new_id
+from iterion.store.interactions import InteractionDoc, InteractionStore
+from iterion.store.layout import RunPaths, resolve_store_dir
+from iterion.store.lock import RunLock, is_held, read_owner
+from iterion.store.run_doc import OwnerInfo, RunDoc, WorkspaceMode, WorktreeInfo
+from iterion.store.status import Command, RunStatus, accepts, check_command, check_transition, refusal_message
+from iterion.store.store import Store
+
+__all__ = [
+    "AnchorReason", "ArtifactDoc", "ArtifactNotFoundError", "ArtifactStore", "AttachmentRecord", "AttachmentStore",
+    "Checkpoint", "Command", "CorruptDocumentError", "Event", "EventLog", "ExecutedNode", "InteractionDoc",
+    "InteractionStore", "InvalidTransitionError", "LockHeldError", "OwnerInfo", "PendingInteraction", "RunDoc",
+    "RunExistsError", "RunLock", "RunNotFoundError", "RunPaths", "RunStatus", "StaleWriteError",
+    "StatusRefusedError", "Store", "StoreError", "WorkspaceMode", "WorktreeInfo", "accepts", "check_command",
+    "check_transition", "friendly_name", "is_held", "last_flush_time", "new_id", "read_events", "read_owner",
+    "refusal_message", "resolve_store_dir",
+]

@@ -1,0 +1,58 @@
+"""The run store's exceptions. ``StoreError`` is the user-facing base the CLI prints as one line."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """A store failure the user can act on: ``message`` is one line, ``hint`` an optional second."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+
+
+class RunNotFoundError(StoreError):
+    pass
+
+
+class RunExistsError(StoreError):
+    pass
+
+
+class StaleWriteError(StoreError):
+    """The run document changed on disk since this writer read it (compare-and-swap refused)."""
+
+    def __init__(self, run_id: str, expected: int, found: int) -> None:
+        super().__init__(
+            f"run {run_id} was modified concurrently (expected version {expected}, found {found}); "
+            "reload the run and retry",
+            hint="another process (a resume, rewind or cancel) wrote the run meanwhile",
+            exit_code=1,
+        )
+        self.run_id = run_id
+        self.expected = expected
+        self.found = found
+
+
+class InvalidTransitionError(StoreError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=1)
+
+
+class StatusRefusedError(StoreError):
+    """A command refused because of the run's status (the message names what would work)."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, exit_code=1)
+
+
+class CorruptDocumentError(StoreError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=1)
+
+
+class LockHeldError(StoreError):
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, exit_code=1)

@@ -1,0 +1,65 @@
+"""Run and interaction ids: time-ordered (lexicographic order = creation order) and unique.
+
+An id is 32 lowercase hex digits: 48 bits of milliseconds since the epoch, then 80 random
+bits. Within one process ids are also strictly increasing even inside one millisecond, so a
+listing sorted by id is the launch order.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+
+from gitrefs.ids import validate_id
+
+_ADJECTIVES = (
+    "amber", "brave", "calm", "clever", "crisp", "dapper", "eager", "fancy", "gentle", "glad",
+    "golden", "happy", "jolly", "keen", "lively", "lucky", "merry", "mighty", "nimble", "noble",
+    "plucky", "proud", "quick", "quiet", "rapid", "shiny", "silent", "steady", "sunny", "swift",
+    "tidy", "vivid", "wise", "witty", "zesty", "bold",
+)
+_NOUNS = (
+    "badger", "beacon", "birch", "comet", "cedar", "falcon", "fern", "harbor", "heron", "lantern",
+    "maple", "meadow", "otter", "pebble", "pine", "quartz", "raven", "river", "robin", "sparrow",
+    "summit", "thistle", "tiger", "valley", "willow", "wren", "zephyr", "orchid", "kestrel", "lynx",
+)
+
+_lock = threading.Lock()
+_last: int = 0
+RUN_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def new_id() -> str:
+    """A fresh sortable unique id (see module doc)."""
+    global _last
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        rand = secrets.randbits(80)
+        value = (ms << 80) | rand
+        # Keep ids strictly increasing in-process even when the clock stalls or steps back.
+        if value <= _last:
+            value = _last + 1
+        _last = value
+    return f"{value:032x}"
+
+
+def id_time_ms(run_id: str) -> int:
+    """The creation time (ms since the epoch) encoded in an id from ``new_id``."""
+    return int(run_id[:12], 16)
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-_").lower()
+    return slug or "run"
+
+
+def friendly_name(workflow: str) -> str:
+    """``<workflow>-<adjective>-<noun>``, e.g. ``tidy-brave-otter`` (not unique, for people)."""
+    return f"{_slug(workflow)}-{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}"
+
+
+def validate_run_id(run_id: str) -> str:
+    """A run id must be one path component and one git ref component."""
+    return validate_id(run_id, "run id")

@@ -1,0 +1,121 @@
+"""The per-run execution lock (``runs/<run>/lock``): one process executes a run at a time.
+
+An exclusive ``fcntl.flock``: the kernel drops it when the holder dies (SIGKILL included), so a
+crashed owner never leaves a lock someone must clean by hand. The file also records the
+owner's pid/host/time for display; the flock, not that record, is what proves liveness. The
+file is never deleted (unlinking a flocked file lets a second process lock a fresh inode).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from iterion.store.errors import LockHeldError
+from iterion.store.timeutil import utcnow
+
+LOCK_FILE = "lock"
+
+
+def lock_path(run_dir: Path) -> Path:
+    return Path(run_dir) / LOCK_FILE
+
+
+def _flock_nb(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def is_held(run_dir: Path) -> bool:
+    """Does some open file description (any process, this one included) hold the run's lock?"""
+    path = lock_path(run_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        if _flock_nb(fd):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def read_owner(run_dir: Path) -> dict[str, Any] | None:
+    """The owner record the last holder wrote ({pid, host, started}), or None."""
+    try:
+        text = lock_path(run_dir).read_text()
+        data = json.loads(text) if text.strip() else None
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class RunLock:
+    """``try_acquire()`` / ``release()``, or ``with RunLock(d).acquired():`` (raises LockHeldError)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = lock_path(self.run_dir)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Held by THIS object."""
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _flock_nb(fd):
+            os.close(fd)
+            return False
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": utcnow().isoformat()}
+        data = json.dumps(owner).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        self._fd = fd
+        return True
+
+    def acquire(self) -> None:
+        """Like try_acquire, but raise a LockHeldError naming the owner when another holds it."""
+        if not self.try_acquire():
+            owner = read_owner(self.run_dir) or {}
+            who = f" (pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('started')})" if owner else ""
+            raise LockHeldError(
+                f"run {self.run_dir.name} is being executed by another process{who}",
+                hint="wait for it to stop, or cancel it; two processes never execute one run",
+            )
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

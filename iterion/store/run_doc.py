@@ -1,0 +1,111 @@
+"""The run document (``runs/<run>/run.json``): what a run is, recorded at launch and kept current.
+
+``version`` is the compare-and-swap counter: ``Store.save_run(doc, expected_version)`` refuses
+a writer whose read is stale. The execution state lives in the checkpoint, not here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from iterion.budget import BudgetAsk
+from iterion.store.status import RunStatus, check_transition
+from iterion.store.timeutil import utcnow
+from persist import VersionedModel
+
+# Above this many UTF-8 bytes the unit's files are not all recorded (the main file alone is).
+SOURCES_CAP_BYTES = 1024 * 1024
+
+
+class WorkspaceMode(StrEnum):
+    IN_PLACE = "in_place"
+    WORKTREE = "worktree"
+
+
+class WorktreeInfo(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    path: str
+    branch: str
+    base_commit: str
+    released: bool = False  # a deliberate reclamation after an early terminal refusal
+
+
+class OwnerInfo(BaseModel):
+    """The process executing the run (the live proof is the per-run flock, not this record)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pid: int
+    host: str
+    started: datetime
+
+
+class RunDoc(VersionedModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    status: RunStatus = RunStatus.QUEUED
+    workflow_name: str
+    file_path: str | None = None
+    bundle_path: str | None = None
+    preset: str | None = None
+    workflow_digest: str = ""
+    workflow_source: str | None = None  # the main file's text
+    workflow_sources: dict[str, str] = Field(default_factory=dict)  # every file of the unit, by path
+    workflow_sources_truncated: bool = False  # over SOURCES_CAP_BYTES: workflow_sources left empty
+    vars: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    budget: BudgetAsk = Field(default_factory=BudgetAsk)
+    backend: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)  # backend/run options (e.g. script_file)
+    workspace_dir: str = ""
+    workspace_mode: WorkspaceMode = WorkspaceMode.IN_PLACE
+    worktree: WorktreeInfo | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    failure_code: str | None = None
+    error: str | None = None
+    explicit_resume_required: bool = False
+    subbot_children: dict[str, str] = Field(default_factory=dict)  # node id -> child run id
+    owner: OwnerInfo | None = None
+    last_resume_digest: str | None = None
+    version: int = 0  # CAS counter: 1 once created, +1 per save
+
+    def set_status(self, status: RunStatus | str, *, failure_code: str | None = None,
+                   error: str | None = None) -> None:
+        """Move to ``status`` if the transition table allows it; stamps finished_at on terminals."""
+        new = RunStatus(status)
+        check_transition(self.id, self.status, new)
+        self.status = new
+        if new in (RunStatus.FINISHED, RunStatus.FAILED):
+            self.finished_at = utcnow()
+        elif new is RunStatus.RUNNING:
+            self.finished_at = None
+        if failure_code is not None or error is not None or new is RunStatus.RUNNING or new is RunStatus.FINISHED:
+            # a new verdict (or a fresh attempt) replaces the previous one
+            self.failure_code = failure_code
+            self.error = error
+
+    def record_sources(self, main_path: str, sources: dict[str, str]) -> None:
+        """Record the unit's files; over the cap, keep the main alone and flag it."""
+        set_sources(self, main_path, sources)
+
+
+def set_sources(doc: RunDoc, main_path: str, sources: dict[str, str], *, cap: int = SOURCES_CAP_BYTES) -> None:
+    if main_path not in sources:
+        raise ValueError(f"sources do not contain the main file {main_path!r}")
+    doc.workflow_source = sources[main_path]
+    total = sum(len(text.encode("utf-8")) for text in sources.values())
+    if total > cap:
+        doc.workflow_sources = {}
+        doc.workflow_sources_truncated = True
+    else:
+        doc.workflow_sources = dict(sources)
+        doc.workflow_sources_truncated = False

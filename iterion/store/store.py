@@ -1,0 +1,233 @@
+"""The embedded file store: ``<store>/runs/<run>/`` holding one run's documents.
+
+``save_run`` is a compare-and-swap on the run document's ``version`` so a stale writer (a
+cancel racing a resume, a rewind racing a checkpoint) is refused instead of overwriting; the
+check and the rename happen under a short flock so two processes cannot both win.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from iterion.store.artifacts import ArtifactStore
+from iterion.store.attachments import AttachmentStore
+from iterion.store.checkpoint import Checkpoint
+from iterion.store.errors import (
+    CorruptDocumentError,
+    RunExistsError,
+    RunNotFoundError,
+    StaleWriteError,
+    StatusRefusedError,
+)
+from iterion.store.events import Event, EventLog, last_flush_time, read_events
+from iterion.store.filelock import short_lock
+from iterion.store.ids import validate_run_id
+from iterion.store.interactions import InteractionStore
+from iterion.store.layout import RunPaths, resolve_store_dir
+from iterion.store.lock import RunLock, is_held, read_owner
+from iterion.store.run_doc import RunDoc
+from iterion.store.timeutil import utcnow
+from persist import FormatVersionError, read_model, write_model
+
+RUNS_DIR = "runs"
+STALE_AFTER_S = 60.0  # the spec's --force-stale guard: no event flush for this long
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _read(path: Path, cls: type[M]) -> M:
+    """read_model with a one-line CorruptDocumentError for an unreadable or too-new document."""
+    try:
+        return read_model(path, cls)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise CorruptDocumentError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except FormatVersionError as exc:
+        raise CorruptDocumentError(f"{path}: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        raise CorruptDocumentError(f"{path}: unreadable {cls.__name__} ({where}: {first.get('msg')})") from None
+
+
+class Store:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.runs_dir = self.root / RUNS_DIR
+        self._logs: dict[str, EventLog] = {}
+        self._logs_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, explicit: Path | None = None, cwd: Path | None = None) -> Store:
+        return cls(resolve_store_dir(explicit, cwd or Path.cwd()))
+
+    # -- layout -----------------------------------------------------------------------------------
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / validate_run_id(run_id)
+
+    def paths(self, run_id: str) -> RunPaths:
+        return RunPaths(self.run_dir(run_id))
+
+    def track_dir(self, run_id: str) -> Path:
+        return self.paths(run_id).track
+
+    def exists(self, run_id: str) -> bool:
+        return self.paths(run_id).run_json.is_file()
+
+    # -- the run document -------------------------------------------------------------------------
+    def create_run(self, doc: RunDoc) -> RunDoc:
+        """Persist a new run (version 1). Refuses an id that already exists."""
+        paths = self.paths(doc.id)
+        paths.dir.mkdir(parents=True, exist_ok=True)
+        with short_lock(paths.cas_lock):
+            if paths.run_json.exists():
+                raise RunExistsError(f"run {doc.id} already exists")
+            doc.version = 1
+            doc.created_at = doc.updated_at = utcnow()
+            write_model(paths.run_json, doc)
+        return doc
+
+    def load_run(self, run_id: str) -> RunDoc:
+        try:
+            return _read(self.paths(run_id).run_json, RunDoc)
+        except FileNotFoundError:
+            raise RunNotFoundError(f"run {run_id} not found in {self.runs_dir}",
+                                   hint="list runs with `iterion runs`, or pass --store-dir") from None
+
+    def _disk_version(self, run_id: str) -> int:
+        return self.load_run(run_id).version
+
+    def save_run(self, doc: RunDoc, expected_version: int) -> RunDoc:
+        """Write ``doc`` if the on-disk version is ``expected_version``; else StaleWriteError.
+
+        On success ``doc.version`` is ``expected_version + 1`` and ``updated_at`` is now.
+        """
+        paths = self.paths(doc.id)
+        with short_lock(paths.cas_lock):
+            found = self._disk_version(doc.id)
+            if found != expected_version:
+                raise StaleWriteError(doc.id, expected_version, found)
+            new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
+            write_model(paths.run_json, new)
+        doc.version, doc.updated_at = new.version, new.updated_at
+        return doc
+
+    def update_run(self, run_id: str, mutate: Callable[[RunDoc], None], *, attempts: int = 5) -> RunDoc:
+        """Load, apply ``mutate``, save with CAS; on a concurrent write re-read and re-apply."""
+        for attempt in range(attempts):
+            doc = self.load_run(run_id)
+            expected = doc.version
+            mutate(doc)
+            try:
+                return self.save_run(doc, expected)
+            except StaleWriteError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def list_runs(self) -> list[RunDoc]:
+        """Every run, oldest first (ids are time-ordered). Unreadable documents are skipped."""
+        if not self.runs_dir.is_dir():
+            return []
+        out: list[RunDoc] = []
+        for d in sorted(self.runs_dir.iterdir()):
+            if (d / "run.json").is_file():
+                try:
+                    out.append(self.load_run(d.name))
+                except (CorruptDocumentError, ValueError):
+                    continue
+        return out
+
+    def resolve_run(self, ref: str) -> str:
+        """A run id from an id, a unique id prefix (>= 6 chars) or a unique friendly name."""
+        try:
+            if self.exists(ref):
+                return ref
+        except ValueError:  # not even a valid id: it can only be a (non-matching) name
+            pass
+        runs = self.list_runs()
+        hits = [r.id for r in runs if r.name == ref] or (
+            [r.id for r in runs if r.id.startswith(ref)] if len(ref) >= 6 else [])
+        if len(hits) == 1:
+            return hits[0]
+        if not hits:
+            raise RunNotFoundError(f"run {ref} not found in {self.runs_dir}",
+                                   hint="list runs with `iterion runs`, or pass --store-dir")
+        raise RunNotFoundError(f"run {ref} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
+                               hint="pass the full run id")
+
+    # -- checkpoint -------------------------------------------------------------------------------
+    def save_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:
+        checkpoint.run_id = run_id
+        checkpoint.written_at = utcnow()
+        write_model(self.paths(run_id).checkpoint_json, checkpoint)
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        try:
+            return _read(self.paths(run_id).checkpoint_json, Checkpoint)
+        except FileNotFoundError:
+            return None
+
+    def has_checkpoint(self, run_id: str) -> bool:
+        return self.paths(run_id).checkpoint_json.is_file()
+
+    # -- events -----------------------------------------------------------------------------------
+    def events(self, run_id: str) -> EventLog:
+        """The process-wide appender of this run (one per run so threads share the seq)."""
+        with self._logs_lock:
+            log = self._logs.get(run_id)
+            if log is None:
+                log = self._logs[run_id] = EventLog(self.run_dir(run_id))
+            return log
+
+    def read_events(self, run_id: str, *, after_seq: int = 0) -> list[Event]:
+        return read_events(self.run_dir(run_id), after_seq=after_seq)
+
+    def last_flush_time(self, run_id: str) -> float | None:
+        return last_flush_time(self.run_dir(run_id))
+
+    def check_stale(self, run_id: str, *, now: float | None = None, threshold_s: float = STALE_AFTER_S,
+                    own_lock: RunLock | None = None) -> None:
+        """Refuse (StatusRefusedError) unless a `running` run is provably ownerless: no live
+        execution lock and no event flushed in the last ``threshold_s`` seconds (--force-stale).
+
+        Pass ``own_lock`` when the caller already holds the run's lock (then the probe is skipped:
+        holding it already proves no other process does)."""
+        run_dir = self.run_dir(run_id)
+        if not (own_lock is not None and own_lock.held) and is_held(run_dir):
+            owner = read_owner(run_dir) or {}
+            raise StatusRefusedError(
+                f"run {run_id} still has a live owner (pid {owner.get('pid')} on {owner.get('host')} holds its lock); "
+                "--force-stale only takes over a run whose owner is gone",
+                hint=f"inspect it with `iterion inspect --run-id {run_id}`, or cancel it")
+        flushed = last_flush_time(run_dir)
+        if flushed is not None:
+            age = (time.time() if now is None else now) - flushed
+            if age < threshold_s:
+                raise StatusRefusedError(
+                    f"run {run_id} flushed an event {max(age, 0):.0f}s ago (less than {threshold_s:.0f}s): "
+                    "it may still have an owner",
+                    hint=f"wait {threshold_s - age:.0f}s more, or inspect it with `iterion inspect --run-id {run_id}`")
+
+    # -- per-run pieces ---------------------------------------------------------------------------
+    def lock(self, run_id: str) -> RunLock:
+        return RunLock(self.run_dir(run_id))
+
+    def is_locked(self, run_id: str) -> bool:
+        return is_held(self.run_dir(run_id))
+
+    def artifacts(self, run_id: str) -> ArtifactStore:
+        return ArtifactStore(self.run_dir(run_id))
+
+    def interactions(self, run_id: str) -> InteractionStore:
+        return InteractionStore(self.run_dir(run_id))
+
+    def attachments(self, run_id: str) -> AttachmentStore:
+        return AttachmentStore(self.run_dir(run_id))
