@@ -1,4 +1,26 @@
 """The pygit2 layer: boundary commits, refs, banks, reverts and workspace-checkpoint pushes.
 
 Knows nothing of nodes, workflows or the CLI: node ids are opaque ref components.
+Entry points: ``RunRefs`` (one run in one worktree), ``restore_bank``, ``list_runs``.
+
+Modules: ``layout`` (ref names), ``snapshot`` (the `git add -A` tree), ``commits`` (signature,
+trailers), ``run_refs`` (the facade), ``worktree_apply`` (revert's tree-to-tree update),
+``bank_restore`` (bank onto a fresh clone), ``records`` (persisted/returned records),
+``workspace``/``remotes``/``gitcli``/``run_lock`` (plumbing), ``errors``; plus the shared
+vocabulary ``boundary``, ``ids`` and the ``produced_scope`` algorithm.
 """
+
+from gitrefs.bank_restore import restore_bank
+from gitrefs.errors import (BareRepository, GitCommandFailed, GitRefsError, MissingRemote, NotARepository,
+                            PushFailed, RefLayoutError, RunAlreadyStarted, UnknownBoundary, UnknownRevision,
+                            UnknownRun)
+from gitrefs.records import (BankRecord, BankRestoreResult, BoundaryRecord, PushRecord, RecoveryHint,
+                             RevertResult)
+from gitrefs.run_refs import RunRefs, list_runs
+
+__all__ = [
+    "BankRecord", "BankRestoreResult", "BareRepository", "BoundaryRecord", "GitCommandFailed", "GitRefsError",
+    "MissingRemote", "NotARepository", "PushFailed", "PushRecord", "RecoveryHint", "RefLayoutError",
+    "RevertResult", "RunAlreadyStarted", "RunRefs", "UnknownBoundary", "UnknownRevision", "UnknownRun",
+    "list_runs", "restore_bank",
+]

@@ -1,0 +1,94 @@
+"""Make a working tree go from one recorded tree to another, path by path.
+
+Used by the revert: the working tree is known to equal ``old`` (it was just snapshotted), so
+applying the tree diff old -> new touches exactly the versioned paths that differ, and leaves
+ignored and never-captured files alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from persist import atomic_write_bytes
+
+_GITLINK = 0o160000
+_LINK = 0o120000
+_EXEC = 0o100755
+
+
+@dataclass
+class ApplyResult:
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _prune_empty_parents(root: Path, path: Path) -> None:
+    parent = path.parent
+    while parent != root and root in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:
+            return
+        parent = parent.parent
+
+
+def _remove(root: Path, rel: str) -> bool:
+    target = root / rel
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+        _prune_empty_parents(root, target)
+        return True
+    return not target.exists()
+
+
+def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree: str) -> ApplyResult:
+    result = ApplyResult()
+    if old_tree == new_tree:
+        return result
+    diff = repo[old_tree].peel(pygit2.Tree).diff_to_tree(repo[new_tree].peel(pygit2.Tree))
+    deltas = list(diff.deltas)
+    # Deletions first: a file replaced by a directory (or the reverse) needs the old one gone.
+    for d in deltas:
+        if d.status == pygit2.enums.DeltaStatus.DELETED or (
+                d.status == pygit2.enums.DeltaStatus.TYPECHANGE and d.old_file.mode != _GITLINK):
+            if d.old_file.mode == _GITLINK:
+                result.skipped.append(d.old_file.path)
+            elif _remove(root, d.old_file.path):
+                if d.status == pygit2.enums.DeltaStatus.DELETED:
+                    result.removed.append(d.old_file.path)
+            else:
+                result.skipped.append(d.old_file.path)
+    for d in deltas:
+        if d.status == pygit2.enums.DeltaStatus.DELETED:
+            continue
+        rel, mode = d.new_file.path, d.new_file.mode
+        if mode == _GITLINK:
+            # A submodule's content lives in another repository: report, never descend.
+            result.skipped.append(rel)
+            continue
+        dest = root / rel
+        if dest.is_dir() and not dest.is_symlink():
+            result.skipped.append(rel)
+            continue
+        data = repo[d.new_file.id].peel(pygit2.Blob).data
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if mode == _LINK:
+            if dest.is_symlink() or dest.exists():
+                dest.unlink()
+            os.symlink(os.fsdecode(data), dest)
+        else:
+            if dest.is_symlink():
+                dest.unlink()
+            # The umask applies, as it does for `git checkout`.
+            atomic_write_bytes(dest, data, mode=0o755 if mode == _EXEC else 0o644)
+        result.written.append(rel)
+    # A type change (file <-> symlink) arrives as a delete plus an add: it is a restore.
+    rewritten = set(result.written)
+    result.removed = [p for p in result.removed if p not in rewritten]
+    return result
+
