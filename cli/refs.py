@@ -18,12 +18,12 @@ from gitrefs.workspace import open_workspace
 refs_app = typer.Typer(
     name="refs",
     help="A worktree run's git refs: boundaries, produced scope, banks, reverts, checkpoint pushes.\n\n"
-         "Example: iterion refs list --run r1 --repo ./wt",
+         "Example: iterion refs list --run-id r1 --repo ./wt",
     no_args_is_help=True,
 )
 
 REPO = typer.Option(Path("."), "--repo", help="The run's workspace (a non-bare git checkout).")
-RUN = typer.Option(..., "--run", help="The run id.")
+RUN = typer.Option(..., "--run-id", "--run", help="The run id.")
 JSON = typer.Option(False, "--json", help="Print JSON for scripts.")
 
 
@@ -44,7 +44,7 @@ def start_cmd(run: str = RUN,
               repo: Path = REPO, as_json: bool = JSON) -> None:
     """Record a run's base so boundaries can chain on it.
 
-    Example: iterion refs start --run r1 --repo ./wt
+    Example: iterion refs start --run-id r1 --repo ./wt
     """
     rr = RunRefs.start(repo, run, base)
     base_commit = rr.base_commit()
@@ -77,7 +77,7 @@ def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre
                  run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Write a boundary (a `pre` boundary aliases the chain head).
 
-    Example: iterion refs boundary nodes:build:0 --run r1
+    Example: iterion refs boundary nodes:build:0 --run-id r1
     """
     rec = RunRefs(repo, run).write_boundary(_label(label))
     _emit(as_json, rec.to_json(), f"{rec.label} {rec.commit} {rec.ref}")
@@ -87,7 +87,7 @@ def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre
 def list_cmd(run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """List a run's boundaries in chain order, then its banks.
 
-    Example: iterion refs list --run r1 --json
+    Example: iterion refs list --run-id r1 --json
     """
     rr = RunRefs(repo, run)
     bounds, banks = rr.boundaries(), rr.banks()
@@ -101,7 +101,7 @@ def scope_cmd(pivot: str = typer.Argument(..., help="The pivot label, e.g. pre:b
               run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Paths the run changed from the pivot onwards (pause..resume intervals excluded).
 
-    Example: iterion refs scope pre:build:0 --run r1
+    Example: iterion refs scope pre:build:0 --run-id r1
     """
     scope = RunRefs(repo, run).produced_scope(_label(pivot))
     data = {"pivot": str(scope.pivot), "empty": scope.empty, "paths": sorted(scope.paths),
@@ -115,7 +115,7 @@ def bank_cmd(node: str = typer.Option(..., "--node", help="The node the bank is 
              run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Commit the workspace as it stands under rewind/<node>/<seq> (index untouched).
 
-    Example: iterion refs bank --node build --run r1
+    Example: iterion refs bank --node build --run-id r1
     """
     rec = RunRefs(repo, run).bank(node)
     _emit(as_json, rec.to_json(), f"{rec.ref} {rec.commit}")
@@ -126,7 +126,7 @@ def revert_cmd(label: str = typer.Argument(..., help="The boundary to go back to
                run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Bank the workspace, then commit the boundary's tree on top of HEAD and check it out.
 
-    Example: iterion refs revert pre:build:0 --run r1
+    Example: iterion refs revert pre:build:0 --run-id r1
     """
     res = RunRefs(repo, run).revert_to(_label(label))
     _emit(as_json, res.to_json(),
@@ -140,7 +140,7 @@ def push_cmd(what: str = typer.Argument(..., help="A boundary label, a ref or a 
              run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Push a boundary or bank commit as a workspace checkpoint, and record it.
 
-    Example: iterion refs push nodes:build:0 --run r1 --remote origin
+    Example: iterion refs push nodes:build:0 --run-id r1 --remote origin
     """
     rec = RunRefs(repo, run).push(remote, what)
     _emit(as_json, rec.to_json(), f"pushed {rec.commit} to {rec.remote} {rec.ref}")
@@ -150,7 +150,7 @@ def push_cmd(what: str = typer.Argument(..., help="A boundary label, a ref or a 
 def hint_cmd(run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Show the recovery hint for the latest successfully pushed checkpoint.
 
-    Example: iterion refs hint --run r1 --json
+    Example: iterion refs hint --run-id r1 --json
     """
     hint = RunRefs(repo, run).recovery_hint()
     if hint is None:

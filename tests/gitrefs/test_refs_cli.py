@@ -19,7 +19,7 @@ def _assert_one_error(proc, *, contains: str, code: int = 2) -> None:  # type: i
 
 
 def test_not_a_repository(tmp_path: Path) -> None:
-    _assert_one_error(run_cli("refs", "list", "--run", "r", "--repo", str(tmp_path)),
+    _assert_one_error(run_cli("refs", "list", "--run-id", "r", "--repo", str(tmp_path)),
                       contains="not inside a git repository")
 
 
@@ -31,23 +31,23 @@ def test_bare_repository(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("run_id, named", [("a b", "space"), ("x:y", "':'"), ("n/1", "'/'")])
 def test_invalid_run_id_names_the_character(repo: Path, run_id: str, named: str) -> None:
-    _assert_one_error(run_cli("refs", "start", "--run", run_id, "--repo", str(repo)), contains=named)
+    _assert_one_error(run_cli("refs", "start", "--run-id", run_id, "--repo", str(repo)), contains=named)
 
 
 def test_unknown_run_and_bad_label(repo: Path) -> None:
-    _assert_one_error(run_cli("refs", "list", "--run", "ghost", "--repo", str(repo)),
+    _assert_one_error(run_cli("refs", "list", "--run-id", "ghost", "--repo", str(repo)),
                       contains="no run 'ghost'")
-    assert run_cli("refs", "start", "--run", "r1", "--repo", str(repo)).returncode == 0
-    _assert_one_error(run_cli("refs", "boundary", "post:a:0", "--run", "r1", "--repo", str(repo)),
+    assert run_cli("refs", "start", "--run-id", "r1", "--repo", str(repo)).returncode == 0
+    _assert_one_error(run_cli("refs", "boundary", "post:a:0", "--run-id", "r1", "--repo", str(repo)),
                       contains="unknown kind")
-    _assert_one_error(run_cli("refs", "scope", "pre:never:0", "--run", "r1", "--repo", str(repo)),
+    _assert_one_error(run_cli("refs", "scope", "pre:never:0", "--run-id", "r1", "--repo", str(repo)),
                       contains="no boundary pre:never:0")
 
 
 def test_missing_remote(repo: Path) -> None:
-    assert run_cli("refs", "start", "--run", "r1", "--repo", str(repo)).returncode == 0
-    assert run_cli("refs", "boundary", "nodes:a:0", "--run", "r1", "--repo", str(repo)).returncode == 0
-    _assert_one_error(run_cli("refs", "push", "nodes:a:0", "--remote", "nowhere", "--run", "r1",
+    assert run_cli("refs", "start", "--run-id", "r1", "--repo", str(repo)).returncode == 0
+    assert run_cli("refs", "boundary", "nodes:a:0", "--run-id", "r1", "--repo", str(repo)).returncode == 0
+    _assert_one_error(run_cli("refs", "push", "nodes:a:0", "--remote", "nowhere", "--run-id", "r1",
                               "--repo", str(repo)),
                       contains="no remote 'nowhere'")
 
@@ -69,21 +69,21 @@ def test_a_whole_run_through_the_cli(repo: Path, tmp_path: Path) -> None:
         assert result.exit_code == 0, (result.output, result.exception)
         return json.loads(result.stdout)
 
-    started = cli("start", "--run", "r1")
+    started = cli("start", "--run-id", "r1")
     assert isinstance(started, dict) and started["base"] == git(repo, "rev-parse", "HEAD").strip()
-    cli("boundary", "pre:gen:0", "--run", "r1")
+    cli("boundary", "pre:gen:0", "--run-id", "r1")
     (repo / "out.txt").write_text("generated")
-    cli("boundary", "nodes:gen:0", "--run", "r1")
-    listed = cli("list", "--run", "r1")
+    cli("boundary", "nodes:gen:0", "--run-id", "r1")
+    listed = cli("list", "--run-id", "r1")
     assert isinstance(listed, dict)
     assert [b["label"] for b in listed["boundaries"]] == ["pre:gen:0", "nodes:gen:0"]
-    scope = cli("scope", "pre:gen:0", "--run", "r1")
+    scope = cli("scope", "pre:gen:0", "--run-id", "r1")
     assert scope == {"pivot": "pre:gen:0", "empty": False, "paths": ["out.txt"], "idle_paths": []}
-    pushed = cli("push", "nodes:gen:0", "--run", "r1")
-    hint = cli("hint", "--run", "r1")
+    pushed = cli("push", "nodes:gen:0", "--run-id", "r1")
+    hint = cli("hint", "--run-id", "r1")
     assert isinstance(pushed, dict) and isinstance(hint, dict)
     assert hint["fetch_command"] == f"git fetch origin {pushed['ref']}" and hint["commit"] == pushed["commit"]
-    reverted = cli("revert", "pre:gen:0", "--run", "r1")
+    reverted = cli("revert", "pre:gen:0", "--run-id", "r1")
     assert isinstance(reverted, dict) and reverted["removed"] == ["out.txt"]
     assert not (repo / "out.txt").exists()
     assert cli("runs") == ["r1"]
@@ -113,6 +113,6 @@ def test_snapshot_and_empty_hint(repo: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from cli.main import app
-    assert CliRunner().invoke(app, ["refs", "start", "--run", "r1", "--repo", str(repo)]).exit_code == 0
-    hint = CliRunner().invoke(app, ["refs", "hint", "--run", "r1", "--repo", str(repo), "--json"])
+    assert CliRunner().invoke(app, ["refs", "start", "--run-id", "r1", "--repo", str(repo)]).exit_code == 0
+    hint = CliRunner().invoke(app, ["refs", "hint", "--run-id", "r1", "--repo", str(repo), "--json"])
     assert hint.exit_code == 0 and json.loads(hint.stdout) is None
