@@ -1,0 +1,74 @@
+"""`iterion validate` and `iterion diagram`: the `.bot` front end on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from cli.errors import EXIT_PROBLEM, CliError
+from iterion.dsl import CompileResult, Severity, load_workflow
+from iterion.dsl.diagram import to_mermaid
+
+
+def _counts(result: CompileResult) -> tuple[int, int]:
+    errors = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR)
+    return errors, len(result.diagnostics) - errors
+
+
+def validate(
+    files: list[Path] = typer.Argument(..., help="Workflow files (.bot/.iter), bundle directories or .botz archives."),
+    as_json: bool = typer.Option(False, "--json", help="Print the diagnostics as JSON."),
+) -> None:
+    """Check workflows and print every diagnostic as FILE:LINE:COL: CODE severity: message.
+
+    Exits 1 when any file has an error, 0 when there are only warnings.
+
+    Example: iterion validate review.bot lib/bundle/ --json
+    """
+    results = [(f, load_workflow(f)) for f in files]
+    failed = any(not r.ok for _, r in results)
+    if as_json:
+        payload = {
+            "ok": not failed,
+            "files": [{"path": str(f), "ok": r.ok, "errors": _counts(r)[0], "warnings": _counts(r)[1],
+                       "diagnostics": [d.to_json() for d in r.diagnostics]} for f, r in results],
+        }
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        for f, r in results:
+            for d in r.diagnostics:
+                typer.echo(d.format())
+            errors, warnings = _counts(r)
+            status = "ok" if r.ok else "invalid"
+            typer.echo(f"{f}: {status} ({errors} error(s), {warnings} warning(s))", err=True)
+    if failed:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def diagram(
+    file: Path = typer.Argument(..., help="A workflow file, bundle directory or .botz archive."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"workflow": NAME, "mermaid": TEXT}.'),
+) -> None:
+    """Print the compiled workflow as a Mermaid flowchart.
+
+    Example: iterion diagram review.bot > review.mmd
+    """
+    result = load_workflow(file)
+    if result.workflow is None:
+        for d in result.diagnostics:
+            typer.echo(d.format(), err=True)
+        errors, _ = _counts(result)
+        raise CliError(f"{file} does not compile ({errors} error(s))",
+                       hint=f"run: iterion validate {file}", exit_code=EXIT_PROBLEM)
+    text = to_mermaid(result.workflow)
+    if as_json:
+        typer.echo(json.dumps({"workflow": result.workflow.name, "mermaid": text}, indent=2))
+    else:
+        typer.echo(text, nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate)
+    app.command("diagram")(diagram)

@@ -1,0 +1,652 @@
+"""Compiler: the declarations of a unit -> ``iterion.ir.Workflow``, plus where every template came from.
+
+This module resolves names and types (schemas, prompts, vars, presets, attachments, node
+properties, edges, loops, budget). Graph-level rules and template/expression references are
+checked by ``iterion.dsl.validate`` over what this produces. Prompts are resolved to text
+(includes inlined, ``${ENV}`` substituted); ``{{...}}`` stays for the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitrefs.ids import InvalidIdError, validate_id
+from iterion.dsl import ast
+from iterion.dsl.diagnostics import Sink
+from iterion.dsl.grammar import (
+    ATTACHMENT_KINDS, AWAIT_MODES, BLOCK_EXTENSIONS, BUDGET_PROPERTIES, INTERACTIONS, LANGUAGES,
+    LLM_ROUTER_ONLY, REASONING_EFFORTS, ROUTER_MODES, SESSIONS, TERMINAL_NAMES, TYPES, VAR_TYPES,
+    WORKTREE_MODES, suggest,
+)
+from iterion.dsl.located import Located
+from iterion.dsl.sources import display
+from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
+from iterion.failure_codes import reserved_failure_codes
+from iterion.ir import (
+    Attachment, AwaitMode, Budget, Condition, ConditionKind, Edge, FieldType, Loop, Node, NodeKind,
+    RouterMode, Schema, SchemaField, Span, Var, Workflow,
+)
+from iterion.templates import TemplateSyntaxError, expand_includes
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
+
+
+@dataclass
+class Sources:
+    """Where each template/expression of the compiled workflow came from (for the validator)."""
+
+    node_templates: dict[str, list[tuple[str, Located]]] = field(default_factory=dict)  # (what, text)
+    node_exprs: dict[str, list[tuple[str, Located]]] = field(default_factory=dict)  # (field, expr)
+    edge_templates: dict[int, list[tuple[str, Located]]] = field(default_factory=dict)
+    edge_exprs: dict[int, Located] = field(default_factory=dict)
+    prompts: dict[str, list[Located]] = field(default_factory=dict)  # every prompt, used or not
+
+
+@dataclass
+class Compiled:
+    workflow: Workflow | None  # None only when there is no usable workflow declaration
+    sources: Sources
+
+
+class Compiler:
+    def __init__(self, decls: list[ast.Decl], sink: Sink, *, env: Mapping[str, str],
+                 read: Callable[[Path], str], main_file: str) -> None:
+        self.decls = decls
+        self.sink = sink
+        self.env = env
+        self.read = read
+        self.main_file = main_file
+        self.sources = Sources()
+        self.schemas: dict[str, Schema] = {}
+        self.prompt_decls: dict[str, ast.PromptDecl] = {}
+        self.prompt_cache: dict[str, tuple[str, list[Located]]] = {}
+        self.vars: dict[str, Var] = {}
+        self.default_backend: str | None = None
+
+    # --- small helpers ------------------------------------------------------------------------
+
+    def err(self, code: str, span: Span, message: str, hint: str | None = None) -> None:
+        self.sink.add(code, span, message, hint)
+
+    def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
+        if "${" not in text:
+            return text
+
+        def repl(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name in self.env:
+                return self.env[name]
+            if warn and loc is not None:
+                self.sink.add("C110", loc.span_at(m.start()), f"environment variable {name} is not set; using ''",
+                              f"export {name}=... before running, or remove ${{{name}}}")
+            return ""
+
+        return _ENV.sub(repl, text)
+
+    def string(self, prop: ast.Property, owner: str, *, idents: bool = False) -> tuple[str, Located] | None:
+        """A string property (env substituted) and where its text sits; idents allowed when asked."""
+        v = prop.value
+        if isinstance(v, ast.Literal) and isinstance(v.value, str):
+            loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
+            return self.env_subst(v.value, loc), loc
+        if isinstance(v, ast.RawText):
+            loc = Located(v.text, v.span, v.indent)
+            return self.env_subst(v.text, loc), loc
+        if idents and isinstance(v, ast.Ident):
+            return v.name, Located(v.name, v.span)
+        self.err("C100", v.span, f"'{prop.name}' of {owner} must be a quoted string, not {kind_of(v)}",
+                 f'write {prop.name}: "..."')
+        return None
+
+    def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103") -> str | None:
+        v = prop.value
+        word = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
+        if isinstance(word, str) and word in choices:
+            return word
+        shown = word if isinstance(word, str) else kind_of(v)
+        self.err(code, v.span, f"invalid {prop.name} {shown!r} in {owner}", "expected one of: " + ", ".join(choices))
+        return None
+
+    def integer(self, prop: ast.Property, owner: str, minimum: int = 1) -> int | None:
+        v = prop.value
+        if isinstance(v, ast.Literal) and type(v.value) is int:
+            if v.value < minimum:
+                self.err("C103", v.span, f"'{prop.name}' of {owner} must be at least {minimum}, got {v.value}")
+                return None
+            return v.value
+        self.err("C100", v.span, f"'{prop.name}' of {owner} must be an integer, not {kind_of(v)}")
+        return None
+
+    def boolean(self, prop: ast.Property, owner: str) -> bool | None:
+        v = prop.value
+        if isinstance(v, ast.Literal) and isinstance(v.value, bool):
+            return v.value
+        self.err("C100", v.span, f"'{prop.name}' of {owner} must be true or false, not {kind_of(v)}")
+        return None
+
+    def str_list(self, prop: ast.Property, owner: str) -> tuple[str, ...] | None:
+        v = prop.value
+        if isinstance(v, ast.ListValue):
+            out: list[str] = []
+            for item in v.items:
+                if isinstance(item, ast.Ident):
+                    out.append(item.name)
+                elif isinstance(item, ast.Literal) and isinstance(item.value, str):
+                    out.append(self.env_subst(item.value, Located(item.value, item.span)))
+                else:
+                    self.err("C100", item.span, f"'{prop.name}' of {owner} lists names or strings, not {kind_of(item)}")
+                    return None
+            return tuple(out)
+        self.err("C100", v.span, f"'{prop.name}' of {owner} must be a list like [a, b], not {kind_of(v)}")
+        return None
+
+    def schema_ref(self, prop: ast.Property, owner: str) -> Schema | None:
+        v = prop.value
+        name = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
+        if not isinstance(name, str):
+            self.err("C100", v.span, f"'{prop.name}' of {owner} must name a schema, not {kind_of(v)}")
+            return None
+        schema = self.schemas.get(name)
+        if schema is None:
+            self.err("C002", v.span, f"unknown schema '{name}' in '{prop.name}' of {owner}",
+                     suggest(name, tuple(self.schemas)) if self.schemas else "declare it with 'schema NAME:'")
+        return schema
+
+    # --- prompts ------------------------------------------------------------------------------
+
+    def prompt(self, prop: ast.Property, owner: str) -> tuple[str, str | None, list[Located]] | None:
+        """(resolved text, prompt name or None for inline text, sources) of a prompt property."""
+        v = prop.value
+        if isinstance(v, ast.Ident):
+            if v.name not in self.prompt_decls:
+                self.err("C003", v.span, f"unknown prompt '{v.name}' in '{prop.name}' of {owner}",
+                         suggest(v.name, tuple(self.prompt_decls)) if self.prompt_decls
+                         else "declare it with 'prompt NAME:' or add prompts/NAME.md to the bundle")
+                return None
+            text, locs = self.resolve_prompt(self.prompt_decls[v.name])
+            return text, v.name, locs
+        got = self.string(prop, owner)
+        if got is None:
+            return None
+        text, loc = got
+        return text, None, [loc]
+
+    def resolve_prompt(self, decl: ast.PromptDecl) -> tuple[str, list[Located]]:
+        if decl.name in self.prompt_cache:
+            return self.prompt_cache[decl.name]
+        body = decl.body
+        loc = Located(body.text, body.span, body.indent)
+        locs = [loc]
+        text = body.text
+        if "{{" in text:
+            base = Path(body.span.file).parent
+            try:
+                text, files = expand_includes(text, base, read=self.read)
+                for f in files:
+                    try:
+                        locs.append(Located(self.read(f), Span(display(f), 1, 1), 0))
+                    except (OSError, UnicodeDecodeError):
+                        pass
+            except TemplateSyntaxError as exc:
+                span = loc.span_at(exc.offset)
+                if exc.path:
+                    try:
+                        span = Located(self.read(Path(exc.path)), Span(display(Path(exc.path)), 1, 1)).span_at(exc.offset)
+                    except (OSError, UnicodeDecodeError):
+                        span = Span(display(Path(exc.path)), 1, 1)
+                if "include cycle" in exc.message or "cannot read" in exc.message:
+                    self.err("L003", span, f"in prompt '{decl.name}': {exc.message}",
+                             "include paths are relative to the file that holds the {{include}}")
+                elif exc.path:  # malformed marker inside an included file
+                    self.err("C004", span, exc.message,
+                             "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
+                # else: malformed in the prompt body itself, reported (once) by the reference check
+        for one in locs:  # warn for unset ${ENV} where it is written
+            self.env_subst(one.text, one)
+        text = self.env_subst(text, None, warn=False)
+        self.prompt_cache[decl.name] = (text, locs)
+        self.sources.prompts[decl.name] = locs
+        return text, locs
+
+    # --- declarations -------------------------------------------------------------------------
+
+    def run(self) -> Compiled:
+        d = self.decls
+        schemas = [x for x in d if isinstance(x, ast.SchemaDecl)]
+        prompts = [x for x in d if isinstance(x, ast.PromptDecl)]
+        nodes = [x for x in d if isinstance(x, ast.NodeDecl)]
+        workflows = [x for x in d if isinstance(x, ast.WorkflowDecl)]
+        for s in schemas:
+            self.schema(s)
+        for p in prompts:
+            if p.name in self.prompt_decls:
+                first = self.prompt_decls[p.name].span
+                self.err("C041", p.span, f"prompt '{p.name}' is declared twice (first at {first})",
+                         "rename one of them")
+                continue
+            self.prompt_decls[p.name] = p
+        if not workflows:
+            self.err("C006", Span(self.main_file, 1, 1), "no workflow declared",
+                     "add 'workflow NAME:' with an 'entry:' and edges")
+        for extra in workflows[1:]:
+            self.err("C007", extra.span, f"several workflows: '{extra.name}' is the second (first '{workflows[0].name}' at {workflows[0].span})",
+                     "a unit holds exactly one workflow; move the other to its own file")
+        wf_decl = workflows[0] if workflows else None
+        for v in [x for x in d if isinstance(x, ast.VarsDecl)]:
+            for var in v.vars:
+                self.var(var)
+        if wf_decl:
+            for var in wf_decl.vars:
+                self.var(var)
+            p = wf_decl.prop("default_backend")
+            if p is not None:
+                got = self.string(p, f"workflow '{wf_decl.name}'", idents=True)
+                self.default_backend = got[0] if got else None
+        wf = Workflow(name=wf_decl.name if wf_decl else "", entry="", nodes={}, edges=[],
+                      span=wf_decl.span if wf_decl else None)
+        wf.vars = self.vars
+        wf.schemas = self.schemas
+        wf.default_backend = self.default_backend
+        for a in [x for x in d if isinstance(x, ast.AttachmentsDecl)]:
+            for att in a.attachments:
+                self.attachment(att, wf)
+        for x in d:  # a bundle's presets/*.md arrive as bare PresetDecls
+            for preset in x.presets if isinstance(x, ast.PresetsDecl) else (x,) if isinstance(x, ast.PresetDecl) else ():
+                self.preset(preset, wf)
+        for nd in nodes:
+            self.node(nd, wf)
+        for name, pdecl in self.prompt_decls.items():
+            wf.prompts[name] = self.resolve_prompt(pdecl)[0]
+        for ext in [x for x in d if isinstance(x, ast.ExtensionDecl)]:
+            val = to_py(ext.body)
+            if ext.name is None:
+                wf.extra[ext.keyword] = val
+            else:
+                wf.extra.setdefault(ext.keyword, {})[ext.name] = val
+        if wf_decl is None:
+            return Compiled(None, self.sources)
+        self.workflow(wf_decl, wf)
+        return Compiled(wf, self.sources)
+
+    def schema(self, s: ast.SchemaDecl) -> None:
+        if s.name in self.schemas:
+            self.err("C041", s.span, f"schema '{s.name}' is declared twice", "rename one of them")
+            return
+        fields: list[SchemaField] = []
+        seen: set[str] = set()
+        for f in s.fields:
+            if f.name in seen:
+                self.err("C041", f.span, f"field '{f.name}' appears twice in schema '{s.name}'")
+                continue
+            seen.add(f.name)
+            if f.type.name not in TYPES:
+                self.err("C102", f.type.span, f"unknown type '{f.type.name}' for field '{f.name}' of schema '{s.name}'",
+                         suggest(f.type.name, TYPES))
+                continue
+            enum: tuple[str, ...] | None = None
+            if f.enum is not None:
+                if f.type.name != "string":
+                    self.err("C101", f.enum.span, f"enum on field '{f.name}' of type {f.type.name}: only string fields take an enum")
+                values: list[str] = []
+                for lit in f.enum.values:
+                    if not isinstance(lit.value, str):
+                        self.err("C101", lit.span, f"enum value {lit.value!r} of field '{f.name}' is not a string",
+                                 'quote enum values: [enum: "a", "b"]')
+                    elif lit.value in values:
+                        self.err("C101", lit.span, f"enum value {lit.value!r} appears twice in field '{f.name}'")
+                    else:
+                        values.append(lit.value)
+                enum = tuple(values)
+            fields.append(SchemaField(f.name, FieldType(f.type.name), enum))
+        self.schemas[s.name] = Schema(s.name, tuple(fields))
+
+    def var(self, v: ast.VarDecl) -> None:
+        if v.name in self.vars:
+            self.err("C113", v.span, f"var '{v.name}' is declared twice", "rename or remove one of them")
+            return
+        if v.type.name not in VAR_TYPES:
+            self.err("C102", v.type.span, f"unknown type '{v.type.name}' for var '{v.name}'", suggest(v.type.name, VAR_TYPES))
+            return
+        default: Any = None
+        if v.default is not None:
+            default = to_py(v.default)
+            if isinstance(default, str) and isinstance(v.default, ast.Literal):
+                default = self.env_subst(default, Located(default, Span(v.default.span.file, v.default.span.line,
+                                                                         v.default.span.column + 1)))
+            if not type_matches(default, v.type.name):
+                self.err("C100", v.default.span,
+                         f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
+                         f"give a {v.type.name} default, or change the type")
+                return
+            if v.type.name == "float" and isinstance(default, int):
+                default = float(default)
+        self.vars[v.name] = Var(v.name, FieldType(v.type.name), default, v.default is not None)
+
+    def attachment(self, a: ast.AttachmentDecl, wf: Workflow) -> None:
+        if a.name in wf.attachments:
+            self.err("C050", a.span, f"attachment '{a.name}' is declared twice", "rename one of them")
+            return
+        if a.name in self.vars:
+            self.err("C051", a.span, f"attachment '{a.name}' has the name of a var",
+                     "attachments and vars share the launch namespace; rename one")
+        owner = f"attachment '{a.name}'"
+        kind = a.kind.name
+        if kind not in ATTACHMENT_KINDS:
+            self.err("C103", a.kind.span, f"invalid kind {kind!r} for {owner}", "expected file or image")
+            return
+        desc, mime, required = None, (), False
+        for p in a.properties:
+            if p.name == "description":
+                got = self.string(p, owner)
+                desc = got[0] if got else None
+            elif p.name == "accept_mime":
+                mime = self.str_list(p, owner) or ()
+            elif p.name == "required":
+                required = bool(self.boolean(p, owner))
+        wf.attachments[a.name] = Attachment(a.name, kind, desc, mime, required)
+
+    def preset(self, p: ast.PresetDecl, wf: Workflow) -> None:
+        if p.name in wf.presets:
+            self.err("C072", p.span, f"preset '{p.name}' is declared twice", "rename one of them")
+            return
+        values: dict[str, Any] = {}
+        for prop in p.values:
+            var = self.vars.get(prop.name)
+            if var is None:
+                self.err("C070", prop.span, f"preset '{p.name}' sets '{prop.name}', which is not a declared var",
+                         suggest(prop.name, tuple(self.vars)) if self.vars else "declare it under vars:")
+                continue
+            value = to_py(prop.value)
+            if not type_matches(value, var.type.value):
+                self.err("C071", prop.value.span,
+                         f"preset '{p.name}' gives var '{prop.name}' {kind_of(prop.value)}, but its type is {var.type.value}")
+                continue
+            values[prop.name] = float(value) if var.type is FieldType.FLOAT else value
+        wf.presets[p.name] = values
+
+    # --- nodes --------------------------------------------------------------------------------
+
+    def node(self, nd: ast.NodeDecl, wf: Workflow) -> None:
+        owner = f"{nd.kind} '{nd.name}'"
+        if nd.name in TERMINAL_NAMES:
+            self.err("C042", nd.name_span, f"a node cannot be named '{nd.name}': it is a built-in terminal",
+                     "pick another name; edges reach the terminals as 'done' and 'fail'")
+            return
+        if nd.name in wf.nodes:
+            first = wf.nodes[nd.name]
+            self.err("C041", nd.name_span, f"node '{nd.name}' is declared twice (first at {first.span})",
+                     "rename one of them")
+            return
+        try:  # node ids become ref components (refs/iterion/runs/<run>/nodes/<node>/...)
+            validate_id(nd.name, "node name")
+        except InvalidIdError as exc:
+            self.err("C103", nd.name_span, str(exc))
+            return
+        node = Node(id=nd.name, kind=NodeKind(nd.kind), span=nd.span)
+        templates: list[tuple[str, Located]] = []
+        seen: set[str] = set()
+        for p in nd.properties:
+            if p.name in seen:
+                self.err("C105", p.span, f"property '{p.name}' is set twice in {owner}")
+                continue
+            seen.add(p.name)
+            self.node_property(node, nd, p, owner, templates)
+        self.finish_node(node, nd, owner, wf)
+        wf.nodes[nd.name] = node
+        self.sources.node_templates[nd.name] = templates
+
+    def node_property(self, node: Node, nd: ast.NodeDecl, p: ast.Property, owner: str,
+                      templates: list[tuple[str, Located]]) -> None:
+        name = p.name
+        if name in BLOCK_EXTENSIONS:
+            node.extra[name] = to_py(p.value)
+        elif name in ("input", "output"):
+            setattr(node, f"{name}_schema", self.schema_ref(p, owner))
+        elif name in ("system", "user", "instructions"):
+            got = self.prompt(p, owner)
+            if got:
+                text, ref, locs = got
+                setattr(node, name, text)
+                setattr(node, f"{name}_ref", ref)
+                templates.extend((name, loc) for loc in locs)
+        elif name in ("model", "backend", "publish"):
+            got = self.string(p, owner, idents=name != "model")
+            if got:
+                setattr(node, name, got[0])
+        elif name in ("command", "script", "message"):
+            got = self.string(p, owner)
+            if got:
+                setattr(node, name, got[0])
+                templates.append((name, got[1]))
+        elif name == "session":
+            node.session = self.choice(p, owner, SESSIONS) or node.session
+        elif name == "interaction":
+            node.interaction = self.choice(p, owner, INTERACTIONS)
+        elif name == "await":
+            if nd.kind == "router":
+                self.err("C103", p.span, f"{owner} declares await, but routers take no await",
+                         "declare await on the node where the branches converge")
+                return
+            mode = self.choice(p, owner, AWAIT_MODES)
+            node.await_mode = AwaitMode(mode) if mode else None
+        elif name == "reasoning_effort":
+            node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
+        elif name == "tools":
+            node.tools = self.str_list(p, owner) or ()
+        elif name in ("tool_max_steps", "max_tokens", "min_answers"):
+            setattr(node, name, self.integer(p, owner))
+        elif name in ("readonly", "multi", "resumable"):
+            val = self.boolean(p, owner)
+            setattr(node, name, bool(val))
+        elif name == "mode":
+            mode = self.choice(p, owner, ROUTER_MODES)
+            node.mode = RouterMode(mode) if mode else None
+        elif name == "language":
+            node.language = self.choice(p, owner, LANGUAGES)
+        elif name == "expr":
+            self.compute_exprs(node, nd, p, owner)
+        elif name == "code":
+            self.fail_code(node, p, owner)
+
+    def compute_exprs(self, node: Node, nd: ast.NodeDecl, p: ast.Property, owner: str) -> None:
+        if not isinstance(p.value, ast.Block):
+            self.err("C100", p.value.span, f"'expr' of {owner} must be a block of 'field: \"expression\"' lines")
+            return
+        exprs: list[tuple[str, Located]] = []
+        for fp in p.value.properties:
+            v = fp.value
+            if not (isinstance(v, ast.Literal) and isinstance(v.value, str)):
+                self.err("C100", v.span, f"expression for '{fp.name}' in {owner} must be a quoted string",
+                         f'write {fp.name}: "vars.x + 1"')
+                continue
+            if fp.name in node.exprs:
+                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}")
+                continue
+            node.exprs[fp.name] = v.value
+            exprs.append((fp.name, Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))))
+        self.sources.node_exprs[nd.name] = exprs
+
+    def fail_code(self, node: Node, p: ast.Property, owner: str) -> None:
+        v = p.value
+        code = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
+        if not isinstance(code, str) or not _UPPER_SNAKE.match(code):
+            self.err("C103", v.span, f"failure code of {owner} must be UPPER_SNAKE, got {code!r}",
+                     "for example: code: REVIEW_REJECTED")
+            return
+        if code in reserved_failure_codes():
+            self.err("C248", v.span, f"{owner} uses code {code}, which is one of the engine's own failure codes",
+                     "pick a bot-specific code (e.g. prefix it with your bot's name); engine codes drive auto-retry")
+            return
+        node.code = code
+
+    def finish_node(self, node: Node, nd: ast.NodeDecl, owner: str, wf: Workflow) -> None:
+        kind = nd.kind
+        has = {p.name for p in nd.properties}
+        if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
+            self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
+                     'add model: "..." or backend: NAME (or default_backend: in the workflow)')
+        if kind == "router":
+            if "mode" not in has:
+                self.err("C104", nd.name_span, f"{owner} has no mode", "expected mode: " + " | ".join(ROUTER_MODES))
+            elif node.mode is not None and node.mode is not RouterMode.LLM:
+                for prop in nd.properties:
+                    if prop.name in LLM_ROUTER_ONLY:
+                        self.err("C023", prop.span, f"'{prop.name}' is only valid on an llm router; {owner} is {node.mode.value}",
+                                 "remove it, or use mode: llm")
+        if kind == "tool":
+            if node.command is None and node.script is None and not ({"command", "script"} & has):
+                self.err("C104", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
+            if {"command", "script"} <= has:
+                self.err("C105", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+            if "script" in has and "language" not in has:
+                self.err("C104", nd.name_span, f"{owner} has a script: but no language:",
+                         "add language: " + " | ".join(LANGUAGES))
+        if kind == "compute":
+            if "output" not in has:
+                self.err("C104", nd.name_span, f"{owner} has no output:", "declare output: SCHEMA; expr: fills its fields")
+            if not node.exprs and not any(p.name == "expr" and isinstance(p.value, ast.Block) and p.value.properties
+                                          for p in nd.properties):
+                self.err("C039", nd.name_span, f"{owner} has no expressions",
+                         'add an expr: block mapping each output field to "expression"')
+            if node.output_schema is not None:
+                for fname, loc in self.sources.node_exprs.get(nd.name, []):
+                    if node.output_schema.field(fname) is None:
+                        self.err("C111", loc.origin, f"{owner} computes '{fname}', which is not a field of schema '{node.output_schema.name}'")
+        if kind == "fail" and "code" not in has:
+            self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
+
+    # --- workflow -----------------------------------------------------------------------------
+
+    def workflow(self, w: ast.WorkflowDecl, wf: Workflow) -> None:
+        owner = f"workflow '{w.name}'"
+        seen: set[str] = set()
+        for p in w.properties:
+            if p.name in seen:
+                self.err("C105", p.span, f"'{p.name}' is set twice in {owner}")
+                continue
+            seen.add(p.name)
+            if p.name == "entry":
+                v = p.value
+                if not isinstance(v, ast.Ident):
+                    self.err("C008", v.span, f"entry of {owner} must name a node, not {kind_of(v)}")
+                elif v.name not in wf.nodes or wf.nodes[v.name].kind is NodeKind.FAIL:
+                    self.err("C008", v.span, f"entry '{v.name}' is not a declared node",
+                             suggest(v.name, tuple(wf.nodes)) if wf.nodes else None)
+                else:
+                    wf.entry = v.name
+            elif p.name == "budget":
+                wf.budget = self.budget(p, owner)
+            elif p.name == "worktree":
+                wf.worktree = self.choice(p, owner, WORKTREE_MODES) == "auto"
+            elif p.name == "interaction":
+                wf.interaction = self.choice(p, owner, INTERACTIONS)
+            elif p.name in BLOCK_EXTENSIONS:
+                wf.extra[p.name] = to_py(p.value)
+        if "entry" not in seen:
+            self.err("C008", w.span, f"{owner} has no entry:", "add 'entry: FIRST_NODE'")
+        self.edges(w, wf)
+
+    def budget(self, p: ast.Property, owner: str) -> Budget:
+        if not isinstance(p.value, ast.Block):
+            self.err("C100", p.value.span, f"budget of {owner} must be a block of caps")
+            return Budget()
+        caps: dict[str, Any] = {}
+        for bp in p.value.properties:
+            v = bp.value
+            where = f"budget of {owner}"
+            if bp.name not in BUDGET_PROPERTIES:
+                self.err("P007", bp.span, f"unknown property '{bp.name}' in {where}", suggest(bp.name, BUDGET_PROPERTIES))
+            elif bp.name == "max_duration":
+                text = v.value if isinstance(v, ast.Literal) else None
+                secs = parse_duration(text) if isinstance(text, str) else (
+                    float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else None)
+                if secs is None or secs <= 0:
+                    self.err("C103", v.span, f"max_duration in {where} must be a duration like \"30m\" or \"1h30m\"")
+                else:
+                    caps["max_duration_s"] = secs
+            elif bp.name == "max_cost_usd":
+                num = v.value if isinstance(v, ast.Literal) else None
+                if not isinstance(num, (int, float)) or isinstance(num, bool):
+                    self.err("C100", v.span, f"max_cost_usd in {where} must be a number, not {kind_of(v)}")
+                elif num < 0 or not math.isfinite(num):
+                    self.err("C046", v.span, f"max_cost_usd in {where} must be a finite number >= 0, got {num}")
+                else:
+                    caps["max_cost_usd"] = float(num)
+            else:
+                val = self.integer(bp, where)
+                if val is not None:
+                    caps[bp.name] = val
+        return Budget(**caps)
+
+    def edges(self, w: ast.WorkflowDecl, wf: Workflow) -> None:
+        loops: dict[str, tuple[int, Span]] = {}
+        fail_nodes = {n for n, node in wf.nodes.items() if node.kind is NodeKind.FAIL}
+        for e in w.edges:
+            ok = True
+            src, dst = e.src.name, e.dst.name
+            if src in TERMINAL_NAMES or src in fail_nodes:
+                self.err("C112", e.src.span, f"edge out of terminal '{src}': a run ends there",
+                         "edges start at agent, judge, router, human, tool or compute nodes")
+                ok = False
+            elif src not in wf.nodes:
+                self.err("C001", e.src.span, f"edge from undeclared node '{src}'", suggest(src, tuple(wf.nodes)))
+                ok = False
+            if dst not in TERMINAL_NAMES and dst not in wf.nodes:
+                self.err("C001", e.dst.span, f"edge to undeclared node '{dst}'",
+                         suggest(dst, (*wf.nodes, *TERMINAL_NAMES)))
+                ok = False
+            cond: Condition | None = None
+            expr_loc: Located | None = None
+            if e.when is not None:
+                if e.when.kind == "expr":
+                    assert e.when.expr is not None
+                    lit = e.when.expr
+                    expr_src = str(lit.value)
+                    expr_loc = Located(expr_src, Span(lit.span.file, lit.span.line, lit.span.column + 1))
+                    cond = Condition(ConditionKind.EXPR, expr=expr_src)
+                else:
+                    cond = Condition(ConditionKind(e.when.kind), field=e.when.field)
+            loop_name, loop_max = None, None
+            if e.loop is not None:
+                loop_name, loop_max = e.loop.name, e.loop.max
+                if e.loop.max < 1:
+                    self.err("C026", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max}; it must be at least 1")
+                elif e.loop.name in loops and loops[e.loop.name][0] != e.loop.max:
+                    first_max, first_span = loops[e.loop.name]
+                    self.err("C005", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max} here but {first_max} at {first_span}",
+                             "one loop has one bound; use the same N or another loop name")
+                else:
+                    loops.setdefault(e.loop.name, (e.loop.max, e.loop.span))
+            with_map: list[tuple[str, str]] = []
+            templates: list[tuple[str, Located]] = []
+            if e.with_map is not None:
+                keys: set[str] = set()
+                for entry in e.with_map.entries:
+                    if entry.key in keys:
+                        self.err("C028", entry.span, f"key '{entry.key}' appears twice in the with map into '{dst}'")
+                        continue
+                    keys.add(entry.key)
+                    v = entry.value
+                    if isinstance(v, ast.Literal) and isinstance(v.value, str):
+                        loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
+                        templates.append((entry.key, loc))
+                        with_map.append((entry.key, self.env_subst(v.value, loc)))
+                    else:
+                        py = to_py(v)
+                        with_map.append((entry.key, py if isinstance(py, str) else json.dumps(py, separators=(",", ":"))))
+            if not ok:
+                continue
+            edge_index = len(wf.edges)
+            if expr_loc is not None:
+                self.sources.edge_exprs[edge_index] = expr_loc
+            self.sources.edge_templates[edge_index] = templates
+            wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, tuple(with_map)))
+        for name, (mx, _) in loops.items():
+            wf.loops[name] = Loop(name, mx, tuple(ed.index for ed in wf.edges if ed.loop == name))

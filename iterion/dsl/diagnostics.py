@@ -1,0 +1,160 @@
+"""Diagnostics of the `.bot` front end: one table of codes, and the record every check emits.
+
+Codes: ``P...`` are lexing/parsing errors, ``L...`` loading (imports, includes, bundles),
+``C...`` compile/validate checks. C001..C248 are the numbers fixed by dsl.md; C1xx are the
+checks dsl.md asks for without numbering them. ``BOT_REQUIRES_NEWER_ENGINE`` is the engine's
+failure code, reused as is so the refusal reads the same at load and at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from iterion.failure_codes import FailureCode
+from iterion.ir import Span
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+# code -> (severity, one-line meaning). The meaning documents the code; messages are specific.
+CODES: dict[str, tuple[Severity, str]] = {
+    # lexing / parsing
+    "P001": (Severity.ERROR, "bad indentation"),
+    "P002": (Severity.ERROR, "tab character in indentation"),
+    "P003": (Severity.ERROR, "unexpected character"),
+    "P004": (Severity.ERROR, "unterminated string"),
+    "P005": (Severity.ERROR, "unclosed bracket"),
+    "P006": (Severity.ERROR, "unknown keyword (top-level or workflow declaration)"),
+    "P007": (Severity.ERROR, "unknown property"),
+    "P008": (Severity.ERROR, "syntax error"),
+    "P009": (Severity.ERROR, "bad escape sequence in string"),
+    "P010": (Severity.ERROR, "file is not valid UTF-8 text"),
+    # loading
+    "L001": (Severity.ERROR, "file not found or unreadable"),
+    "L002": (Severity.ERROR, "import cycle"),
+    "L003": (Severity.ERROR, "include failed (missing file or cycle)"),
+    "L004": (Severity.ERROR, "bad bundle (manifest, layout or archive)"),
+    "L005": (Severity.ERROR, "unsafe path in a .botz archive"),
+    FailureCode.BOT_REQUIRES_NEWER_ENGINE.value: (Severity.ERROR, "the bundle needs a newer iterion"),
+    # compile / validate (numbers fixed by dsl.md)
+    "C001": (Severity.ERROR, "edge names an undeclared node"),
+    "C002": (Severity.ERROR, "unknown schema"),
+    "C003": (Severity.ERROR, "unknown prompt"),
+    "C004": (Severity.ERROR, "malformed template reference"),
+    "C005": (Severity.ERROR, "one loop name with two different bounds"),
+    "C006": (Severity.ERROR, "no workflow"),
+    "C007": (Severity.ERROR, "several workflows"),
+    "C008": (Severity.ERROR, "missing or unknown entry"),
+    "C009": (Severity.ERROR, "session inherit or fork on a convergence node"),
+    "C010": (Severity.ERROR, "several unconditional edges from a non-router"),
+    "C011": (Severity.ERROR, "the same condition twice from one source"),
+    "C012": (Severity.ERROR, "conditions neither exhaustive nor with a fallback"),
+    "C013": (Severity.ERROR, "when field is not bool"),
+    "C014": (Severity.ERROR, "when field not in the output schema"),
+    "C016": (Severity.WARNING, "node unreachable from the entry"),
+    "C017": (Severity.ERROR, ".history of a node outside any loop"),
+    "C018": (Severity.ERROR, "agent/judge with neither model nor backend"),
+    "C019": (Severity.ERROR, "cycle without a declared loop"),
+    "C020": (Severity.ERROR, "round_robin router with fewer than 2 edges"),
+    "C021": (Severity.ERROR, "llm router with fewer than 2 edges"),
+    "C022": (Severity.ERROR, "when on an llm router's edge"),
+    "C023": (Severity.ERROR, "llm-only property on another router mode"),
+    "C026": (Severity.ERROR, "loop bound below 1"),
+    "C027": (Severity.ERROR, "bad reasoning_effort"),
+    "C028": (Severity.ERROR, "duplicate with key into one target"),
+    "C029": (Severity.ERROR, "outputs. of an undeclared node"),
+    "C031": (Severity.ERROR, "outputs.node.field not in its schema"),
+    "C032": (Severity.WARNING, "field reference on a node without output schema"),
+    "C033": (Severity.ERROR, "undeclared var"),
+    "C034": (Severity.ERROR, "input.field not in the input schema"),
+    "C035": (Severity.ERROR, "unknown artifact"),
+    "C036": (Severity.ERROR, "outputs. of a node not reachable before the consumer"),
+    "C039": (Severity.ERROR, "compute without expressions"),
+    "C040": (Severity.ERROR, "expression does not parse"),
+    "C041": (Severity.ERROR, "duplicate name"),
+    "C042": (Severity.ERROR, "node named done or fail"),
+    "C046": (Severity.ERROR, "negative or non-finite budget cost"),
+    "C050": (Severity.ERROR, "duplicate attachment"),
+    "C051": (Severity.ERROR, "attachment named like a var"),
+    "C070": (Severity.ERROR, "preset key not a var"),
+    "C071": (Severity.ERROR, "preset value of the wrong type"),
+    "C072": (Severity.ERROR, "duplicate preset"),
+    "C248": (Severity.ERROR, "fail node code collides with a reserved engine failure code"),
+    # compile / validate (unnumbered in dsl.md)
+    "C100": (Severity.ERROR, "value of the wrong type (var default, property)"),
+    "C101": (Severity.ERROR, "bad enum (not on a string field, empty, or duplicate value)"),
+    "C102": (Severity.ERROR, "unknown type"),
+    "C103": (Severity.ERROR, "invalid property value"),
+    "C104": (Severity.ERROR, "missing required property"),
+    "C105": (Severity.ERROR, "conflicting properties"),
+    "C106": (Severity.ERROR, "unknown loop"),
+    "C107": (Severity.ERROR, "unknown attachment"),
+    "C108": (Severity.ERROR, "fan-out branches converge on a node without await"),
+    "C109": (Severity.WARNING, "fan-out branches converge on different await nodes"),
+    "C110": (Severity.WARNING, "environment variable not set"),
+    "C111": (Severity.ERROR, "compute expression for a field not in the output schema"),
+    "C112": (Severity.ERROR, "edge out of a terminal"),
+    "C113": (Severity.ERROR, "duplicate var"),
+}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    severity: Severity
+    span: Span
+    message: str
+    hint: str | None = None
+
+    def format(self) -> str:
+        """``file:line:col: CODE severity: message`` then, if any, an indented ``hint:`` line."""
+        head = f"{self.span}: {self.code} {self.severity.value}: {self.message}"
+        return head if not self.hint else f"{head}\n  hint: {self.hint}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "code": self.code, "severity": self.severity.value, "file": self.span.file,
+            "line": self.span.line, "column": self.span.column, "message": self.message,
+            "hint": self.hint,
+        }
+
+
+def make(code: str, span: Span, message: str, hint: str | None = None,
+         severity: Severity | None = None) -> Diagnostic:
+    return Diagnostic(code, severity or CODES[code][0], span, message, hint)
+
+
+class Sink:
+    """Collects diagnostics, dropping exact duplicates (one template checked for two consumers)."""
+
+    def __init__(self) -> None:
+        self.items: list[Diagnostic] = []
+        self._seen: set[tuple[str, Span, str]] = set()
+
+    def add(self, code: str, span: Span, message: str, hint: str | None = None,
+            severity: Severity | None = None) -> None:
+        key = (code, span, message)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.items.append(make(code, span, message, hint, severity))
+
+    def extend(self, diags: list[Diagnostic]) -> None:
+        for d in diags:
+            self.add(d.code, d.span, d.message, d.hint, d.severity)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.items)
+
+
+def has_errors(diags: list[Diagnostic]) -> bool:
+    return any(d.severity is Severity.ERROR for d in diags)
+
+
+def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
+    return (d.span.file, d.span.line, d.span.column, d.code)

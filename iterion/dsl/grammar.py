@@ -1,0 +1,65 @@
+"""The vocabulary of the `.bot` language: keywords, types, and which properties each declaration takes.
+
+One table read by the parser (unknown property => P007) and by the compiler (what each
+property means), so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+NODE_KINDS = ("agent", "judge", "router", "human", "tool", "compute", "fail")
+
+# Declarations accepted and kept without being executed (dsl.md: "may parse and keep").
+NAMED_EXTENSIONS = ("mcp_server", "cursor")
+BLOCK_EXTENSIONS = ("sandbox", "compaction", "tool_policy", "capabilities", "mcp", "memory")
+
+TOP_LEVEL_KEYWORDS = (
+    "vars", "presets", "attachments", "prompt", "schema", *NODE_KINDS, "import", "workflow",
+    *NAMED_EXTENSIONS, *BLOCK_EXTENSIONS,
+)
+
+TYPES = ("string", "bool", "int", "float", "json", "string[]", "file")
+VAR_TYPES = ("string", "bool", "int", "float", "json", "string[]")
+
+TERMINAL_NAMES = ("done", "fail")
+
+_LLM = ("model", "backend", "input", "output", "system", "user", "publish", "session", "tools",
+        "tool_max_steps", "max_tokens", "reasoning_effort", "readonly", "interaction", "await")
+
+NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "agent": _LLM + BLOCK_EXTENSIONS,
+    "judge": _LLM + BLOCK_EXTENSIONS,
+    "router": ("mode", "model", "backend", "system", "user", "multi", "input", "reasoning_effort",
+               "max_tokens", "await"),  # await is accepted to report C103 (routers take none)
+    "human": ("input", "output", "instructions", "interaction", "min_answers", "model", "backend",
+              "system", "publish", "await"),
+    "tool": ("command", "script", "language", "input", "output", "publish", "await", *BLOCK_EXTENSIONS),
+    "compute": ("input", "output", "expr", "publish", "await"),
+    "fail": ("code", "message", "resumable"),
+}
+
+LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort", "max_tokens")
+
+WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", *BLOCK_EXTENSIONS)
+BUDGET_PROPERTIES = ("max_parallel_branches", "max_duration", "max_cost_usd", "max_tokens", "max_iterations")
+ATTACHMENT_PROPERTIES = ("description", "accept_mime", "required")
+ATTACHMENT_KINDS = ("file", "image")
+
+SESSIONS = ("fresh", "inherit", "inherit_if_available", "fork", "artifacts_only")
+REASONING_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+INTERACTIONS = ("none", "human", "llm", "llm_or_human")
+AWAIT_MODES = ("wait_all", "best_effort")
+ROUTER_MODES = ("fan_out_all", "condition", "round_robin", "llm")
+LANGUAGES = ("sh", "bash", "python", "node")
+WORKTREE_MODES = ("auto", "none")
+
+
+def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
+    """A "did you mean" hint, or a list of the choices when nothing is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    if len(choices) <= 24:
+        return "expected one of: " + ", ".join(choices)
+    return None

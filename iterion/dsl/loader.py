@@ -1,0 +1,140 @@
+"""Loader: a path (file, bundle directory or `.botz`) -> the unit's files, parsed, compiled, validated.
+
+Imports are resolved relative to the importing file (depth first, each file once, cycles are
+L002); a bundle's prompts and presets join the declarations; includes are read through the
+same source tree so a `.botz` never needs unpacking to be validated.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from iterion.dsl import ast
+from iterion.dsl.bundle import MAIN, MANIFEST, load_bundle
+from iterion.dsl.compiler import Compiler
+from iterion.dsl.diagnostics import Severity, Sink, sort_key
+from iterion.dsl.parser import parse
+from iterion.dsl.sources import ArchiveTree, FileSystemTree, SourceError, SourceTree, display, read_archive
+from iterion.dsl.unit import CompileResult, Unit
+from iterion.dsl.validate import validate
+from iterion.failure_codes import FailureCode
+from iterion.ir import Span
+
+BOTZ_SUFFIX = ".botz"
+
+
+def load_workflow(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> CompileResult:
+    """Load, compile and validate the workflow at ``path`` (a .bot/.iter file, a bundle directory or a .botz)."""
+    env = os.environ if env is None else env
+    p = Path(path)
+    sink = Sink()
+    if p.suffix == BOTZ_SUFFIX and p.is_file():
+        try:
+            files = read_archive(p)
+        except SourceError as exc:
+            sink.add(exc.code, Span(display(p), 1, 1), exc.message, "a .botz is a tar.gz of a bundle directory")
+            return CompileResult(None, sink.items, Unit(display(p)))
+        tree: SourceTree = ArchiveTree(p, files)
+        return _load(tree, p / MAIN, p, env, sink)
+    tree = FileSystemTree()
+    if p.is_dir():
+        return _load(tree, p / MAIN, p, env, sink)
+    bundle_root = p.parent if p.name == MAIN and (p.parent / MANIFEST).exists() else None
+    return _load(tree, p, bundle_root, env, sink)
+
+
+def load_source(text: str, *, file: str = "<memory>.bot", env: Mapping[str, str] | None = None) -> CompileResult:
+    """Compile source held in memory (imports and includes resolve relative to ``file``)."""
+    env = os.environ if env is None else env
+    return _Loader(FileSystemTree(), env, Sink()).run(Path(file), None, text=text)
+
+
+def _load(tree: SourceTree, main: Path, bundle_root: Path | None, env: Mapping[str, str], sink: Sink) -> CompileResult:
+    if bundle_root is not None and not tree.exists(main):
+        sink.add("L004", Span(display(bundle_root), 1, 1), f"bundle {display(bundle_root)} has no {MAIN}",
+                 f"a bundle holds {MAIN}, prompts/*.md, presets/*.md and {MANIFEST}")
+        return CompileResult(None, sink.items, Unit(display(main), bundle_root=display(bundle_root)))
+    return _Loader(tree, env, sink).run(main, bundle_root)
+
+
+class _Loader:
+    def __init__(self, tree: SourceTree, env: Mapping[str, str], sink: Sink) -> None:
+        self.tree = tree
+        self.env = env
+        self.sink = sink
+        self.decls: list[ast.Decl] = []
+        self.loaded: set[str] = set()
+        self.unit = Unit("")
+
+    def read_include(self, path: Path) -> str:
+        text = self.tree.read_text(path)
+        self.unit.add(display(path), text, "include")
+        return text
+
+    def run(self, main: Path, bundle_root: Path | None, text: str | None = None) -> CompileResult:
+        self.unit = Unit(display(main), bundle_root=display(bundle_root) if bundle_root else None)
+        contents = None
+        if bundle_root is not None:
+            contents, diags = load_bundle(self.tree, bundle_root)
+            self.sink.extend(diags)
+            if any(d.code == FailureCode.BOT_REQUIRES_NEWER_ENGINE.value for d in diags):
+                # refused: a newer bundle may use syntax this version would misreport
+                for path, body, role in contents.texts:
+                    self.unit.add(path, body, role)
+                return self.result(None)
+        self.load_file(main, None, (), text)
+        if any(d.severity is Severity.ERROR and (d.code.startswith("P") or d.code in ("L001", "L002"))
+               for d in self.sink.items):
+            # a dropped line would surface as misleading compile errors (a missing model, an
+            # unknown node): report what does not parse, and compile once it does
+            return self.result(None)
+        if contents is not None:
+            for path, body, role in contents.texts:
+                self.unit.add(path, body, role)
+            # bundle prompts first: a .bot prompt of the same name is then the one reported (C041)
+            self.decls = [*contents.prompts, *contents.presets, *self.decls]
+        compiled = Compiler(self.decls, self.sink, env=self.env, read=self.read_include,
+                            main_file=display(main)).run()
+        wf = compiled.workflow
+        if wf is not None:
+            validate(wf, compiled.sources, self.sink)
+        return self.result(wf)
+
+    def result(self, wf: object) -> CompileResult:
+        diags = sorted(self.sink.items, key=sort_key)
+        ok = wf is not None and not self.sink.has_errors
+        return CompileResult(wf if ok else None, diags, self.unit)  # type: ignore[arg-type]
+
+    def load_file(self, path: Path, importer: Span | None, stack: tuple[str, ...], text: str | None = None) -> None:
+        key = display(path)
+        where = importer or Span(key, 1, 1)
+        if key in stack:
+            cycle = " -> ".join((*stack[stack.index(key):], key))
+            self.sink.add("L002", where, f"import cycle: {cycle}", "a file cannot import itself, even indirectly")
+            return
+        if key in self.loaded:
+            return  # imported twice through different paths: its declarations count once
+        if text is None:
+            try:
+                text = self.tree.read_text(path)
+            except UnicodeDecodeError:
+                self.sink.add("P010", where, f"{key} is not UTF-8 text")
+                return
+            except (OSError, ValueError) as exc:
+                what = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
+                self.sink.add("L001", where, f"cannot read {key}: {what}",
+                              "import paths are relative to the importing file" if importer else None)
+                return
+        self.loaded.add(key)
+        file_ast, diags = parse(text, key)
+        self.sink.extend(diags)
+        self.unit.add(key, text, "main" if not stack else "fragment")
+        self.unit.asts.append(file_ast)
+        for decl in file_ast.decls:
+            if isinstance(decl, ast.ImportDecl):
+                target = Path(os.path.normpath(path.parent / decl.path))
+                self.load_file(target, decl.span, (*stack, key))
+            else:
+                self.decls.append(decl)

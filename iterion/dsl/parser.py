@@ -1,0 +1,459 @@
+"""Parser: logical lines -> indentation tree -> ``ast.File``.
+
+Errors never raise out of ``parse``: each becomes a diagnostic and the parser skips the
+offending line (or declaration) and carries on, so one typo yields one message.
+"""
+
+from __future__ import annotations
+
+from iterion.dsl import ast
+from iterion.dsl.diagnostics import Diagnostic, make
+from iterion.dsl.grammar import (
+    ATTACHMENT_PROPERTIES, NAMED_EXTENSIONS, NODE_KINDS, NODE_PROPERTIES,
+    TOP_LEVEL_KEYWORDS, WORKFLOW_PROPERTIES, suggest,
+)
+from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, tokenize
+from iterion.ir import Span
+
+
+_MAX_NESTING = 64  # lists/maps nest this deep at most: deeper is a mistake, and recursion has limits
+
+
+class _Error(Exception):
+    def __init__(self, diag: Diagnostic) -> None:
+        self.diag = diag
+
+
+def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
+    lines, diags = tokenize(text, file)
+    roots = _build_tree(lines, diags, file)
+    p = _Parser(file, diags)
+    decls: list[ast.Decl] = []
+    for line in roots:
+        if line.broken:
+            continue
+        try:
+            decl = p.top_level(line)
+        except _Error as err:
+            diags.append(err.diag)
+            continue
+        if decl is not None:
+            decls.append(decl)
+    return ast.File(file, tuple(decls), Span(file, 1, 1)), diags
+
+
+def _build_tree(lines: list[Line], diags: list[Diagnostic], file: str) -> list[Line]:
+    root = Line(-2, [], 0, 0)
+    stack: list[Line] = [root]
+    for line in lines:
+        if line.broken:  # already reported by the lexer; keep it in the tree for its children
+            pass
+        elif line.indent % 2:
+            diags.append(make("P001", Span(file, line.line, line.col),
+                              f"indentation of {line.indent} spaces is not a multiple of 2",
+                              "indent each level by exactly two spaces"))
+            line.indent -= 1
+        if line.indent > 2 * _MAX_NESTING and not line.broken:
+            diags.append(make("P001", Span(file, line.line, line.col),
+                              f"indentation of {line.indent} spaces nests more than {_MAX_NESTING} levels deep"))
+            line.broken = True
+        while stack[-1].indent >= line.indent:
+            stack.pop()
+        parent = stack[-1]
+        if line.indent > parent.indent + 2 and not line.broken:
+            expected = parent.indent + 2
+            where = "at the top level" if parent is root else f"under line {parent.line}"
+            diags.append(make("P001", Span(file, line.line, line.col),
+                              f"unexpected indentation: expected {expected} spaces {where}, found {line.indent}",
+                              "indent each level by exactly two spaces"))
+            line.broken = True
+        parent.children.append(line)
+        stack.append(line)
+    return root.children
+
+
+def _tok_span(file: str, t: Token) -> Span:
+    return Span(file, t.line, t.col)
+
+
+def _describe(t: Token) -> str:
+    return f"'{t.text}'"
+
+
+class _Parser:
+    def __init__(self, file: str, diags: list[Diagnostic]) -> None:
+        self.file = file
+        self.diags = diags
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def span(self, line: Line) -> Span:
+        return Span(self.file, line.line, line.col)
+
+    def err(self, code: str, span: Span, message: str, hint: str | None = None) -> _Error:
+        return _Error(make(code, span, message, hint))
+
+    def end_span(self, line: Line) -> Span:
+        last = line.tokens[-1]
+        return Span(self.file, last.line, last.col + len(last.text))
+
+    def expect_end(self, line: Line, pos: int, what: str) -> None:
+        if pos < len(line.tokens):
+            t = line.tokens[pos]
+            raise self.err("P008", _tok_span(self.file, t), f"unexpected {_describe(t)} after {what}")
+
+    def expect_punct(self, line: Line, pos: int, p: str, after: str) -> int:
+        if pos >= len(line.tokens):
+            raise self.err("P008", self.end_span(line), f"expected '{p}' after {after}")
+        t = line.tokens[pos]
+        if not t.is_punct(p):
+            raise self.err("P008", _tok_span(self.file, t), f"expected '{p}' after {after}, found {_describe(t)}")
+        return pos + 1
+
+    def expect_ident(self, line: Line, pos: int, what: str) -> tuple[Token, int]:
+        if pos >= len(line.tokens):
+            raise self.err("P008", self.end_span(line), f"expected {what}")
+        t = line.tokens[pos]
+        if t.kind != IDENT:
+            raise self.err("P008", _tok_span(self.file, t), f"expected {what}, found {_describe(t)}",
+                           "names are a letter then letters, digits or '_'")
+        return t, pos + 1
+
+    def no_children(self, line: Line, what: str) -> None:
+        for child in line.children:
+            if not child.broken:
+                self.diags.append(make("P001", self.span(child), f"unexpected indented line under {what}",
+                                       "only a line ending with ':' opens a block"))
+                return
+
+    def each_child(self, line: Line) -> list[Line]:
+        return [c for c in line.children if not c.broken]
+
+    def header(self, line: Line, keyword: str, named: bool) -> tuple[str | None, Span | None]:
+        """``keyword NAME:`` (named) or ``keyword:`` -> the name; the line must end with ':'."""
+        pos = 1
+        name: str | None = None
+        name_span: Span | None = None
+        if named:
+            t, pos = self.expect_ident(line, pos, f"a name after '{keyword}'")
+            name, name_span = str(t.value), _tok_span(self.file, t)
+        pos = self.expect_punct(line, pos, ":", f"'{keyword}{' ' + name if name else ''}'")
+        self.expect_end(line, pos, f"'{keyword}{' ' + name if name else ''}:'")
+        return name, name_span
+
+    # --- values -------------------------------------------------------------------------------
+
+    def value(self, line: Line, pos: int, depth: int = 0) -> tuple[ast.Value, int]:
+        toks = line.tokens
+        if depth > _MAX_NESTING:
+            raise self.err("P008", _tok_span(self.file, toks[pos]) if pos < len(toks) else self.end_span(line),
+                           f"value nested more than {_MAX_NESTING} levels deep")
+        if pos >= len(toks):
+            raise self.err("P008", self.end_span(line), "expected a value")
+        t = toks[pos]
+        sp = _tok_span(self.file, t)
+        if t.kind == STRING or t.kind == INT or t.kind == FLOAT:
+            return ast.Literal(t.value, sp), pos + 1  # type: ignore[arg-type]
+        if t.kind == IDENT:
+            if t.value == "true":
+                return ast.Literal(True, sp), pos + 1
+            if t.value == "false":
+                return ast.Literal(False, sp), pos + 1
+            if t.value == "null":
+                return ast.Literal(None, sp), pos + 1
+            return ast.Ident(str(t.value), sp), pos + 1
+        if t.is_punct("["):
+            items: list[ast.Value] = []
+            pos += 1
+            while True:
+                if pos < len(toks) and toks[pos].is_punct("]"):
+                    return ast.ListValue(tuple(items), sp), pos + 1
+                item, pos = self.value(line, pos, depth + 1)
+                items.append(item)
+                if pos < len(toks) and toks[pos].is_punct(","):
+                    pos += 1
+                    continue
+                if pos < len(toks) and toks[pos].is_punct("]"):
+                    continue
+                raise self._expected(line, pos, "',' or ']' in the list")
+        if t.is_punct("{"):
+            entries: list[ast.MapEntry] = []
+            pos += 1
+            while True:
+                if pos < len(toks) and toks[pos].is_punct("}"):
+                    return ast.MapValue(tuple(entries), sp), pos + 1
+                if pos >= len(toks) or toks[pos].kind not in (IDENT, STRING):
+                    raise self._expected(line, pos, "a key in the map")
+                k = toks[pos]
+                pos = self.expect_punct(line, pos + 1, ":", f"map key '{k.value}'")
+                v, pos = self.value(line, pos, depth + 1)
+                entries.append(ast.MapEntry(str(k.value), v, _tok_span(self.file, k)))
+                if pos < len(toks) and toks[pos].is_punct(","):
+                    pos += 1
+                    continue
+                if pos < len(toks) and toks[pos].is_punct("}"):
+                    continue
+                raise self._expected(line, pos, "',' or '}' in the map")
+        raise self.err("P008", sp, f"expected a value, found {_describe(t)}")
+
+    def _expected(self, line: Line, pos: int, what: str) -> _Error:
+        if pos >= len(line.tokens):
+            return self.err("P008", self.end_span(line), f"expected {what}")
+        t = line.tokens[pos]
+        return self.err("P008", _tok_span(self.file, t), f"expected {what}, found {_describe(t)}")
+
+    def property(self, line: Line, allowed: tuple[str, ...] | None, owner: str) -> ast.Property:
+        """``name: value``, ``name:`` + nested block, or ``script:`` + raw body."""
+        t, pos = self.expect_ident(line, 0, "a property name")
+        name = str(t.value)
+        sp = _tok_span(self.file, t)
+        if allowed is not None and name not in allowed:
+            raise self.err("P007", sp, f"unknown property '{name}' in {owner}", suggest(name, allowed))
+        pos = self.expect_punct(line, pos, ":", f"property '{name}'")
+        if line.raw is not None:
+            return ast.Property(name, line.raw, sp)
+        if pos == len(line.tokens):
+            if not line.children:
+                raise self.err("P008", self.end_span(line), f"property '{name}' has no value")
+
+            return ast.Property(name, self.generic_block(line, f"'{name}' in {owner}"), sp)
+        val, pos = self.value(line, pos)
+        self.expect_end(line, pos, f"the value of '{name}'")
+        self.no_children(line, f"'{name}'")
+        return ast.Property(name, val, sp)
+
+    def generic_block(self, line: Line, owner: str) -> ast.Block:
+        props: list[ast.Property] = []
+        for child in self.each_child(line):
+            try:
+                props.append(self.property(child, None, owner))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return ast.Block(tuple(props), self.span(line))
+
+    def type_ref(self, line: Line, pos: int) -> tuple[ast.TypeRef, int]:
+        t, pos = self.expect_ident(line, pos, "a type")
+        name = str(t.value)
+        toks = line.tokens
+        if pos + 1 < len(toks) and toks[pos].is_punct("[") and toks[pos + 1].is_punct("]"):
+            name += "[]"
+            pos += 2
+        return ast.TypeRef(name, _tok_span(self.file, t)), pos
+
+    # --- declarations -------------------------------------------------------------------------
+
+    def top_level(self, line: Line) -> ast.Decl | None:
+        first = line.tokens[0]
+        if len(line.tokens) > 1 and line.tokens[1].is_punct("->"):
+            raise self.err("P006", _tok_span(self.file, first), "an edge outside the workflow",
+                           "edges go inside 'workflow NAME:', indented by two spaces")
+        if first.kind != IDENT or str(first.value) not in TOP_LEVEL_KEYWORDS:
+            word = first.text
+            raise self.err("P006", _tok_span(self.file, first), f"unknown keyword {word!r} at the top level",
+                           suggest(word, TOP_LEVEL_KEYWORDS) if first.kind == IDENT else
+                           "a declaration starts with a keyword such as 'agent' or 'workflow'")
+        kw = str(first.value)
+        if kw == "vars":
+            self.header(line, kw, named=False)
+            return ast.VarsDecl(tuple(self.var_lines(line)), self.span(line))
+        if kw == "presets":
+            return self.presets(line)
+        if kw == "attachments":
+            return self.attachments(line)
+        if kw == "prompt":
+            name, _ = self.header(line, kw, named=True)
+            body = line.raw or ast.RawText("", self.end_span(line), 0)
+            return ast.PromptDecl(str(name), body, self.span(line))
+        if kw == "schema":
+            return self.schema(line)
+        if kw in NODE_KINDS:
+            return self.node(line, kw)
+        if kw == "import":
+            if len(line.tokens) < 2 or line.tokens[1].kind != STRING:
+                raise self._expected(line, 1, 'a quoted path after import, e.g. import "lib/common.bot"')
+            self.expect_end(line, 2, "the import path")
+            self.no_children(line, "import")
+            return ast.ImportDecl(str(line.tokens[1].value), self.span(line))
+        if kw == "workflow":
+            return self.workflow(line)
+        if kw in NAMED_EXTENSIONS:
+            name, _ = self.header(line, kw, named=True)
+            return ast.ExtensionDecl(kw, name, self.generic_block(line, f"{kw} '{name}'"), self.span(line))
+        # BLOCK_EXTENSIONS: `sandbox: value` or `sandbox:` + block
+        prop = self.property(line, None, "the file")
+        return ast.ExtensionDecl(kw, None, prop.value, self.span(line))
+
+    def var_lines(self, line: Line) -> list[ast.VarDecl]:
+        out: list[ast.VarDecl] = []
+        for child in self.each_child(line):
+            try:
+                t, pos = self.expect_ident(child, 0, "a var name")
+                pos = self.expect_punct(child, pos, ":", f"var '{t.value}'")
+                typ, pos = self.type_ref(child, pos)
+                default: ast.Value | None = None
+                if pos < len(child.tokens):
+                    if not child.tokens[pos].is_punct("="):
+                        raise self._expected(child, pos, f"'= default' after the type of var '{t.value}'")
+                    default, pos = self.value(child, pos + 1)
+                    self.expect_end(child, pos, f"the default of var '{t.value}'")
+                self.no_children(child, f"var '{t.value}'")
+                out.append(ast.VarDecl(str(t.value), typ, default, _tok_span(self.file, t)))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return out
+
+    def presets(self, line: Line) -> ast.PresetsDecl:
+        self.header(line, "presets", named=False)
+        presets: list[ast.PresetDecl] = []
+        for child in self.each_child(line):
+            try:
+                t, pos = self.expect_ident(child, 0, "a preset name")
+                pos = self.expect_punct(child, pos, ":", f"preset '{t.value}'")
+                self.expect_end(child, pos, f"preset '{t.value}:'")
+                values: list[ast.Property] = []
+                for vline in self.each_child(child):
+                    try:
+                        values.append(self.property(vline, None, f"preset '{t.value}'"))
+                    except _Error as err:
+                        self.diags.append(err.diag)
+                presets.append(ast.PresetDecl(str(t.value), tuple(values), _tok_span(self.file, t)))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return ast.PresetsDecl(tuple(presets), self.span(line))
+
+    def attachments(self, line: Line) -> ast.AttachmentsDecl:
+        self.header(line, "attachments", named=False)
+        out: list[ast.AttachmentDecl] = []
+        for child in self.each_child(line):
+            try:
+                t, pos = self.expect_ident(child, 0, "an attachment name")
+                pos = self.expect_punct(child, pos, ":", f"attachment '{t.value}'")
+                kind, pos = self.expect_ident(child, pos, "the attachment kind (file or image)")
+                self.expect_end(child, pos, f"attachment '{t.value}: {kind.value}'")
+                props: list[ast.Property] = []
+                for pline in self.each_child(child):
+                    try:
+                        props.append(self.property(pline, ATTACHMENT_PROPERTIES, f"attachment '{t.value}'"))
+                    except _Error as err:
+                        self.diags.append(err.diag)
+                out.append(ast.AttachmentDecl(str(t.value), ast.Ident(str(kind.value), _tok_span(self.file, kind)),
+                                              tuple(props), _tok_span(self.file, t)))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return ast.AttachmentsDecl(tuple(out), self.span(line))
+
+    def schema(self, line: Line) -> ast.SchemaDecl:
+        name, _ = self.header(line, "schema", named=True)
+        fields: list[ast.SchemaFieldDecl] = []
+        for child in self.each_child(line):
+            try:
+                t, pos = self.expect_ident(child, 0, "a field name")
+                pos = self.expect_punct(child, pos, ":", f"field '{t.value}'")
+                typ, pos = self.type_ref(child, pos)
+                enum: ast.EnumSpec | None = None
+                toks = child.tokens
+                if pos < len(toks):
+                    if not (toks[pos].is_punct("[") and pos + 1 < len(toks) and toks[pos + 1].is_ident("enum")):
+                        raise self._expected(child, pos, f"'[enum: ...]' or the end of field '{t.value}'")
+                    esp = _tok_span(self.file, toks[pos])
+                    pos = self.expect_punct(child, pos + 2, ":", "'enum'")
+                    values: list[ast.Literal] = []
+                    while True:
+                        v, pos = self.value(child, pos)
+                        if not isinstance(v, (ast.Literal, ast.Ident)):
+                            raise self.err("P008", v.span, "enum values are strings")
+                        values.append(v if isinstance(v, ast.Literal) else ast.Literal(v.name, v.span))
+                        if pos < len(toks) and toks[pos].is_punct(","):
+                            pos += 1
+                            continue
+                        pos = self.expect_punct(child, pos, "]", "the enum values")
+                        break
+                    enum = ast.EnumSpec(tuple(values), esp)
+                    self.expect_end(child, pos, f"field '{t.value}'")
+                self.no_children(child, f"field '{t.value}'")
+                fields.append(ast.SchemaFieldDecl(str(t.value), typ, enum, _tok_span(self.file, t)))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return ast.SchemaDecl(str(name), tuple(fields), self.span(line))
+
+    def node(self, line: Line, kind: str) -> ast.NodeDecl:
+        name, name_span = self.header(line, kind, named=True)
+        owner = f"{kind} '{name}'"
+        props: list[ast.Property] = []
+        for child in self.each_child(line):
+            try:
+                props.append(self.property(child, NODE_PROPERTIES[kind], owner))
+            except _Error as err:
+                self.diags.append(err.diag)
+        assert name is not None and name_span is not None
+        return ast.NodeDecl(kind, name, name_span, tuple(props), self.span(line))
+
+    def workflow(self, line: Line) -> ast.WorkflowDecl:
+        name, _ = self.header(line, "workflow", named=True)
+        owner = f"workflow '{name}'"
+        props: list[ast.Property] = []
+        wvars: list[ast.VarDecl] = []
+        edges: list[ast.EdgeDecl] = []
+        for child in self.each_child(line):
+            try:
+                toks = child.tokens
+                if len(toks) >= 2 and toks[1].is_punct("->"):
+                    edges.append(self.edge(child))
+                elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
+                    self.header(child, "vars", named=False)
+                    wvars.extend(self.var_lines(child))
+                elif toks[0].kind == IDENT and (len(toks) < 2 or not toks[1].is_punct(":")):
+                    raise self.err("P006", _tok_span(self.file, toks[0]),
+                                   f"unknown statement in {owner}: expected a property 'name: value' or an edge 'a -> b'",
+                                   suggest(str(toks[0].value), (*WORKFLOW_PROPERTIES, "vars")))
+                else:
+                    props.append(self.property(child, (*WORKFLOW_PROPERTIES, "vars"), owner))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return ast.WorkflowDecl(str(name), tuple(props), tuple(wvars), tuple(edges), self.span(line))
+
+    def edge(self, line: Line) -> ast.EdgeDecl:
+        toks = line.tokens
+        src_t, _ = self.expect_ident(line, 0, "the edge source")
+        dst_t, pos = self.expect_ident(line, 2, "the edge target after '->'")
+        when: ast.WhenClause | None = None
+        loop: ast.LoopClause | None = None
+        with_map: ast.MapValue | None = None
+        while pos < len(toks):
+            t = toks[pos]
+            sp = _tok_span(self.file, t)
+            if t.is_ident("when") and when is None:
+                pos += 1
+                if pos < len(toks) and toks[pos].is_ident("not"):
+                    f, pos = self.expect_ident(line, pos + 1, "a bool field after 'when not'")
+                    when = ast.WhenClause("not_field", str(f.value), None, sp)
+                elif pos < len(toks) and toks[pos].kind == STRING:
+                    s = toks[pos]
+                    when = ast.WhenClause("expr", None, ast.Literal(str(s.value), _tok_span(self.file, s)), sp)
+                    pos += 1
+                else:
+                    f, pos = self.expect_ident(line, pos, 'a bool field or a quoted expression after \'when\'')
+                    when = ast.WhenClause("field", str(f.value), None, sp)
+            elif t.is_ident("as") and loop is None:
+                lname, pos = self.expect_ident(line, pos + 1, "a loop name after 'as'")
+                pos = self.expect_punct(line, pos, "(", f"loop name '{lname.value}'")
+                if pos >= len(toks) or toks[pos].kind != INT:
+                    raise self._expected(line, pos, f"the loop bound (an integer) in '{lname.value}(N)'")
+                bound = int(toks[pos].value)  # type: ignore[arg-type]
+                pos = self.expect_punct(line, pos + 1, ")", "the loop bound")
+                loop = ast.LoopClause(str(lname.value), bound, _tok_span(self.file, lname))
+            elif t.is_ident("with") and with_map is None:
+                if pos + 1 >= len(toks) or not toks[pos + 1].is_punct("{"):
+                    raise self._expected(line, pos + 1, "'{' after 'with'")
+                v, pos = self.value(line, pos + 1)
+                assert isinstance(v, ast.MapValue)
+                with_map = v
+            else:
+                dup = t.kind == IDENT and str(t.value) in ("when", "as", "with")
+                raise self.err("P008", sp, f"{'duplicate' if dup else 'unexpected'} {_describe(t)} in edge",
+                               "an edge is: SRC -> DST [when COND] [as LOOP(N)] [with { key: \"template\" }]")
+        self.no_children(line, "an edge")
+        return ast.EdgeDecl(ast.Ident(str(src_t.value), _tok_span(self.file, src_t)),
+                            ast.Ident(str(dst_t.value), _tok_span(self.file, dst_t)),
+                            when, loop, with_map, self.span(line))
+

@@ -1,0 +1,143 @@
+"""Where the loader reads program files from: the filesystem, or a `.botz` archive held in memory.
+
+Reading a `.botz` never touches the disk: members are validated (no absolute paths, no
+``..``, no links or devices) and kept in memory, so a hostile archive cannot write anywhere.
+Paths inside an archive are addressed as ``<archive path>/<member>`` so diagnostics read
+naturally (``bot.botz/main.bot:3:1``).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tarfile
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+# A bundle is text and a few assets; anything bigger is refused rather than read into memory.
+MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
+
+
+class SourceError(Exception):
+    """A problem with the archive or a member path; ``code`` is the diagnostic code to report."""
+
+    def __init__(self, message: str, code: str = "L004") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class SourceTree(Protocol):
+    def read_text(self, path: Path) -> str: ...
+    def exists(self, path: Path) -> bool: ...
+    def listdir(self, path: Path) -> list[Path]: ...
+
+
+def display(path: Path) -> str:
+    return os.path.normpath(str(path))
+
+
+class FileSystemTree:
+    def read_text(self, path: Path) -> str:
+        return path.read_bytes().decode("utf-8")
+
+    def exists(self, path: Path) -> bool:
+        return path.exists()
+
+    def listdir(self, path: Path) -> list[Path]:
+        if not path.is_dir():
+            return []
+        return sorted(p for p in path.iterdir() if p.is_file())
+
+
+def safe_member_name(name: str) -> str:
+    """The normalised relative path of an archive member, or SourceError (code L005)."""
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise SourceError(f"archive member {name!r} has an absolute path", "L005")
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if ".." in parts:
+        raise SourceError(f"archive member {name!r} escapes the bundle with '..'", "L005")
+    norm = posixpath.normpath("/".join(p for p in parts if p not in (".", "")))
+    return "" if norm == "." else norm
+
+
+def read_archive(path: Path) -> dict[str, bytes]:
+    """Every regular file of a `.botz` (tar.gz), keyed by its relative path."""
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for member in tar:
+                rel = safe_member_name(member.name)
+                if member.isdir():
+                    continue
+                if not member.isfile():
+                    kind = "link" if (member.issym() or member.islnk()) else "special file"
+                    raise SourceError(f"archive member {member.name!r} is a {kind}; bundles hold regular files only",
+                                      "L005")
+                total += member.size
+                if total > MAX_ARCHIVE_BYTES:
+                    raise SourceError(f"archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB unpacked")
+                fh = tar.extractfile(member)
+                if fh is None or not rel:
+                    continue
+                files[rel] = fh.read()
+    except SourceError:
+        raise
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise SourceError(f"cannot read {path} as a .botz (tar.gz) archive: {exc}") from None
+    # tolerate a single top-level directory wrapping the bundle (tar czf x.botz mybot/)
+    if "main.bot" not in files:
+        tops = {k.split("/", 1)[0] for k in files}
+        if len(tops) == 1:
+            top = tops.pop()
+            if f"{top}/main.bot" in files:
+                files = {k[len(top) + 1:]: v for k, v in files.items() if k.startswith(top + "/")}
+    return files
+
+
+def extract_archive(path: Path, dest: Path) -> list[Path]:
+    """Safely unpack a `.botz` into ``dest`` (for the engine's skills/attachments); returns the files."""
+    files = read_archive(path)
+    dest = dest.resolve()
+    written: list[Path] = []
+    for rel, data in sorted(files.items()):
+        target = (dest / rel).resolve()
+        if dest not in target.parents:
+            raise SourceError(f"archive member {rel!r} would be written outside {dest}", "L005")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        written.append(target)
+    return written
+
+
+class ArchiveTree:
+    """A `.botz` read into memory; paths are ``root / member``."""
+
+    def __init__(self, root: Path, files: dict[str, bytes]) -> None:
+        self.root = Path(os.path.normpath(str(root)))
+        self.files = files
+
+    def _rel(self, path: Path) -> str | None:
+        norm = Path(os.path.normpath(str(path)))
+        try:
+            return norm.relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+    def read_text(self, path: Path) -> str:
+        rel = self._rel(path)
+        if rel is None or rel not in self.files:
+            raise FileNotFoundError(f"{path} is not in the bundle")
+        return self.files[rel].decode("utf-8")
+
+    def exists(self, path: Path) -> bool:
+        rel = self._rel(path)
+        return rel is not None and (rel in self.files or any(k.startswith(rel + "/") for k in self.files))
+
+    def listdir(self, path: Path) -> list[Path]:
+        rel = self._rel(path)
+        if rel is None:
+            return []
+        prefix = "" if rel == "." else rel + "/"
+        return sorted(self.root / k for k in self.files if k.startswith(prefix) and "/" not in k[len(prefix):])

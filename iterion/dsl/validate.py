@@ -1,0 +1,206 @@
+"""Validator: graph rules over the compiled workflow, and fan-out regions.
+
+Edges (C010-C014, C020-C022), reachability (C016), undeclared cycles (C019), fan-out
+convergence (C108, C109, C009). References inside templates and expressions are checked by
+``iterion.dsl.references``. Fills ``Workflow.fan_out_regions``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from iterion.dsl.compiler import Sources
+from iterion.dsl.diagnostics import Sink
+from iterion.dsl.graph import Graph, sccs
+from iterion.dsl.references import check_references
+from iterion.ir import (
+    TERMINALS, ConditionKind, Edge, FanOutRegion, FieldType, NodeKind, RouterMode, Workflow,
+)
+
+_TOOL_FIELDS = {"stdout": FieldType.STRING, "stderr": FieldType.STRING, "exit_code": FieldType.INT}
+
+
+def validate(wf: Workflow, sources: Sources, sink: Sink) -> None:
+    g = Graph(wf)
+    for node_id in wf.nodes:
+        _check_out_edges(wf, g, node_id, sink)
+    if wf.entry:
+        _check_reachable(wf, g, sink)
+    _check_cycles(wf, g, sink)
+    _fan_out_regions(wf, g, sink)
+    _check_convergence_sessions(wf, sink)
+    check_references(wf, g, sources, sink)
+
+
+def _check_out_edges(wf: Workflow, g: Graph, node_id: str, sink: Sink) -> None:
+    node = wf.nodes[node_id]
+    edges = g.out[node_id]
+    router = node.kind is NodeKind.ROUTER
+    if router and node.mode is RouterMode.ROUND_ROBIN and len(edges) < 2:
+        sink.add("C020", node.span, f"round_robin router '{node_id}' has {len(edges)} outgoing edge(s); it needs at least 2",
+                 "a round_robin router cycles through its targets")
+    if router and node.mode is RouterMode.LLM:
+        if len(edges) < 2:
+            sink.add("C021", node.span, f"llm router '{node_id}' has {len(edges)} outgoing edge(s); it needs at least 2",
+                     "the model picks among the targets")
+        for e in edges:
+            if e.condition is not None:
+                sink.add("C022", e.span, f"edge {e.src} -> {e.dst} has a 'when', but '{node_id}' is an llm router",
+                         "the model picks the target; remove the condition")
+        return
+    if router and node.mode in (RouterMode.FAN_OUT_ALL, RouterMode.ROUND_ROBIN):
+        return
+    unconditional = [e for e in edges if e.condition is None]
+    if not router:
+        for extra in unconditional[1:]:
+            sink.add("C010", extra.span, f"'{node_id}' has more than one unconditional edge (first: -> {unconditional[0].dst})",
+                     "add 'when' conditions, or use a router (mode: fan_out_all) to run targets in parallel")
+    seen: dict[tuple[str, str | None, str | None], Edge] = {}
+    for e in edges:
+        if e.condition is None:
+            continue
+        key = (e.condition.kind.value, e.condition.field, e.condition.expr)
+        if key in seen:
+            sink.add("C011", e.span, f"'{node_id}' has the condition '{e.condition}' twice (also -> {seen[key].dst})",
+                     "which edge to take would be ambiguous; merge them or change one condition")
+        else:
+            seen[key] = e
+        if e.condition.kind is not ConditionKind.EXPR:
+            _check_when_field(wf, node_id, e, sink)
+    conditional = [e for e in edges if e.condition is not None]
+    if conditional and not unconditional:
+        positive = {e.condition.field for e in conditional if e.condition and e.condition.kind is ConditionKind.FIELD}
+        negative = {e.condition.field for e in conditional if e.condition and e.condition.kind is ConditionKind.NOT_FIELD}
+        if not positive & negative:
+            sink.add("C012", conditional[-1].span,
+                     f"the conditions out of '{node_id}' are not exhaustive and there is no unconditional fallback",
+                     f"add '{node_id} -> done' (or another target) as a fallback, or cover both 'when x' and 'when not x'")
+
+
+def _check_when_field(wf: Workflow, node_id: str, e: Edge, sink: Sink) -> None:
+    node = wf.nodes[node_id]
+    assert e.condition is not None and e.condition.field is not None
+    name = e.condition.field
+    schema = node.output_schema
+    if node.kind is NodeKind.ROUTER:
+        schema = node.input_schema
+        if schema is None:
+            return  # a condition router routes on its input; without a schema nothing is known
+    if schema is None:
+        if node.kind is NodeKind.TOOL:
+            ftype = _TOOL_FIELDS.get(name)
+            if ftype is None:
+                sink.add("C014", e.span, f"tool '{node_id}' has no output schema; its output is {{stdout, stderr, exit_code}}, not '{name}'",
+                         "declare output: SCHEMA (the command prints one JSON object) or use a quoted expression")
+            else:
+                sink.add("C013", e.span, f"'when {name}': field '{name}' of tool '{node_id}' is {ftype.value}, not bool",
+                         f'use a quoted expression, e.g. when "outputs.{node_id}.exit_code == 0"')
+            return
+        sink.add("C014", e.span, f"'when {name}': '{node_id}' has no output schema",
+                 f"declare output: SCHEMA on '{node_id}' with a bool field '{name}'")
+        return
+    f = schema.field(name)
+    if f is None:
+        sink.add("C014", e.span, f"'when {name}': '{name}' is not a field of schema '{schema.name}' (output of '{node_id}')",
+                 "fields: " + ", ".join(x.name for x in schema.fields) if schema.fields else None)
+    elif f.type is not FieldType.BOOL:
+        sink.add("C013", e.span, f"'when {name}': field '{name}' of schema '{schema.name}' is {f.type.value}, not bool",
+                 f'compare it in a quoted expression, e.g. when "outputs.{node_id}.{name} == ..."')
+
+
+def _check_reachable(wf: Workflow, g: Graph, sink: Sink) -> None:
+    seen = g.reach(wf.entry) | {wf.entry}
+    for node_id, node in wf.nodes.items():
+        if node_id not in seen:
+            sink.add("C016", node.span, f"'{node_id}' is not reachable from the entry '{wf.entry}'",
+                     "add an edge into it, or remove it")
+
+
+def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
+    """Every cycle must contain an edge declared ``as LOOP(N)``: cycles of the loop-free graph are errors."""
+    adj: dict[str, list[str]] = defaultdict(list)
+    first_edge: dict[tuple[str, str], Edge] = {}
+    for e in wf.edges:
+        if e.loop is None and e.dst not in TERMINALS and e.dst in wf.nodes:
+            adj[e.src].append(e.dst)
+            first_edge.setdefault((e.src, e.dst), e)
+    for comp in sccs(list(wf.nodes), adj):
+        members = set(comp)
+        if len(comp) == 1 and comp[0] not in adj[comp[0]]:
+            continue
+        inner = [e for (s, d), e in first_edge.items() if s in members and d in members]
+        at = min(inner, key=lambda e: e.index)
+        names = " -> ".join(sorted(members))
+        sink.add("C019", at.span, f"cycle without a declared loop through {names}",
+                 f"declare the back edge as a bounded loop: {at.src} -> {at.dst} ... as NAME(N)")
+
+
+def _fan_out_regions(wf: Workflow, g: Graph, sink: Sink) -> None:
+    routers = [n for n, node in wf.nodes.items()
+               if node.kind is NodeKind.ROUTER and node.mode is RouterMode.FAN_OUT_ALL]
+    memo: dict[str, FanOutRegion] = {}
+    for r in routers:
+        _region(wf, g, r, memo, sink, ())
+    wf.fan_out_regions = {r: memo[r] for r in routers if r in memo}
+
+
+def _region(wf: Workflow, g: Graph, router: str, memo: dict[str, FanOutRegion], sink: Sink,
+            active: tuple[str, ...]) -> FanOutRegion:
+    """The branches of ``router`` up to the first ``await`` node each reaches (nested fan-outs inlined)."""
+    if router in memo:
+        return memo[router]
+    branches: list[tuple[str, ...]] = []
+    joins: list[str] = []
+    owner: dict[str, int] = {}
+    reported = False  # one C108 per region: every node after the first shared one is shared too
+    for bi, e in enumerate(g.out[router]):
+        body: list[str] = []
+        seen: set[str] = set()
+        stack = [e.dst]
+        while stack:
+            n = stack.pop()
+            if n in TERMINALS or n not in wf.nodes or n in seen or n == router:
+                continue
+            seen.add(n)
+            node = wf.nodes[n]
+            if node.await_mode is not None:
+                if n not in joins:
+                    joins.append(n)
+                continue
+            body.append(n)
+            # a named fail node is a terminal: several branches may end there without converging
+            if n in owner and owner[n] != bi and not reported and node.kind is not NodeKind.FAIL:
+                reported = True
+                sink.add("C108", node.span,
+                         f"branches of fan-out '{router}' converge on '{n}', which declares no await",
+                         f"add 'await: wait_all' (or best_effort) to '{n}'")
+            owner.setdefault(n, bi)
+            if (node.kind is NodeKind.ROUTER and node.mode is RouterMode.FAN_OUT_ALL and n not in active):
+                inner = _region(wf, g, n, memo, sink, (*active, router))
+                for b in (x for branch in inner.branches for x in branch):  # declaration order
+                    if b not in seen:
+                        seen.add(b)
+                        body.append(b)
+                if inner.join is not None and inner.join not in seen:
+                    seen.add(inner.join)
+                    body.append(inner.join)
+                    stack.extend(reversed(g.succ(inner.join)))
+                continue
+            stack.extend(reversed(g.succ(n)))
+        branches.append(tuple(body))
+    if len(joins) > 1:
+        sink.add("C109", wf.nodes[router].span,
+                 f"branches of fan-out '{router}' converge on different await nodes: {', '.join(joins)}",
+                 "make every branch meet at one node that declares await")
+    region = FanOutRegion(router, tuple(branches), joins[0] if joins else None)
+    memo[router] = region
+    return region
+
+
+def _check_convergence_sessions(wf: Workflow, sink: Sink) -> None:
+    joins = {r.join for r in wf.fan_out_regions.values() if r.join}
+    for node_id, node in wf.nodes.items():
+        if (node.await_mode is not None or node_id in joins) and node.session in ("inherit", "fork"):
+            sink.add("C009", node.span,
+                     f"'{node_id}' is a convergence node and cannot use session: {node.session}",
+                     "several branches arrive here, so there is no single session to continue; use fresh or artifacts_only")

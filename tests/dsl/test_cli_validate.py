@@ -1,0 +1,71 @@
+"""`iterion validate` and `iterion diagram`, run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+WF = ROOT / "fixtures" / "workflows"
+BAD = ROOT / "fixtures" / "invalid"
+ENV = {"MODEL": "m", "DEPLOY_TARGET": "prod", "DEFAULT_BACKEND": "claw"}
+
+
+def test_validate_clean_and_warning_only_files_exit_zero() -> None:
+    proc = run_cli("validate", str(WF / "fan_out.bot"), str(BAD / "c016_unreachable.bot"), env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].endswith(": C016 warning: 'orphan' is not reachable from the entry 'a'")
+    assert "fan_out.bot: ok (0 error(s), 0 warning(s))" in proc.stderr
+    assert "c016_unreachable.bot: ok (0 error(s), 1 warning(s))" in proc.stderr
+
+
+def test_validate_prints_diagnostics_and_exits_one_on_errors() -> None:
+    path = BAD / "c001_undeclared_edge_target.bot"
+    proc = run_cli("validate", str(path), env=ENV)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{path}:7:8: C001 error: edge to undeclared node 'reviwe'"
+    assert lines[1].strip().startswith("hint: did you mean 'review'") or lines[1].strip().startswith("hint:")
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate_several_files_json_including_a_missing_one(tmp_path: Path) -> None:
+    good, bad, missing = WF / "tidy_rejected.bot", BAD / "c248_reserved_failure_code.bot", tmp_path / "nope.bot"
+    proc = run_cli("validate", "--json", str(good), str(bad), str(missing), env=ENV)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["ok"] is False
+    assert [f["ok"] for f in data["files"]] == [True, False, False]
+    (diag,) = data["files"][1]["diagnostics"]
+    assert (diag["code"], diag["severity"], diag["line"], diag["column"]) == ("C248", "error", 3, 9)
+    assert "USAGE_LIMIT_BLOCKED" in diag["message"] and diag["hint"]
+    (gone,) = data["files"][2]["diagnostics"]
+    assert gone["code"] == "L001" and "cannot read" in gone["message"]
+
+
+def test_diagram_prints_mermaid() -> None:
+    proc = run_cli("diagram", str(WF / "tidy.bot"), env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("flowchart TD\n")
+    assert 'n_edit["edit (tool)"]' in out
+    assert 'n_review -- "when approved" --> t_done' in out
+    assert 'n_review -. "when not approved as fix(3)" .-> n_edit' in out
+    proc = run_cli("diagram", "--json", str(WF / "fan_out.bot"), env=ENV)
+    data = json.loads(proc.stdout)
+    assert data["workflow"] == "parallel_review" and "n_spread{" in data["mermaid"]
+
+
+def test_diagram_of_an_invalid_workflow_fails_cleanly() -> None:
+    proc = run_cli("diagram", str(BAD / "c019_undeclared_cycle.bot"))
+    assert proc.returncode == 1
+    assert "C019 error" in proc.stderr
+    assert "error: " in proc.stderr and "does not compile" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_texts_have_examples() -> None:
+    for cmd in ("validate", "diagram"):
+        proc = run_cli(cmd, "--help")
+        assert proc.returncode == 0 and "Example: iterion " + cmd in proc.stdout

@@ -1,0 +1,189 @@
+"""Compile and validate details on inline sources: imports, includes, references, regions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iterion.dsl import load_source, load_workflow
+from iterion.dsl.values import parse_duration
+
+HEAD = 'schema s:\n  ok: bool\n  n: int\n\n'
+
+
+def _codes(src: str, **kw: object) -> list[tuple[str, int]]:
+    result = load_source(src, env={}, **kw)  # type: ignore[arg-type]
+    return [(d.code, d.span.line) for d in result.diagnostics]
+
+
+def test_import_cycle_is_reported_at_the_import(tmp_path: Path) -> None:
+    (tmp_path / "a.bot").write_text('import "b.bot"\nagent x:\n  model: "m"\nworkflow w:\n  entry: x\n  x -> done\n')
+    (tmp_path / "b.bot").write_text('## b imports a back\nimport "a.bot"\n')
+    result = load_workflow(tmp_path / "a.bot", env={})
+    assert [(d.code, Path(d.span.file).name, d.span.line) for d in result.diagnostics] == [("L002", "b.bot", 2)]
+    assert "a.bot -> " in result.diagnostics[0].message
+
+
+def test_include_cycle_and_missing_include(tmp_path: Path) -> None:
+    (tmp_path / "one.md").write_text('{{include "two.md"}}\n')
+    (tmp_path / "two.md").write_text('{{include "one.md"}}\n')
+    (tmp_path / "w.bot").write_text(
+        'prompt p:\n  {{include "one.md"}}\nprompt q:\n  {{include "missing.md"}}\n'
+        'agent x:\n  model: "m"\n  system: p\n  user: q\nworkflow w:\n  entry: x\n  x -> done\n')
+    result = load_workflow(tmp_path / "w.bot", env={})
+    got = sorted((d.code, Path(d.span.file).name, d.span.line) for d in result.diagnostics)
+    assert got == [("L003", "two.md", 1), ("L003", "w.bot", 4)]
+    assert any("include cycle" in d.message for d in result.diagnostics)
+
+
+def test_references_in_included_files_are_checked_where_they_are(tmp_path: Path) -> None:
+    (tmp_path / "inc.md").write_text("line one\nuses {{vars.nope}}\n")
+    (tmp_path / "w.bot").write_text('prompt p:\n  {{include "inc.md"}}\nagent x:\n  model: "m"\n  user: p\n'
+                                    'workflow w:\n  entry: x\n  x -> done\n')
+    result = load_workflow(tmp_path / "w.bot", env={})
+    assert [(d.code, Path(d.span.file).name, d.span.line, d.span.column) for d in result.diagnostics] == [
+        ("C033", "inc.md", 2, 8)]
+
+
+def test_template_columns_inside_strings_and_prompt_bodies() -> None:
+    src = ('vars:\n  a: string\nprompt p:\n  first\n    {{vars.b}}\nagent x:\n  model: "m"\n  user: p\n'
+           '  system: "see {{vars.c}}"\nworkflow w:\n  entry: x\n  x -> done\n')
+    result = load_source(src, env={})
+    assert [(d.code, d.span.line, d.span.column) for d in result.diagnostics] == [("C033", 5, 7), ("C033", 9, 18)]
+
+
+def test_expression_errors_point_inside_the_string() -> None:
+    src = (HEAD + 'compute c:\n  output: s\n  expr:\n    ok: "true"\n    n: "1 +* 2"\n'
+           'workflow w:\n  entry: c\n  c -> done when "outputs.c.n >= 1"\n  c -> done\n')
+    result = load_source(src, env={})
+    assert [(d.code, d.span.line, d.span.column) for d in result.diagnostics] == [("C040", 9, 12)]
+
+
+def test_exhaustive_conditions_need_no_fallback_and_fallback_covers_expressions() -> None:
+    ok = (HEAD + 'agent a:\n  model: "m"\n  output: s\nworkflow w:\n  entry: a\n'
+          '  a -> done when ok\n  a -> fail when not ok\n')
+    assert _codes(ok) == []
+    expr_only = (HEAD + 'agent a:\n  model: "m"\n  output: s\nworkflow w:\n  entry: a\n'
+                 '  a -> done when "outputs.a.n > 1"\n')
+    assert _codes(expr_only) == [("C012", 10)]
+
+
+def test_loop_with_declared_edge_is_not_an_undeclared_cycle() -> None:
+    src = (HEAD + 'agent a:\n  model: "m"\n  output: s\nagent b:\n  model: "m"\nworkflow w:\n  entry: a\n'
+           '  a -> done when ok\n  a -> b when not ok\n  b -> a as again(2)\n')
+    result = load_source(src, env={})
+    assert result.workflow is not None and result.workflow.loops["again"].edges == (2,)
+
+
+def test_history_of_a_loop_node_and_reads_from_earlier_nodes_are_fine() -> None:
+    src = (HEAD + 'agent a:\n  model: "m"\n  output: s\n  user: "{{outputs.a.history}} {{loop.again.iteration}}"\n'
+           'agent b:\n  model: "m"\n  user: "{{outputs.a.n}}"\nworkflow w:\n  entry: a\n'
+           '  a -> done when ok\n  a -> b when not ok\n  b -> a as again(2)\n')
+    assert _codes(src) == []
+
+
+def test_unknown_loop_attachment_and_tool_output_field() -> None:
+    src = ('tool t:\n  command: "x {{loop.nope.iteration}} {{attachments.spec}}"\n'
+           'tool u:\n  command: "{{outputs.t.stdout}} {{outputs.t.result}}"\n'
+           'workflow w:\n  entry: t\n  t -> u\n  u -> done\n')
+    assert sorted(_codes(src)) == [("C031", 4), ("C106", 2), ("C107", 2)]
+
+
+def test_edge_out_of_a_terminal_and_fail_node_as_entry() -> None:
+    src = ('fail f:\n  code: MY_FAIL\nagent a:\n  model: "m"\nworkflow w:\n  entry: f\n'
+           '  a -> done\n  done -> a\n  f -> a\n')
+    assert sorted(_codes(src)) == [("C008", 6), ("C112", 8), ("C112", 9)]
+
+
+def test_tool_and_router_property_rules() -> None:
+    src = ('tool both:\n  command: "a"\n  script: "b"\n  language: sh\ntool neither:\n  output: s\n'
+           'tool nolang:\n  script: "echo"\nrouter r:\n  mode: fan_out_all\n  await: wait_all\n'
+           'router nomode:\n  input: s\nschema s:\n  x: string\n'
+           'workflow w:\n  entry: r\n  r -> both\n  r -> neither\n  r -> nolang\n  r -> nomode\n'
+           '  nomode -> done\n')
+    got = sorted(_codes(src))
+    assert got == [("C103", 11), ("C104", 5), ("C104", 7), ("C104", 12), ("C105", 1)]
+
+
+def test_fail_code_must_be_upper_snake_and_present() -> None:
+    src = 'fail a:\n  code: lower_case\nfail b:\n  message: "x"\nagent x:\n  model: "m"\nworkflow w:\n  entry: x\n  x -> a\n'
+    assert sorted(_codes(src)) == [("C016", 3), ("C103", 2), ("C104", 3)]
+
+
+def test_budget_values() -> None:
+    src = ('agent a:\n  model: "m"\nworkflow w:\n  entry: a\n  budget:\n    max_duration: "1h30m"\n'
+           '    max_tokens: 1000\n    max_iterations: 5\n    max_cost_usd: 1.5\n  a -> done\n')
+    result = load_source(src, env={})
+    assert result.workflow is not None
+    b = result.workflow.budget
+    assert (b.max_duration_s, b.max_tokens, b.max_iterations, b.max_cost_usd) == (5400.0, 1000, 5, 1.5)
+    bad = src.replace('"1h30m"', '"soon"').replace("1.5", "1e999")
+    assert sorted(_codes(bad)) == [("C046", 9), ("C103", 6)]
+    assert parse_duration("90s") == 90 and parse_duration("2d") == 172800 and parse_duration("5") is None
+
+
+def test_with_map_input_keys_are_checked_against_the_target() -> None:
+    src = ('agent a:\n  model: "m"\nagent b:\n  model: "m"\n  user: "{{input.note}} {{input.other}}"\n'
+           'workflow w:\n  entry: a\n  a -> b with { note: "{{outputs.a}}" }\n  b -> done\n')
+    assert _codes(src) == [("C034", 5)]
+
+
+def test_duplicate_var_and_workflow_vars() -> None:
+    src = ('vars:\n  x: int = 1\nagent a:\n  model: "m"\n  user: "{{vars.x}} {{vars.y}}"\n'
+           'workflow w:\n  entry: a\n  vars:\n    y: string = "z"\n    x: int\n  a -> done\n')
+    assert _codes(src) == [("C113", 10)]
+
+
+def test_default_backend_satisfies_agents_without_model() -> None:
+    src = 'agent a:\n  readonly: true\nworkflow w:\n  entry: a\n  default_backend: claw\n  a -> done\n'
+    assert _codes(src) == []
+
+
+def test_convergence_on_different_await_nodes_is_a_warning() -> None:
+    src = ('router r:\n  mode: fan_out_all\ntool x:\n  command: "x"\ntool y:\n  command: "y"\n'
+           'tool jx:\n  command: "j"\n  await: wait_all\ntool jy:\n  command: "j"\n  await: wait_all\n'
+           'workflow w:\n  entry: r\n  r -> x\n  r -> y\n  x -> jx\n  y -> jy\n  jx -> done\n  jy -> done\n')
+    result = load_source(src, env={})
+    assert [(d.code, d.severity.value) for d in result.diagnostics] == [("C109", "warning")]
+    assert result.workflow is not None and result.workflow.fan_out_regions["r"].join == "jx"
+
+
+def test_a_name_declared_in_two_files_of_the_unit_is_c041(tmp_path: Path) -> None:
+    (tmp_path / "lib.bot").write_text('agent a:\n  model: "m"\nprompt p:\n  hi\n')
+    (tmp_path / "main.bot").write_text('import "lib.bot"\nagent a:\n  model: "m"\nprompt p:\n  hello\n'
+                                       'workflow w:\n  entry: a\n  a -> done\n')
+    result = load_workflow(tmp_path / "main.bot", env={})
+    got = sorted((d.code, Path(d.span.file).name, d.span.line) for d in result.diagnostics)
+    assert got == [("C041", "main.bot", 2), ("C041", "main.bot", 4)]
+    assert "lib.bot:1" in next(d.message for d in result.diagnostics if d.span.line == 2)
+
+
+def test_a_prompt_no_node_uses_is_still_checked() -> None:
+    src = ('prompt unused:\n  {{vars.nope}} and {{outputs.x..y}}\nagent a:\n  model: "m"\n'
+           'workflow w:\n  entry: a\n  a -> done\n')
+    assert sorted(_codes(src)) == [("C004", 2)]
+    src2 = 'prompt unused:\n  {{vars.nope}}\nagent a:\n  model: "m"\nworkflow w:\n  entry: a\n  a -> done\n'
+    assert _codes(src2) == [("C033", 2)]
+
+
+def test_fan_out_branches_may_share_a_named_fail_node() -> None:
+    src = ('schema s:\n  ok: bool\nrouter r:\n  mode: fan_out_all\nagent x:\n  model: "m"\n  output: s\n'
+           'agent y:\n  model: "m"\n  output: s\nfail broke:\n  code: BRANCH_BROKE\n'
+           'tool j:\n  command: "j"\n  await: best_effort\n'
+           'workflow w:\n  entry: r\n  r -> x\n  r -> y\n  x -> j when ok\n  x -> broke when not ok\n'
+           '  y -> j when ok\n  y -> broke when not ok\n  j -> done\n')
+    result = load_source(src, env={})
+    assert result.diagnostics == []
+    assert result.workflow is not None
+    region = result.workflow.fan_out_regions["r"]
+    assert region.join == "j" and region.branches == (("x", "broke"), ("y", "broke"))
+
+
+def test_prompt_written_in_place_compiles_without_a_ref() -> None:
+    src = ('agent a:\n  model: "m"\n  system:\n    Be brief.\n    Target: {{vars.missing}}\n'
+           'workflow w:\n  entry: a\n  a -> done\n')
+    result = load_source(src, env={})
+    assert [(d.code, d.span.line, d.span.column) for d in result.diagnostics] == [("C033", 5, 15)]
+    ok = load_source(src.replace("vars.missing", "run.id"), env={})
+    assert ok.workflow is not None
+    node = ok.workflow.nodes["a"]
+    assert node.system == "Be brief.\nTarget: {{run.id}}" and node.system_ref is None

@@ -1,0 +1,51 @@
+"""No input makes the front end raise: random text and mutated fixtures only ever yield diagnostics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from iterion.dsl import load_source, parse
+from iterion.dsl.diagnostics import CODES, Severity
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted(p.read_text() for p in [*(ROOT / "fixtures").rglob("*.bot"), *(ROOT / "fixtures").rglob("*.iter")])
+# Fragments that steer random text toward the grammar's interesting corners.
+PIECES = ['"', "\\", "#", "##", "{", "}", "[", "]", "(", ")", "->", ":", "=", ",", "\n", "  ", "\t", "\r",
+          "{{", "}}", "${", "when ", "not ", "as ", "with ", "agent ", "router ", "workflow ", "prompt ",
+          "schema ", "fail ", "import ", "mode: fan_out_all", "await: wait_all", "done", "x", "1", "-2.5e3", "é"]
+
+text_like = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), max_size=40).map("".join)
+
+
+def _well_formed(result_diags: list) -> None:
+    for d in result_diags:
+        assert d.code in CODES
+        assert d.severity in (Severity.ERROR, Severity.WARNING)
+        assert d.span.line >= 1 and d.span.column >= 1
+        assert d.message
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text_like)
+def test_random_text_never_raises(src: str) -> None:
+    result = load_source(src, file="fuzz/random.bot", env={})
+    _well_formed(result.diagnostics)
+    if result.workflow is None:
+        assert result.diagnostics
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(SOURCES), st.lists(st.tuples(st.floats(0, 1), st.sampled_from(PIECES + [""]), st.integers(0, 12)),
+                                          min_size=1, max_size=6))
+def test_mutated_fixtures_never_raise(src: str, edits: list[tuple[float, str, int]]) -> None:
+    for where, insert, delete in edits:
+        pos = int(where * len(src))
+        src = src[:pos] + insert + src[pos + delete:]
+    result = load_source(src, file=str(ROOT / "fixtures" / "workflows" / "mutated.bot"), env={})
+    _well_formed(result.diagnostics)
+    tree, diags = parse(src, "m.bot")
+    assert tree.path == "m.bot"
+    _well_formed(diags)

@@ -1,0 +1,189 @@
+"""Templates: parsing, references, includes on real files, rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iterion.expr import Reference
+from iterion.templates import (
+    Include,
+    TemplateRenderError,
+    TemplateSyntaxError,
+    expand_includes,
+    parse_template,
+    render,
+    template_includes,
+    template_references,
+)
+
+SCOPE: dict[str, Any] = {
+    "vars": {"target": "README.md", "n": 2, "tags": ["a", "b"]},
+    "input": {"topic": "x"},
+    "outputs": {"edit": {"stdout": "ok\n", "exit_code": 0}, "review": {"approved": True, "summary": "é"}},
+    "outputs_history": {"review": [{"approved": False}, {"approved": True}]},
+    "artifacts": {"plan": {"steps": [1]}},
+    "attachments": {"spec": {"path": "/a/spec.pdf", "mime": "application/pdf", "size": 12, "sha256": "ff"}},
+    "loop": {"fix": {"iteration": 1, "max": 3, "previous_output": {"approved": False, "summary": "no"}}},
+    "run": {"id": "run-7"},
+}
+
+
+def test_parse_splits_text_references_and_includes() -> None:
+    text = 'Review {{vars.target}} now:\n{{ outputs.edit.stdout }}{{include "a.md"}} {x} }} done'
+    pieces = parse_template(text)
+    assert pieces == [
+        "Review ",
+        Reference("vars", ("target",), text.index("vars")),
+        " now:\n",
+        Reference("outputs", ("edit", "stdout"), text.index("outputs")),
+        Include("a.md", text.index('{{include')),
+        " {x} }} done",
+    ]
+    assert template_references(text) == [pieces[1], pieces[3]]
+    assert template_includes(text) == [pieces[4]]
+
+
+def test_plain_text_and_empty_text() -> None:
+    assert parse_template("") == []
+    assert parse_template("no markers { here }") == ["no markers { here }"]
+    assert template_references("${MODEL} stays for the compiler") == []
+
+
+@pytest.mark.parametrize(("text", "offset", "fragment"), [
+    ("a {{vars.x", 2, "unterminated"),
+    ("{{}}", 0, "empty template reference"),
+    ("{{  }}", 0, "empty template reference"),
+    ("x {{foo.bar}}", 4, "unknown"),
+    ("{{vars}}", 2, "needs a name"),
+    ("{{vars.x + 1}}", 2, "not an expression"),
+    ("{{ vars.x y }}", 10, "after a complete expression"),
+    ("{{run.name}}", 2, "only run.id"),
+    ("{{loop.fix.iteration.x}}", 2, "has no fields"),
+    ("{{vars.{{x}}}}", 7, "'{{' inside"),
+    ("{{include}}", 0, "quoted relative path"),
+    ("{{include a.md}}", 0, "quoted relative path"),
+    ('{{include ""}}', 0, "empty"),
+    ('{{include "/etc/passwd"}}', 0, "relative"),
+    ('{{include "a.md" "b.md"}}', 0, "quoted relative path"),
+])
+def test_malformed_templates_are_c004_errors(text: str, offset: int, fragment: str) -> None:
+    with pytest.raises(TemplateSyntaxError) as info:
+        parse_template(text)
+    assert info.value.offset == offset, info.value.message
+    assert fragment in info.value.message
+
+
+def test_every_reference_shape_of_the_spec_parses() -> None:
+    text = ("{{vars.X}} {{input.X}} {{outputs.NODE}} {{outputs.NODE.FIELD}} {{outputs.NODE.history}} "
+            "{{artifacts.NAME}} {{attachments.NAME}} {{attachments.NAME.path}} {{attachments.NAME.mime}} "
+            "{{attachments.NAME.size}} {{attachments.NAME.sha256}} {{loop.NAME.iteration}} "
+            "{{loop.NAME.max}} {{loop.NAME.previous_output}} {{loop.NAME.previous_output.field}} {{run.id}}")
+    assert len(template_references(text)) == 16
+
+
+def test_render_values() -> None:
+    text = ("t={{vars.target}} n={{vars.n}} tags={{vars.tags}} out={{outputs.review}} "
+            "s={{outputs.review.summary}} h={{outputs.review.history}} a={{artifacts.plan}} "
+            "att={{attachments.spec}} m={{attachments.spec.mime}} sz={{attachments.spec.size}} "
+            "i={{loop.fix.iteration}}/{{loop.fix.max}} p={{loop.fix.previous_output.summary}} "
+            "r={{run.id}} b={{outputs.review.approved}}")
+    assert render(text, SCOPE) == (
+        't=README.md n=2 tags=["a","b"] out={"approved":true,"summary":"é"} s=é '
+        'h=[{"approved":false},{"approved":true}] a={"steps":[1]} att=/a/spec.pdf m=application/pdf '
+        "sz=12 i=1/3 p=no r=run-7 b=true")
+
+
+def test_render_unknown_reference_names_it() -> None:
+    with pytest.raises(TemplateRenderError) as info:
+        render("hello {{outputs.ghost.field}}", SCOPE)
+    assert info.value.reference == "outputs.ghost.field"
+    assert "outputs.ghost.field" in info.value.message
+    assert info.value.offset == len("hello {{")
+
+
+def test_render_refuses_unexpanded_include_and_malformed_text() -> None:
+    with pytest.raises(TemplateRenderError, match="not expanded"):
+        render('{{include "a.md"}}', SCOPE)
+    with pytest.raises(TemplateRenderError, match="unterminated"):
+        render("{{vars.target", SCOPE)
+
+
+def test_expand_includes_nested_relative_to_including_file(tmp_path: Path) -> None:
+    (tmp_path / "prompts" / "shared").mkdir(parents=True)
+    (tmp_path / "prompts" / "a.md").write_text('A[{{include "shared/b.md"}}] {{vars.target}}\n')
+    (tmp_path / "prompts" / "shared" / "b.md").write_text('B[{{include "../../c.md"}}]')
+    (tmp_path / "c.md").write_text("C")
+    text, files = expand_includes('start {{include "prompts/a.md"}} end', tmp_path)
+    assert text == "start A[B[C]] {{vars.target}}\n end"
+    assert files == [tmp_path / "prompts" / "a.md", tmp_path / "prompts" / "shared" / "b.md",
+                     tmp_path / "c.md"]
+    assert render(text, SCOPE) == "start A[B[C]] README.md\n end"
+
+
+def test_expand_includes_reads_a_repeated_file_once(tmp_path: Path) -> None:
+    (tmp_path / "x.md").write_text("X")
+    reads: list[Path] = []
+
+    def read(path: Path) -> str:
+        reads.append(path)
+        return path.read_text()
+
+    text, files = expand_includes('{{include "x.md"}}{{include "./x.md"}}', tmp_path, read)
+    assert text == "XX"
+    assert files == reads == [tmp_path / "x.md"]
+
+
+def test_expand_includes_without_includes_reads_nothing(tmp_path: Path) -> None:
+    assert expand_includes("plain {{vars.x}}", tmp_path) == ("plain {{vars.x}}", [])
+
+
+def test_include_cycle_is_named(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text('a {{include "b.md"}}')
+    (tmp_path / "b.md").write_text('b {{include "a.md"}}')
+    with pytest.raises(TemplateSyntaxError) as info:
+        expand_includes('{{include "a.md"}}', tmp_path)
+    msg = info.value.message
+    assert "include cycle" in msg
+    assert f"{tmp_path / 'a.md'} -> {tmp_path / 'b.md'} -> {tmp_path / 'a.md'}" in msg
+    assert info.value.path == str(tmp_path / "b.md")
+
+
+def test_self_include_is_a_cycle(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text('{{include "a.md"}}')
+    with pytest.raises(TemplateSyntaxError, match="include cycle"):
+        expand_includes('{{include "a.md"}}', tmp_path)
+
+
+def test_missing_include_and_bad_nested_template(tmp_path: Path) -> None:
+    with pytest.raises(TemplateSyntaxError) as info:
+        expand_includes('xx {{include "nope.md"}}', tmp_path)
+    assert "not found" in info.value.message and info.value.offset == 3
+    (tmp_path / "bad.md").write_text("oops {{vars")
+    with pytest.raises(TemplateSyntaxError) as info:
+        expand_includes('{{include "bad.md"}}', tmp_path)
+    assert info.value.path == str(tmp_path / "bad.md") and info.value.offset == 5
+    (tmp_path / "bin.md").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(TemplateSyntaxError, match="cannot read"):
+        expand_includes('{{include "bin.md"}}', tmp_path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet="{}ab .\"'vars.xinclude\n", max_size=40))
+def test_arbitrary_text_only_raises_template_errors(text: str) -> None:
+    try:
+        pieces = parse_template(text)
+    except TemplateSyntaxError as exc:
+        assert 0 <= exc.offset <= len(text)
+        return
+    try:
+        render(text, SCOPE)
+    except TemplateRenderError as exc:
+        assert exc.message
+    # literal pieces plus markers cover the text: no character is silently dropped
+    literal = "".join(p for p in pieces if isinstance(p, str))
+    assert len(literal) <= len(text)
