@@ -35,10 +35,13 @@ def atomic_write_bytes(path: Path | str, data: bytes, *, mode: int = 0o644, dura
     capture's content objects before the snapshot that references them is committed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Dot-prefixed temp name so directory listings and globbing for documents skip it.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except FileNotFoundError:  # create the parent only when missing: saves a syscall per write
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
         while view:

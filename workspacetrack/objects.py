@@ -1,0 +1,84 @@
+"""Content-addressed object store: blake3-named files shared by every run of one store.
+
+An object's name is the hash of its bytes, so a write is idempotent and deduplicates across
+captures and runs. Objects of one capture are written without per-file fsync and made durable
+together by ``flush`` before anything that references them is committed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from pathlib import Path
+
+import blake3
+
+from persist import atomic_write_bytes, fsync_dir
+from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def digest_of(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+def _syncfs(path: Path) -> None:
+    """Flush the filesystem holding ``path`` (one call instead of one fsync per object)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
+class ObjectStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._root_str = str(root)
+        self._pending = False
+        self._known: set[str] = set()
+
+    def path_for(self, digest: str) -> Path:
+        if not _DIGEST.match(digest):
+            raise UnknownSnapshotError(f"{digest!r} is not an object id (64 lowercase hex digits)")
+        return self.root / digest[:2] / digest[2:]
+
+    def has(self, digest: str) -> bool:
+        return digest in self._known or self.path_for(digest).exists()
+
+    def put(self, data: bytes, digest: str | None = None) -> str:
+        digest = digest or digest_of(data)
+        if digest in self._known:
+            return digest
+        path = f"{self._root_str}/{digest[:2]}/{digest[2:]}"
+        if not os.path.exists(path):
+            atomic_write_bytes(path, data, mode=0o444, durable=False)
+            self._pending = True
+        self._known.add(digest)
+        return digest
+
+    def read(self, digest: str) -> bytes:
+        path = self.path_for(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise UnknownSnapshotError(f"object {digest} is not in the store") from None
+        if digest_of(data) != digest:
+            raise CorruptStoreError(f"object {digest} is corrupt (content does not match its name)",
+                                    hint=f"delete {path} and capture again")
+        return data
+
+    def flush(self) -> None:
+        """Make every object written since the last flush durable."""
+        if self._pending:
+            _syncfs(self.root)
+            fsync_dir(self.root)
+            self._pending = False

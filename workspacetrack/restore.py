@@ -1,0 +1,317 @@
+"""Restore with a scope: plan against the pivot, the last boundary and the banked disk state,
+then write through directory file descriptors so no write can leave the workspace.
+
+Every directory on the way to a path is opened with O_NOFOLLOW relative to its parent's fd, so
+a symlink anywhere on the path is met, not followed (and a rename racing the restore cannot
+redirect it). Paths come from manifests and are re-checked by ``check_relpath``: '..' cannot
+occur.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat as st_mod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from workspacetrack.changes import changed_paths
+from workspacetrack.ignore import IgnoreRules
+from workspacetrack.models import SKIP_OVERSIZED, Entry, Manifest
+from workspacetrack.objects import ObjectStore
+from workspacetrack.paths import check_relpath, parent_dirs
+
+SKIP_IGNORED = "ignored"
+SKIP_PROTECTED = "protected"
+SKIP_SYMLINK_ESCAPE = "symlink_escape"      # the path is, or passes through, a link leaving the workspace
+SKIP_SYMLINK_IN_PATH = "symlink_in_path"    # passes through a link inside it: writing would alias another path
+SKIP_BLOCKED = "blocked"                    # a file or non-empty directory the scope does not own is in the way
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Scope(StrEnum):
+    PRODUCED = "produced"
+    FULL = "full"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Action:
+    path: str
+    target: Entry | None        # None: remove the path
+    overwrites: bool            # disk content matched neither the pivot nor the last boundary
+
+
+@dataclass
+class Plan:
+    scope: Scope
+    scope_paths: int
+    actions: list[Action] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    left_in_place: list[str] = field(default_factory=list)
+    target_dirs: set[str] = field(default_factory=set)
+
+
+@dataclass
+class RestoreReport:
+    pivot: str
+    scope: str
+    bank: str | None
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)   # {"path", "reason"}
+    overwritten: list[str] = field(default_factory=list)
+    left_in_place: list[str] = field(default_factory=list)
+    scope_empty: bool = False
+    message: str = ""
+    mechanism: str = "workspacetrack"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "mechanism": self.mechanism, "pivot": self.pivot, "scope": self.scope, "bank": self.bank,
+            "scope_empty": self.scope_empty, "message": self.message, "restored": self.restored,
+            "removed": self.removed, "skipped": self.skipped, "overwritten": self.overwritten,
+            "left_in_place": self.left_in_place,
+        }
+
+
+def _same(a: Entry | None, b: Entry | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a[0] == b[0] and a[1] == b[1]
+
+
+def _is_protected(path: str, protected: set[str]) -> bool:
+    return path in protected or any(path.startswith(p.rstrip("/") + "/") for p in protected)
+
+
+def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Manifest | None,
+                 current: Manifest, scope: Scope, produced: frozenset[str],
+                 protected: set[str]) -> Plan:
+    """Decide every path's fate. ``last`` None: no recorded range (undo) - nothing is 'overwritten'."""
+    if scope is Scope.NONE:
+        paths: set[str] = set()
+    elif scope is Scope.PRODUCED:
+        paths = set(produced)
+    else:
+        paths = set(target.entries) | set(produced) | (set(last.entries) if last is not None else set())
+    plan = Plan(scope=scope, scope_paths=len(paths))
+    for path in sorted(paths):
+        check_relpath(path)
+        t, c = target.entries.get(path), current.entries.get(path)
+        if _is_protected(path, protected):
+            plan.skipped[path] = SKIP_PROTECTED
+            continue
+        if SKIP_OVERSIZED in (target.skipped.get(path), current.skipped.get(path),
+                              last.skipped.get(path) if last is not None else None):
+            plan.skipped[path] = SKIP_OVERSIZED
+            continue
+        if path in current.skipped:
+            plan.skipped[path] = current.skipped[path]
+            continue
+        if c is None:
+            link = _link_on_path(workspace, path)
+            if link is not None:
+                plan.skipped[path] = link
+                continue
+        if c is None and rules.ignores(path):
+            plan.skipped[path] = SKIP_IGNORED
+            continue
+        if _same(t, c):
+            continue
+        was = last.entries.get(path) if last is not None else c
+        overwrites = c is not None and not _same(c, was)
+        plan.actions.append(Action(path, t, overwrites))
+    if last is not None:
+        plan.left_in_place = sorted(p for p in changed_paths(last, current) if p not in paths)
+    for p in target.entries:
+        plan.target_dirs.update(parent_dirs(p))
+    return plan
+
+
+def _link_on_path(workspace: Path, path: str) -> str | None:
+    """Reason to refuse ``path`` when one of its directories is a symlink (the walk never enters one)."""
+    for d in parent_dirs(path):
+        p = workspace / d
+        try:
+            if not p.is_symlink():
+                continue
+        except OSError:
+            return None
+        return SKIP_SYMLINK_IN_PATH if p.resolve().is_relative_to(workspace) else SKIP_SYMLINK_ESCAPE
+    return None
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Writer:
+    """Writes under one workspace root fd; every path component is opened without following links."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.ws = workspace
+        self.root = os.open(workspace, _DIR_FLAGS)
+
+    def close(self) -> None:
+        os.close(self.root)
+
+    def _link_reason(self, dir_fd: int, name: str, rel_dir: str) -> str:
+        target = os.readlink(name, dir_fd=dir_fd)
+        base = self.ws / rel_dir if rel_dir else self.ws
+        resolved = (base / target).resolve()
+        return SKIP_SYMLINK_IN_PATH if resolved.is_relative_to(self.ws) else SKIP_SYMLINK_ESCAPE
+
+    def open_parent(self, path: str, create: bool) -> int | None:
+        """fd of ``path``'s directory (created if ``create``), None if it does not exist."""
+        fd = os.dup(self.root)
+        parts = path.split("/")
+        try:
+            for i, comp in enumerate(parts[:-1]):
+                try:
+                    nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    os.mkdir(comp, 0o755, dir_fd=fd)
+                    nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    st = os.stat(comp, dir_fd=fd, follow_symlinks=False)
+                    if st_mod.S_ISLNK(st.st_mode):
+                        raise _Refused(self._link_reason(fd, comp, "/".join(parts[:i]))) from None
+                    raise _Refused(SKIP_BLOCKED) from None
+                os.close(fd)
+                fd = nfd
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _check_final(self, dir_fd: int, name: str, rel_dir: str) -> os.stat_result | None:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if st_mod.S_ISLNK(st.st_mode) and self._link_reason(dir_fd, name, rel_dir) == SKIP_SYMLINK_ESCAPE:
+            raise _Refused(SKIP_SYMLINK_ESCAPE)
+        return st
+
+    def remove(self, path: str) -> bool:
+        fd = self.open_parent(path, create=False)
+        if fd is None:
+            return False
+        name = path.rsplit("/", 1)[-1]
+        rel_dir = path.rpartition("/")[0]
+        try:
+            st = self._check_final(fd, name, rel_dir)
+            if st is None:
+                return False
+            if st_mod.S_ISDIR(st.st_mode):
+                raise _Refused(SKIP_BLOCKED)
+            os.unlink(name, dir_fd=fd)
+            return True
+        finally:
+            os.close(fd)
+
+    def write(self, path: str, entry: Entry, data: bytes) -> None:
+        fd = self.open_parent(path, create=True)
+        assert fd is not None
+        name = path.rsplit("/", 1)[-1]
+        rel_dir = path.rpartition("/")[0]
+        tmp = f".{name}.iterion-restore.{secrets.token_hex(4)}.tmp"
+        try:
+            st = self._check_final(fd, name, rel_dir)
+            if st is not None and st_mod.S_ISDIR(st.st_mode):
+                raise _Refused(SKIP_BLOCKED)
+            mode = entry[1]
+            if st_mod.S_ISLNK(mode):
+                os.symlink(entry[3] or os.fsdecode(data), tmp, dir_fd=fd)
+            else:
+                wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              0o600, dir_fd=fd)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(wfd, view):]
+                    os.fchmod(wfd, st_mod.S_IMODE(mode))
+                    os.fsync(wfd)
+                finally:
+                    os.close(wfd)
+            try:
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=fd)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(fd)
+
+    def prune_dirs(self, removed: list[str], keep: set[str]) -> None:
+        """Remove directories that emptied because their files were removed and the pivot lacks."""
+        candidates = sorted({d for p in removed for d in parent_dirs(p) if d not in keep},
+                            key=lambda d: -d.count("/"))
+        for d in candidates:
+            fd = self.open_parent(d, create=False)
+            if fd is None:
+                continue
+            try:
+                os.rmdir(d.rsplit("/", 1)[-1], dir_fd=fd)
+            except OSError:
+                pass  # not empty (work the scope does not own) or already gone: leave it
+            finally:
+                os.close(fd)
+
+
+def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: str,
+                  bank: str | None) -> RestoreReport:
+    report = RestoreReport(pivot=pivot, scope=plan.scope.value, bank=bank,
+                           left_in_place=list(plan.left_in_place))
+    skipped = dict(plan.skipped)
+    writer = _Writer(workspace)
+    try:
+        removals = sorted((a for a in plan.actions if a.target is None), key=lambda a: a.path, reverse=True)
+        for a in removals:
+            try:
+                if writer.remove(a.path):
+                    report.removed.append(a.path)
+                    if a.overwrites:
+                        report.overwritten.append(a.path)
+            except _Refused as r:
+                skipped[a.path] = r.reason
+        writer.prune_dirs(report.removed, plan.target_dirs)
+        for a in plan.actions:
+            if a.target is None:
+                continue
+            try:
+                writer.write(a.path, a.target, objects.read(a.target[0]))
+                report.restored.append(a.path)
+                if a.overwrites:
+                    report.overwritten.append(a.path)
+            except _Refused as r:
+                skipped[a.path] = r.reason
+    finally:
+        writer.close()
+    report.removed.sort()
+    report.overwritten.sort()
+    report.skipped = [{"path": p, "reason": r} for p, r in sorted(skipped.items())]
+    if plan.scope is Scope.NONE:
+        report.message = "restore scope is none: nothing restored"
+    elif plan.scope_paths == 0:
+        report.scope_empty = True
+        report.message = f"nothing to restore: the run recorded no change to any path after {pivot}"
+    elif not report.restored and not report.removed:
+        report.message = "every path in scope already matches the pivot (or was skipped): nothing written"
+    else:
+        report.message = (f"restored {len(report.restored)}, removed {len(report.removed)}, "
+                          f"skipped {len(report.skipped)} of {plan.scope_paths} path(s) in scope")
+    return report

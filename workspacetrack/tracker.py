@@ -1,0 +1,274 @@
+"""The facade the engine calls: capture boundaries, list them, diff them, scope and restore."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gitrefs.boundary import BoundaryLabel
+from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
+from gitrefs.produced_scope import produced_scope as compute_produced_scope
+from workspacetrack.capture import CaptureStats, Capturer
+from workspacetrack.changes import Change, changed_paths, diff_manifests
+from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
+from workspacetrack.ignore import IgnoreRules
+from workspacetrack.journal import Journal
+from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
+from workspacetrack.restore import RestoreReport, Scope, apply_restore, plan_restore
+from workspacetrack.store import TrackStore
+
+DEFAULT_SIZE_CAP = 10 * 2**20
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _ignored_inside(ws: Path, store: Path) -> bool:
+    """A store inside the workspace is accepted only when the workspace's own ignore rules
+    exclude it (iterion's ``.iterion/`` run store carries a ``*`` .gitignore), so no capture or
+    journal can ever version it. [engine addition: in-place runs with the default store]"""
+    rules = IgnoreRules(ws)
+    parts = store.relative_to(ws).parts
+    return any(rules.ignores("/".join(parts[:i]), is_dir=True) for i in range(1, len(parts) + 1))
+
+
+def _check_layout(store_dir: Path, workspace: Path) -> tuple[Path, Path]:
+    ws = workspace.resolve()
+    if not ws.is_dir():
+        raise StoreLayoutError(f"workspace {workspace} is not a directory")
+    store = store_dir.resolve()
+    if store == ws or (store.is_relative_to(ws) and not _ignored_inside(ws, store)):
+        raise StoreLayoutError(
+            f"store {store_dir} is inside the workspace {workspace}",
+            hint="keep the store beside the run's other durable state, outside the checkout "
+                 "(a capture would otherwise version its own store)")
+    if ws.is_relative_to(store):
+        raise StoreLayoutError(f"workspace {workspace} is inside the store {store_dir}")
+    if store.exists() and not store.is_dir():
+        raise StoreLayoutError(f"store {store_dir} exists and is not a directory")
+    store.mkdir(parents=True, exist_ok=True)
+    return store, ws
+
+
+class Tracker:
+    """Versions one in-place run's workspace in a store outside it."""
+
+    def __init__(self, store_dir: Path | str, workspace: Path | str, run_id: str, *,
+                 size_cap: int = DEFAULT_SIZE_CAP) -> None:
+        if size_cap < 0:
+            raise TrackError(f"size cap must be >= 0, got {size_cap}")
+        store, ws = _check_layout(Path(store_dir), Path(workspace))
+        self.workspace = ws
+        self.run_id = run_id
+        try:
+            self.store = TrackStore(store, run_id)
+        except ValueError as exc:
+            raise TrackError(str(exc)) from None
+        self.rules = IgnoreRules(ws)
+        self.journal = Journal(str(ws))
+        self._capturer = Capturer(self.store, ws, self.rules, self.journal, size_cap)
+        self.last_capture: CaptureStats | None = None
+        state = self.store.load_state()
+        if state is not None and Path(state.workspace) != ws:
+            raise StoreLayoutError(f"run {run_id} versions workspace {state.workspace}, not {ws}",
+                                   hint="pass the run's own --workspace, or another --run-id")
+
+    # -- watching ---------------------------------------------------------------------------
+    def start_watching(self) -> None:
+        """Journal changes from now on; the next capture walks once, later ones read the journal."""
+        self.journal.start()
+
+    def stop_watching(self) -> None:
+        if self.journal.active:
+            with self.store.locked():
+                self._capturer.save_cache(force=True)
+        self.journal.stop()
+        self._capturer.forget_baseline()
+
+    def close(self) -> None:
+        self.stop_watching()
+
+    # -- capture ----------------------------------------------------------------------------
+    def _state(self) -> RunState:
+        return self.store.load_state() or RunState(run_id=self.run_id, workspace=str(self.workspace))
+
+    def capture(self, label: BoundaryLabel) -> SnapshotRecord:
+        """Record a boundary. ``pre`` aliases the run's head (no walk) once the run has one."""
+        with self.store.locked():
+            state = self._state()
+            text = str(label)
+            if label.kind.is_alias and state.head is not None:
+                state.chain.append(_link(text, state.head))
+                state.labels[text] = state.head
+                self.store.save_state(state)
+                head = self.store.snapshot(state, state.head)
+                self.last_capture = CaptureStats("alias", 0, 0, True)
+                return self._with_labels(head, state)
+            rec = self._record(state, kind="boundary", label=text)
+            state.head = rec.id
+            state.chain.append(_link(text, rec.id))
+            state.labels[text] = rec.id
+            self.store.save_state(state)
+            self._capturer.save_cache()
+            return self._with_labels(rec, state)
+
+    def _record(self, state: RunState, *, kind: str, label: str, touched: list[str] | None = None,
+                manifest: str | None = None) -> SnapshotRecord:
+        """Capture (unless ``manifest`` is given) and durably write a snapshot; not yet in the chain."""
+        if manifest is None:
+            manifest, stats = self._capturer.scan()
+            self.last_capture = stats
+            mode = stats.mode
+        else:
+            mode = "given"
+        rec = SnapshotRecord(id=secrets.token_hex(16), run_id=self.run_id, kind=kind,  # type: ignore[arg-type]
+                             parent=state.head, labels=[label], created_at=_now(), manifest=manifest,
+                             capture_mode=mode, touched=touched or [])
+        self.store.objects.flush()  # objects and manifest durable before state.json names them
+        state.snapshots[rec.id] = rec
+        return rec
+
+    # -- reading ----------------------------------------------------------------------------
+    def snapshots(self) -> list[SnapshotRecord]:
+        """Chain snapshots, oldest first, each with every label that points at it."""
+        state = self._state()
+        seen: list[str] = []
+        for link in state.chain:
+            if link.snapshot not in seen:
+                seen.append(link.snapshot)
+        return [self._with_labels(self.store.snapshot(state, s), state) for s in seen]
+
+    def banks(self) -> list[SnapshotRecord]:
+        state = self._state()
+        return [self.store.snapshot(state, b) for b in state.banks]
+
+    def chain_entries(self, state: RunState | None = None) -> list[ChainEntry]:
+        state = state or self._state()
+        return [ChainEntry(BoundaryLabel.parse(link.label), link.snapshot) for link in state.chain]
+
+    def resolve(self, ref: str) -> SnapshotRecord:
+        """A snapshot by id, unique id prefix (>= 6 chars), boundary label, or bank label."""
+        state = self._state()
+        if ref in state.labels:
+            return self.store.snapshot(state, state.labels[ref])
+        ids = {link.snapshot for link in state.chain} | set(state.banks)
+        if ref in ids:
+            return self.store.snapshot(state, ref)
+        for b in state.banks:
+            rec = self.store.snapshot(state, b)
+            if ref in rec.labels:
+                return rec
+        matches = [i for i in ids if len(ref) >= 6 and i.startswith(ref)]
+        if len(matches) == 1:
+            return self.store.snapshot(state, matches[0])
+        if len(matches) > 1:
+            raise UnknownSnapshotError(f"snapshot prefix {ref!r} is ambiguous in run {self.run_id}")
+        raise UnknownSnapshotError(f"run {self.run_id} recorded no snapshot or label {ref!r}",
+                                   hint="list them with: iterion track list")
+
+    def manifest(self, ref: str) -> Manifest:
+        return self.store.read_manifest(self.resolve(ref).manifest)
+
+    def changes(self, a: str, b: str) -> list[Change]:
+        """Added/modified/deleted/mode changes from snapshot ``a`` to ``b`` (ids or labels)."""
+        ma, mb = self.resolve(a).manifest, self.resolve(b).manifest
+        if ma == mb:
+            return []
+        return diff_manifests(self.store.read_manifest(ma), self.store.read_manifest(mb))
+
+    def read_object(self, digest: str) -> bytes:
+        return self.store.objects.read(digest)
+
+    # -- scope and restore ------------------------------------------------------------------
+    def produced_scope(self, pivot: BoundaryLabel, state: RunState | None = None) -> ProducedScope:
+        state = state or self._state()
+
+        def manifest_of(snap: str) -> str:
+            return self.store.snapshot(state, snap).manifest
+
+        def changed(a: str, b: str) -> set[str]:
+            ma, mb = manifest_of(a), manifest_of(b)
+            if ma == mb:
+                return set()
+            return changed_paths(self.store.read_manifest(ma), self.store.read_manifest(mb))
+
+        try:
+            return compute_produced_scope(self.chain_entries(state), pivot, changed)
+        except PivotNotRecorded as exc:
+            raise UnknownSnapshotError(str(exc), hint="list the run's boundaries with: iterion track list") from None
+
+    def restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
+                protected: Iterable[str] = ()) -> RestoreReport:
+        """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first."""
+        scope = Scope(scope)
+        with self.store.locked():
+            state = self._state()
+            if state.head is None:
+                raise UnknownSnapshotError(f"run {self.run_id} has recorded nothing to restore")
+            pivot_id = state.labels.get(str(pivot))
+            if pivot_id is None:
+                raise UnknownSnapshotError(f"no boundary {pivot} was recorded for run {self.run_id}",
+                                           hint="list the run's boundaries with: iterion track list")
+            produced = self.produced_scope(pivot, state)
+            pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
+            last_m = self.store.read_manifest(self.store.snapshot(state, state.head).manifest)
+            return self._restore_to(state, pivot_m, last_m, scope, produced.paths, protected,
+                                    label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+
+    def undo(self, bank: str, protected: Iterable[str] = ()) -> RestoreReport:
+        """Put back what the restore that took ``bank`` changed, as it was when banked."""
+        with self.store.locked():
+            state = self._state()
+            rec = self.resolve(bank)
+            if rec.kind != "bank":
+                raise TrackError(f"{bank} is not a bank snapshot (banks are taken by restore)")
+            bank_m = self.store.read_manifest(rec.manifest)
+            return self._restore_to(state, bank_m, None, Scope.PRODUCED, frozenset(rec.touched),
+                                    protected, label=f"undo:{rec.id[:12]}", pivot=rec.id)
+
+    def _restore_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
+                    produced: frozenset[str], protected: Iterable[str], *, label: str,
+                    pivot: str) -> RestoreReport:
+        # The bank IS the current disk state: capturing it first gives both the undo point and
+        # the evidence (what changed since the last boundary) the report needs.
+        manifest, stats = self._capturer.scan()
+        self.last_capture = stats
+        current = self.store.read_manifest(manifest)
+        plan = plan_restore(self.workspace, self.rules, target, last, current, scope, produced,
+                            self._relative(protected))
+        bank_id: str | None = None
+        if plan.actions:
+            rec = self._record(state, kind="bank", label=label, manifest=manifest,
+                               touched=sorted(a.path for a in plan.actions))
+            state.banks.append(rec.id)
+            self.store.save_state(state)
+            bank_id = rec.id
+        self._capturer.save_cache()
+        report = apply_restore(self.workspace, self.store.objects, plan, pivot=pivot, bank=bank_id)
+        return report
+
+    def _relative(self, paths: Iterable[str]) -> set[str]:
+        """Protected paths as workspace-relative strings (absolute ones must lie inside it)."""
+        out: set[str] = set()
+        for p in paths:
+            path = Path(p)
+            if path.is_absolute():
+                try:
+                    path = path.resolve().relative_to(self.workspace)
+                except ValueError:
+                    continue  # outside the workspace: nothing there is ever written anyway
+            text = path.as_posix().strip("/")
+            if text and text != ".":
+                out.add(text)
+        return out
+
+    def _with_labels(self, rec: SnapshotRecord, state: RunState) -> SnapshotRecord:
+        labels = [link.label for link in state.chain if link.snapshot == rec.id]
+        return rec.model_copy(update={"labels": labels or rec.labels})
+
+
+def _link(label: str, snap: str) -> ChainLink:
+    return ChainLink(label=label, snapshot=snap)
