@@ -167,12 +167,14 @@ _ONE_CHAR_OPS = "<>!+-*/()[],."
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "/": "/", "0": "\0"}
 
 
-def _is_ident_start(ch: str) -> bool:
+def is_ident_start(ch: str) -> bool:
+    """The first character of a name, here and in `.bot` files. ASCII only: names become ref
+    components and CLI arguments, where look-alikes confuse."""
     return ("a" <= ch <= "z") or ("A" <= ch <= "Z") or ch == "_"
 
 
 def _is_ident_char(ch: str) -> bool:
-    return _is_ident_start(ch) or ("0" <= ch <= "9")
+    return is_ident_start(ch) or ("0" <= ch <= "9")
 
 
 def _lex_string(src: str, i: int) -> tuple[str, int]:
@@ -255,7 +257,7 @@ def _tokenize(src: str) -> list[_Tok]:
             tok, i = _lex_number(src, i)
             toks.append(tok)
             continue
-        if _is_ident_start(ch):
+        if is_ident_start(ch):
             j = i + 1
             while j < n and _is_ident_char(src[j]):
                 j += 1

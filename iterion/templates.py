@@ -140,6 +140,12 @@ def _default_read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def relative_target(holder_dir: str | os.PathLike[str], rel: str) -> str:
+    """The normalised path ``rel`` names when written in a file of ``holder_dir``: the one rule
+    for `{{include}}` markers, and for the DSL's ``import`` lines too."""
+    return os.path.normpath(os.path.join(holder_dir, rel))
+
+
 def expand_includes(text: str, base_dir: Path,
                     read: Callable[[Path], str] | None = None) -> tuple[str, list[Path]]:
     """Inline every `{{include "rel"}}` recursively (each path relative to the file that holds
@@ -173,7 +179,7 @@ def expand_includes(text: str, base_dir: Path,
                 continue
             end = body.index(CLOSE, piece.offset) + len(CLOSE)
             out.append(body[pos:piece.offset])
-            target = Path(os.path.normpath(here / piece.path))
+            target = Path(relative_target(here, piece.path))
             if target in stack:
                 cycle = " -> ".join(str(p) for p in (*stack[stack.index(target):], target))
                 raise TemplateSyntaxError(f"include cycle: {cycle}", piece.offset, holder)

@@ -156,8 +156,16 @@ class SchemaDecl:
     span: Span
 
 
+class _HasProperties:
+    properties: tuple[Property, ...]
+
+    def prop(self, name: str) -> Property | None:
+        """The first property called ``name`` (a repeat is the compiler's C105)."""
+        return next((p for p in self.properties if p.name == name), None)
+
+
 @dataclass(frozen=True)
-class NodeDecl:
+class NodeDecl(_HasProperties):
     """agent, judge, router, human, tool, compute or fail (a named fail terminal)."""
 
     kind: str
@@ -165,12 +173,6 @@ class NodeDecl:
     name_span: Span
     properties: tuple[Property, ...]
     span: Span
-
-    def prop(self, name: str) -> Property | None:
-        for p in self.properties:
-            if p.name == name:
-                return p
-        return None
 
 
 @dataclass(frozen=True)
@@ -205,18 +207,12 @@ class EdgeDecl:
 
 
 @dataclass(frozen=True)
-class WorkflowDecl:
+class WorkflowDecl(_HasProperties):
     name: str
     properties: tuple[Property, ...]  # entry, budget, worktree, default_backend, interaction, extensions
     vars: tuple[VarDecl, ...]
     edges: tuple[EdgeDecl, ...]  # declaration order
     span: Span
-
-    def prop(self, name: str) -> Property | None:
-        for p in self.properties:
-            if p.name == name:
-                return p
-        return None
 
 
 @dataclass(frozen=True)

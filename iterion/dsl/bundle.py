@@ -10,6 +10,7 @@ engine's BOT_REQUIRES_NEWER_ENGINE code.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from iterion import __version__
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
 from iterion.dsl.sources import SourceTree, display
+from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
 
@@ -48,7 +50,7 @@ class BundleContents:
     manifest: Manifest | None = None
     prompts: list[ast.PromptDecl] = field(default_factory=list)
     presets: list[ast.PresetDecl] = field(default_factory=list)
-    texts: list[tuple[str, str, str]] = field(default_factory=list)  # (path, text, role)
+    texts: list[UnitFile] = field(default_factory=list)  # every file read, paths as diagnostics show them
 
 
 _VERSION = re.compile(r"^\s*(?:>=|=>|==|\^|~=?)?\s*v?(\d+(?:\.\d+)*)")
@@ -81,7 +83,7 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
     if tree.exists(mpath):
         try:
             text = tree.read_text(mpath)
-            out.texts.append((display(mpath), text, "manifest"))
+            out.texts.append(UnitFile(path=display(mpath), role=UnitRole.MANIFEST, text=text))
             data = yaml.safe_load(text) or {}
             if not isinstance(data, dict):
                 raise ValueError("the manifest must be a YAML mapping")
@@ -107,32 +109,31 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
                                   f"bundle {out.manifest.name or root.name!r} requires iterion {need}, "
                                   f"this is iterion {__version__}",
                                   "upgrade iterion to run this bundle"))
-    for p in tree.listdir(root / "prompts"):
-        if p.suffix != ".md":
-            continue
-        try:
-            text = tree.read_text(p)
-        except (OSError, UnicodeDecodeError) as exc:
-            diags.append(make("L001", Span(display(p), 1, 1), f"cannot read bundle prompt: {exc}"))
-            continue
-        out.texts.append((display(p), text, "bundle_prompt"))
+    for p, text in _markdown_files(tree, root / "prompts", "prompt", diags):
+        out.texts.append(UnitFile(path=display(p), role=UnitRole.BUNDLE_PROMPT, text=text))
         sp = Span(display(p), 1, 1)
         out.prompts.append(ast.PromptDecl(p.stem, ast.RawText(text, sp, 0), sp))
-    for p in tree.listdir(root / "presets"):
-        if p.suffix != ".md":
-            continue
-        try:
-            text = tree.read_text(p)
-        except (OSError, UnicodeDecodeError) as exc:
-            diags.append(make("L001", Span(display(p), 1, 1), f"cannot read bundle preset: {exc}"))
-            continue
-        out.texts.append((display(p), text, "bundle_preset"))
+    for p, text in _markdown_files(tree, root / "presets", "preset", diags):
+        out.texts.append(UnitFile(path=display(p), role=UnitRole.BUNDLE_PRESET, text=text))
         preset, err = _preset_from_markdown(p.stem, text, display(p))
         if err:
             diags.append(err)
         elif preset:
             out.presets.append(preset)
     return out, diags
+
+
+def _markdown_files(tree: SourceTree, folder: Path, what: str, diags: list[Diagnostic]) -> Iterator[tuple[Path, str]]:
+    """The ``*.md`` files of a bundle folder with their text; an unreadable one is reported (L001)."""
+    for p in tree.listdir(folder):
+        if p.suffix != ".md":
+            continue
+        try:
+            text = tree.read_text(p)
+        except (OSError, UnicodeDecodeError) as exc:
+            diags.append(make("L001", Span(display(p), 1, 1), f"cannot read bundle {what}: {exc}"))
+            continue
+        yield p, text
 
 
 def _line_of(text: str, key: str) -> int:

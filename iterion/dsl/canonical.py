@@ -27,37 +27,45 @@ from __future__ import annotations
 import functools
 import json
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, NamedTuple
 
 from iterion.dsl import ast
-from iterion.dsl.diagnostics import Severity
-from iterion.dsl.digest import UnitFile, UnitRole
+from iterion.dsl.errors import HintedError
+from iterion.dsl.lexer import physical_lines
+from iterion.dsl.loader import load_tree, resolve_import
 from iterion.dsl.parser import parse
+from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.expr import ExprSyntaxError, format_expr, parse_expr
-from iterion.templates import TemplateSyntaxError, template_includes
+from iterion.templates import TemplateSyntaxError, relative_target, template_includes
 
 _DROPPED_FIELDS = frozenset({"span", "name_span", "indent"})
 BOT_SUFFIXES = (".bot", ".iter")
+
+
+def _leaves(obj: object) -> Iterator[ast.RawText | ast.Literal | ast.Ident]:
+    """Every raw block, literal and identifier in a tree (any order; spans are not walked)."""
+    stack: list[object] = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.RawText, ast.Literal, ast.Ident)):
+            yield node
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif is_dataclass(node) and not isinstance(node, type):
+            stack.extend(getattr(node, name) for name in _walked_fields(type(node)))
 
 
 def template_strings(decls: Iterable[object]) -> list[str]:
     """Every string in a tree that may hold `{{...}}` markers: prompt bodies, raw blocks and
     string literals (over-collecting only costs a scan)."""
     found: list[str] = []
-    stack: list[object] = list(decls)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.RawText):
-            found.append(node.text)
-        elif isinstance(node, ast.Literal):
-            if isinstance(node.value, str) and "{{" in node.value:
-                found.append(node.value)
-        elif isinstance(node, (tuple, list)):
-            stack.extend(node)
-        elif is_dataclass(node) and not isinstance(node, type):
-            stack.extend(getattr(node, name) for name in _walked_fields(type(node)))
+    for leaf in _leaves(list(decls)):
+        if isinstance(leaf, ast.RawText):
+            found.append(leaf.text)
+        elif isinstance(leaf, ast.Literal) and isinstance(leaf.value, str) and "{{" in leaf.value:
+            found.append(leaf.value)
     return found
 
 
@@ -71,13 +79,8 @@ def imports_of(tree: ast.File) -> list[str]:
     return [d.path for d in tree.decls if isinstance(d, ast.ImportDecl)]
 
 
-class UnitError(ValueError):
+class UnitError(HintedError):
     """The sources do not form a unit (no main file can be told apart)."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 class DeclKey(NamedTuple):
@@ -137,7 +140,7 @@ class UnitAst:
             except TemplateSyntaxError:
                 continue
             for inc in incs:
-                target = posixpath.normpath(posixpath.join(here, inc.path))
+                target = relative_target(here, inc.path)
                 if target in found:
                     continue
                 found.append(target)
@@ -156,7 +159,7 @@ def _infer_main(texts: Mapping[str, str]) -> str:
     imported: set[str] = set()
     for p in bots:
         tree, _ = parse(texts[p], p)
-        imported.update(posixpath.normpath(posixpath.join(posixpath.dirname(p), i)) for i in imports_of(tree))
+        imported.update(resolve_import(p, i) for i in imports_of(tree))
     roots = [p for p in bots if p not in imported]
     if len(roots) == 1:
         return roots[0]
@@ -181,29 +184,30 @@ def load_unit(sources: Sources, *, main: str | None = None, bundle: bool | None 
     else:
         texts = {f.path: f.text for f in sources}
         roles = {f.path: f.role for f in sources}
+    # the loader addresses files by normalised paths: so do we
+    texts = {posixpath.normpath(p): t for p, t in texts.items()}
+    roles = {posixpath.normpath(p): r for p, r in roles.items()}
     if main is None:
         mains = [p for p, r in roles.items() if r is UnitRole.MAIN]
         main = mains[0] if len(mains) == 1 else _infer_main(texts)
+    main = posixpath.normpath(main)
     if main not in texts:
         raise UnitError(f"main file {main!r} is not among the sources")
     unit = UnitAst(main=main, texts=texts)
 
-    # the main and the fragments its imports reach, breadth-first
-    queue = [main]
-    while queue:
-        path = queue.pop(0)
-        tree, diags = parse(texts[path], path)
+    # the main and the fragments its imports reach, as the loader resolves them (parsed only:
+    # the encoding is of the syntax tree, and includes are looked up among ``texts`` below)
+    loaded = load_tree(texts, main, env={}, parse_only=True).unit
+    for tree in loaded.asts:
+        path = tree.path
         unit.trees[path] = tree
-        if any(d.severity is Severity.ERROR for d in diags):
+        if path in loaded.unparsed:
             # The parser skipped what it could not read, so the tree may miss an edit: keep the
             # file's meaningful lines as a declaration of their own (workflow scope in the diff).
             unit.add(DeclKey("unparsed", path), path, _meaningful_lines(texts[path]))
         for rel in imports_of(tree):
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), rel))
-            if target in texts:
-                if target not in unit.trees and target not in queue:
-                    queue.append(target)
-            else:
+            target = resolve_import(path, rel)
+            if target not in texts:
                 unit.add(DeclKey("import", target), path, rel)
     for path, tree in unit.trees.items():
         for decl in tree.decls:
@@ -260,24 +264,17 @@ def _reached_includes(unit: UnitAst) -> list[str]:
 def names_in(obj: object) -> set[str]:
     """Identifiers and string literals anywhere in ``obj`` (what a node may reference)."""
     names: set[str] = set()
-    stack: list[object] = [obj]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Ident):
-            names.add(node.name)
-        elif isinstance(node, ast.Literal):
-            if isinstance(node.value, str):
-                names.add(node.value)
-        elif isinstance(node, (tuple, list)):
-            stack.extend(node)
-        elif is_dataclass(node) and not isinstance(node, type):
-            stack.extend(getattr(node, name) for name in _walked_fields(type(node)))
+    for leaf in _leaves(obj):
+        if isinstance(leaf, ast.Ident):
+            names.add(leaf.name)
+        elif isinstance(leaf, ast.Literal) and isinstance(leaf.value, str):
+            names.add(leaf.value)
     return names
 
 
 def _meaningful_lines(text: str) -> str:
     """A file's lines without comments, blank lines or trailing spaces."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = physical_lines(text)
     return "\n".join(ln.rstrip() for ln in lines if ln.strip() and not ln.lstrip().startswith("##"))
 
 

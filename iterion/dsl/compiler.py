@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import (
     ATTACHMENT_KINDS, AWAIT_MODES, BLOCK_EXTENSIONS, BUDGET_PROPERTIES, INTERACTIONS, LANGUAGES,
     LLM_ROUTER_ONLY, REASONING_EFFORTS, ROUTER_MODES, SESSIONS, TERMINAL_NAMES, TYPES, VAR_TYPES,
-    WORKTREE_MODES, suggest,
+    WORKFLOW_EXTENSIONS, WORKTREE_MODES, suggest,
 )
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
@@ -74,6 +74,16 @@ class Compiler:
 
     def err(self, code: str, span: Span, message: str, hint: str | None = None) -> None:
         self.sink.add(code, span, message, hint)
+
+    def each_once(self, props: Iterable[ast.Property], owner: str, noun: str = "property ") -> Iterator[ast.Property]:
+        """``props`` without repeats: a property set twice is C105, and its repeat is skipped."""
+        seen: set[str] = set()
+        for p in props:
+            if p.name in seen:
+                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}")
+                continue
+            seen.add(p.name)
+            yield p
 
     def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
         if "${" not in text:
@@ -391,12 +401,7 @@ class Compiler:
             return
         node = Node(id=nd.name, kind=NodeKind(nd.kind), span=nd.span)
         templates: list[tuple[str, Located]] = []
-        seen: set[str] = set()
-        for p in nd.properties:
-            if p.name in seen:
-                self.err("C105", p.span, f"property '{p.name}' is set twice in {owner}")
-                continue
-            seen.add(p.name)
+        for p in self.each_once(nd.properties, owner):
             self.node_property(node, nd, p, owner, templates)
         self.finish_node(node, nd, owner, wf)
         wf.nodes[nd.name] = node
@@ -526,12 +531,7 @@ class Compiler:
 
     def workflow(self, w: ast.WorkflowDecl, wf: Workflow) -> None:
         owner = f"workflow '{w.name}'"
-        seen: set[str] = set()
-        for p in w.properties:
-            if p.name in seen:
-                self.err("C105", p.span, f"'{p.name}' is set twice in {owner}")
-                continue
-            seen.add(p.name)
+        for p in self.each_once(w.properties, owner, noun=""):
             if p.name == "entry":
                 v = p.value
                 if not isinstance(v, ast.Ident):
@@ -547,9 +547,9 @@ class Compiler:
                 wf.worktree = self.choice(p, owner, WORKTREE_MODES) == "auto"
             elif p.name == "interaction":
                 wf.interaction = self.choice(p, owner, INTERACTIONS)
-            elif p.name in BLOCK_EXTENSIONS:
+            elif p.name in WORKFLOW_EXTENSIONS:
                 wf.extra[p.name] = to_py(p.value)
-        if "entry" not in seen:
+        if w.prop("entry") is None:
             self.err("C008", w.span, f"{owner} has no entry:", "add 'entry: FIRST_NODE'")
         self.edges(w, wf)
 

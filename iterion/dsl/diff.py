@@ -10,8 +10,8 @@ changed declaration is then mapped to the nodes it affects, resolving indirectio
 - an included file                  -> every node whose prompts or strings include it, nested too
 - a named cursor / mcp_server       -> every node referencing it (the entry if none does)
 - the edges leaving a node          -> that node (it re-selects its successor)
-- vars, presets, attachments, entry, budget and every other workflow-scope setting
-                                    -> the entry node (of both versions when it moved)
+- vars, presets, attachments, entry, budget, sandbox, permission and every other
+  workflow-scope setting            -> the entry node (of both versions when it moved)
 - an added node                     -> the sources of the edges that now reach it
 - a removed node                    -> the sources of the edges that reached it
 

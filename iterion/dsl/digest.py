@@ -18,43 +18,21 @@ import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
+from iterion.dsl.errors import HintedError
 from iterion.dsl.loader import load_workflow
+from iterion.dsl.unit import PROGRAM_ROLES, UnitFile, UnitRole
 
-
-class UnitRole(StrEnum):
-    MAIN = "main"
-    BUNDLE_PROMPT = "bundle_prompt"
-    BUNDLE_PRESET = "bundle_preset"
-    FRAGMENT = "fragment"
-    INCLUDE = "include"
-
+__all__ = ["DigestError", "DigestResult", "UnitFile", "UnitRole", "bare_digest", "canonical_order",
+           "digest_of_files", "workflow_digest"]
 
 _ROLE_ORDER = {role: i for i, role in enumerate(UnitRole)}
 _FRAME_HEADER = b"iterion-unit-v1\n"
 
 
-class DigestError(ValueError):
+class DigestError(HintedError):
     """A file of the unit exists but cannot be recorded (not UTF-8, unreadable)."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-
-class UnitFile(BaseModel):
-    """One file of a run's unit, as recorded on the run (embeddable in a persisted document)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    path: str  # POSIX path relative to the main file's directory (may start with "../")
-    role: UnitRole
-    text: str
 
 
 @dataclass(frozen=True)
@@ -109,24 +87,6 @@ def _read_main(path: Path) -> str:
                           hint="save the workflow's files as UTF-8") from None
 
 
-# The loader's unit roles are ours (an older loader said "prompt"/"preset"/"bot"). The manifest
-# is not program (the spec's hash covers main, prompts, presets, fragments and includes).
-_LEGACY_ROLES = {"prompt": UnitRole.BUNDLE_PROMPT, "preset": UnitRole.BUNDLE_PRESET}
-_NOT_PROGRAM = frozenset({"manifest"})
-
-
-def _role_of(loader_role: str, path: str, main: str) -> UnitRole | None:
-    if loader_role in _NOT_PROGRAM:
-        return None
-    if loader_role == "bot":
-        return UnitRole.MAIN if path == main else UnitRole.FRAGMENT
-    try:
-        return UnitRole(loader_role)
-    except ValueError:
-        # a role this module does not know yet: still hash and record the file
-        return _LEGACY_ROLES.get(loader_role, UnitRole.INCLUDE)
-
-
 def workflow_digest(main: Path, *, bundle_dir: Path | None = None) -> DigestResult:
     """Digest of the unit rooted at ``main`` (or of the bundle ``bundle_dir``: a directory or a
     ``.botz``). The files are discovered by the DSL loader, exactly as a launch reads them;
@@ -137,11 +97,9 @@ def workflow_digest(main: Path, *, bundle_dir: Path | None = None) -> DigestResu
     root = Path(os.path.normpath(unit.main)).parent
     files: dict[str, UnitFile] = {}
     for f in unit.files:
-        role = _role_of(f.role, f.path, unit.main)
-        if role is None:
-            continue
-        rel = PurePosixPath(Path(os.path.relpath(os.path.normpath(f.path), root)).as_posix()).as_posix()
-        files.setdefault(rel, UnitFile(path=rel, role=role, text=f.text))
+        if f.role in PROGRAM_ROLES:
+            rel = Path(os.path.relpath(os.path.normpath(f.path), root)).as_posix()
+            files.setdefault(rel, f.model_copy(update={"path": rel}))
     if not any(f.role is UnitRole.MAIN for f in files.values()):
         # the loader could not read the main (missing, not UTF-8): say why, in our words
         main_path = Path(os.path.normpath(unit.main)) if unit.main else Path(main).absolute()

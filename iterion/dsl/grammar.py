@@ -13,6 +13,9 @@ NODE_KINDS = ("agent", "judge", "router", "human", "tool", "compute", "fail")
 # Declarations accepted and kept without being executed (dsl.md: "may parse and keep").
 NAMED_EXTENSIONS = ("mcp_server", "cursor")
 BLOCK_EXTENSIONS = ("sandbox", "compaction", "tool_policy", "capabilities", "mcp", "memory")
+# Kept like BLOCK_EXTENSIONS, but only as a workflow setting (resume-and-rewind.md lists
+# `permission:` among the workflow-scope settings).
+WORKFLOW_EXTENSIONS = (*BLOCK_EXTENSIONS, "permission")
 
 TOP_LEVEL_KEYWORDS = (
     "vars", "presets", "attachments", "prompt", "schema", *NODE_KINDS, "import", "workflow",
@@ -41,7 +44,7 @@ NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
 
 LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort", "max_tokens")
 
-WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", *BLOCK_EXTENSIONS)
+WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", *WORKFLOW_EXTENSIONS)
 BUDGET_PROPERTIES = ("max_parallel_branches", "max_duration", "max_cost_usd", "max_tokens", "max_iterations")
 ATTACHMENT_PROPERTIES = ("description", "accept_mime", "required")
 ATTACHMENT_KINDS = ("file", "image")

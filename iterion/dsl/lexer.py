@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from iterion.dsl.ast import RawText
 from iterion.dsl.diagnostics import Diagnostic, make
+from iterion.expr import is_ident_start
 from iterion.ir import Span
 
 IDENT = "ident"
@@ -66,11 +67,6 @@ class Line:
 class _LineError(Exception):
     def __init__(self, diag: Diagnostic) -> None:
         self.diag = diag
-
-
-def _ident_start(c: str) -> bool:
-    # ASCII only: names become ref components and CLI arguments, where look-alikes confuse
-    return ("a" <= c <= "z") or ("A" <= c <= "Z") or c == "_"
 
 
 def _is_raw_header(tokens: list[Token], indent: int) -> bool:
@@ -142,7 +138,7 @@ class _Scanner:
     def _number(self, text: str, src: str, end: int, lineno: int, col: int) -> Token:
         if len(src) > 64:  # int() refuses huge literals; no real value is this long
             raise _LineError(make("P008", self.span(lineno, col), f"number with {len(src)} characters is too long"))
-        if end < len(text) and _ident_start(text[end]):
+        if end < len(text) and is_ident_start(text[end]):
             raise _LineError(make("P008", self.span(lineno, col), f"malformed number '{src}{text[end]}'",
                                   'quote it if it is a string, e.g. "30m"'))
         if any(ch in src for ch in ".eE"):
@@ -181,9 +177,14 @@ def _leading_spaces(text: str) -> int:
     return len(text) - len(text.lstrip(" "))
 
 
+def physical_lines(text: str) -> list[str]:
+    """The lines of a source file, whatever its line endings (CRLF, CR or LF)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
     """Split ``text`` into logical lines (flat, in order). Errors never raise: they are returned."""
-    phys = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    phys = physical_lines(text)
     sc = _Scanner(file, phys)
     out: list[Line] = []
     diags: list[Diagnostic] = []

@@ -1,4 +1,5 @@
-"""Loader: a path (file, bundle directory or `.botz`) -> the unit's files, parsed, compiled, validated.
+"""Loader: a path (file, bundle directory or `.botz`), or sources held in memory -> the unit's
+files, parsed, compiled, validated.
 
 Imports are resolved relative to the importing file (depth first, each file once, cycles are
 L002); a bundle's prompts and presets join the declarations; includes are read through the
@@ -16,11 +17,12 @@ from iterion.dsl.bundle import MAIN, MANIFEST, load_bundle
 from iterion.dsl.compiler import Compiler
 from iterion.dsl.diagnostics import Severity, Sink, sort_key
 from iterion.dsl.parser import parse
-from iterion.dsl.sources import ArchiveTree, FileSystemTree, SourceError, SourceTree, display, read_archive
-from iterion.dsl.unit import CompileResult, Unit
+from iterion.dsl.sources import FileSystemTree, MemoryTree, SourceError, SourceTree, display, read_archive
+from iterion.dsl.unit import CompileResult, Unit, UnitRole
 from iterion.dsl.validate import validate
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
+from iterion.templates import relative_target
 
 BOTZ_SUFFIX = ".botz"
 
@@ -36,7 +38,7 @@ def load_workflow(path: str | os.PathLike[str], *, env: Mapping[str, str] | None
         except SourceError as exc:
             sink.add(exc.code, Span(display(p), 1, 1), exc.message, "a .botz is a tar.gz of a bundle directory")
             return CompileResult(None, sink.items, Unit(display(p)))
-        tree: SourceTree = ArchiveTree(p, files)
+        tree: SourceTree = MemoryTree(p, files)
         return _load(tree, p / MAIN, p, env, sink)
     tree = FileSystemTree()
     if p.is_dir():
@@ -51,12 +53,35 @@ def load_source(text: str, *, file: str = "<memory>.bot", env: Mapping[str, str]
     return _Loader(FileSystemTree(), env, Sink()).run(Path(file), None, text=text)
 
 
-def _load(tree: SourceTree, main: Path, bundle_root: Path | None, env: Mapping[str, str], sink: Sink) -> CompileResult:
+def load_tree(sources: Mapping[str, str], main: str, *, bundle_root: str | None = None,
+              env: Mapping[str, str] | None = None, parse_only: bool = False) -> CompileResult:
+    """Load, compile and validate a unit held in memory, e.g. the sources a run recorded.
+
+    ``sources`` maps POSIX paths (relative to one directory, typically the main file's;
+    ``../`` allowed) to text; ``main`` is the key of the main file; ``bundle_root`` (a key
+    directory such as ``"."``) makes ``prompts/*.md``, ``presets/*.md`` and the manifest under
+    it a bundle's. Imports and includes resolve among ``sources`` exactly as on disk; the
+    unit's paths are the normalised keys. ``parse_only`` stops once the main file and the
+    fragments it imports are parsed (``unit.asts``; no workflow, includes not read).
+    """
+    env = os.environ if env is None else env
+    tree = MemoryTree(Path("."), sources)
+    return _load(tree, Path(main), Path(bundle_root) if bundle_root is not None else None, env, Sink(),
+                 parse_only=parse_only)
+
+
+def resolve_import(importer: str, target: str) -> str:
+    """The path an ``import "target"`` written in the file ``importer`` names (relative to it)."""
+    return relative_target(os.path.dirname(importer), target)
+
+
+def _load(tree: SourceTree, main: Path, bundle_root: Path | None, env: Mapping[str, str], sink: Sink,
+          *, parse_only: bool = False) -> CompileResult:
     if bundle_root is not None and not tree.exists(main):
         sink.add("L004", Span(display(bundle_root), 1, 1), f"bundle {display(bundle_root)} has no {MAIN}",
                  f"a bundle holds {MAIN}, prompts/*.md, presets/*.md and {MANIFEST}")
         return CompileResult(None, sink.items, Unit(display(main), bundle_root=display(bundle_root)))
-    return _Loader(tree, env, sink).run(main, bundle_root)
+    return _Loader(tree, env, sink).run(main, bundle_root, parse_only=parse_only)
 
 
 class _Loader:
@@ -70,10 +95,11 @@ class _Loader:
 
     def read_include(self, path: Path) -> str:
         text = self.tree.read_text(path)
-        self.unit.add(display(path), text, "include")
+        self.unit.add(display(path), text, UnitRole.INCLUDE)
         return text
 
-    def run(self, main: Path, bundle_root: Path | None, text: str | None = None) -> CompileResult:
+    def run(self, main: Path, bundle_root: Path | None, text: str | None = None, *,
+            parse_only: bool = False) -> CompileResult:
         self.unit = Unit(display(main), bundle_root=display(bundle_root) if bundle_root else None)
         contents = None
         if bundle_root is not None:
@@ -81,18 +107,18 @@ class _Loader:
             self.sink.extend(diags)
             if any(d.code == FailureCode.BOT_REQUIRES_NEWER_ENGINE.value for d in diags):
                 # refused: a newer bundle may use syntax this version would misreport
-                for path, body, role in contents.texts:
-                    self.unit.add(path, body, role)
+                self.unit.files.extend(contents.texts)
                 return self.result(None)
         self.load_file(main, None, (), text)
-        if any(d.severity is Severity.ERROR and (d.code.startswith("P") or d.code in ("L001", "L002"))
-               for d in self.sink.items):
+        if parse_only or any(d.severity is Severity.ERROR and (d.code.startswith("P") or d.code in ("L001", "L002"))
+                             for d in self.sink.items):
             # a dropped line would surface as misleading compile errors (a missing model, an
-            # unknown node): report what does not parse, and compile once it does
+            # unknown node): report what does not parse, and compile once it does (parse_only:
+            # the caller reads the trees, not the workflow)
             return self.result(None)
         if contents is not None:
-            for path, body, role in contents.texts:
-                self.unit.add(path, body, role)
+            for f in contents.texts:
+                self.unit.add(f.path, f.text, f.role)
             # bundle prompts first: a .bot prompt of the same name is then the one reported (C041)
             self.decls = [*contents.prompts, *contents.presets, *self.decls]
         compiled = Compiler(self.decls, self.sink, env=self.env, read=self.read_include,
@@ -130,11 +156,12 @@ class _Loader:
         self.loaded.add(key)
         file_ast, diags = parse(text, key)
         self.sink.extend(diags)
-        self.unit.add(key, text, "main" if not stack else "fragment")
+        self.unit.add(key, text, UnitRole.FRAGMENT if stack else UnitRole.MAIN)
         self.unit.asts.append(file_ast)
+        if any(d.severity is Severity.ERROR for d in diags):
+            self.unit.unparsed.append(key)
         for decl in file_ast.decls:
             if isinstance(decl, ast.ImportDecl):
-                target = Path(os.path.normpath(path.parent / decl.path))
-                self.load_file(target, decl.span, (*stack, key))
+                self.load_file(Path(resolve_import(key, decl.path)), decl.span, (*stack, key))
             else:
                 self.decls.append(decl)

@@ -6,6 +6,9 @@ offending line (or declaration) and carries on, so one typo yields one message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
 from iterion.dsl.grammar import (
@@ -15,7 +18,7 @@ from iterion.dsl.grammar import (
 from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, tokenize
 from iterion.ir import Span
 
-
+_T = TypeVar("_T")
 _MAX_NESTING = 64  # lists/maps nest this deep at most: deeper is a mistake, and recursion has limits
 
 
@@ -129,6 +132,20 @@ class _Parser:
     def each_child(self, line: Line) -> list[Line]:
         return [c for c in line.children if not c.broken]
 
+    def each_parsed(self, line: Line, parse: Callable[[Line], _T]) -> list[_T]:
+        """Each child line through ``parse``; one that does not parse is reported and skipped,
+        so a bad line costs that line, not its block."""
+        out: list[_T] = []
+        for child in self.each_child(line):
+            try:
+                out.append(parse(child))
+            except _Error as err:
+                self.diags.append(err.diag)
+        return out
+
+    def properties(self, line: Line, allowed: tuple[str, ...] | None, owner: str) -> tuple[ast.Property, ...]:
+        return tuple(self.each_parsed(line, lambda child: self.property(child, allowed, owner)))
+
     def header(self, line: Line, keyword: str, named: bool) -> tuple[str | None, Span | None]:
         """``keyword NAME:`` (named) or ``keyword:`` -> the name; the line must end with ':'."""
         pos = 1
@@ -223,13 +240,7 @@ class _Parser:
         return ast.Property(name, val, sp)
 
     def generic_block(self, line: Line, owner: str) -> ast.Block:
-        props: list[ast.Property] = []
-        for child in self.each_child(line):
-            try:
-                props.append(self.property(child, None, owner))
-            except _Error as err:
-                self.diags.append(err.diag)
-        return ast.Block(tuple(props), self.span(line))
+        return ast.Block(self.properties(line, None, owner), self.span(line))
 
     def type_ref(self, line: Line, pos: int) -> tuple[ast.TypeRef, int]:
         t, pos = self.expect_ident(line, pos, "a type")
@@ -284,109 +295,81 @@ class _Parser:
         return ast.ExtensionDecl(kw, None, prop.value, self.span(line))
 
     def var_lines(self, line: Line) -> list[ast.VarDecl]:
-        out: list[ast.VarDecl] = []
-        for child in self.each_child(line):
-            try:
-                t, pos = self.expect_ident(child, 0, "a var name")
-                pos = self.expect_punct(child, pos, ":", f"var '{t.value}'")
-                typ, pos = self.type_ref(child, pos)
-                default: ast.Value | None = None
-                if pos < len(child.tokens):
-                    if not child.tokens[pos].is_punct("="):
-                        raise self._expected(child, pos, f"'= default' after the type of var '{t.value}'")
-                    default, pos = self.value(child, pos + 1)
-                    self.expect_end(child, pos, f"the default of var '{t.value}'")
-                self.no_children(child, f"var '{t.value}'")
-                out.append(ast.VarDecl(str(t.value), typ, default, _tok_span(self.file, t)))
-            except _Error as err:
-                self.diags.append(err.diag)
-        return out
+        return self.each_parsed(line, self.var_line)
+
+    def var_line(self, child: Line) -> ast.VarDecl:
+        t, pos = self.expect_ident(child, 0, "a var name")
+        pos = self.expect_punct(child, pos, ":", f"var '{t.value}'")
+        typ, pos = self.type_ref(child, pos)
+        default: ast.Value | None = None
+        if pos < len(child.tokens):
+            if not child.tokens[pos].is_punct("="):
+                raise self._expected(child, pos, f"'= default' after the type of var '{t.value}'")
+            default, pos = self.value(child, pos + 1)
+            self.expect_end(child, pos, f"the default of var '{t.value}'")
+        self.no_children(child, f"var '{t.value}'")
+        return ast.VarDecl(str(t.value), typ, default, _tok_span(self.file, t))
 
     def presets(self, line: Line) -> ast.PresetsDecl:
         self.header(line, "presets", named=False)
-        presets: list[ast.PresetDecl] = []
-        for child in self.each_child(line):
-            try:
-                t, pos = self.expect_ident(child, 0, "a preset name")
-                pos = self.expect_punct(child, pos, ":", f"preset '{t.value}'")
-                self.expect_end(child, pos, f"preset '{t.value}:'")
-                values: list[ast.Property] = []
-                for vline in self.each_child(child):
-                    try:
-                        values.append(self.property(vline, None, f"preset '{t.value}'"))
-                    except _Error as err:
-                        self.diags.append(err.diag)
-                presets.append(ast.PresetDecl(str(t.value), tuple(values), _tok_span(self.file, t)))
-            except _Error as err:
-                self.diags.append(err.diag)
-        return ast.PresetsDecl(tuple(presets), self.span(line))
+        return ast.PresetsDecl(tuple(self.each_parsed(line, self.preset)), self.span(line))
+
+    def preset(self, child: Line) -> ast.PresetDecl:
+        t, pos = self.expect_ident(child, 0, "a preset name")
+        pos = self.expect_punct(child, pos, ":", f"preset '{t.value}'")
+        self.expect_end(child, pos, f"preset '{t.value}:'")
+        values = self.properties(child, None, f"preset '{t.value}'")
+        return ast.PresetDecl(str(t.value), values, _tok_span(self.file, t))
 
     def attachments(self, line: Line) -> ast.AttachmentsDecl:
         self.header(line, "attachments", named=False)
-        out: list[ast.AttachmentDecl] = []
-        for child in self.each_child(line):
-            try:
-                t, pos = self.expect_ident(child, 0, "an attachment name")
-                pos = self.expect_punct(child, pos, ":", f"attachment '{t.value}'")
-                kind, pos = self.expect_ident(child, pos, "the attachment kind (file or image)")
-                self.expect_end(child, pos, f"attachment '{t.value}: {kind.value}'")
-                props: list[ast.Property] = []
-                for pline in self.each_child(child):
-                    try:
-                        props.append(self.property(pline, ATTACHMENT_PROPERTIES, f"attachment '{t.value}'"))
-                    except _Error as err:
-                        self.diags.append(err.diag)
-                out.append(ast.AttachmentDecl(str(t.value), ast.Ident(str(kind.value), _tok_span(self.file, kind)),
-                                              tuple(props), _tok_span(self.file, t)))
-            except _Error as err:
-                self.diags.append(err.diag)
-        return ast.AttachmentsDecl(tuple(out), self.span(line))
+        return ast.AttachmentsDecl(tuple(self.each_parsed(line, self.attachment)), self.span(line))
+
+    def attachment(self, child: Line) -> ast.AttachmentDecl:
+        t, pos = self.expect_ident(child, 0, "an attachment name")
+        pos = self.expect_punct(child, pos, ":", f"attachment '{t.value}'")
+        kind, pos = self.expect_ident(child, pos, "the attachment kind (file or image)")
+        self.expect_end(child, pos, f"attachment '{t.value}: {kind.value}'")
+        props = self.properties(child, ATTACHMENT_PROPERTIES, f"attachment '{t.value}'")
+        return ast.AttachmentDecl(str(t.value), ast.Ident(str(kind.value), _tok_span(self.file, kind)),
+                                  props, _tok_span(self.file, t))
 
     def schema(self, line: Line) -> ast.SchemaDecl:
         name, _ = self.header(line, "schema", named=True)
-        fields: list[ast.SchemaFieldDecl] = []
-        for child in self.each_child(line):
-            try:
-                t, pos = self.expect_ident(child, 0, "a field name")
-                pos = self.expect_punct(child, pos, ":", f"field '{t.value}'")
-                typ, pos = self.type_ref(child, pos)
-                enum: ast.EnumSpec | None = None
-                toks = child.tokens
-                if pos < len(toks):
-                    if not (toks[pos].is_punct("[") and pos + 1 < len(toks) and toks[pos + 1].is_ident("enum")):
-                        raise self._expected(child, pos, f"'[enum: ...]' or the end of field '{t.value}'")
-                    esp = _tok_span(self.file, toks[pos])
-                    pos = self.expect_punct(child, pos + 2, ":", "'enum'")
-                    values: list[ast.Literal] = []
-                    while True:
-                        v, pos = self.value(child, pos)
-                        if not isinstance(v, (ast.Literal, ast.Ident)):
-                            raise self.err("P008", v.span, "enum values are strings")
-                        values.append(v if isinstance(v, ast.Literal) else ast.Literal(v.name, v.span))
-                        if pos < len(toks) and toks[pos].is_punct(","):
-                            pos += 1
-                            continue
-                        pos = self.expect_punct(child, pos, "]", "the enum values")
-                        break
-                    enum = ast.EnumSpec(tuple(values), esp)
-                    self.expect_end(child, pos, f"field '{t.value}'")
-                self.no_children(child, f"field '{t.value}'")
-                fields.append(ast.SchemaFieldDecl(str(t.value), typ, enum, _tok_span(self.file, t)))
-            except _Error as err:
-                self.diags.append(err.diag)
-        return ast.SchemaDecl(str(name), tuple(fields), self.span(line))
+        return ast.SchemaDecl(str(name), tuple(self.each_parsed(line, self.schema_field)), self.span(line))
+
+    def schema_field(self, child: Line) -> ast.SchemaFieldDecl:
+        t, pos = self.expect_ident(child, 0, "a field name")
+        pos = self.expect_punct(child, pos, ":", f"field '{t.value}'")
+        typ, pos = self.type_ref(child, pos)
+        enum: ast.EnumSpec | None = None
+        toks = child.tokens
+        if pos < len(toks):
+            if not (toks[pos].is_punct("[") and pos + 1 < len(toks) and toks[pos + 1].is_ident("enum")):
+                raise self._expected(child, pos, f"'[enum: ...]' or the end of field '{t.value}'")
+            esp = _tok_span(self.file, toks[pos])
+            pos = self.expect_punct(child, pos + 2, ":", "'enum'")
+            values: list[ast.Literal] = []
+            while True:
+                v, pos = self.value(child, pos)
+                if not isinstance(v, (ast.Literal, ast.Ident)):
+                    raise self.err("P008", v.span, "enum values are strings")
+                values.append(v if isinstance(v, ast.Literal) else ast.Literal(v.name, v.span))
+                if pos < len(toks) and toks[pos].is_punct(","):
+                    pos += 1
+                    continue
+                pos = self.expect_punct(child, pos, "]", "the enum values")
+                break
+            enum = ast.EnumSpec(tuple(values), esp)
+            self.expect_end(child, pos, f"field '{t.value}'")
+        self.no_children(child, f"field '{t.value}'")
+        return ast.SchemaFieldDecl(str(t.value), typ, enum, _tok_span(self.file, t))
 
     def node(self, line: Line, kind: str) -> ast.NodeDecl:
         name, name_span = self.header(line, kind, named=True)
-        owner = f"{kind} '{name}'"
-        props: list[ast.Property] = []
-        for child in self.each_child(line):
-            try:
-                props.append(self.property(child, NODE_PROPERTIES[kind], owner))
-            except _Error as err:
-                self.diags.append(err.diag)
+        props = self.properties(line, NODE_PROPERTIES[kind], f"{kind} '{name}'")
         assert name is not None and name_span is not None
-        return ast.NodeDecl(kind, name, name_span, tuple(props), self.span(line))
+        return ast.NodeDecl(kind, name, name_span, props, self.span(line))
 
     def workflow(self, line: Line) -> ast.WorkflowDecl:
         name, _ = self.header(line, "workflow", named=True)

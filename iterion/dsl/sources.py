@@ -1,4 +1,5 @@
-"""Where the loader reads program files from: the filesystem, or a `.botz` archive held in memory.
+"""Where the loader reads program files from: the filesystem, or files held in memory (a
+`.botz` archive, or a run's recorded sources).
 
 Reading a `.botz` never touches the disk: members are validated (no absolute paths, no
 ``..``, no links or devices) and kept in memory, so a hostile archive cannot write anywhere.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -111,12 +113,14 @@ def extract_archive(path: Path, dest: Path) -> list[Path]:
     return written
 
 
-class ArchiveTree:
-    """A `.botz` read into memory; paths are ``root / member``."""
+class MemoryTree:
+    """Files held in memory, addressed as ``root / key``: a `.botz`'s members (bytes, decoded on
+    read so a non-UTF-8 member is reported like a file on disk), or a run's recorded sources
+    (text, keyed by paths relative to the main file's directory, ``../`` allowed)."""
 
-    def __init__(self, root: Path, files: dict[str, bytes]) -> None:
+    def __init__(self, root: Path, files: Mapping[str, bytes | str]) -> None:
         self.root = Path(os.path.normpath(str(root)))
-        self.files = files
+        self.files = {posixpath.normpath(k): v for k, v in files.items()}
 
     def _rel(self, path: Path) -> str | None:
         norm = Path(os.path.normpath(str(path)))
@@ -128,8 +132,9 @@ class ArchiveTree:
     def read_text(self, path: Path) -> str:
         rel = self._rel(path)
         if rel is None or rel not in self.files:
-            raise FileNotFoundError(f"{path} is not in the bundle")
-        return self.files[rel].decode("utf-8")
+            raise FileNotFoundError(f"{path} is not among the files")
+        data = self.files[rel]
+        return data if isinstance(data, str) else data.decode("utf-8")
 
     def exists(self, path: Path) -> bool:
         rel = self._rel(path)

@@ -187,3 +187,12 @@ def test_prompt_written_in_place_compiles_without_a_ref() -> None:
     assert ok.workflow is not None
     node = ok.workflow.nodes["a"]
     assert node.system == "Be brief.\nTarget: {{run.id}}" and node.system_ref is None
+
+
+def test_a_property_set_twice_is_reported_at_the_repeat() -> None:
+    src = ('agent a:\n  model: "m1"\n  model: "m2"\n'
+           'workflow w:\n  entry: a\n  worktree: auto\n  worktree: none\n  a -> done\n')
+    result = load_source(src, env={})
+    twice = [(d.code, d.span.line, d.message) for d in result.diagnostics]
+    assert twice == [("C105", 3, "property 'model' is set twice in agent 'a'"),
+                     ("C105", 7, "'worktree' is set twice in workflow 'w'")]

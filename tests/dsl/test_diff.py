@@ -217,6 +217,7 @@ def test_added_and_removed_edges() -> None:
     ("  worktree: none", "  worktree: auto", DeclKey("workflow", "worktree")),
     ("workflow tidy:", "workflow tidier:", DeclKey("workflow", "name")),
     ("  worktree: none\n", '  worktree: none\n  sandbox:\n    image: "alpine"\n', DeclKey("workflow", "sandbox")),
+    ("  worktree: none\n", '  worktree: none\n  permission:\n    mode: "ask"\n', DeclKey("workflow", "permission")),
 ])
 def test_workflow_scope_maps_to_the_entry(old: str, new: str, key: DeclKey) -> None:
     d = _edit(old, new)
@@ -228,6 +229,14 @@ def test_workflow_scope_maps_to_the_entry(old: str, new: str, key: DeclKey) -> N
 def test_workflow_vars_block_maps_to_the_entry() -> None:
     d = _edit("  worktree: none\n", "  worktree: none\n  vars:\n    extra: int = 1\n")
     assert [(c.key, c.kind) for c in d.changes] == [(DeclKey("var", "extra"), ChangeKind.ADDED)]
+    assert list(d.impacted) == ["plan"]
+
+
+def test_editing_the_workflow_permission_maps_to_the_entry() -> None:
+    before = FULL.replace("  worktree: none\n", '  worktree: none\n  permission:\n    allow: ["read_file"]\n')
+    after = before.replace('allow: ["read_file"]', 'allow: ["read_file", "bash"]')
+    d = diff_units({"full.bot": before}, {"full.bot": after})
+    assert [(c.key, c.kind) for c in d.changes] == [(DeclKey("workflow", "permission"), ChangeKind.MODIFIED)]
     assert list(d.impacted) == ["plan"]
 
 
@@ -244,8 +253,8 @@ def test_entry_change_maps_to_old_and_new_entry() -> None:
 
 
 def test_a_file_that_no_longer_parses_maps_to_the_entry() -> None:
-    # `permission:` is not (yet) accepted by the parser: the skipped block must still count
-    text = FULL.replace("  worktree: none\n", '  worktree: none\n  permission:\n    allow: ["x"]\n')
+    # a property this version does not know (P007): the skipped block must still count
+    text = FULL.replace("  worktree: none\n", '  worktree: none\n  approvals:\n    allow: ["x"]\n')
     d = _edit('allow: ["x"]', 'allow: ["y"]', text)
     assert [c.key.kind for c in d.changes] == ["unparsed"]
     assert list(d.impacted) == ["plan"]

@@ -244,13 +244,22 @@ def test_bundle_directory_and_botz_digest_alike_without_the_manifest(tmp_path: P
     assert workflow_digest(bundle / "main.bot", bundle_dir=bundle).digest != from_dir.digest
 
 
-def test_loader_role_vocabulary_is_mapped_without_dropping_files() -> None:
-    from iterion.dsl.digest import _role_of
+def test_loader_digest_and_canonical_share_one_unit_file_type(tmp_path: Path) -> None:
+    import iterion.dsl
+    from iterion.dsl import load_workflow
+    from iterion.dsl.canonical import load_unit
 
-    assert _role_of("main", "m.bot", "m.bot") is UnitRole.MAIN
-    assert _role_of("bot", "m.bot", "m.bot") is UnitRole.MAIN
-    assert _role_of("bot", "f.bot", "m.bot") is UnitRole.FRAGMENT
-    assert _role_of("prompt", "p.md", "m.bot") is UnitRole.BUNDLE_PROMPT
-    assert _role_of("bundle_preset", "p.md", "m.bot") is UnitRole.BUNDLE_PRESET
-    assert _role_of("manifest", "manifest.yaml", "m.bot") is None
-    assert _role_of("something_new", "x", "m.bot") is UnitRole.INCLUDE
+    assert iterion.dsl.UnitFile is UnitFile and iterion.dsl.UnitRole is UnitRole
+    bundle = tmp_path / "bundle"
+    _copy_tree(WORKFLOWS / "bundle_dir", bundle)
+    loaded = load_workflow(bundle)
+    assert all(isinstance(f, UnitFile) and isinstance(f.role, UnitRole) for f in loaded.unit.files)
+    by_name = {Path(f.path).relative_to(bundle).as_posix(): f.role for f in loaded.unit.files}
+    assert by_name["manifest.yaml"] is UnitRole.MANIFEST  # read by the loader, not program
+    digest = workflow_digest(bundle / "main.bot", bundle_dir=bundle)
+    assert {f.path: f.role for f in digest.files} == {k: r for k, r in by_name.items() if r is not UnitRole.MANIFEST}
+    # the digest's list is what a run persists, and what the canonical encoding reads back
+    recorded = [UnitFile.model_validate_json(f.model_dump_json()) for f in digest.files]
+    assert recorded == digest.files
+    assert canonical_encoding(recorded) == canonical_encoding(digest.files)
+    assert load_unit(recorded).main == "main.bot"

@@ -194,6 +194,21 @@ def test_extensions_are_kept_not_executed() -> None:
     assert wf.worktree is True and wf.default_backend == "claw" and wf.interaction == "none"
 
 
+def test_workflow_permission_is_kept_not_executed() -> None:
+    from iterion.dsl import load_tree
+
+    text = (WORKFLOWS / "extensions.bot").read_text().replace(
+        "  compaction: \"auto\"\n", '  compaction: "auto"\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
+    result = load_tree({"extensions.bot": text}, "extensions.bot", env={})
+    assert result.ok, result.diagnostics
+    assert result.workflow.extra["permission"] == {"allow": ["read_file"], "ask": ["bash"]}
+    # only as a workflow setting: on a node or at the top level it stays unknown
+    on_node = text.replace("  tool_max_steps: 20\n", '  tool_max_steps: 20\n  permission: "ask"\n')
+    assert [d.code for d in load_tree({"x.bot": on_node}, "x.bot", env={}).diagnostics] == ["P007"]
+    top = 'permission:\n  allow: ["x"]\n' + text
+    assert [d.code for d in load_tree({"x.bot": top}, "x.bot", env={}).diagnostics] == ["P006"]
+
+
 def test_imports_build_one_unit() -> None:
     result = load_workflow(WORKFLOWS / "imports" / "main.bot", env={})
     assert result.workflow is not None

@@ -187,3 +187,13 @@ def test_arbitrary_text_only_raises_template_errors(text: str) -> None:
     # literal pieces plus markers cover the text: no character is silently dropped
     literal = "".join(p for p in pieces if isinstance(p, str))
     assert len(literal) <= len(text)
+
+
+def test_relative_target_is_the_one_resolution_rule_for_includes_and_imports() -> None:
+    from iterion.dsl.loader import resolve_import
+    from iterion.templates import relative_target
+
+    assert relative_target("", "a/./b.md") == "a/b.md"
+    assert relative_target("prompts", "../shared/x.md") == "shared/x.md"
+    assert relative_target("", "../x.md") == "../x.md"
+    assert resolve_import("lib/main.bot", "../common/x.bot") == relative_target("lib", "../common/x.bot") == "common/x.bot"
