@@ -1,0 +1,422 @@
+"""`iterion run`, `iterion resume`, `iterion inspect`, `iterion init`: executing workflows.
+
+Exit codes of run/resume (documented in --help): 0 finished, 1 failed, 4 paused (waiting for a
+person or an operator), 5 failed_resumable, 6 cancelled; 2 bad input, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from cli.errors import EXIT_PROBLEM, CliError, register_user_error
+from iterion.budget import BudgetAsk, DurationError, parse_duration
+from iterion.engine.cancel import CancelToken
+from iterion.engine.errors import EngineError
+from iterion.engine.launch import LaunchOptions, launch_run
+from iterion.engine.auto_resume import auto_resume as retry_automatically
+from iterion.engine.resume import ResumeOptions, resume_run
+from iterion.engine.result import RunResult
+from iterion.engine.source import InvalidWorkflow, compile_source
+from iterion.store import Event, RunStatus, Store, StoreError, resolve_store_dir
+from iterion.store import events as ev
+
+EXIT_FINISHED = 0
+EXIT_FAILED = 1
+EXIT_PAUSED = 4
+EXIT_FAILED_RESUMABLE = 5
+EXIT_CANCELLED = 6
+
+STATUS_EXIT = {
+    RunStatus.FINISHED: EXIT_FINISHED,
+    RunStatus.FAILED: EXIT_FAILED,
+    RunStatus.PAUSED_WAITING_HUMAN: EXIT_PAUSED,
+    RunStatus.PAUSED_OPERATOR: EXIT_PAUSED,
+    RunStatus.FAILED_RESUMABLE: EXIT_FAILED_RESUMABLE,
+    RunStatus.CANCELLED: EXIT_CANCELLED,
+}
+EXIT_HELP = ("Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, "
+             "6 cancelled, 2 bad input.")
+
+STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR).")
+JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
+MAX_COST = typer.Option(None, "--max-cost-usd", help="Cap (or raise the cap on) the run's cost in USD.")
+MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
+MAX_DURATION = typer.Option(None, "--max-duration", help='Cap the run\'s active time, e.g. "30m", "4h".')
+MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Cap node executions.")
+MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurrent fan-out branches.")
+
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _store(store_dir: Path | None) -> Store:
+    return Store.open(store_dir, Path.cwd())
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise CliError(f"{what} {item!r} is not KEY=VALUE", hint=f"e.g. {what} name=value")
+        key, value = item.split("=", 1)
+        if not key:
+            raise CliError(f"{what} {item!r} has an empty key")
+        out[key] = value
+    return out
+
+
+def _read_mapping(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML reads JSON too
+    except FileNotFoundError:
+        raise CliError(f"{what} {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"{what} {path} is not valid JSON/YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"{what} {path} must hold a JSON object")
+    return data
+
+
+def _budget(cost: float | None, tokens: int | None, duration: str | None, iterations: int | None,
+            parallel: int | None) -> BudgetAsk | None:
+    if all(v is None for v in (cost, tokens, duration, iterations, parallel)):
+        return None
+    try:
+        seconds = parse_duration(duration) if duration else 0.0
+    except DurationError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return BudgetAsk(max_cost_usd=cost or 0.0, max_tokens=tokens or 0, max_duration_s=seconds,
+                         max_iterations=iterations or 0, max_parallel_branches=parallel or 0)
+    except ValueError as exc:
+        raise CliError(f"invalid budget override: {exc}") from None
+
+
+class Progress:
+    """One line per node event on stderr: node, status, tokens, cost (rich, works without a tty)."""
+
+    def __init__(self) -> None:
+        self.started: dict[tuple[str | None, int | None], float] = {}
+
+    def __call__(self, e: Event) -> None:
+        p = e.payload
+        key = (e.node, e.iteration)
+        if e.type == ev.NODE_STARTED:
+            self.started[key] = time.monotonic()
+            _err.print(f"[cyan]▶[/] {e.node} [dim]({p.get('kind')}, iteration {e.iteration})[/]")
+        elif e.type == ev.NODE_FINISHED:
+            took = time.monotonic() - self.started.pop(key, time.monotonic())
+            _err.print(f"[green]✓[/] {e.node} [dim]{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
+                       f"${float(p.get('cost_usd') or 0):.4f}[/]")
+        elif e.type == ev.NODE_FAILED:
+            _err.print(f"[red]✗[/] {e.node} [red]{p.get('code')}[/]: {p.get('error')}")
+        elif e.type == ev.HUMAN_INPUT_REQUESTED or e.type == ev.ASK_USER_REQUESTED:
+            _err.print(f"[yellow]?[/] {e.node} is waiting for an answer")
+        elif e.type == ev.WARNING:
+            _err.print(f"[yellow]warning:[/] {p.get('message')}")
+        elif e.type == ev.RUN_RESUMED:
+            _err.print(f"[cyan]↻[/] resuming at {p.get('restart_node')}")
+
+
+def _store_flag(store: Store) -> str:
+    """`` --store-dir D`` when a follow-up command run from here would not find this store."""
+    return "" if resolve_store_dir(None, Path.cwd()) == store.root else f" --store-dir {store.root}"
+
+
+def _summary(result: RunResult, store: Store) -> None:
+    colour = {"finished": "green", "failed": "red", "failed_resumable": "yellow", "cancelled": "yellow",
+              "paused_waiting_human": "yellow"}.get(result.status.value, "white")
+    _err.print(f"\nrun [bold]{result.run_id}[/] ({result.name}): [{colour}]{result.status.value}[/]")
+    if result.failure_code or result.error:
+        _err.print(f"  {result.failure_code or ''}: {result.error or ''}")
+    if result.final_branch:
+        merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
+        _err.print(f"  final tree on branch {result.final_branch}{merged}")
+    if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
+        fields = result.pending.get("fields") or []
+        if result.pending.get("instructions"):
+            _err.print(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
+        if result.pending.get("question"):
+            _err.print(f"  {result.pending['node']} asks: {result.pending['question']}")
+        answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
+        _err.print(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
+    elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
+        _err.print(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
+                   + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
+    _err.print(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+
+
+def _finish(result: RunResult, store: Store, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        _summary(result, store)
+    code = STATUS_EXIT.get(result.status, EXIT_FAILED)
+    if code:
+        raise typer.Exit(code)
+
+
+def _print_invalid(exc: InvalidWorkflow, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"ok": False, "path": exc.path,
+                               "diagnostics": [d.to_json() for d in exc.diagnostics]}, indent=2))
+    else:
+        for d in exc.diagnostics:
+            typer.echo(d.format())
+
+
+# -- commands ------------------------------------------------------------------------------------
+def run_cmd(
+    file: Path = typer.Argument(..., help="The workflow: a .bot/.iter file, a bundle directory or a .botz."),
+    var: list[str] = typer.Option([], "--var", help="Set a workflow var: --var name=value (repeatable)."),
+    preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
+    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claude_code)."),
+    script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
+    answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}.'),
+    attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),
+    workspace: Path | None = typer.Option(None, "--workspace", help="Where the run executes in place (default: the current directory)."),
+    branch_name: str | None = typer.Option(None, "--branch-name", help="worktree runs: the persistent branch (default iterion/run/<name>)."),
+    merge_into: str | None = typer.Option(None, "--merge-into", help="worktree runs: the branch to fast-forward on success (default: the current one)."),
+    auto_merge: bool = typer.Option(True, "--auto-merge/--no-auto-merge", help="worktree runs: fast-forward on success."),
+    auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="If the run fails with a code the failure table allows (transient), resume it automatically up to N times with bounded backoff. Example: --auto-resume 3"),
+    max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
+    max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
+    store_dir: Path | None = STORE_DIR,
+    as_json: bool = JSON,
+) -> None:
+    """Run a workflow from its entry node, checkpointing after every node.
+
+    Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, 6 cancelled, 2 bad input.
+
+    Example: iterion run fixtures/demo/demo.bot --var topic=rivers
+    """
+    store = _store(store_dir)
+    answers: dict[str, dict[str, Any]] = {}
+    if answers_file is not None:
+        raw = _read_mapping(answers_file, "answers file")
+        for node, value in raw.items():
+            if not isinstance(value, dict):
+                raise CliError(f"answers file {answers_file}: {node} must map fields to values",
+                               hint='e.g. {"approve": {"approved": true}}')
+            answers[str(node)] = value
+    options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
+                            script_file=str(script.resolve()) if script else None, answers=answers,
+                            workspace=workspace, branch_name=branch_name, merge_into=merge_into,
+                            auto_merge=auto_merge,
+                            attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
+                            budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
+                                           max_parallel_branches))
+    try:
+        compiled = compile_source(file)
+    except InvalidWorkflow as exc:
+        _print_invalid(exc, as_json)
+        raise
+    if not as_json:
+        for d in compiled.diagnostics:  # warnings only (errors refuse above)
+            _err.print(d.format(), markup=False)
+    token = CancelToken()
+    listener = None if as_json else Progress()
+    result = launch_run(store, file, options, token=token, listener=listener, compiled=compiled)
+    retry = ResumeOptions(backend=backend, script_file=options.script_file)
+    result = retry_automatically(store, result, auto_resume, token=token,
+                                 resume=lambda: resume_run(store, result.run_id, retry, token=token,
+                                                           listener=listener))
+    _finish(result, store, as_json)
+
+
+def resume_cmd(
+    run_id: str = typer.Option(..., "--run-id", help="The run to continue (id, unique prefix or name). Example: --run-id 01a2b3"),
+    answer: list[str] = typer.Option([], "--answer", help="Answer a paused human node, coerced to its output schema (repeatable); a file field takes @path (a literal leading @ is written @@). Example: --answer approved=true --answer music=@./theme.mp3"),
+    answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object, JSON types kept; --answer flags override its keys. Example: --answers-file answers.json"),
+    file: Path | None = typer.Option(None, "--file", help="The workflow source (default: the path recorded at launch). Example: --file workflow.bot"),
+    force: bool = typer.Option(False, "--force", help="Resume even though the workflow source changed (both digests are shown when refused). Example: --force"),
+    force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose process is gone: refused while a live lock holds it or its events were flushed less than 60 s ago. Example: --force-stale"),
+    auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="Retry up to N times, with bounded exponential backoff, if it fails again with a code the failure table allows (transient; BUDGET_EXCEEDED only under a raised cap). Example: --auto-resume 3"),
+    backend: str | None = typer.Option(None, "--backend", help="Re-apply a backend override. Example: --backend script"),
+    script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend. Example: --script demo.script.yaml"),
+    max_cost_usd: float | None = typer.Option(None, "--max-cost-usd", help="Raise/replace the cost cap in USD (0 inherits; consumed spend stays charged). Example: --max-cost-usd 10"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise/replace the token cap (0 inherits). Example: --max-tokens 200000"),
+    max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
+    max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
+    max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). Example: --store-dir ./.iterion"),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
+) -> None:
+    """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
+
+    Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, 6 cancelled, 2 bad input.
+
+    Examples:
+
+      iterion resume --run-id 01a2b3
+
+      iterion resume --run-id 01a2b3 --answer approved=true --answer note="ship it"
+
+      iterion resume --run-id 01a2b3 --answers-file answers.json
+
+      iterion resume --run-id 01a2b3 --answer music=@./theme.mp3
+
+      iterion resume --run-id 01a2b3 --file workflow.bot --force
+
+      iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
+    """
+    store = _store(store_dir)
+    answers: dict[str, Any] = {}
+    if answers_file is not None:
+        answers.update(_read_mapping(answers_file, "answers file"))
+    answers.update(_pairs(answer, "--answer"))  # explicit flags override the file
+    options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
+                            script_file=str(script.resolve()) if script else None,
+                            budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
+                                           max_parallel_branches))
+    token = CancelToken()
+    listener = None if as_json else Progress()
+    try:
+        result = resume_run(store, run_id, options, token=token, listener=listener)
+    except InvalidWorkflow as exc:
+        _print_invalid(exc, as_json)
+        raise
+    # --auto-resume: later attempts re-read everything from the run (merged caps, re-stamped source)
+    retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file)
+    result = retry_automatically(store, result, auto_resume, token=token,
+                                 resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
+                                                           listener=listener))
+    _finish(result, store, as_json)
+
+
+def _age(created: datetime) -> str:
+    secs = max(0, int((datetime.now(timezone.utc) - created).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{secs}s"
+
+
+def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
+    return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
+            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
+
+
+def inspect_cmd(
+    run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
+    events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline."),
+    store_dir: Path | None = STORE_DIR,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.
+
+    Example: iterion inspect --run-id 01a2b3 --events
+    """
+    store = _store(store_dir)
+    if run_id is None:
+        runs = store.list_runs()
+        rows = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
+                 "age": _age(r.created_at), "failure_code": r.failure_code} for r in runs]
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        if not rows:
+            typer.echo(f"no runs in {store.root}")
+            return
+        table = Table("id", "name", "status", "workflow", "age")
+        for r in rows:
+            table.add_row(r["id"], r["name"], r["status"], r["workflow"], r["age"])
+        Console(highlight=False, width=200).print(table)
+        return
+    rid = store.resolve_run(run_id)
+    doc = store.load_run(rid)
+    cp = store.load_checkpoint(rid)
+    detail: dict[str, Any] = {
+        "id": doc.id, "name": doc.name, "status": doc.status.value, "workflow": doc.workflow_name,
+        "file": doc.file_path, "digest": doc.workflow_digest, "failure_code": doc.failure_code, "error": doc.error,
+        "workspace": doc.workspace_dir, "mode": doc.workspace_mode.value,
+        "worktree": doc.worktree.model_dump() if doc.worktree else None,
+        "checkpoint_node": cp.restart_node if cp else None,
+        "anchor": cp.anchor_reason.value if cp else None,
+        "pending": cp.pending_interaction.model_dump() if cp and cp.pending_interaction else None,
+        "outputs": cp.outputs if cp else {},
+        "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
+        "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
+        "boundaries": _boundaries(store, doc),
+    }
+    timeline = store.read_events(rid) if events else []
+    if as_json:
+        if events:
+            detail["events"] = [e.model_dump(mode="json") for e in timeline]
+        typer.echo(json.dumps(detail, indent=2, default=str))
+        return
+    out = Console(highlight=False, width=200)
+    out.print(f"[bold]{doc.id}[/] ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
+    if doc.failure_code or doc.error:
+        out.print(f"failure: {doc.failure_code}: {doc.error}")
+    out.print(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
+    out.print(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
+    if detail["pending"]:
+        out.print(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
+    out.print("executed: " + (" ".join(detail["executed"]) or "-"))
+    consumed = detail["budget"]["consumed"] or {}
+    out.print(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
+              f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
+    out.print("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    for node, output in detail["outputs"].items():
+        out.print(f"  {node}: {json.dumps(output)[:160]}")
+    for e in timeline:
+        out.print(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload)[:120]}")
+
+
+def _demo_source() -> Path:
+    import iterion
+
+    here = Path(iterion.__file__).resolve().parent.parent / "fixtures" / "demo"
+    if not here.is_dir():
+        raise CliError("the demo project is not available in this installation",
+                       hint="install iterion from a source checkout (pip install -e .)", exit_code=EXIT_PROBLEM)
+    return here
+
+
+def init_cmd(
+    directory: Path = typer.Argument(Path("iterion-demo"), help="Where to create the demo project."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Scaffold a demo project (a workflow plus the script backend's answers) you can run at once.
+
+    Example: iterion init my-demo && cd my-demo && iterion run demo.bot
+    """
+    src = _demo_source()
+    if directory.exists() and any(directory.iterdir()):
+        raise CliError(f"{directory} exists and is not empty", hint="choose a new directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for item in sorted(src.iterdir()):
+        if item.name.startswith(".") or item.name == "__pycache__":
+            continue
+        target = directory / item.name
+        if item.is_dir():
+            shutil.copytree(item, target)
+        else:
+            shutil.copy2(item, target)
+        copied.append(item.name)
+    if as_json:
+        typer.echo(json.dumps({"directory": str(directory.resolve()), "files": copied}, indent=2))
+        return
+    typer.echo(f"created {directory}: {', '.join(copied)}")
+    typer.echo(f"next: cd {directory} && iterion run demo.bot")
+
+
+def register(app: typer.Typer) -> None:
+    register_user_error(EngineError)
+    register_user_error(StoreError)
+    app.command("run", epilog=EXIT_HELP)(run_cmd)
+    app.command("resume", epilog=EXIT_HELP)(resume_cmd)
+    app.command("inspect")(inspect_cmd)
+    app.command("init")(init_cmd)

@@ -1,0 +1,267 @@
+"""Operator requests to a run: ``iterion cancel`` and ``iterion pause``.
+
+A request is a small document, ``runs/<run>/control.json``, that the process executing the run
+picks up: a watcher thread turns a cancel into the run's CancelToken (so a running tool is killed
+at once and the cancel anchors at the node that was executing), and the main loop checks for a
+pause at every node boundary (so the run parks ``paused_operator`` anchored at the node about to
+execute, with nothing interrupted). A file rather than a signal: it needs no pid, works for any
+process that owns the run, and leaves an audit trail in the request itself.
+
+When no live process owns the run (no one holds its lock), a cancel just moves the status; the
+lock is taken for that write so a resume cannot claim the run in between.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ConfigDict, Field
+
+from iterion.engine.cancel import CancelToken
+from iterion.failure_codes import FailureCode
+from iterion.store import AnchorReason, Command, RunStatus, Store, check_command
+from iterion.store import events as ev
+from iterion.store.errors import StatusRefusedError
+from iterion.store.timeutil import utcnow
+from persist import VersionedModel, read_model, write_model
+
+if TYPE_CHECKING:
+    from iterion.engine.context import ExecContext
+    from iterion.engine.result import RunResult
+
+CONTROL_FILE = "control.json"
+POLL_S = 0.1  # how often the executing process looks for a request
+
+
+class Action(StrEnum):
+    CANCEL = "cancel"
+    PAUSE = "pause"
+
+
+class ControlRequest(VersionedModel):
+    model_config = ConfigDict(extra="ignore")
+
+    action: Action
+    reason: str
+    requested_at: datetime = Field(default_factory=utcnow)
+    pid: int = Field(default_factory=os.getpid)
+    host: str = Field(default_factory=socket.gethostname)
+
+
+class OperatorPause(Exception):
+    """Raised at a node boundary when an operator asked the run to pause."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# -- the request document -----------------------------------------------------------------------
+def _path(store: Store, run_id: str) -> Any:
+    return store.run_dir(run_id) / CONTROL_FILE
+
+
+def write_request(store: Store, run_id: str, action: Action, reason: str) -> ControlRequest:
+    request = ControlRequest(action=action, reason=reason)
+    write_model(_path(store, run_id), request)
+    return request
+
+
+def read_request(store: Store, run_id: str) -> ControlRequest | None:
+    path = _path(store, run_id)
+    try:
+        return read_model(path, ControlRequest)
+    except FileNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a torn or foreign file is no request; the next write replaces it
+        return None
+
+
+def clear_request(store: Store, run_id: str) -> None:
+    try:
+        _path(store, run_id).unlink()
+    except FileNotFoundError:
+        pass
+
+
+# -- the executing side ---------------------------------------------------------------------------
+@contextmanager
+def watch_control(store: Store, run_id: str, token: CancelToken, *, poll_s: float = POLL_S) -> Iterator[None]:
+    """While the block executes the run, a cancel request cancels ``token``.
+
+    A request older than this execution's claim (the run document's owner record) is not for it:
+    it is cleared first. One made since the claim (an operator quick off the mark) is kept.
+    """
+    _clear_older_than_claim(store, run_id)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(poll_s):
+            req = read_request(store, run_id)
+            if req is not None and req.action is Action.CANCEL:
+                token.cancel(req.reason)
+                return
+
+    thread = threading.Thread(target=loop, name=f"iterion-control-{run_id[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        clear_request(store, run_id)
+
+
+def _clear_older_than_claim(store: Store, run_id: str) -> None:
+    req = read_request(store, run_id)
+    if req is None:
+        return
+    try:
+        owner = store.load_run(run_id).owner
+    except Exception:  # noqa: BLE001 - no readable claim: treat the request as stale
+        owner = None
+    if owner is None or req.requested_at < owner.started:
+        clear_request(store, run_id)
+
+
+def pause_point(ctx: ExecContext) -> None:
+    """Called at each node boundary of the main loop: raise OperatorPause if one was requested."""
+    req = read_request(ctx.store, ctx.run_id)
+    if req is not None and req.action is Action.PAUSE:
+        raise OperatorPause(req.reason)
+
+
+def park_operator(runner: Any, exc: OperatorPause) -> RunResult:
+    """Park ``paused_operator`` anchored at the node about to execute (nothing was interrupted)."""
+    ctx, st = runner.ctx, runner.state
+    restart = st.next_node
+    runner._current_it = st.next_iteration  # the anchor carries the iteration it was about to run
+    if not runner._checkpoint(AnchorReason.OPERATOR_PAUSE, restart, strict=False):
+        return runner._lost(None, f"the run was paused by an operator ({exc.reason})")
+    clear_request(ctx.store, ctx.run_id)
+    runner._set_status(RunStatus.PAUSED_OPERATOR)
+    ctx.emit(ev.RUN_PAUSED, restart, st.next_iteration, {"reason": exc.reason, "by": "operator",
+                                                         "restart_node": restart})
+    return runner._result()
+
+
+# -- the operator's side -----------------------------------------------------------------------
+@dataclass
+class ControlOutcome:
+    run_id: str
+    action: str
+    status: str             # the run's status when the command returned
+    delivered: str          # "direct" (no live process: status moved here) | "requested" | "pending"
+    restart_node: str | None = None
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "action": self.action, "status": self.status, "delivered": self.delivered,
+                "restart_node": self.restart_node, "message": self.message}
+
+
+def _restart_node(store: Store, run_id: str) -> str | None:
+    try:
+        cp = store.load_checkpoint(run_id)
+    except Exception:  # noqa: BLE001 - display only
+        return None
+    return cp.restart_node if cp else None
+
+
+def _cancel_directly(store: Store, run_id: str, reason: str) -> ControlOutcome | None:
+    """Move a run no process executes to ``cancelled`` (None if a live process owns it)."""
+    lock = store.lock(run_id)
+    if not lock.try_acquire():
+        return None
+    try:
+        doc = store.load_run(run_id)
+        if doc.status is RunStatus.CANCELLED:
+            return ControlOutcome(run_id, Action.CANCEL.value, doc.status.value, "direct",
+                                  _restart_node(store, run_id), "already cancelled")
+        check_command(Command.CANCEL, run_id, doc.status)
+        previous = doc.status
+        store.update_run(run_id, lambda d: d.set_status(RunStatus.CANCELLED, failure_code=FailureCode.CANCELLED.value,
+                                                        error=reason))
+        store.events(run_id).append(ev.RUN_CANCELLED, payload={"reason": reason, "from_status": previous.value,
+                                                               "restart_node": _restart_node(store, run_id),
+                                                               "by": "operator", "live": False})
+        clear_request(store, run_id)
+        return ControlOutcome(run_id, Action.CANCEL.value, RunStatus.CANCELLED.value, "direct",
+                              _restart_node(store, run_id), f"run was {previous.value}; no process executes it")
+    finally:
+        lock.release()
+
+
+def _wait_for(store: Store, run_id: str, timeout_s: float) -> RunStatus:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = store.load_run(run_id).status
+        if status is not RunStatus.RUNNING or time.monotonic() >= deadline or not store.is_locked(run_id):
+            return status
+        time.sleep(POLL_S)
+
+
+def cancel_run(store: Store, run_id: str, *, wait_s: float = 30.0, reason: str | None = None) -> ControlOutcome:
+    """Cancel ``run_id``: interrupt its live process, or just move the status when there is none."""
+    run_id = store.resolve_run(run_id)
+    reason = reason or "cancelled by operator (iterion cancel)"
+    doc = store.load_run(run_id)
+    if doc.status is not RunStatus.CANCELLED:
+        check_command(Command.CANCEL, run_id, doc.status)
+    direct = _cancel_directly(store, run_id, reason)
+    if direct is not None:
+        return direct
+    # a live process executes it: ask it, then wait for it to record the cancel
+    write_request(store, run_id, Action.CANCEL, reason)
+    if wait_s <= 0:
+        return ControlOutcome(run_id, Action.CANCEL.value, RunStatus.RUNNING.value, "pending",
+                              message="requested; the run's process will stop at once")
+    status = _wait_for(store, run_id, wait_s)
+    if status is RunStatus.RUNNING:
+        direct = _cancel_directly(store, run_id, reason)  # its process died before picking it up
+        if direct is not None:
+            return direct
+        return ControlOutcome(run_id, Action.CANCEL.value, status.value, "pending",
+                              message=f"requested; the run did not stop within {wait_s:g}s")
+    if status is not RunStatus.CANCELLED and status in (RunStatus.PAUSED_WAITING_HUMAN, RunStatus.PAUSED_OPERATOR,
+                                                         RunStatus.FAILED_RESUMABLE):
+        # it parked on its own before seeing the request: the operator still wants it cancelled
+        direct = _cancel_directly(store, run_id, reason)
+        if direct is not None:
+            return direct
+    return ControlOutcome(run_id, Action.CANCEL.value, status.value, "requested", _restart_node(store, run_id),
+                          "" if status is RunStatus.CANCELLED else f"the run ended {status.value} first")
+
+
+def pause_run(store: Store, run_id: str, *, wait_s: float = 30.0, reason: str | None = None) -> ControlOutcome:
+    """Ask the live process of a running run to park ``paused_operator`` at its next node boundary."""
+    run_id = store.resolve_run(run_id)
+    reason = reason or "paused by operator (iterion pause)"
+    doc = store.load_run(run_id)
+    check_command(Command.PAUSE, run_id, doc.status)
+    if not store.is_locked(run_id):
+        raise StatusRefusedError(
+            f"run {run_id} is running but no process executes it (its owner is gone): there is nothing to pause",
+            hint=f"cancel it (`iterion cancel --run-id {run_id}`) or take it over with "
+                 f"`iterion resume --run-id {run_id} --force-stale`")
+    write_request(store, run_id, Action.PAUSE, reason)
+    if wait_s <= 0:
+        return ControlOutcome(run_id, Action.PAUSE.value, RunStatus.RUNNING.value, "pending",
+                              message="requested; the run pauses at its next node boundary")
+    status = _wait_for(store, run_id, wait_s)
+    if status is RunStatus.RUNNING:
+        return ControlOutcome(run_id, Action.PAUSE.value, status.value, "pending",
+                              message=f"requested; the current node has not finished within {wait_s:g}s "
+                                      "(the run pauses at its next node boundary)")
+    clear_request(store, run_id)
+    note = "" if status is RunStatus.PAUSED_OPERATOR else f"the run ended {status.value} before its next node boundary"
+    return ControlOutcome(run_id, Action.PAUSE.value, status.value, "requested", _restart_node(store, run_id), note)

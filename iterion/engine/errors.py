@@ -1,0 +1,40 @@
+"""The engine's exceptions: a node failure carries a failure code, a cancel carries its reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iterion.failure_codes import FailureCode
+
+
+class EngineError(Exception):
+    """A user-facing engine refusal (bad --var, unknown preset, ...): one line, optional hint."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+
+
+class NodeFailure(Exception):
+    """A node's execution did not complete: ``code`` is a failure code (engine or bot-defined)."""
+
+    def __init__(self, code: FailureCode | str, message: str, *, node: str | None = None,
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = str(code)
+        self.message = message
+        self.node = node
+        self.details = dict(details or {})
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class Cancelled(Exception):
+    """The operator cancelled the run (SIGINT/SIGTERM or an explicit cancel)."""
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason

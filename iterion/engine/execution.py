@@ -1,0 +1,109 @@
+"""Driving a run the store already holds: context, versioning, signals, the loop, cleanup.
+
+Shared by launch and resume so both execute through exactly the same path.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from iterion.budget import Budget
+from iterion.engine.cancel import CancelToken, signals_cancel
+from iterion.engine.context import ExecContext, RunOptions
+from iterion.engine.control import watch_control
+from iterion.engine.edges import nodes_in_cycles
+from iterion.engine.errors import EngineError
+from iterion.engine.result import RunResult
+from iterion.engine.runner import Runner
+from iterion.engine.state import RunState
+from iterion.engine.versioning import Versioning, open_versioning
+from iterion.engine.worktree import finalize_worktree
+from iterion.ir import Workflow
+from iterion.store import Event, RunDoc, Store, WorkspaceMode
+from iterion.store import events as ev
+
+Listener = Callable[[Event], None]
+
+
+def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:
+    log = store.events(run_id)
+
+    def emit(type: str, node: str | None, iteration: int | None, payload: dict[str, Any]) -> None:
+        try:
+            event = log.append(type, node=node, iteration=iteration, payload=_jsonable(payload))
+        except OSError as exc:  # the timeline is for people; the checkpoint is the state
+            print(f"iterion: could not append event {type}: {exc}", file=sys.stderr)
+            return
+        if listener is not None:
+            try:
+                listener(event)
+            except Exception:  # noqa: BLE001 - a display bug must never stop a run
+                pass
+
+    return emit
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def open_run_versioning(store: Store, doc: RunDoc, *, start: bool, watch: bool = True) -> Versioning:
+    worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
+    return open_versioning(worktree=worktree, workspace=Path(doc.workspace_dir), run_dir=store.run_dir(doc.id),
+                           run_id=doc.id, base=doc.worktree.base_commit if (worktree and doc.worktree) else None,
+                           start=start, watch=watch)
+
+
+def attachments_view(store: Store, run_id: str) -> dict[str, Any]:
+    return {a.name: {"path": a.path, "mime": a.mime, "size": a.size, "sha256": a.sha256}
+            for a in store.attachments(run_id).list()}
+
+
+def load_artifact_values(store: Store, run_id: str, state: RunState) -> None:
+    """``{{artifacts.NAME}}`` reads the newest live version (tombstoned ones, after a rewind, skipped)."""
+    arts = store.artifacts(run_id)
+    for name in state.artifact_versions:
+        dead = set(state.tombstoned_artifacts.get(name, ()))
+        doc = arts.latest(name, exclude=dead)
+        if doc is not None:
+            state.artifact_values[name] = doc.value
+        else:
+            state.artifact_values.pop(name, None)
+
+
+def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budget, versioning: Versioning, *,
+          options: RunOptions, token: CancelToken | None = None, listener: Listener | None = None,
+          resumed: bool = False, answers: dict[str, Any] | None = None,
+          emit: Callable[..., None] | None = None) -> RunResult:
+    """Execute ``doc`` from ``state.next_node`` until it finishes, parks or fails."""
+    token = token or CancelToken()
+    load_artifact_values(store, doc.id, state)
+    ctx = ExecContext(workflow=wf, store=store, run_id=doc.id, run_name=doc.name, state=state,
+                      workspace=Path(doc.workspace_dir), versioning=versioning, budget=budget, token=token,
+                      options=options, emit=emit or make_emit(store, doc.id, listener),
+                      in_cycles=nodes_in_cycles(wf), attachments=attachments_view(store, doc.id))
+
+    def on_finish(c: ExecContext) -> dict[str, Any]:
+        fresh = store.load_run(doc.id)
+        if fresh.workspace_mode is not WorkspaceMode.WORKTREE or fresh.worktree is None:
+            return {}
+        opts = fresh.options
+        try:
+            return finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
+                                     Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,
+                                     merge_into=opts.get("merge_into"), auto_merge=bool(opts.get("auto_merge", True)))
+        except EngineError as exc:
+            c.emit(ev.WARNING, None, None, {"message": f"worktree finalisation failed: {exc.message}"})
+            return {"final_branch": fresh.worktree.branch, "merge_skipped": exc.message}
+
+    with signals_cancel(token), watch_control(store, doc.id, token):
+        return Runner(ctx, on_finish=on_finish).run(resumed=resumed, answers=answers)

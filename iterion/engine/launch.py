@@ -1,0 +1,178 @@
+"""Launching a run: compile, resolve vars, create the run document, then execute it.
+
+A workflow with validation errors is refused BEFORE anything is created (InvalidWorkflow).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iterion.budget import Budget, BudgetAsk, merge_ask
+from iterion.engine.cancel import CancelToken
+from iterion.engine.coerce import AnswerError, coerce_value
+from iterion.engine.context import RunOptions
+from iterion.engine.errors import EngineError
+from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.result import RunResult
+from iterion.engine.source import CompiledSource, compile_source
+from iterion.engine.state import RunState, to_checkpoint
+from iterion.engine.worktree import create_worktree
+from iterion.ir import SchemaField, Workflow
+from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
+from iterion.store import events as ev
+from iterion.store.ids import friendly_name, new_id
+from iterion.store.timeutil import utcnow
+
+SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
+
+
+@dataclass
+class LaunchOptions:
+    vars: dict[str, str] = field(default_factory=dict)     # --var k=v (strings, coerced to the var's type)
+    preset: str | None = None
+    backend: str | None = None
+    script_file: str | None = None
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human answers known up front
+    workspace: Path | None = None                           # in-place workspace (default: cwd)
+    budget: BudgetAsk | None = None                         # --max-* overrides
+    branch_name: str | None = None                          # worktree runs
+    merge_into: str | None = None
+    auto_merge: bool = True
+    watch: bool = True
+    run_id: str | None = None
+    attachments: dict[str, Path] = field(default_factory=dict)  # --attach name=path (launch inputs)
+
+
+def ensure_store_ignored(store_root: Path) -> None:
+    """The store may live inside the project (``.iterion/``): a ``*`` .gitignore in it keeps it
+    out of `git add -A`, gitrefs snapshots and the workspace tracker (all read ignore rules)."""
+    store_root.mkdir(parents=True, exist_ok=True)
+    gi = store_root / ".gitignore"
+    if not gi.exists():
+        gi.write_text("# iterion's run store: never part of a workspace snapshot\n*\n")
+
+
+def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {n: v.default for n, v in wf.vars.items() if v.has_default}
+    if preset is not None:
+        if preset not in wf.presets:
+            known = ", ".join(sorted(wf.presets)) or "none declared"
+            raise EngineError(f"unknown preset {preset!r} (presets: {known})")
+        values.update(wf.presets[preset])
+    for key, text in raw.items():
+        var = wf.vars.get(key)
+        if var is None:
+            known = ", ".join(sorted(wf.vars)) or "none declared"
+            raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
+        try:
+            values[key] = coerce_value(SchemaField(key, var.type), text)
+        except AnswerError:
+            raise EngineError(f"--var {key}={text!r} is not a valid {var.type.value}") from None
+    missing = sorted(n for n in wf.vars if n not in values)
+    if missing:
+        raise EngineError(f"var {', '.join(missing)} has no default and was not given",
+                          hint=" ".join(f"--var {m}=VALUE" for m in missing))
+    return values
+
+
+def check_attachments(wf: Workflow, given: dict[str, Path]) -> None:
+    """Every given attachment is declared and readable; every required one is given."""
+    for name, path in given.items():
+        if name not in wf.attachments:
+            known = ", ".join(sorted(wf.attachments)) or "none declared"
+            raise EngineError(f"unknown attachment {name!r} (attachments: {known})")
+        if not Path(path).is_file():
+            raise EngineError(f"attachment {name}: {path} is not a readable file")
+    missing = sorted(n for n, a in wf.attachments.items() if a.required and n not in given)
+    if missing:
+        raise EngineError(f"attachment {', '.join(missing)} is required and was not given",
+                          hint=" ".join(f"--attach {m}=PATH" for m in missing))
+
+
+def find_script_file(source: Path) -> str | None:
+    """``demo.bot`` -> ``demo.script.yaml`` beside it (the script backend's answers), if present."""
+    base = source / "main" if source.is_dir() else source.with_suffix("")
+    for suffix in SCRIPT_SUFFIXES:
+        cand = base.parent / (base.name + suffix)
+        if cand.is_file():
+            return str(cand.resolve())
+    return None
+
+
+def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = None, *,
+               token: CancelToken | None = None, listener: Listener | None = None,
+               compiled: CompiledSource | None = None) -> RunResult:
+    options = options or LaunchOptions()
+    src = compiled or compile_source(path)  # raises InvalidWorkflow before anything exists
+    wf = src.workflow
+    values = resolve_vars(wf, options.preset, options.vars)
+    check_attachments(wf, options.attachments)
+    ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
+    workspace = Path(options.workspace or Path.cwd()).resolve()
+    if options.workspace is not None and not workspace.exists():
+        workspace.mkdir(parents=True)  # an explicit fresh workspace (e.g. for the demo)
+    if not workspace.is_dir():
+        raise EngineError(f"workspace {workspace} is not a directory")
+    script_file = options.script_file or find_script_file(src.path)
+    run_id = options.run_id or new_id()
+    name = friendly_name(wf.name)
+    ensure_store_ignored(store.root)
+
+    worktree_info = None
+    mode = WorkspaceMode.IN_PLACE
+    run_workspace = workspace
+    if wf.worktree:
+        created = create_worktree(workspace, store.root, run_id, options.branch_name or f"iterion/run/{name}")
+        worktree_info = WorktreeInfo(path=str(created.path), branch=created.branch, base_commit=created.base_commit)
+        mode, run_workspace = WorkspaceMode.WORKTREE, created.path
+        repo_dir = str(created.repo)
+    else:
+        repo_dir = None
+
+    doc = RunDoc(id=run_id, name=name, status=RunStatus.RUNNING, workflow_name=wf.name,
+                 file_path=str(src.path.resolve()), bundle_path=src.bundle_path, preset=options.preset,
+                 workflow_digest=src.digest, vars=values, inputs=dict(options.vars), budget=ask,
+                 backend=options.backend,
+                 options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
+                          "merge_into": options.merge_into, "auto_merge": options.auto_merge,
+                          "answers": options.answers},
+                 workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
+                 owner=OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow()))
+    doc.record_sources(src.main_path, src.sources)
+    store.create_run(doc)
+    lock = store.lock(run_id)
+    lock.acquire()
+    for att_name, att_path in options.attachments.items():
+        store.attachments(run_id).stage(att_name, Path(att_path))
+    versioning = None
+    try:
+        try:
+            versioning = open_run_versioning(store, doc, start=True, watch=options.watch)
+        except Exception as exc:
+            # the run exists but cannot execute: leave it terminal, not "running" with no owner
+            message = f"the workspace cannot be versioned: {getattr(exc, 'message', None) or exc}"
+            store.update_run(run_id, lambda d: d.set_status(RunStatus.FAILED, failure_code="WORKSPACE_SAFETY",
+                                                            error=message))
+            raise EngineError(message, hint=getattr(exc, "hint", None), exit_code=1) from exc
+        state = RunState(run_id=run_id, vars=values, next_node=wf.entry)
+        budget = Budget(ask)
+        emit = make_emit(store, run_id, listener)
+        emit(ev.RUN_STARTED, None, None, {"workflow": wf.name, "name": name, "file": doc.file_path,
+                                          "digest": src.digest, "workspace": str(run_workspace),
+                                          "mode": mode.value, "mechanism": versioning.mechanism})
+        # nothing executed yet: a failure before the first boundary still has a restart point
+        store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
+                                                    restart_node=wf.entry, restart_iteration=0))
+        emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
+        run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
+                                 watch=options.watch)
+        return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
+                     listener=listener, emit=emit)
+    finally:
+        if versioning is not None:
+            versioning.close()
+        lock.release()

@@ -1,0 +1,87 @@
+"""Calling a backend for a node: backend choice, the request, budget charging, error mapping."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from iterion.budget import BudgetExceeded
+from iterion.engine.cancel import call_cancellable
+from iterion.engine.context import ExecContext
+from iterion.engine.errors import NodeFailure
+from iterion.failure_codes import FailureCode
+from iterion.ir import Node, Schema
+
+SCRIPT = "script"
+
+
+def backend_name(ctx: ExecContext, node: Node) -> str:
+    """--backend wins, then the node's own, then the workflow default, then the script backend
+    when answers were supplied, else openai (the one that needs only an endpoint and a key)."""
+    name = ctx.options.backend or node.backend or ctx.workflow.default_backend
+    if name:
+        return name
+    if ctx.options.script_file or os.environ.get("ITERION_SCRIPT_FILE"):
+        return SCRIPT
+    return "openai"
+
+
+def get_backend(ctx: ExecContext, name: str) -> Any:
+    backend = ctx.backend_cache.get(name)
+    if backend is not None:
+        return backend
+    from iterion.backends.base import BackendError
+    from iterion.backends.registry import get_backend as registry_get
+
+    options: dict[str, Any] = {"workspace": str(ctx.workspace)}
+    if ctx.options.script_file:
+        options["script_file"] = str(Path(ctx.options.script_file))
+    try:
+        backend = registry_get(name, options)
+    except BackendError as exc:
+        raise NodeFailure(exc.code, exc.message) from None
+    except (KeyError, ValueError) as exc:
+        raise NodeFailure(FailureCode.BACKEND_UNAVAILABLE, str(exc)) from None
+    ctx.backend_cache[name] = backend
+    return backend
+
+
+def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, user: str,
+                 schema: Schema | None, choices: list[str] | None = None,
+                 prior: tuple[str, Any] | None = None) -> Any:
+    """One backend call; tokens and cost are charged to the run budget (even when over a cap,
+    and even when the call failed after consuming them)."""
+    from iterion.backends.base import BackendError, BackendRequest
+
+    name = backend_name(ctx, node)
+    backend = get_backend(ctx, name)
+    request = BackendRequest(
+        node_id=node.id, iteration=iteration, node_kind=node.kind, model=node.model,
+        system=system, user=user, output_schema=schema, tools=tuple(node.tools), max_tokens=node.max_tokens,
+        reasoning_effort=node.reasoning_effort, session_id=ctx.state.sessions.get(node.id),
+        prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
+        allow_ask_user=(node.interaction or "none") != "none",
+        choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
+    )
+    try:
+        response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
+    except BackendError as exc:
+        _charge(ctx, node, iteration, name, exc.tokens_in + exc.tokens_out, exc.cost_usd)
+        raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id) from None
+    if response.session_id:
+        with ctx.state.lock:
+            ctx.state.sessions[node.id] = response.session_id
+    _charge(ctx, node, iteration, name, response.tokens, response.cost_usd)
+    return response
+
+
+def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, tokens: int, cost: float) -> None:
+    ctx.emit("backend_call", node.id, iteration, {"backend": name, "model": node.model, "tokens": tokens,
+                                                  "cost_usd": cost})
+    try:
+        ctx.budget.charge(tokens=tokens, cost_usd=cost)
+    except BudgetExceeded as exc:
+        ctx.emit("budget_exceeded", node.id, iteration, {"axis": exc.axis, "cap": exc.cap, "consumed": exc.consumed})
+        raise NodeFailure(FailureCode.BUDGET_EXCEEDED, exc.message, node=node.id,
+                          details={"axis": exc.axis, "cap": exc.cap, "consumed": exc.consumed}) from None

@@ -1,0 +1,57 @@
+"""tool: a shell command (or a script in a language) run in the workspace, templates resolved.
+
+With an output schema, stdout must be one JSON object matching it; without, the output is
+``{stdout, stderr, exit_code}``. A non-zero exit fails the node with its code and output.
+"""
+
+from __future__ import annotations
+
+import json
+
+from iterion.engine.coerce import validate_output
+from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
+from iterion.engine.errors import NodeFailure
+from iterion.engine.toolproc import ToolLaunchError, run_command, run_script
+from iterion.failure_codes import FailureCode
+
+# sysexits.h EX_TEMPFAIL: the conventional "try again later" exit status
+EX_TEMPFAIL = 75
+_TAIL = 2000
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= _TAIL else "..." + text[-_TAIL:]
+
+
+def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
+    node = call.node
+    env = ctx.tool_env(node.id, call.iteration)
+    check = ctx.duration_guard(node.id)
+    try:
+        if node.script is not None:
+            script = render_text(node.script, call.scope, node.id, "script")
+            result = run_script(script, node.language or "sh", cwd=ctx.workspace, env=env, token=ctx.token,
+                                check=check)
+        else:
+            command = render_text(node.command, call.scope, node.id, "command")
+            result = run_command(command, cwd=ctx.workspace, env=env, token=ctx.token, check=check)
+    except ToolLaunchError as exc:
+        raise NodeFailure(FailureCode.TOOL_FAILED_PERMANENT, f"tool {node.id}: {exc}", node=node.id) from None
+    if result.exit_code != 0:
+        code = FailureCode.TOOL_FAILED_TRANSIENT if result.exit_code == EX_TEMPFAIL else FailureCode.TOOL_FAILED_PERMANENT
+        detail = _tail(result.stderr.strip() or result.stdout.strip())
+        raise NodeFailure(code, f"tool {node.id} exited with status {result.exit_code}"
+                          + (f": {detail}" if detail else ""), node=node.id,
+                          details={"exit_code": result.exit_code, "stdout": _tail(result.stdout),
+                                   "stderr": _tail(result.stderr)})
+    if node.output_schema is None:
+        return NodeResult({"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code})
+    text = result.stdout.strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise NodeFailure(FailureCode.SCHEMA_VALIDATION,
+                          f"tool {node.id}: stdout is not one JSON object (schema {node.output_schema.name}): "
+                          f"{_tail(text)[:200]!r}", node=node.id, details={"stdout": _tail(result.stdout)}) from None
+    return NodeResult(validate_output(node.id, node.output_schema, data))
+

@@ -1,0 +1,31 @@
+"""What running or resuming a workflow returns to its caller (the CLI, tests, a server)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from iterion.store import RunStatus
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    name: str
+    status: RunStatus
+    failure_code: str | None = None
+    error: str | None = None
+    checkpoint_node: str | None = None
+    pending: dict[str, Any] | None = None  # questions of a human pause
+    outputs: dict[str, Any] = field(default_factory=dict)
+    workspace: str = ""
+    final_branch: str | None = None
+    merged_into: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "name": self.name, "status": self.status.value,
+            "failure_code": self.failure_code, "error": self.error, "checkpoint_node": self.checkpoint_node,
+            "pending": self.pending, "outputs": self.outputs, "workspace": self.workspace,
+            "final_branch": self.final_branch, "merged_into": self.merged_into,
+        }

@@ -1,0 +1,167 @@
+"""``resume_run``: continue a parked run under the same id from its checkpoint.
+
+Order matters: the per-run lock, the status table, the source digest (refused unless --force,
+showing both digests) and the answers are all checked BEFORE anything executes. Then the state
+is restored from the checkpoint (budget consumption included), a ``resume:`` boundary is
+written and the checkpoint node re-executes (a human pause: the answers become its output).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
+from iterion.engine.cancel import CancelToken
+from iterion.engine.answers import check_pending_uploads, stage_pending_answers
+from iterion.engine.coerce import AnswerError, coerce_answers
+from iterion.engine.context import RunOptions
+from iterion.engine.errors import EngineError
+from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.result import RunResult
+from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
+from iterion.engine.source import CompiledSource, compile_source
+from iterion.engine.stale import check_takeover
+from iterion.engine.state import RunState, from_checkpoint
+from iterion.ir import NodeKind
+from iterion.store import Command, OwnerInfo, RunStatus, Store, check_command
+from iterion.store import events as ev
+from iterion.store.errors import StatusRefusedError
+from iterion.store.timeutil import utcnow
+
+
+@dataclass
+class ResumeOptions:
+    answers: dict[str, Any] = field(default_factory=dict)  # strings from --answer, typed from a file
+    file: Path | None = None          # default: the recorded source path
+    force: bool = False               # accept a changed workflow source
+    budget: BudgetAsk | None = None   # --max-* overrides (0 = inherit)
+    backend: str | None = None
+    script_file: str | None = None
+    force_stale: bool = False
+    watch: bool = True
+
+
+class SourceChanged(EngineError):
+    def __init__(self, run_id: str, recorded: str, current: str, path: str) -> None:
+        super().__init__(f"run {run_id}: the workflow source changed since launch (recorded digest {recorded[:12]}, "
+                         f"{path} now {current[:12]}); refusing to resume",
+                         hint="pass --force if the stored outputs, node ids and schemas are still compatible",
+                         exit_code=1)
+        self.recorded, self.current = recorded, current
+
+
+def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, *,
+               token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
+    options = options or ResumeOptions()
+    run_id = store.resolve_run(run_id)
+    lock = store.lock(run_id)
+    lock.acquire()  # two processes never execute one run
+    versioning = None
+    try:
+        doc = store.load_run(run_id)
+        check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
+        if doc.status is RunStatus.RUNNING:
+            check_takeover(store, run_id, lock)  # --force-stale: no live owner, no flush for 60 s
+        cp = store.load_checkpoint(run_id)
+        src = _recompile(doc, options)
+        digest_changed = src.digest != doc.workflow_digest
+        legacy = digest_changed and doc.workflow_digest == src.bare_digest
+        if digest_changed and not legacy and not options.force:
+            raise SourceChanged(run_id, doc.workflow_digest, src.digest, str(src.path))
+        wf = src.workflow
+
+        if cp is None:
+            # no checkpoint: the runtime restarts from the workflow entry
+            state = RunState(run_id=run_id, vars=dict(doc.vars), next_node=wf.entry)
+            usage = None
+        else:
+            state = from_checkpoint(cp)
+            usage = cp.accounting
+        state.run_id = run_id
+        answers = _check_answers(doc.status, state, wf, options.answers)
+        check_pending_uploads(state, wf, answers)
+
+        ask = merge_ask(doc.budget, options.budget)
+        check_budget_raised(doc, cp, ask)  # a budget stop resumed without a raised cap: refused up front
+        budget = Budget(ask, usage=usage)
+        emit = make_emit(store, run_id, listener)
+        if legacy:
+            emit(ev.SOURCE_CHANGE_ACCEPTED, None, None, {"reason": "launch recorded the bare digest of the main file",
+                                                         "recorded": doc.workflow_digest, "current": src.digest})
+        from_status = doc.status
+        raised = sorted(raised_axes(doc.budget, ask))
+
+        def claim(d: Any) -> None:
+            d.set_status(RunStatus.RUNNING)
+            d.budget = ask  # the merged ask persists, so a later retry keeps the raised cap
+            d.owner = OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow())
+            d.explicit_resume_required = False
+            if digest_changed and not legacy:
+                # re-stamp: the next rewind --auto diffs against what actually runs now
+                d.workflow_digest = src.digest
+                d.last_resume_digest = src.digest
+                d.record_sources(src.main_path, src.sources)
+            if options.backend:
+                d.backend = options.backend
+                d.options = {**d.options, "backend": options.backend}
+            if options.script_file:
+                d.options = {**d.options, "script_file": options.script_file}
+
+        # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
+        # the run keeps its parked status
+        check_worktree_link(doc)
+        versioning = open_run_versioning(store, doc, start=False, watch=options.watch)
+        answers = stage_pending_answers(store, run_id, state, wf, answers, emit)  # key=@./path uploads
+        doc = store.update_run(run_id, claim)
+        restart = state.next_node
+        emit(ev.RUN_RESUMED, restart, state.iteration_of(restart) if restart else None,
+             {"restart_node": restart, "from_status": from_status.value, "forced": bool(digest_changed and options.force),
+              "resumed_from": "human_pause" if state.pending is not None else from_status.value,
+              "raised_caps": raised, "answers": bool(answers),
+              **({"resumed_from": "recovery_pause", "recovery_code": cp.recovery_code}
+                 if cp is not None and cp.recovery_pause else {})})
+        run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,
+                                 script_file=doc.options.get("script_file"),
+                                 answers=dict(doc.options.get("answers") or {}), watch=options.watch)
+        return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
+                     listener=listener, resumed=True, answers=answers, emit=emit)
+    finally:
+        if versioning is not None:
+            versioning.close()
+        lock.release()
+
+
+def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:
+    path = options.file or (Path(doc.bundle_path) if doc.bundle_path else None) or (
+        Path(doc.file_path) if doc.file_path else None)
+    if path is None:
+        raise EngineError(f"run {doc.id} recorded no workflow path", hint="pass --file WORKFLOW.bot")
+    if not Path(path).exists():
+        raise EngineError(f"the workflow {path} recorded for run {doc.id} no longer exists",
+                          hint="pass its new path with --file")
+    return compile_source(path)
+
+
+def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[str, Any]) -> dict[str, Any] | None:
+    """Answers are required for a human pause, refused otherwise, and coerced up front."""
+    pending = state.pending
+    if status is RunStatus.PAUSED_WAITING_HUMAN and pending is not None:
+        node = wf.nodes.get(pending.node)
+        if not answers:
+            fields = ", ".join(f.get("name", "?") for f in pending.questions.get("fields", [])) or "answer"
+            raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({fields})",
+                                     hint=f"iterion resume --run-id {state.run_id} --answer FIELD=VALUE ...")
+        if node is not None and node.kind is NodeKind.HUMAN:
+            try:
+                coerce_answers(node.id, node.output_schema, answers)
+            except AnswerError as exc:
+                raise EngineError(str(exc), exit_code=2) from None
+        return dict(answers)
+    if answers:
+        raise EngineError(f"run {state.run_id} is not waiting for answers (status {status.value})",
+                          hint="drop the --answer flags")
+    return None

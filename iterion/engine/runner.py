@@ -1,0 +1,501 @@
+"""The main loop: execute the node at the checkpoint, pick its edge, checkpoint, repeat.
+
+Per node: ``pre:`` (or ``resume:`` for the first node of a resumed run) -> execute ->
+``nodes:`` -> checkpoint anchored on the next node. A failure writes ``fail:`` and parks the
+run ``failed_resumable`` anchored at the failing node; a cancel does the same as ``cancelled``;
+a human gate writes ``pause:`` and parks ``paused_waiting_human``. Fan-out branches run in
+threads and the checkpoint is written once they converge (one entry per node id).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitrefs.boundary import BoundaryKind, BoundaryLabel
+from iterion.budget import BudgetExceeded
+from iterion.engine.context import ExecContext, NodeCall, render_text
+from iterion.engine.control import OperatorPause, park_operator, pause_point
+from iterion.engine.fork import record_turn
+from iterion.engine.edges import note_loop_output, select_edge, take_edge
+from iterion.engine.errors import Cancelled, NodeFailure
+from iterion.engine.nodes import executor_for
+from iterion.engine.result import RunResult
+from iterion.engine.scope import build_scope
+from iterion.engine.state import Pending, to_checkpoint
+from iterion.failure_codes import FailureCode
+from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, RouterMode
+from iterion.store import AnchorReason, RunStatus
+from iterion.store import events as ev
+
+
+class CheckpointLost(Exception):
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+@dataclass
+class StepOutcome:
+    output: dict[str, Any]
+    edges: list[Edge] = field(default_factory=list)
+    mapped: dict[int, dict[str, Any]] = field(default_factory=dict)  # edge index -> rendered `with {}`
+    pause: dict[str, Any] | None = None
+    pause_kind: str = "human"
+
+
+# called when the run finishes (worktree finalisation); returns fields for the RunResult
+FinishHook = Callable[[ExecContext], dict[str, Any]]
+
+
+class Runner:
+    def __init__(self, ctx: ExecContext, *, on_finish: FinishHook | None = None) -> None:
+        self.ctx = ctx
+        self.wf = ctx.workflow
+        self.state = ctx.state
+        self.on_finish = on_finish
+        self._fail_written: set[tuple[str, int]] = set()
+        self._current_it: int | None = None  # iteration of the node the main loop is executing
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self, *, resumed: bool = False, answers: dict[str, Any] | None = None) -> RunResult:
+        st = self.state
+        first = resumed
+        current: str | None = st.next_node
+        try:
+            while True:
+                nid = st.next_node
+                current = nid
+                if nid is None or nid == DONE:
+                    return self._finished()
+                if nid == FAIL:
+                    return self._builtin_fail()
+                node = self.wf.nodes.get(nid)
+                if node is None:
+                    raise NodeFailure(FailureCode.IR_UNLOADABLE,
+                                      f"the checkpoint restarts at node {nid}, which the workflow no longer declares",
+                                      node=nid)
+                if node.kind is NodeKind.FAIL:
+                    return self._fail_node(node)
+                self.ctx.token.check()
+                pause_point(self.ctx)  # an operator pause takes effect here, at a node boundary
+                # the first node of a resume carries the checkpoint's iteration (a rewind may have
+                # moved it); afterwards each node's next iteration is its completed-execution count
+                it = st.next_iteration if first else st.iteration_of(nid)
+                self._current_it = it
+                pending = st.pending if (first and st.pending is not None and st.pending.node == nid) else None
+                record_turn(self.ctx, node, it)  # an LLM node's turn checkpoint: what `iterion fork` starts from
+                outcome = self.step(nid, it, resumed=first, answers=answers if pending else None, pending=pending)
+                first = False
+                if outcome.pause is not None:
+                    return self._park(node, it, outcome)
+                self._current_it = None  # completed: a later anchor on it is its NEXT iteration
+                if pending is not None:
+                    self._answered(pending, answers or {})
+                self._advance(node, outcome)
+                if st.next_node != DONE:  # reaching done checkpoints in _finished
+                    self._checkpoint(AnchorReason.NODE_BOUNDARY, st.next_node)
+        except Cancelled as exc:
+            return self._cancelled(current, exc)
+        except OperatorPause as exc:
+            return park_operator(self, exc)
+        except CheckpointLost as exc:
+            return self._checkpoint_lost(exc)
+        except NodeFailure as exc:
+            return self._failed(current, exc)
+
+    # -- one node ---------------------------------------------------------------------------------
+    def step(self, nid: str, it: int, *, resumed: bool = False, answers: dict[str, Any] | None = None,
+             pending: Pending | None = None) -> StepOutcome:
+        ctx, st, wf = self.ctx, self.state, self.wf
+        node = wf.nodes[nid]
+        if resumed:
+            self._boundary(BoundaryKind.RESUME, nid, it)
+            pre = BoundaryLabel(BoundaryKind.PRE, nid, it)
+            if not ctx.versioning.has(pre):
+                # the anchor a rewind to this node restores: what it (re)started from
+                self._boundary(BoundaryKind.PRE, nid, it)
+        else:
+            self._boundary(BoundaryKind.PRE, nid, it)
+        ctx.emit(ev.NODE_STARTED, nid, it, {"kind": node.kind.value, "resumed": resumed})
+        with st.lock:
+            node_input = dict(st.inputs.get(nid, {}))
+        scope = build_scope(wf, st, input=node_input, attachments=ctx.attachments,
+                            history_nodes=ctx.in_cycles)
+        call = NodeCall(node, it, node_input, scope, answers=answers, pending=pending)
+        try:
+            ctx.token.check()
+            try:
+                ctx.budget.add_iteration()
+                ctx.budget.check()
+            except BudgetExceeded as exc:
+                ctx.emit(ev.BUDGET_EXCEEDED, nid, it, {"axis": exc.axis, "cap": exc.cap, "consumed": exc.consumed})
+                raise NodeFailure(FailureCode.BUDGET_EXCEEDED, exc.message, node=nid,
+                                  details={"axis": exc.axis, "cap": exc.cap, "consumed": exc.consumed}) from None
+            with ctx.budget.active():
+                result = executor_for(node.kind)(ctx, call)
+            ctx.token.check()
+            if result.pause is not None:
+                return StepOutcome({}, pause=result.pause, pause_kind=result.pause_kind)
+            output = result.output
+            # edges are chosen with the new output visible, before anything is committed
+            scope_after = dict(scope)
+            scope_after["outputs"] = {**scope["outputs"], nid: output}
+            edges = result.selected if result.selected is not None else [
+                select_edge(wf, nid, output, scope_after, st)]
+            mapped = {e.index: self._render_with(e, scope_after) for e in edges if e.with_map}
+            self._commit(node, it, output)
+            self._boundary(BoundaryKind.NODES, nid, it)
+            usage = ctx.budget.usage()
+            ctx.emit(ev.NODE_FINISHED, nid, it, {"kind": node.kind.value, "output": _preview(output),
+                                                 "tokens": usage.tokens, "cost_usd": usage.cost_usd})
+            return StepOutcome(output, edges, mapped)
+        except Cancelled:
+            self._fail_boundary(nid, it)
+            ctx.emit(ev.NODE_FAILED, nid, it, {"code": FailureCode.CANCELLED.value, "error": "cancelled"})
+            raise
+        except NodeFailure as exc:
+            exc.node = exc.node or nid
+            self._fail_boundary(nid, it)
+            ctx.emit(ev.NODE_FAILED, nid, it, {"code": exc.code, "error": exc.message, **exc.details})
+            raise
+        except Exception as exc:  # noqa: BLE001 - an unexpected error is still a typed node failure
+            failure = NodeFailure(FailureCode.EXECUTION_FAILED, f"node {nid}: {type(exc).__name__}: {exc}", node=nid)
+            self._fail_boundary(nid, it)
+            ctx.emit(ev.NODE_FAILED, nid, it, {"code": failure.code, "error": failure.message})
+            raise failure from exc
+
+    def _render_with(self, edge: Edge, scope: dict[str, Any]) -> dict[str, Any]:
+        return {key: render_text(tpl, scope, edge.src, f"with {key} on edge {edge.src} -> {edge.dst}")
+                for key, tpl in edge.with_map}
+
+    def _commit(self, node: Node, it: int, output: dict[str, Any]) -> None:
+        st, ctx = self.state, self.ctx
+        st.record_output(node.id, it, output, in_loop=node.id in ctx.in_cycles)
+        note_loop_output(self.wf, node.id, output, st)
+        if node.publish:
+            doc = ctx.store.artifacts(ctx.run_id).publish(node.publish, output, node=node.id, iteration=it)
+            with st.lock:
+                st.artifact_versions[node.publish] = doc.version
+                st.artifact_values[node.publish] = output
+            ctx.emit(ev.ARTIFACT_PUBLISHED, node.id, it, {"name": node.publish, "version": doc.version})
+
+    def _take(self, edge: Edge, outcome: StepOutcome) -> None:
+        st, ctx = self.state, self.ctx
+        take_edge(edge, st, outcome.output)
+        if edge.loop is not None:
+            ctx.emit(ev.LOOP_ITERATION, edge.src, None, {"loop": edge.loop, "iteration": st.loop(edge.loop).iteration,
+                                                          "max": edge.loop_max})
+        mapped = outcome.mapped.get(edge.index)
+        if mapped is not None and edge.dst not in TERMINALS:
+            with st.lock:
+                st.inputs.setdefault(edge.dst, {}).update(mapped)
+        ctx.emit(ev.EDGE_SELECTED, edge.src, None, {"to": edge.dst, "edge": edge.index})
+
+    def _advance(self, node: Node, outcome: StepOutcome) -> None:
+        st = self.state
+        if self._is_fan_out(node, outcome.edges):
+            join = self._fan_out(node, outcome)
+            st.came_from = None  # several branches converged: no single predecessor
+            st.next_node = join or DONE
+        else:
+            edge = outcome.edges[0]
+            self._take(edge, outcome)
+            st.came_from = node.id
+            st.next_node = edge.dst
+        st.next_iteration = st.iteration_of(st.next_node) if st.next_node else 0
+
+    def _is_fan_out(self, node: Node, edges: list[Edge]) -> bool:
+        return len(edges) > 1 or (node.kind is NodeKind.ROUTER and node.mode is RouterMode.FAN_OUT_ALL)
+
+    # -- fan-out ----------------------------------------------------------------------------------
+    def _fan_out(self, router: Node, outcome: StepOutcome) -> str | None:
+        ctx, wf = self.ctx, self.wf
+        edges = outcome.edges
+        region = wf.fan_out_regions.get(router.id)
+        join = region.join if region is not None else self._common_join(edges)
+        join_node = wf.nodes.get(join) if join else None
+        mode = (join_node.await_mode if join_node is not None else None) or AwaitMode.WAIT_ALL
+        cap = ctx.budget.ask.max_parallel_branches or len(edges)
+        failures: list[tuple[Edge, NodeFailure]] = []
+        cancelled = False
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(cap, len(edges))), thread_name_prefix="iterion-branch") as pool:
+            futures = {pool.submit(self._branch, router.id, i, e, outcome, join): e for i, e in enumerate(edges)}
+            pending = set(futures)
+            while pending:
+                _done, pending = cf.wait(pending, timeout=0.1)
+                if ctx.token.cancelled:
+                    cancelled = True
+            for fut, edge in futures.items():
+                exc = fut.exception()
+                if isinstance(exc, Cancelled):
+                    cancelled = True
+                elif isinstance(exc, NodeFailure):
+                    failures.append((edge, exc))
+                elif exc is not None:
+                    failures.append((edge, NodeFailure(FailureCode.EXECUTION_FAILED, f"branch -> {edge.dst}: {exc}")))
+        if cancelled or ctx.token.cancelled:
+            raise Cancelled(ctx.token.reason or "cancelled")
+        if failures:
+            if mode is AwaitMode.BEST_EFFORT and len(failures) < len(edges):
+                for edge, f in failures:
+                    ctx.emit(ev.WARNING, router.id, None, {"message": f"branch -> {edge.dst} failed and was dropped "
+                                                                     f"(await: best_effort): {f.message}",
+                                                          "code": f.code})
+            else:
+                edge, f = failures[0]
+                raise NodeFailure(f.code, f"fan-out {router.id}: branch -> {edge.dst} failed: {f.message}",
+                                  node=router.id, details={"branch": edge.dst, "failed_branches": len(failures)})
+        return join
+
+    def _common_join(self, edges: list[Edge]) -> str | None:
+        """For an llm router that picked several targets: the first await node all of them reach."""
+        reach = [self.wf.reachable_from(e.dst) | {e.dst} for e in edges]
+        common = set.intersection(*reach) if reach else set()
+        for nid, node in self.wf.nodes.items():
+            if nid in common and node.await_mode is not None:
+                return nid
+        return None
+
+    def _branch(self, router: str, index: int, edge: Edge, outcome: StepOutcome, join: str | None) -> None:
+        # concurrency is bounded by the fan-out's pool (max_parallel_branches); a shared slot
+        # semaphore would deadlock a nested fan-out whose outer branch holds the last slot
+        ctx, st, wf = self.ctx, self.state, self.wf
+        ctx.emit(ev.BRANCH_STARTED, router, None, {"branch": index, "to": edge.dst})
+        try:
+            self._take(edge, outcome)
+            nid = edge.dst
+            while nid != join and nid not in TERMINALS:
+                node = wf.nodes[nid]
+                if node.kind is NodeKind.FAIL:
+                    # inside a branch a fail node is the branch's diagnosis; the collector decides
+                    scope = build_scope(wf, st, input=st.inputs.get(nid, {}), attachments=ctx.attachments,
+                                        history_nodes=ctx.in_cycles)
+                    message = _render_lenient(node.message, scope) or f"fail node {nid} reached"
+                    raise NodeFailure(node.code or FailureCode.WORKFLOW_FAILED, message, node=nid)
+                it = st.iteration_of(nid)
+                out = self.step(nid, it)
+                if out.pause is not None:
+                    self._fail_boundary(nid, it)
+                    raise NodeFailure(FailureCode.EXECUTION_FAILED,
+                                      f"node {nid} asked for a person inside a fan-out branch, which cannot pause",
+                                      node=nid)
+                if self._is_fan_out(node, out.edges):
+                    nid = self._fan_out(node, out) or DONE
+                    continue
+                nxt = out.edges[0]
+                self._take(nxt, out)
+                nid = nxt.dst
+            if nid == FAIL:
+                raise NodeFailure(FailureCode.WORKFLOW_FAILED, f"branch -> {edge.dst} reached the fail terminal")
+        except NodeFailure as exc:
+            ctx.emit(ev.BRANCH_FAILED, router, None, {"branch": index, "to": edge.dst, "code": exc.code,
+                                                      "error": exc.message})
+            raise
+        ctx.emit(ev.BRANCH_FINISHED, router, None, {"branch": index, "to": edge.dst})
+
+    # -- boundaries and checkpoints ---------------------------------------------------------------
+    def _boundary(self, kind: BoundaryKind, node: str, it: int) -> None:
+        label = BoundaryLabel(kind, node, it)
+        try:
+            mark = self.ctx.versioning.mark(label)
+        except Exception as exc:  # noqa: BLE001 - reported as the node's failure
+            raise NodeFailure(FailureCode.EXECUTION_FAILED,
+                              f"workspace boundary {label} could not be written: {exc}", node=node) from exc
+        self.ctx.emit(ev.BOUNDARY_WRITTEN, node, it, {"label": str(label), "state": mark.state,
+                                                      "mechanism": self.ctx.versioning.mechanism})
+
+    def _fail_boundary(self, node: str, it: int) -> None:
+        """Best effort: the node did not complete (never masks the failure being reported)."""
+        if (node, it) in self._fail_written:
+            return
+        self._fail_written.add((node, it))
+        try:
+            self._boundary(BoundaryKind.FAIL, node, it)
+        except NodeFailure as exc:
+            self.ctx.emit(ev.WARNING, node, it, {"message": exc.message})
+
+    def _anchor_iteration(self, node: str | None) -> int:
+        """The iteration a restart at ``node`` carries: the one it was executing, else its next."""
+        if not node or node in TERMINALS:
+            return 0
+        if node == self.state.next_node and self._current_it is not None:
+            return self._current_it
+        return self.state.iteration_of(node)
+
+    def _checkpoint(self, anchor: AnchorReason, restart: str | None, *, strict: bool = True) -> bool:
+        ctx, st = self.ctx, self.state
+        restart_it = self._anchor_iteration(restart)
+        try:
+            cp = to_checkpoint(st, usage=ctx.budget.usage(), anchor=anchor, restart_node=restart,
+                               restart_iteration=restart_it)
+            ctx.store.save_checkpoint(ctx.run_id, cp)
+        except Exception as exc:  # noqa: BLE001 - a lost checkpoint ends the run as failed
+            cause = f"{type(exc).__name__}: {exc}"
+            ctx.emit(ev.CHECKPOINT_LOST, restart, None, {"error": cause, "anchor": anchor.value})
+            if strict:
+                raise CheckpointLost(cause) from exc
+            return False
+        ctx.emit(ev.CHECKPOINT_WRITTEN, restart, restart_it, {"restart_node": restart, "anchor": anchor.value})
+        return True
+
+    # -- how a run stops --------------------------------------------------------------------------
+    def _set_status(self, status: RunStatus, *, code: str | None = None, error: str | None = None) -> None:
+        def mutate(doc: Any) -> None:
+            doc.set_status(status, failure_code=code, error=error)
+
+        self.ctx.store.update_run(self.ctx.run_id, mutate)
+
+    def _result(self, **extra: Any) -> RunResult:
+        doc = self.ctx.store.load_run(self.ctx.run_id)
+        try:
+            cp = self.ctx.store.load_checkpoint(self.ctx.run_id)
+        except Exception:  # noqa: BLE001 - a lost checkpoint is reported through the status
+            cp = None
+        pending = None
+        if self.state.pending is not None and doc.status is RunStatus.PAUSED_WAITING_HUMAN:
+            p = self.state.pending
+            pending = {"interaction_id": p.interaction_id, "node": p.node, "kind": p.kind, **p.questions}
+        return RunResult(run_id=doc.id, name=doc.name, status=doc.status, failure_code=doc.failure_code,
+                         error=doc.error, checkpoint_node=cp.restart_node if cp else None, pending=pending,
+                         outputs=dict(self.state.outputs), workspace=doc.workspace_dir, **extra)
+
+    def _finished(self) -> RunResult:
+        self.state.next_node = None
+        self._checkpoint(AnchorReason.NODE_BOUNDARY, None, strict=False)
+        extra = self.on_finish(self.ctx) if self.on_finish else {}
+        self._set_status(RunStatus.FINISHED)
+        self.ctx.emit(ev.RUN_FINISHED, None, None, {**extra, "outputs": list(self.state.outputs)})
+        return self._result(**{k: extra.get(k) for k in ("final_branch", "merged_into")})
+
+    def _builtin_fail(self) -> RunResult:
+        st = self.state
+        pred = st.came_from
+        error = f"the workflow reached the fail terminal (from node {pred})" if pred else "the workflow reached fail"
+        self._fail_boundary(pred or FAIL, st.iteration_of(pred) - 1 if pred else 0)
+        # the checkpoint is kept (anchored on the node that routed here) so a rewind can recover it
+        self._checkpoint(AnchorReason.NODE_BOUNDARY, pred, strict=False)
+        self._set_status(RunStatus.FAILED, code=FailureCode.WORKFLOW_FAILED.value, error=error)
+        self.ctx.emit(ev.RUN_FAILED, pred, None, {"code": FailureCode.WORKFLOW_FAILED.value, "error": error})
+        return self._result()
+
+    def _fail_node(self, node: Node) -> RunResult:
+        ctx, st, wf = self.ctx, self.state, self.wf
+        it = st.iteration_of(node.id)
+        scope = build_scope(wf, st, input=st.inputs.get(node.id, {}), attachments=ctx.attachments,
+                            history_nodes=ctx.in_cycles)
+        message = _render_lenient(node.message, scope) or f"fail node {node.id} reached"
+        code = node.code or FailureCode.WORKFLOW_FAILED.value
+        pred = st.came_from
+        ctx.emit(ev.NODE_STARTED, node.id, it, {"kind": node.kind.value})
+        st.record_output(node.id, it, {"code": code, "message": message}, in_loop=node.id in ctx.in_cycles)
+        self._fail_boundary(node.id, it)
+        ctx.emit(ev.NODE_FAILED, node.id, it, {"code": code, "error": message, "fail_node": True})
+        reason = None
+        if node.id == wf.entry:
+            reason = "it is the workflow entry, so no guard precedes it"
+        elif pred is None:
+            reason = "several branches converged on it, so no single guard owns the refusal"
+        if node.resumable and reason is None and pred is not None:
+            # anchored on the GUARD: the resume re-evaluates it (against raised caps) instead of
+            # re-dispatching this node and reproducing the same outcome
+            st.came_from = None
+            if not self._checkpoint(AnchorReason.RESUMABLE_FAIL, pred, strict=False):
+                return self._lost(code, message)
+            self._set_status(RunStatus.FAILED_RESUMABLE, code=code, error=message)
+            ctx.emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message, "resumable": True,
+                                                  "restart_node": pred})
+            return self._result()
+        if node.resumable and reason is not None:
+            ctx.emit(ev.WARNING, node.id, it, {"message": f"fail node {node.id} is resumable but cannot be resumed: "
+                                                          f"{reason}; the run ends failed", "node": node.id,
+                                               "reason": reason})
+        self._checkpoint(AnchorReason.NODE_BOUNDARY, pred, strict=False)
+        self._set_status(RunStatus.FAILED, code=code, error=message)
+        ctx.emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message, "resumable": False})
+        return self._result()
+
+    def _park(self, node: Node, it: int, outcome: StepOutcome) -> RunResult:
+        ctx, st = self.ctx, self.state
+        self._boundary(BoundaryKind.PAUSE, node.id, it)
+        questions = outcome.pause or {}
+        previous = st.pending.interaction_id if st.pending is not None and st.pending.node == node.id else None
+        doc = ctx.store.interactions(ctx.run_id).ask(node.id, questions, iteration=it, kind=outcome.pause_kind,  # type: ignore[arg-type]
+                                                     interaction_id=previous)
+        st.pending = Pending(doc.id, node.id, it, outcome.pause_kind, questions)
+        if not self._checkpoint(AnchorReason.HUMAN_PAUSE, node.id, strict=False):
+            return self._lost(None, f"node {node.id} asked for input")
+        self._set_status(RunStatus.PAUSED_WAITING_HUMAN)
+        kind = ev.ASK_USER_REQUESTED if outcome.pause_kind == "ask_user" else ev.HUMAN_INPUT_REQUESTED
+        ctx.emit(kind, node.id, it, {"interaction_id": doc.id, "questions": questions})
+        ctx.emit(ev.RUN_PAUSED, node.id, it, {"interaction_id": doc.id})
+        return self._result()
+
+    def _answered(self, pending: Pending, answers: dict[str, Any]) -> None:
+        ctx = self.ctx
+        try:
+            ctx.store.interactions(ctx.run_id).answer(pending.interaction_id, answers)
+        except Exception as exc:  # noqa: BLE001 - the audit record must not undo an accepted answer
+            ctx.emit(ev.WARNING, pending.node, pending.iteration, {"message": f"answer not recorded: {exc}"})
+        ctx.emit(ev.HUMAN_INPUT_RECEIVED, pending.node, pending.iteration,
+                 {"interaction_id": pending.interaction_id, "answers": answers})
+        self.state.pending = None
+
+    def _failed(self, current: str | None, exc: NodeFailure) -> RunResult:
+        ctx, st = self.ctx, self.state
+        anchor = current if current and current not in TERMINALS else exc.node
+        if anchor and anchor in self.wf.nodes:
+            self._fail_boundary(anchor, self._anchor_iteration(anchor))
+        if not self._checkpoint(AnchorReason.FAILURE, anchor, strict=False):
+            return self._lost(exc.code, exc.message)
+        self._set_status(RunStatus.FAILED_RESUMABLE, code=exc.code, error=exc.message)
+        ctx.emit(ev.RUN_FAILED, anchor, self._anchor_iteration(anchor) if anchor else None,
+                 {"code": exc.code, "error": exc.message, "resumable": True, "restart_node": anchor})
+        return self._result()
+
+    def _cancelled(self, current: str | None, exc: Cancelled) -> RunResult:
+        ctx, st = self.ctx, self.state
+        anchor = current if current and current not in TERMINALS else None
+        if anchor:
+            self._fail_boundary(anchor, self._anchor_iteration(anchor))
+        if not self._checkpoint(AnchorReason.CANCEL, anchor, strict=False):
+            return self._lost(FailureCode.CANCELLED.value, exc.reason)
+        self._set_status(RunStatus.CANCELLED, code=FailureCode.CANCELLED.value, error=exc.reason)
+        ctx.emit(ev.RUN_CANCELLED, anchor, None, {"reason": exc.reason, "restart_node": anchor})
+        return self._result()
+
+    def _checkpoint_lost(self, exc: CheckpointLost) -> RunResult:
+        return self._lost(None, "the run could not continue")
+
+    def _lost(self, code: str | None, what: str) -> RunResult:
+        """The checkpoint could not be written: nothing resumable exists, so the run is failed."""
+        error = f"checkpoint could not be written; {what}" + (f" ({code})" if code else "")
+        self._set_status(RunStatus.FAILED, code=FailureCode.CHECKPOINT_LOST.value, error=error)
+        self.ctx.emit(ev.RUN_FAILED, None, None, {"code": FailureCode.CHECKPOINT_LOST.value, "error": error})
+        print(f"iterion: {error}", file=sys.stderr)
+        return self._result()
+
+
+_PREVIEW_BYTES = 4096
+
+
+def _preview(output: dict[str, Any]) -> Any:
+    """A node's output as the timeline shows it: whole when small (the checkpoint keeps it whole)."""
+    text = json.dumps(output, default=str)
+    if len(text) <= _PREVIEW_BYTES:
+        return output
+    return {"truncated": True, "bytes": len(text), "preview": text[:_PREVIEW_BYTES]}
+
+
+def _render_lenient(text: str | None, scope: dict[str, Any]) -> str:
+    """A fail node's message: rendered when it can be, else its raw text (the verdict must land)."""
+    if not text:
+        return ""
+    try:
+        return render_text(text, scope, "fail", "message")
+    except NodeFailure:
+        return text

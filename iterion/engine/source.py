@@ -1,0 +1,71 @@
+"""Compiling a workflow file for a run and computing what the run records about its source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iterion.engine.errors import EngineError
+from iterion.ir import Workflow
+
+
+class InvalidWorkflow(EngineError):
+    """The workflow has validation errors: nothing was created, the diagnostics say why."""
+
+    def __init__(self, path: str, diagnostics: list[Any]) -> None:
+        errors = [d for d in diagnostics if getattr(d.severity, "value", d.severity) == "error"]
+        super().__init__(f"{path} has {len(errors)} validation error(s); no run was created",
+                         hint=f"fix them (`iterion validate {path}` lists them)", exit_code=1)
+        self.path = path
+        self.diagnostics = diagnostics
+
+
+@dataclass
+class CompiledSource:
+    path: Path                 # what the user named (file, bundle dir or .botz)
+    workflow: Workflow
+    diagnostics: list[Any]
+    digest: str
+    bare_digest: str           # legacy digest of the main bytes alone (resume accepts it)
+    main_path: str             # key of the main file in ``sources``
+    sources: dict[str, str] = field(default_factory=dict)
+    bundle_path: str | None = None
+
+
+def _load(path: Path) -> Any:
+    try:
+        from iterion.dsl import load_workflow  # type: ignore[attr-defined]
+    except ImportError:
+        from iterion.dsl.loader import load_workflow
+    return load_workflow(path)
+
+
+def compile_source(path: Path | str) -> CompiledSource:
+    """Compile ``path``; raise InvalidWorkflow (carrying the diagnostics) on any error."""
+    from iterion.dsl.digest import DigestError, bare_digest, workflow_digest
+
+    p = Path(path)
+    if not p.exists():
+        raise EngineError(f"workflow file {p} does not exist", hint="give the path of a .bot file or bundle")
+    result = _load(p)
+    if result.workflow is None:
+        raise InvalidWorkflow(str(p), list(result.diagnostics))
+    unit = result.unit
+    bundle_root = Path(unit.bundle_root) if getattr(unit, "bundle_root", None) else None
+    main = p
+    if bundle_root is not None:
+        main = bundle_root / "main.bot"
+    elif p.is_dir():
+        main = p / "main.bot"
+    try:
+        digest = workflow_digest(main, bundle_dir=bundle_root)
+        main_bytes = main.read_bytes()
+    except (DigestError, OSError) as exc:
+        raise EngineError(f"cannot record the workflow source: {exc}") from None
+    files = digest.files
+    main_key = next((f.path for f in files if f.role.value == "main"), main.name)
+    return CompiledSource(path=p, workflow=result.workflow, diagnostics=list(result.diagnostics),
+                          digest=digest.digest, bare_digest=bare_digest(main_bytes), main_path=main_key,
+                          sources=digest.sources(),
+                          bundle_path=str(p.resolve()) if bundle_root is not None else None)

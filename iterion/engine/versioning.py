@@ -1,0 +1,136 @@
+"""The ONE place that chooses how a run's workspace is versioned, behind one small interface.
+
+* worktree runs (``worktree: auto``): boundary commits through ``gitrefs.RunRefs``;
+* in-place runs: snapshots through ``workspacetrack.Tracker``, whose store lives under the
+  run's directory in the run store - never in the operator's workspace.
+
+The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)``.
+Boundary writes are serialized: parallel branches share one workspace and one chain.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitrefs.boundary import BoundaryKind, BoundaryLabel
+from gitrefs.produced_scope import ChainEntry, ProducedScope
+
+GITREFS = "gitrefs"
+WORKSPACETRACK = "workspacetrack"
+
+
+@dataclass(frozen=True)
+class Mark:
+    label: BoundaryLabel
+    state: str  # commit id (gitrefs) or snapshot id (workspacetrack)
+
+
+class Versioning(ABC):
+    mechanism: str
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def mark(self, label: BoundaryLabel) -> Mark:
+        with self._lock:
+            return Mark(label, self._write(label))
+
+    @abstractmethod
+    def _write(self, label: BoundaryLabel) -> str: ...
+
+    @abstractmethod
+    def chain(self) -> list[ChainEntry]: ...
+
+    @abstractmethod
+    def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope: ...
+
+    def has(self, label: BoundaryLabel) -> bool:
+        return any(entry.label == label for entry in self.chain())
+
+    def labels(self) -> list[str]:
+        return [str(entry.label) for entry in self.chain()]
+
+    def close(self) -> None:
+        """Release watchers/handles (idempotent)."""
+
+    @property
+    def backend(self) -> Any:
+        """The underlying RunRefs or Tracker (for rewind's restore)."""
+        raise NotImplementedError
+
+
+class GitVersioning(Versioning):
+    mechanism = GITREFS
+
+    def __init__(self, workspace: Path, run_id: str, *, base: str | None = None, start: bool = False) -> None:
+        super().__init__()
+        from gitrefs import RunRefs
+
+        self._refs = RunRefs.start(workspace, run_id, base=base) if start else RunRefs(workspace, run_id)
+
+    def _write(self, label: BoundaryLabel) -> str:
+        return str(self._refs.write_boundary(label).commit)
+
+    def chain(self) -> list[ChainEntry]:
+        return list(self._refs.chain_entries())
+
+    def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:
+        return self._refs.produced_scope(pivot)
+
+    @property
+    def backend(self) -> Any:
+        return self._refs
+
+
+class TrackVersioning(Versioning):
+    mechanism = WORKSPACETRACK
+
+    def __init__(self, track_dir: Path, workspace: Path, run_id: str, *, watch: bool = True) -> None:
+        super().__init__()
+        from workspacetrack.tracker import Tracker
+
+        self._tracker = Tracker(track_dir, workspace, run_id)
+        self._watching = False
+        if watch:
+            try:
+                self._tracker.start_watching()
+                self._watching = True
+            except Exception:  # noqa: BLE001 - the journal is an optimisation; captures fall back to a walk
+                self._watching = False
+
+    def _write(self, label: BoundaryLabel) -> str:
+        return str(self._tracker.capture(label).id)
+
+    def chain(self) -> list[ChainEntry]:
+        return list(self._tracker.chain_entries())
+
+    def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:
+        return self._tracker.produced_scope(pivot)
+
+    def close(self) -> None:
+        if self._watching:
+            self._watching = False
+            try:
+                self._tracker.stop_watching()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own outcome
+                pass
+
+    @property
+    def backend(self) -> Any:
+        return self._tracker
+
+
+def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: str,
+                    base: str | None = None, start: bool = False, watch: bool = True) -> Versioning:
+    """The mechanism for this run shape (see module doc). ``start`` on launch, not on resume."""
+    if worktree:
+        return GitVersioning(workspace, run_id, base=base, start=start)
+    return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch)
+
+
+def label(kind: BoundaryKind, node: str, iteration: int) -> BoundaryLabel:
+    return BoundaryLabel(kind, node, iteration)

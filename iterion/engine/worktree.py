@@ -1,0 +1,93 @@
+"""`worktree: auto`: the run executes in a fresh git worktree under the store, on its own branch.
+
+On ``finished`` the final tree is committed on that persistent branch and the operator's
+branch is fast-forwarded to it when that is a pure fast-forward (never a merge commit, never
+over local changes: ``git merge --ff-only`` refuses those and the branch is left as it was).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iterion.engine.errors import EngineError
+
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "iterion", "GIT_AUTHOR_EMAIL": "iterion@localhost",
+    "GIT_COMMITTER_NAME": "iterion", "GIT_COMMITTER_EMAIL": "iterion@localhost",
+}
+
+
+def git(cwd: Path, *args: str, check: bool = True, identity: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(_IDENTITY if identity else {})}
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise EngineError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}",
+                          exit_code=1)
+    return proc
+
+
+@dataclass(frozen=True)
+class CreatedWorktree:
+    path: Path
+    branch: str
+    base_commit: str
+    repo: Path  # the operator's checkout the worktree was added to
+
+
+def create_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) -> CreatedWorktree:
+    probe = git(repo_dir, "rev-parse", "--show-toplevel", check=False)
+    if probe.returncode != 0:
+        raise EngineError(f"`worktree: auto` needs a git repository, and {repo_dir} is not inside one",
+                          hint="run from a git checkout, or set `worktree: none` to run in place")
+    top = Path(probe.stdout.strip())
+    head = git(top, "rev-parse", "--verify", "-q", "HEAD", check=False)
+    if head.returncode != 0:
+        raise EngineError(f"`worktree: auto` needs a commit to branch from, and {top} has none yet",
+                          hint="make a first commit, or set `worktree: none` to run in place")
+    base = head.stdout.strip()
+    if git(top, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False).returncode == 0:
+        raise EngineError(f"branch {branch} already exists", hint="pass another --branch-name")
+    path = (Path(store_root) / "worktrees" / run_id).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(top, "worktree", "add", "-q", "-b", branch, str(path), base)
+    return CreatedWorktree(path, branch, base, top)
+
+
+def finalize_worktree(path: Path, branch: str, repo_dir: Path, run_name: str, *, merge_into: str | None,
+                      auto_merge: bool) -> dict[str, Any]:
+    """Commit the final tree on the run's branch; fast-forward the target branch if possible."""
+    path = Path(path)
+    git(path, "add", "-A")
+    if git(path, "diff", "--cached", "--quiet", check=False).returncode != 0:
+        git(path, "commit", "-q", "--no-verify", "-m", f"iterion: run {run_name} finished", identity=True)
+    final = git(path, "rev-parse", "HEAD").stdout.strip()
+    out: dict[str, Any] = {"final_branch": branch, "final_commit": final, "merged_into": None}
+    if not auto_merge:
+        out["merge_skipped"] = "auto-merge disabled"
+        return out
+    current = git(repo_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    target = merge_into or current
+    if not target:
+        out["merge_skipped"] = "the repository's HEAD is detached; pass --merge-into BRANCH"
+        return out
+    tip = git(repo_dir, "rev-parse", "--verify", "-q", f"refs/heads/{target}", check=False)
+    if tip.returncode != 0:
+        out["merge_skipped"] = f"branch {target} does not exist"
+        return out
+    old = tip.stdout.strip()
+    if git(repo_dir, "merge-base", "--is-ancestor", old, final, check=False).returncode != 0:
+        out["merge_skipped"] = f"{target} moved on since the run started: not a fast-forward, merge {branch} by hand"
+        return out
+    if target == current:
+        ff = git(repo_dir, "merge", "--ff-only", "-q", final, check=False)
+        if ff.returncode != 0:
+            out["merge_skipped"] = f"fast-forward of {target} refused: {ff.stderr.strip()}"
+            return out
+    else:
+        git(repo_dir, "update-ref", f"refs/heads/{target}", final, old)
+    out["merged_into"] = target
+    return out

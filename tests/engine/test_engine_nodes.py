@@ -1,0 +1,317 @@
+"""Every node kind executed through the engine API: outputs, events, artifacts, checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from iterion.engine.launch import LaunchOptions, launch_run
+from iterion.store import RunStatus, Store
+
+from .conftest import events, labels, launch, write_bot
+
+LINEAR = """
+schema sum:
+  total: int
+  greeting: string
+
+schema verdict:
+  approved: bool
+  summary: string
+
+tool edit:
+  command: "echo '{{vars.word}}' >> notes.txt && echo edited"
+
+compute count:
+  output: sum
+  expr:
+    total: "length(outputs.edit.stdout) * 2"
+    greeting: "concat(\\"hi \\", vars.word)"
+
+agent review:
+  backend: "script"
+  output: verdict
+  user: "Review {{outputs.count.greeting}} ({{outputs.count.total}})"
+  publish: review_report
+
+workflow linear:
+  vars:
+    word: string = "river"
+  entry: edit
+  edit -> count
+  count -> review
+  review -> done
+"""
+
+
+def test_linear_tool_compute_agent_checkpoints_after_every_node(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", LINEAR, {"review": {"*": {"output": {"approved": True, "summary": "fine"},
+                                                                  "tokens_in": 7, "tokens_out": 3, "cost_usd": 0.5}}})
+    seen: list[tuple[str | None, list[str]]] = []
+
+    def listener(e) -> None:  # read the checkpoint on disk each time one is written
+        if e.type == "checkpoint_written":
+            cp = store.load_checkpoint(store.list_runs()[-1].id)
+            seen.append((cp.restart_node, sorted(cp.outputs)))
+
+    result = launch_run(store, bot, LaunchOptions(workspace=ws, vars={"word": "delta"}, watch=False), listener=listener)
+
+    assert result.status is RunStatus.FINISHED, result.error
+    assert (ws / "notes.txt").read_text() == "delta\n"
+    assert result.outputs["edit"] == {"stdout": "edited\n", "stderr": "", "exit_code": 0}
+    assert result.outputs["count"] == {"total": 14, "greeting": "hi delta"}
+    assert result.outputs["review"] == {"approved": True, "summary": "fine"}
+    # the checkpoint after each node names the next node and holds every output so far
+    assert seen[0] == ("edit", [])
+    assert seen[1] == ("count", ["edit"])
+    assert seen[2] == ("review", ["count", "edit"])
+    assert seen[-1] == (None, ["count", "edit", "review"])
+    cp = store.load_checkpoint(result.run_id)
+    assert [(e.node, e.iteration) for e in cp.executed] == [("edit", 0), ("count", 0), ("review", 0)]
+    assert cp.accounting.tokens == 10 and cp.accounting.cost_usd == 0.5 and cp.accounting.iterations == 3
+    assert cp.vars == {"word": "delta"}
+    assert cp.artifact_versions == {"review_report": 1}
+    art = store.artifacts(result.run_id).latest("review_report")
+    assert art is not None and art.value == {"approved": True, "summary": "fine"} and art.node == "review"
+    types = [e.type for e in events(store, result.run_id)]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert types.count("node_started") == 3 and types.count("node_finished") == 3
+    assert "artifact_published" in types
+    assert labels(store, result.run_id) == ["pre:edit:0", "nodes:edit:0", "pre:count:0", "nodes:count:0",
+                                            "pre:review:0", "nodes:review:0"]
+    doc = store.load_run(result.run_id)
+    assert doc.status is RunStatus.FINISHED and doc.failure_code is None
+    assert doc.workflow_source and "workflow linear" in doc.workflow_source
+
+
+def test_tool_failure_is_typed_with_exit_code_and_output(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        tool build:
+          command: "echo compiling; echo 'missing header' >&2; exit 3"
+
+        workflow b:
+          entry: build
+          build -> done
+    """)
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FAILED_RESUMABLE
+    assert r.failure_code == "TOOL_FAILED_PERMANENT"
+    assert "status 3" in r.error and "missing header" in r.error
+    failed = events(store, r.run_id, "node_failed")[0]
+    assert failed.payload["exit_code"] == 3 and failed.payload["stdout"] == "compiling\n"
+    cp = store.load_checkpoint(r.run_id)
+    assert cp.restart_node == "build" and cp.anchor_reason.value == "failure"
+    assert labels(store, r.run_id) == ["pre:build:0", "fail:build:0"]
+
+
+def test_tool_script_with_language_and_json_output(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema probe:
+          healthy: bool
+          n: int
+
+        tool check:
+          language: python
+          output: probe
+          script:
+            import json, os
+            print(json.dumps({"healthy": True, "n": len(os.environ["ITERION_RUN_ID"])}))
+
+        tool shell:
+          language: sh
+          script:
+            echo "n={{outputs.check.n}}"
+
+        workflow s:
+          entry: check
+          check -> shell
+          shell -> done
+    """)
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["check"] == {"healthy": True, "n": 32}
+    assert r.outputs["shell"]["stdout"] == "n=32\n"
+
+
+def test_tool_output_not_matching_schema_is_schema_validation(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema probe:
+          healthy: bool
+
+        tool check:
+          command: "echo '{\\"healthy\\": \\"yes\\"}'"
+          output: probe
+
+        workflow s:
+          entry: check
+          check -> done
+    """)
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "SCHEMA_VALIDATION"
+    assert "healthy" in r.error
+
+
+def test_agent_output_not_matching_schema_is_schema_validation(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema verdict:
+          approved: bool
+
+        agent review:
+          backend: "script"
+          output: verdict
+          user: "review"
+
+        workflow s:
+          entry: review
+          review -> done
+    """, {"review": {"*": {"output": {"approved": "maybe"}}}})
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "SCHEMA_VALIDATION"
+    assert store.load_checkpoint(r.run_id).restart_node == "review"
+
+
+def test_compute_runtime_error_is_expression_failed(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema n:
+          v: int
+
+        compute divide:
+          output: n
+          expr:
+            v: "vars.a / vars.b"
+
+        workflow c:
+          vars:
+            a: int = 1
+            b: int = 0
+          entry: divide
+          divide -> done
+    """)
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "EXPRESSION_FAILED"
+    assert "divide" in r.error
+
+
+def test_unresolvable_template_is_template_failed(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        tool t:
+          command: "echo {{input.missing}}"
+
+        workflow c:
+          entry: t
+          t -> done
+    """)
+    r = launch(store, bot, ws)
+    assert r.failure_code == "TEMPLATE_FAILED" and "input.missing" in r.error
+
+
+def test_with_mapping_becomes_the_targets_input(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema target:
+          path: string
+
+        tool first:
+          command: "echo one"
+
+        tool second:
+          input: target
+          command: "echo got {{input.path}} > got.txt && cat got.txt"
+
+        workflow w:
+          entry: first
+          first -> second with { path: "{{outputs.first.stdout}}" }
+          second -> done
+    """)
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["second"]["stdout"] == "got one\n"
+    assert store.load_checkpoint(r.run_id).node_inputs["second"] == {"path": "one\n"}
+
+
+def test_builtin_fail_terminal_ends_failed_keeping_the_checkpoint(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema v:
+          ok: bool
+
+        compute check:
+          output: v
+          expr:
+            ok: "false"
+
+        workflow f:
+          entry: check
+          check -> done when ok
+          check -> fail when not ok
+    """)
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FAILED and r.failure_code == "WORKFLOW_FAILED"
+    assert store.load_checkpoint(r.run_id) is not None
+    assert json.loads(store.paths(r.run_id).run_json.read_text())["status"] == "failed"
+
+
+def test_vars_presets_and_their_refusals(tmp_path: Path, ws: Path, store: Store) -> None:
+    import pytest
+
+    from iterion.engine.errors import EngineError
+
+    bot = write_bot(tmp_path / "src", """
+        vars:
+          n: int = 1
+          name: string
+
+        presets:
+          big:
+            n: 40
+
+        tool show:
+          command: "echo {{vars.n}} {{vars.name}}"
+
+        workflow v:
+          entry: show
+          show -> done
+    """)
+    r = launch(store, bot, ws, vars={"name": "x"}, preset="big")
+    assert r.outputs["show"]["stdout"] == "40 x\n"
+    r = launch(store, bot, ws, vars={"name": "y", "n": "7"}, preset="big")  # --var beats the preset
+    assert r.outputs["show"]["stdout"] == "7 y\n" and store.load_run(r.run_id).vars == {"n": 7, "name": "y"}
+    runs_before = len(store.list_runs())
+    with pytest.raises(EngineError, match="var name has no default"):
+        launch(store, bot, ws)
+    with pytest.raises(EngineError, match="not a valid int"):
+        launch(store, bot, ws, vars={"name": "z", "n": "many"})
+    with pytest.raises(EngineError, match="unknown preset 'huge'"):
+        launch(store, bot, ws, vars={"name": "z"}, preset="huge")
+    assert len(store.list_runs()) == runs_before  # refused before anything was created
+
+
+def test_attachments_are_staged_and_readable_from_templates(tmp_path: Path, ws: Path, store: Store) -> None:
+    import hashlib
+
+    import pytest
+
+    from iterion.engine.errors import EngineError
+
+    bot = write_bot(tmp_path / "src", """
+        attachments:
+          spec: file
+            required: true
+
+        tool read:
+          command: "cat {{attachments.spec}} && echo {{attachments.spec.sha256}} {{attachments.spec.size}}"
+
+        workflow a:
+          entry: read
+          read -> done
+    """)
+    spec = tmp_path / "spec.md"
+    spec.write_text("the spec\n")
+    with pytest.raises(EngineError, match="attachment spec is required"):
+        launch(store, bot, ws)
+    with pytest.raises(EngineError, match="unknown attachment 'other'"):
+        launch(store, bot, ws, attachments={"spec": spec, "other": spec})
+    r = launch(store, bot, ws, attachments={"spec": spec})
+    assert r.status is RunStatus.FINISHED, r.error
+    digest = hashlib.sha256(b"the spec\n").hexdigest()
+    assert r.outputs["read"]["stdout"] == f"the spec\n{digest} 9\n"
+    staged = store.attachments(r.run_id).get("spec")
+    assert staged is not None and Path(staged.path).read_text() == "the spec\n"

@@ -1,0 +1,122 @@
+"""Interruptions of a real `iterion run` process: SIGINT/SIGTERM cancel, SIGKILL leaves the store intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iterion.store import RunStatus, Store
+from persist.atomic import is_temp_leftover
+
+from .conftest import events, labels, write_bot
+
+SLOW = """
+tool first:
+  command: "echo first > first.txt"
+
+tool slow:
+  command: "sleep 60 & echo $! > child.pid; echo started > slow.started; wait"
+
+tool after:
+  command: "echo after > after.txt"
+
+workflow slowpoke:
+  entry: first
+  first -> slow
+  slow -> after
+  after -> done
+"""
+
+
+def _start(bot: Path, ws: Path, store_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "run", str(bot), "--store-dir", str(store_dir),
+                             "--workspace", str(ws)], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"run exited early: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("the slow node never started")
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_cancels_kills_the_tool_group_and_persists(tmp_path: Path, ws: Path, sig: signal.Signals) -> None:
+    bot = write_bot(tmp_path / "src", SLOW)
+    store_dir = tmp_path / "store"
+    proc = _start(bot, ws, store_dir)
+    _wait_for(ws / "slow.started", proc)
+    child = int((ws / "child.pid").read_text())
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 6, err  # the documented exit code of a cancelled run
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the tool's process group survived the cancel"
+    store = Store(store_dir)
+    (doc,) = store.list_runs()
+    assert doc.status is RunStatus.CANCELLED and doc.failure_code == "CANCELLED"
+    assert sig.name in (doc.error or "")
+    cp = store.load_checkpoint(doc.id)
+    assert cp.restart_node == "slow" and cp.anchor_reason.value == "cancel"
+    assert labels(store, doc.id)[-3:] == ["nodes:first:0", "pre:slow:0", "fail:slow:0"]
+    assert events(store, doc.id, "run_cancelled")
+    assert not (ws / "after.txt").exists()
+    # the cancelled run resumes from the node it was executing
+    (ws / "child.pid").unlink()
+    bot.write_text(bot.read_text().replace("sleep 60 & echo $! > child.pid; echo started > slow.started; wait",
+                                           "echo quick"))
+    from iterion.engine.resume import ResumeOptions, resume_run
+    r = resume_run(store, doc.id, ResumeOptions(force=True, watch=False))
+    assert r.status is RunStatus.FINISHED and (ws / "after.txt").exists()
+
+
+def test_sigkill_mid_node_leaves_the_store_intact(tmp_path: Path, ws: Path) -> None:
+    bot = write_bot(tmp_path / "src", SLOW)
+    store_dir = tmp_path / "store"
+    proc = _start(bot, ws, store_dir)
+    _wait_for(ws / "slow.started", proc)
+    child = int((ws / "child.pid").read_text())
+    proc.kill()
+    proc.communicate(timeout=30)
+    try:
+        os.killpg(os.getpgid(child), signal.SIGKILL)  # the orphaned tool group (its parent died)
+    except ProcessLookupError:
+        pass
+    store = Store(store_dir)
+    (doc,) = store.list_runs()  # run.json parses
+    assert doc.status is RunStatus.RUNNING  # nobody could record anything else
+    cp = store.load_checkpoint(doc.id)  # checkpoint parses ...
+    assert cp.restart_node == "slow"     # ... and names the last completed boundary
+    assert [(e.node, e.iteration) for e in cp.executed] == [("first", 0)]
+    evs = store.read_events(doc.id)      # every event line parses
+    assert evs[-1].type in ("node_started", "boundary_written")
+    assert labels(store, doc.id)[-1] == "pre:slow:0"
+    for line in store.paths(doc.id).events_jsonl.read_text().splitlines():
+        json.loads(line)
+    leftovers = [p for p in store.run_dir(doc.id).rglob("*") if is_temp_leftover(p)]
+    assert leftovers == []
+    assert not store.is_locked(doc.id)  # the flock died with its owner

@@ -1,0 +1,131 @@
+"""Pure parts on hand-built IR: edge selection and loops; tool processes and their group kill."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from iterion.engine.cancel import CancelToken, call_cancellable
+from iterion.engine.coerce import AnswerError, coerce_answers, validate_output
+from iterion.engine.edges import select_edge, take_edge
+from iterion.engine.errors import Cancelled, NodeFailure
+from iterion.engine.state import RunState, from_checkpoint, to_checkpoint
+from iterion.engine.toolproc import run_command, run_script
+from iterion.budget import Usage
+from iterion.ir import Condition, ConditionKind, Edge, FieldType, Loop, Node, NodeKind, Schema, SchemaField, Span, Workflow
+from iterion.store import AnchorReason
+
+SP = Span("t.bot", 1, 1)
+
+
+def _wf(edges: list[Edge], loops: dict[str, Loop] | None = None) -> Workflow:
+    names = {e.src for e in edges} | {e.dst for e in edges if e.dst not in ("done", "fail")}
+    nodes = {n: Node(n, NodeKind.COMPUTE, SP) for n in names}
+    return Workflow("w", "a", nodes, edges, loops=loops or {})
+
+
+def test_conditional_first_then_fallback_in_declaration_order() -> None:
+    e0 = Edge(0, "a", "b", SP, Condition(ConditionKind.FIELD, field="ok"))
+    e1 = Edge(1, "a", "c", SP)
+    e2 = Edge(2, "a", "d", SP, Condition(ConditionKind.NOT_FIELD, field="ok"))
+    wf = _wf([e1, e0, e2])
+    st = RunState("r")
+    assert select_edge(wf, "a", {"ok": True}, {}, st) is e0
+    assert select_edge(wf, "a", {"ok": False}, {}, st) is e2
+    assert select_edge(_wf([e0, e1]), "a", {"ok": False}, {}, st) is e1
+
+
+def test_expression_condition_and_its_failure_code() -> None:
+    e0 = Edge(0, "a", "b", SP, Condition(ConditionKind.EXPR, expr="outputs.a.n > 2"))
+    e1 = Edge(1, "a", "c", SP)
+    wf = _wf([e0, e1])
+    st = RunState("r")
+    assert select_edge(wf, "a", {"n": 3}, {"outputs": {"a": {"n": 3}}}, st) is e0
+    assert select_edge(wf, "a", {"n": 1}, {"outputs": {"a": {"n": 1}}}, st) is e1
+    with pytest.raises(NodeFailure) as info:
+        select_edge(wf, "a", {}, {"outputs": {}}, st)
+    assert info.value.code == "EXPRESSION_FAILED"
+
+
+def test_loop_edge_counts_and_is_not_taken_once_exhausted() -> None:
+    back = Edge(0, "b", "a", SP, Condition(ConditionKind.NOT_FIELD, field="ok"), loop="fix", loop_max=2)
+    out = Edge(1, "b", "done", SP, Condition(ConditionKind.FIELD, field="ok"))
+    wf = _wf([Edge(2, "a", "b", SP), back, out], {"fix": Loop("fix", 2, (0,))})
+    st = RunState("r")
+    for i in range(2):
+        edge = select_edge(wf, "b", {"ok": False, "i": i}, {}, st)
+        assert edge is back
+        take_edge(edge, st, {"ok": False, "i": i})
+    assert st.loops["fix"].iteration == 2 and st.loops["fix"].previous_output == {"ok": False, "i": 1}
+    with pytest.raises(NodeFailure) as info:
+        select_edge(wf, "b", {"ok": False}, {}, st)
+    assert info.value.code == "NO_OUTGOING_EDGE" and "fix(2) is exhausted" in info.value.message
+    assert select_edge(wf, "b", {"ok": True}, {}, st) is out
+
+
+def test_checkpoint_round_trip_keeps_every_field() -> None:
+    st = RunState("r", vars={"x": 1}, outputs={"a": {"v": 1}}, history={"a": [{"v": 0}, {"v": 1}]},
+                  inputs={"b": {"k": "v"}}, visits={"a": 2}, executed=[("a", 0), ("a", 1)],
+                  round_robin={"rr": 3}, artifact_versions={"rep": 2}, sessions={"a": "s1"},
+                  recovery_attempts={"a": {"RATE_LIMITED": 1}}, came_from="a")
+    st.loop("fix").iteration = 1
+    st.loop("fix").previous_output = {"ok": False}
+    cp = to_checkpoint(st, usage=Usage(tokens=5, cost_usd=0.25, iterations=3), anchor=AnchorReason.NODE_BOUNDARY,
+                       restart_node="b", restart_iteration=0)
+    back = from_checkpoint(type(cp).model_validate_json(cp.model_dump_json()))
+    for attr in ("vars", "outputs", "history", "inputs", "visits", "executed", "round_robin", "artifact_versions",
+                 "sessions", "recovery_attempts", "came_from"):
+        assert getattr(back, attr) == getattr(st, attr), attr
+    assert back.loops["fix"].iteration == 1 and back.loops["fix"].previous_output == {"ok": False}
+    assert back.next_node == "b" and cp.accounting.tokens == 5
+
+
+def test_schema_validation_and_answer_coercion() -> None:
+    schema = Schema("s", (SchemaField("ok", FieldType.BOOL), SchemaField("n", FieldType.INT),
+                          SchemaField("tags", FieldType.STRING_LIST),
+                          SchemaField("mode", FieldType.STRING, enum=("a", "b"))))
+    assert coerce_answers("h", schema, {"ok": "yes", "n": "3", "tags": "x, y", "mode": "a"}) == {
+        "ok": True, "n": 3, "tags": ["x", "y"], "mode": "a"}
+    with pytest.raises(AnswerError, match="not one of"):
+        coerce_answers("h", schema, {"ok": "yes", "n": "3", "tags": "x", "mode": "c"})
+    with pytest.raises(AnswerError, match="no answer field"):
+        coerce_answers("h", schema, {"bogus": "1"})
+    with pytest.raises(NodeFailure) as info:
+        validate_output("n", schema, {"ok": 1, "n": 2, "tags": [], "mode": "a"})
+    assert info.value.code == "SCHEMA_VALIDATION"
+
+
+def test_cancel_kills_the_whole_process_group(tmp_path: Path) -> None:
+    token = CancelToken()
+    threading.Timer(0.3, token.cancel, args=("test cancel",)).start()
+    with pytest.raises(Cancelled, match="test cancel"):
+        run_command("sleep 30 & echo $! > child.pid; wait", cwd=tmp_path, env=dict(os.environ), token=token)
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        stat = Path(f"/proc/{child}/stat").read_text().split()[2] if Path(f"/proc/{child}/stat").exists() else "Z"
+        if stat == "Z":
+            break
+        time.sleep(0.05)
+    alive = Path(f"/proc/{child}/stat").exists() and Path(f"/proc/{child}/stat").read_text().split()[2] != "Z"
+    assert not alive
+
+
+def test_scripts_run_in_their_language_outside_the_workspace(tmp_path: Path) -> None:
+    res = run_script("import os\nprint(sorted(os.listdir('.')))", "python", cwd=tmp_path, env=dict(os.environ),
+                     token=CancelToken())
+    assert res.exit_code == 0 and res.stdout.strip() == "[]"  # the script file is not in the workspace
+    res = run_script("echo $0 >&2; exit 4", "bash", cwd=tmp_path, env=dict(os.environ), token=CancelToken())
+    assert res.exit_code == 4 and res.stderr.strip().endswith(".sh")
+
+
+def test_call_cancellable_returns_or_stops_at_once() -> None:
+    token = CancelToken()
+    assert call_cancellable(lambda: 42, token) == 42
+    threading.Timer(0.1, token.cancel).start()
+    with pytest.raises(Cancelled):
+        call_cancellable(lambda: time.sleep(5), token)
