@@ -1,0 +1,130 @@
+"""`iterion cancel`, `iterion pause`, `iterion fork`, `iterion reconcile`: operating on runs.
+
+Exit status: 0 done, 1 refused (the message names the run's status and what would work),
+2 bad input, 7 requested but not yet effective (the run's process has not picked it up in --wait).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from cli.errors import register_user_error
+from iterion.engine.control import ControlOutcome, cancel_run, pause_run
+from iterion.engine.errors import EngineError
+from iterion.engine.fork import fork_run
+from iterion.engine.stale import reconcile_orphans, stale_after_s
+from iterion.store import Store, StoreError
+
+EXIT_PENDING = 7
+
+STORE_DIR = typer.Option(None, "--store-dir",
+                         help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). "
+                              "Example: --store-dir ./.iterion")
+JSON = typer.Option(False, "--json", help="Print the outcome as JSON. Example: --json")
+WAIT = typer.Option(30.0, "--wait", min=0,
+                    help="Seconds to wait for the run's process to act on the request (0: just ask). Example: --wait 5")
+
+
+def _store(store_dir: Path | None) -> Store:
+    return Store.open(store_dir, Path.cwd())
+
+
+def _report(outcome: ControlOutcome, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(outcome.to_json(), indent=2))
+    else:
+        where = f" at {outcome.restart_node}" if outcome.restart_node else ""
+        line = f"run {outcome.run_id}: {outcome.status}{where}"
+        if outcome.message:
+            line += f" ({outcome.message})"
+        typer.echo(line)
+        if outcome.status in ("cancelled", "paused_operator"):
+            typer.echo(f"resume with: iterion resume --run-id {outcome.run_id}")
+    if outcome.delivered == "pending":
+        raise typer.Exit(EXIT_PENDING)
+
+
+def cancel_cmd(
+    run_id: str = typer.Option(..., "--run-id", help="The run to cancel (id, unique prefix or name). Example: --run-id 01a2b3"),
+    wait: float = WAIT,
+    store_dir: Path | None = STORE_DIR,
+    as_json: bool = JSON,
+) -> None:
+    """Cancel a run. A live run is interrupted at once (a running tool is killed) and its checkpoint
+    anchors at the node it was executing; a run no process executes just becomes cancelled.
+    A cancelled run resumes from its checkpoint.
+
+    Example: iterion cancel --run-id 01a2b3
+    """
+    _report(cancel_run(_store(store_dir), run_id, wait_s=wait), as_json)
+
+
+def pause_cmd(
+    run_id: str = typer.Option(..., "--run-id", help="The running run to pause (id, unique prefix or name). Example: --run-id 01a2b3"),
+    wait: float = WAIT,
+    store_dir: Path | None = STORE_DIR,
+    as_json: bool = JSON,
+) -> None:
+    """Pause a running run at its next node boundary (the current node finishes first). The run
+    parks paused_operator anchored at the node about to execute; resume it with `iterion resume`.
+
+    Example: iterion pause --run-id 01a2b3 && iterion resume --run-id 01a2b3
+    """
+    _report(pause_run(_store(store_dir), run_id, wait_s=wait), as_json)
+
+
+def fork_cmd(
+    run_id: str = typer.Option(..., "--run-id", help="The run to fork (left untouched). Example: --run-id 01a2b3"),
+    node: str = typer.Option(..., "--node", help="An LLM node the run executed (agent, judge, llm router). Example: --node draft"),
+    iteration: int | None = typer.Option(None, "--iteration", min=0,
+                                         help="Which execution of the node (default: its latest). Example: --iteration 0"),
+    store_dir: Path | None = STORE_DIR,
+    as_json: bool = JSON,
+) -> None:
+    """Create a new child run from the turn checkpoint recorded before an LLM node executed.
+
+    The child is parked paused_operator at that node; `iterion resume --run-id CHILD` runs the
+    alternative future. The original run is not modified (use `iterion rewind` to back up the
+    same run instead).
+
+    Example: iterion fork --run-id 01a2b3 --node draft && iterion resume --run-id <child>
+    """
+    result = fork_run(_store(store_dir), run_id, node, iteration=iteration)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    typer.echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
+               f"new run {result.run_id} ({result.name}), {result.status}")
+    typer.echo(f"continue it with: iterion resume --run-id {result.run_id}")
+
+
+def reconcile_cmd(
+    store_dir: Path | None = STORE_DIR,
+    as_json: bool = JSON,
+) -> None:
+    """Promote orphaned runs: a `running` run whose process is gone (no live lock) and whose
+    timeline was not flushed for 60 s becomes failed_resumable (failed without a checkpoint),
+    so it is resumed from its checkpoint rather than restarted from the entry.
+
+    Example: iterion reconcile --json
+    """
+    promoted = reconcile_orphans(_store(store_dir))
+    if as_json:
+        typer.echo(json.dumps([p.to_json() for p in promoted], indent=2))
+        return
+    if not promoted:
+        typer.echo(f"no orphaned runs (grace window {stale_after_s():g}s)")
+    for p in promoted:
+        typer.echo(f"run {p.run_id}: promoted to {p.status}" + (f" at {p.restart_node}" if p.restart_node else ""))
+
+
+def register(app: typer.Typer) -> None:
+    register_user_error(EngineError)
+    register_user_error(StoreError)
+    app.command("cancel")(cancel_cmd)
+    app.command("pause")(pause_cmd)
+    app.command("fork")(fork_cmd)
+    app.command("reconcile")(reconcile_cmd)
