@@ -1,0 +1,191 @@
+"""Restoring the workspace to what the pivot started from (``pre:<pivot>:<iter>``), per mechanism.
+
+* worktree runs: through ``gitrefs`` - bank the workspace as it stands (uncommitted and
+  untracked work included) under ``rewind/<node>/<seq>``, then commit the prior tree on top of
+  HEAD (a revert, not a reset: the run's own commits stay in ``git log``). Git reverts the whole
+  tree or none of it, so ``produced`` is refused there rather than silently widened.
+* in-place runs: through ``workspacetrack`` - ``produced`` by default, so the operator's own
+  work in their live checkout is not reverted.
+
+The mechanism is the engine's choice (``iterion.engine.versioning``); this module never picks
+another. The workflow source files are always protected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from gitrefs.boundary import BoundaryLabel
+from persist import atomic_write_bytes
+from iterion.rewind.errors import RewindError
+
+
+class RestoreScope(StrEnum):
+    PRODUCED = "produced"
+    FULL = "full"
+    NONE = "none"
+
+
+GITREFS = "gitrefs"
+WORKSPACETRACK = "workspacetrack"
+
+
+def default_scope(worktree: bool) -> RestoreScope:
+    return RestoreScope.FULL if worktree else RestoreScope.PRODUCED
+
+
+def check_scope(worktree: bool, scope: RestoreScope) -> None:
+    """Refuse ``produced`` on a worktree run before anything is changed."""
+    if worktree and scope is RestoreScope.PRODUCED:
+        raise RewindError(
+            "--restore-scope produced is refused on a worktree run: git reverts the whole tree or none "
+            "of it, and iterion will not substitute the whole tree for a request to narrow it",
+            hint="use --restore-scope full (the default for worktree runs) or --restore-scope none",
+        )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class FilesReport:
+    mechanism: str  # gitrefs | workspacetrack
+    scope: str
+    anchor: str  # the boundary restored to, e.g. pre:implement:0
+    reverted: bool = False
+    restored: list[str] = field(default_factory=list)  # written back (created or changed)
+    removed: list[str] = field(default_factory=list)  # did not exist at the anchor: deleted
+    skipped: list[Skipped] = field(default_factory=list)
+    overwritten: list[str] = field(default_factory=list)  # matched neither side of the recorded range
+    left_in_place: list[str] = field(default_factory=list)  # changed since the last boundary, out of scope
+    # a dry run: what the scope covers (the preview); a restore: every path it touched or skipped
+    in_scope: list[str] = field(default_factory=list)
+    ref: str | None = None  # gitrefs: the anchor ref; workspacetrack: the anchor snapshot id
+    revert_commit: str | None = None
+    backup_ref: str | None = None  # gitrefs: the bank ref; workspacetrack: the bank snapshot id
+    skip_reason: str | None = None  # why nothing was restored
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def protected_paths(workspace: Path, sources: list[Path]) -> list[str]:
+    """The workflow source files that live inside the workspace, relative to it (never restored)."""
+    root = workspace.resolve()
+    out: list[str] = []
+    for src in sources:
+        try:
+            rel = src.resolve().relative_to(root)
+        except ValueError:
+            continue
+        out.append(rel.as_posix())
+    return sorted(set(out))
+
+
+NONE_REASON = "--restore-scope none: the node replays against the tree as it stands"
+
+
+def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *, workspace: Path,
+                  protected: list[str], dry_run: bool = False) -> FilesReport:
+    """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``."""
+    mechanism = versioning.mechanism
+    report = FilesReport(mechanism=mechanism, scope=scope.value, anchor=str(anchor))
+    if scope is RestoreScope.NONE:
+        report.skip_reason = NONE_REASON
+        return report
+    if not versioning.has(anchor):
+        raise RewindError(
+            f"the run recorded no workspace boundary {anchor}, so its files cannot be restored",
+            hint="rewind with --restore-scope none to move the checkpoint alone",
+        )
+    if mechanism == GITREFS:
+        _restore_git(versioning.backend, anchor, report, workspace=workspace, protected=protected,
+                     dry_run=dry_run)
+    else:
+        _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run)
+    return report
+
+
+# --- worktree runs: gitrefs ----------------------------------------------------------------
+
+def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, workspace: Path,
+                 protected: list[str], dry_run: bool) -> None:
+    anchor_commit = refs.resolve(anchor)
+    report.ref = _anchor_ref(refs, anchor)
+    changed = refs.changed_paths(anchor_commit, refs.snapshot())
+    report.in_scope = sorted(changed - set(protected))
+    guarded = sorted(changed & set(protected))
+    if not report.in_scope:
+        report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
+        return
+    if dry_run:
+        return
+    # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
+    saved = {rel: (workspace / rel).read_bytes() for rel in guarded
+             if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
+    last = refs.chain_head()
+    result = refs.revert_to(anchor)
+    for rel, data in saved.items():
+        atomic_write_bytes(workspace / rel, data)
+    report.reverted = True
+    report.restored = [p for p in result.restored if p not in saved]
+    report.removed = [p for p in result.removed if p not in saved]
+    report.skipped = [Skipped(p, "submodule or blocked path: not restored by git") for p in result.skipped]
+    report.skipped += [Skipped(p, "protected: a workflow source file") for p in guarded]
+    report.revert_commit = result.revert_commit
+    report.backup_ref = result.bank.ref
+    # In scope, but on disk (the bank) matching neither the anchor nor the run's last boundary:
+    # work that arrived after the run stopped recording. Restored anyway; the bank holds it.
+    touched = set(report.restored) | set(report.removed)
+    bank = result.bank.commit
+    differs = refs.changed_paths(bank, anchor_commit) & refs.changed_paths(bank, last)
+    report.overwritten = sorted(touched & differs)
+
+
+def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
+    from gitrefs import layout
+
+    return layout.boundary_ref(refs.run_id, anchor)
+
+
+# --- in-place runs: workspacetrack ---------------------------------------------------------
+
+def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, report: FilesReport, *,
+                     protected: list[str], dry_run: bool) -> None:
+    report.ref = tracker.resolve(str(anchor)).id
+    if dry_run:
+        # (a real restore computes the scope itself: computing it here too would double the cost)
+        produced = tracker.produced_scope(anchor)
+        if scope is RestoreScope.PRODUCED:
+            report.in_scope = sorted(set(produced.paths) - set(protected))
+        else:
+            # every path that differs between the anchor and the run's last boundary (a dry run
+            # does not capture the disk, so edits after that boundary are not previewed)
+            last = produced.last_state or report.ref
+            report.in_scope = sorted({c.path for c in tracker.changes(report.ref, last)} - set(protected))
+        if not report.in_scope:
+            report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
+                                  else f"the run recorded no change from {anchor} on")
+        return
+    rr = tracker.restore(anchor, scope=scope.value, protected=protected)
+    report.restored = sorted(rr.restored)
+    report.removed = sorted(rr.removed)
+    report.skipped = [Skipped(s["path"], s["reason"]) for s in rr.skipped]
+    report.overwritten = sorted(rr.overwritten)
+    report.left_in_place = sorted(rr.left_in_place)
+    report.backup_ref = rr.bank
+    report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
+    report.reverted = bool(report.restored or report.removed)
+    if not report.reverted:
+        already = f"the workspace already matches {anchor}: nothing to restore"
+        report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
+
+
+def _empty_scope_reason(anchor: BoundaryLabel) -> str:
+    return f"empty scope: the run recorded no change to any file from {anchor} on, so nothing was restored"
