@@ -18,7 +18,7 @@ from workspacetrack.ignore import RULE_FILES, IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import CacheRow, Entry, Manifest, StatCacheDoc
 from workspacetrack.store import TrackStore
-from workspacetrack.walk import Scan, manifest_parts
+from workspacetrack.walk import DirRecord, Scan, manifest_parts
 
 # Test hook: when set to a file path, a capture creates that file once its objects are written
 # and then sleeps, so a test can SIGKILL it between writing objects and committing.
@@ -50,6 +50,9 @@ class Capturer:
         self._rows: dict[str, CacheRow] | None = None
         self._rows_manifest: str | None = None
         self._rows_dirty = False
+        # The last full walk's per-directory records of exactly ``_rows`` (None otherwise): they
+        # let the next walk vouch for an unchanged directory without a per-file row lookup.
+        self._dirs: dict[str, DirRecord] | None = None
         self._baseline: str | None = None  # manifest of the last capture, when the journal covers since
         self._outside_fp: tuple[object, ...] | None = None
         try:
@@ -106,21 +109,25 @@ class Capturer:
             fp = self.rules.outside_fingerprint()  # the reload may have found new sources
         self._outside_fp = fp
         on_dir = self.journal.watch_dir if self.journal.active else None
-        scan = Scan(self.ws, self.rules, self.store.objects, self.size_cap, rows, self._store_id, on_dir)
+        scan = Scan(self.ws, self.rules, self.store.objects, self.size_cap, rows, self._store_id, on_dir,
+                    self._dirs)
         scan.walk("", self.rules.root_levels)
-        n_rows = len(scan.rows)
-        # Every path vouched for by a trusted row, and exactly the rows' paths: the manifest
+        n_rows = scan.n_rows
+        # Every row found is a trusted old row, as many as there were: the walk found exactly
+        # the old rows (no flattening); and with no path skipped without a row, the manifest
         # those rows were made for is this state's manifest - no serialisation at all.
-        unchanged = (self._rows_manifest is not None and scan.hits == n_rows == len(rows)
-                     and not scan.extra_skipped)
+        same_rows = scan.hits == n_rows == len(rows)
+        new_rows = rows if same_rows else scan.found_rows()
+        unchanged = same_rows and self._rows_manifest is not None and not scan.extra_skipped
         if unchanged:
             digest = self._rows_manifest
             assert digest is not None
         else:
-            entries, skipped = manifest_parts(scan.rows, scan.extra_skipped)
+            entries, skipped = manifest_parts(new_rows, scan.extra_skipped)
             digest = self.store.put_manifest(entries, skipped)
             self._rows_dirty = True
-        self._finish(scan.rows, digest, exact=not scan.extra_skipped)
+        self._finish(new_rows, digest, exact=not scan.extra_skipped)
+        self._dirs = scan.dirs
         stats = CaptureStats("full", scan.hashed, n_rows, unchanged,
                              reason if self.journal.active else None)
         return digest, stats
@@ -142,7 +149,7 @@ class Capturer:
             scan.rescan(p)
         for p in sorted(dirty):
             scan.rescan(p)
-        found = scan.rows
+        found = scan.found_rows()
         new_rows = dict(rows)
         entries, skipped = dict(base.entries), dict(base.skipped)
         d_entries: dict[str, Entry] = {}
@@ -193,6 +200,7 @@ class Capturer:
         # The rows vouch for a manifest only when they cover exactly its paths (a name that
         # could not be encoded or an unlistable directory is skipped without a row).
         self._rows, self._rows_manifest = rows, (digest if exact else None)
+        self._dirs = None  # a full walk sets its own right after
         self._baseline = digest if self.journal.active else None
         hook = os.environ.get(PAUSE_HOOK_ENV)
         if hook:

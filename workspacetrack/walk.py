@@ -22,6 +22,7 @@ from workspacetrack.models import (
     SKIP_UNREADABLE,
     CacheRow,
     Entry,
+    StatKey,
 )
 from workspacetrack.objects import ObjectStore, digest_of
 
@@ -30,6 +31,10 @@ NAME_CACHE_MAX = 500_000  # bound on remembered ignore verdicts per rule file
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 OnDir = Callable[[str, str], None]  # (absolute dir, workspace-relative dir)
+# What a walk recorded of one directory: the rule levels in effect in it, its files' rows by
+# name, and the names of the files those rules excluded (None: a name was skipped without a
+# row, e.g. unencodable, so the record cannot vouch for the directory's listing).
+DirRecord = tuple[Levels, dict[str, CacheRow], frozenset[str] | None]
 
 
 def _encodable(name: str) -> bool:
@@ -47,7 +52,7 @@ class Scan:
 
     def __init__(self, workspace: str, rules: IgnoreRules, objects: ObjectStore, size_cap: int,
                  old_rows: dict[str, CacheRow], store_id: tuple[int, int] | None,
-                 on_dir: OnDir | None = None) -> None:
+                 on_dir: OnDir | None = None, old_dirs: dict[str, DirRecord] | None = None) -> None:
         self.ws = workspace
         self.rules = rules
         self.objects = objects
@@ -56,8 +61,12 @@ class Scan:
         self.store_id = store_id
         self.on_dir = on_dir
         # The walk records only stat-cache rows (a row holds everything a manifest entry needs);
-        # entries are derived from them only when the manifest has to be written.
-        self.rows: dict[str, CacheRow] = {}
+        # entries are derived from them only when the manifest has to be written. ``old_dirs``
+        # is the previous walk's per-directory view of ``old_rows`` (same rows, grouped).
+        self.old_dirs = old_dirs or {}
+        self.rows: dict[str, CacheRow] = {}  # rows of single paths (``visit``, the journal's)
+        self.dirs: dict[str, DirRecord] = {}  # rows of listed directories (``walk``)
+        self.n_rows = 0    # rows in ``dirs``
         self.extra_skipped: dict[str, str] = {}  # skipped without a stat row (unencodable, unlistable)
         self.hits = 0      # paths vouched for by a trusted cache row
         self.hashed = 0    # files (or link targets) actually read
@@ -66,34 +75,34 @@ class Scan:
 
     # -- one path ---------------------------------------------------------------------------
     def visit(self, rel: str, st: os.stat_result) -> None:
+        self.rows[rel] = self._row(rel, st)
+
+    def _row(self, rel: str, st: os.stat_result) -> CacheRow:
+        """The stat-cache row of ``rel``: its trusted cached row, or one made by reading it."""
         mode = st.st_mode
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
         row = self.old_rows.get(rel)
         if row is not None and row[2] and row[0] == key:
             self.hits += 1
-            self.rows[rel] = row
-            return
+            return row
         trusted = max(st.st_mtime_ns, st.st_ctime_ns) < self.threshold
         absp = f"{self.ws}/{rel}"
         if st_mod.S_ISLNK(mode):
             try:
                 target = os.readlink(absp)
             except OSError:
-                self._skip(rel, key, SKIP_UNREADABLE, False)
-                return
+                return self._skip(key, SKIP_UNREADABLE, False)
             raw = os.fsencode(target)
             h = self.objects.put(raw)
             self.hashed += 1
-            self.rows[rel] = (key, h, trusted, target)
+            return (key, h, trusted, target)
         elif st_mod.S_ISREG(mode):
             if st.st_size > self.size_cap:
-                self._skip(rel, key, SKIP_OVERSIZED, trusted)
-                return
+                return self._skip(key, SKIP_OVERSIZED, trusted)
             try:
                 fd = os.open(absp, _READ_FLAGS)
             except OSError:
-                self._skip(rel, key, SKIP_UNREADABLE, False)
-                return
+                return self._skip(key, SKIP_UNREADABLE, False)
             try:
                 chunks = []
                 total = 0
@@ -108,31 +117,28 @@ class Scan:
             finally:
                 os.close(fd)
             if total > self.size_cap:
-                self._skip(rel, key, SKIP_OVERSIZED, False)
-                return
+                return self._skip(key, SKIP_OVERSIZED, False)
             data = b"".join(chunks)
             h = self.objects.put(data, digest_of(data))
             self.hashed += 1
             # The row's stat is from before the read: a write racing the read changes the stat,
             # so the next capture re-reads rather than trusting this hash.
-            self.rows[rel] = (key, h, trusted, None)
+            return (key, h, trusted, None)
         else:
-            self._skip(rel, key, SKIP_SPECIAL, True)
+            return self._skip(key, SKIP_SPECIAL, True)
 
-    def _skip(self, rel: str, key: tuple[int, int, int, int, int], reason: str, trusted: bool) -> None:
-        self.rows[rel] = (key, "!" + reason, trusted, None)
+    @staticmethod
+    def _skip(key: StatKey, reason: str, trusted: bool) -> CacheRow:
+        return (key, "!" + reason, trusted, None)
 
     # -- a directory tree -------------------------------------------------------------------
     def walk(self, start: str, levels: Levels) -> None:
         """Capture everything under workspace-relative directory ``start`` ('' = the root)."""
         ws = self.ws
         rules = self.rules
-        store_id = self.store_id
-        visit = self.visit
         on_dir = self.on_dir
-        old_get = self.old_rows.get
-        rows = self.rows
-        hits = 0
+        old_dirs = self.old_dirs
+        dirs = self.dirs
         stack: list[tuple[str, Levels]] = [(start, levels)]
         while stack:
             d, lv = stack.pop()
@@ -152,81 +158,149 @@ class Scan:
                     if added is not None:
                         lv = (*lv, added)
                     break
-            # The rule levels in effect here, deepest first, unpacked once per directory; the
-            # common case - one level whose patterns all look at names only - gets a direct call.
-            live = [lvl.matcher for lvl in reversed(lv) if not lvl.matcher.empty]
-            checks = [(lvl.strip, lvl.prefix, lvl.matcher.verdict_name, lvl.matcher.basename_only)
-                      for lvl in reversed(lv) if not lvl.matcher.empty]
-            # (regex match, group -> ignores) of a single name-only level, called inline below
-            single = live[0] if len(live) == 1 and live[0].basename_only else None
-            name_match = single.match if single is not None else None
-            ignores_by_group = single.group_ignores if single is not None else {}
-            known = single.name_cache if single is not None else {}
-            if len(known) > NAME_CACHE_MAX:
-                known.clear()
             prefix = d + "/" if d else ""
+            old = old_dirs.get(d)
+            if old is not None and old[2] is not None and old[0] == lv:
+                subdirs = self._same_dir(ents, old)
+                if subdirs is not None:
+                    dirs[d] = old
+                    for name, st in subdirs:
+                        self._push_dir(stack, prefix + name, name, st, lv)
+                    continue
+            self._list_dir(stack, d, prefix, ents, lv)
+
+    def _same_dir(self, ents: list[os.DirEntry[str]], old: DirRecord) -> list[tuple[str, os.stat_result]] | None:
+        """The hot path of an unchanged directory under the same rules as its recorded walk:
+        every file must match its trusted row by stat and no file may be new or gone; then the
+        recorded rows stand as they are (no ignore check, no path string, no dict insert per
+        file). Returns the subdirectories to walk, or None when the directory must be re-listed
+        in full by ``_list_dir``."""
+        _, names, others = old
+        assert others is not None
+        get = names.get
+        subdirs: list[tuple[str, os.stat_result]] = []
+        hits = 0
+        try:
             for e in ents:
                 name = e.name
+                row = get(name)
+                if row is not None:
+                    st = e.stat(follow_symlinks=False)
+                    if row[2] and row[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode):
+                        hits += 1
+                        continue
+                    return None
                 if name == ".git":
                     continue
-                rel = prefix + name
-                if not name.isascii() and not _encodable(name):
-                    self.extra_skipped[rel] = SKIP_UNENCODABLE
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue  # vanished between listing and stat
-                mode = st.st_mode
-                if mode & 0o170000 == 0o040000:  # a directory (S_ISDIR without the call)
-                    if store_id is not None and (st.st_dev, st.st_ino) == store_id:
-                        continue
-                    if checks:
-                        if name_match is not None:
-                            probe = name + "/"
-                            ig = known.get(probe)
-                            if ig is None:
-                                m = name_match(probe)
-                                ig = known[probe] = m is not None and ignores_by_group[m.lastgroup]
-                            if ig:
-                                continue
-                        else:
-                            probe = rel + "/"
-                            ignored = False
-                            for strip, pre, verdict, by_name in checks:
-                                v = verdict(name + "/" if by_name else pre + probe[strip:])
-                                if v is not None:
-                                    ignored = v
-                                    break
-                            if ignored:
-                                continue
-                    stack.append((rel, lv))
-                    continue
-                if checks:
-                    if name_match is not None:
-                        ig = known.get(name)
-                        if ig is None:
-                            m = name_match(name)
-                            ig = known[name] = m is not None and ignores_by_group[m.lastgroup]
-                        if ig:
-                            continue
-                    else:
-                        ignored = False
-                        for strip, pre, verdict, by_name in checks:
-                            v = verdict(name if by_name else pre + rel[strip:])
-                            if v is not None:
-                                ignored = v
-                                break
-                        if ignored:
-                            continue
-                row = old_get(rel)
-                if row is not None and row[2] and row[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                                             st.st_ino, mode):
-                    hits += 1
-                    rows[rel] = row
-                else:
-                    visit(rel, st)
+                st = e.stat(follow_symlinks=False)
+                if st.st_mode & 0o170000 == 0o040000:
+                    subdirs.append((name, st))
+                elif name not in others:  # a file with no row that the rules did not exclude: new
+                    return None
+        except OSError:
+            return None  # vanished between listing and stat: let the full listing decide
+        if hits != len(names):
+            return None  # a recorded file is gone
         self.hits += hits
+        self.n_rows += hits
+        return subdirs
+
+    def _push_dir(self, stack: list[tuple[str, Levels]], rel: str, name: str, st: os.stat_result,
+                  lv: Levels) -> None:
+        """Queue subdirectory ``rel`` unless it is the store itself or ignored."""
+        if self.store_id is not None and (st.st_dev, st.st_ino) == self.store_id:
+            return
+        probe = rel + "/"
+        for level in reversed(lv):
+            matcher = level.matcher
+            if matcher.empty:
+                continue
+            v = matcher.verdict_name(name + "/" if matcher.basename_only
+                                     else level.prefix + probe[level.strip:])
+            if v is not None:
+                if v:
+                    return
+                break
+        stack.append((rel, lv))
+
+    def _list_dir(self, stack: list[tuple[str, Levels]], d: str, prefix: str,
+                  ents: list[os.DirEntry[str]], lv: Levels) -> None:
+        """Examine every entry of directory ``d``: ignore rules, stat against the cache, and
+        hashing of what the cache cannot vouch for; records the directory for ``_same_dir``."""
+        old_get = self.old_rows.get
+        make_row = self._row
+        # The rule levels in effect here, deepest first, unpacked once per directory; the
+        # common case - one level whose patterns all look at names only - gets a direct call.
+        live = [lvl.matcher for lvl in reversed(lv) if not lvl.matcher.empty]
+        checks = [(lvl.strip, lvl.prefix, lvl.matcher.verdict_name, lvl.matcher.basename_only)
+                  for lvl in reversed(lv) if not lvl.matcher.empty]
+        # (regex match, group -> ignores) of a single name-only level, called inline below
+        single = live[0] if len(live) == 1 and live[0].basename_only else None
+        name_match = single.match if single is not None else None
+        ignores_by_group = single.group_ignores if single is not None else {}
+        known = single.name_cache if single is not None else {}
+        if len(known) > NAME_CACHE_MAX:
+            known.clear()
+        mine: dict[str, CacheRow] = {}
+        others: set[str] = set()  # files the rules excluded (no row)
+        exact = True  # False: a name was skipped without a row, so _same_dir cannot vouch for it
+        hits = 0
+        for e in ents:
+            name = e.name
+            if name == ".git":
+                continue
+            rel = prefix + name
+            if not name.isascii() and not _encodable(name):
+                self.extra_skipped[rel] = SKIP_UNENCODABLE
+                exact = False
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                exact = False
+                continue  # vanished between listing and stat
+            mode = st.st_mode
+            if mode & 0o170000 == 0o040000:  # a directory (S_ISDIR without the call)
+                self._push_dir(stack, rel, name, st, lv)
+                continue
+            if checks:
+                if name_match is not None:
+                    ig = known.get(name)
+                    if ig is None:
+                        m = name_match(name)
+                        ig = known[name] = m is not None and ignores_by_group[m.lastgroup]
+                    if ig:
+                        others.add(name)
+                        continue
+                else:
+                    ignored = False
+                    for strip, pre, verdict, by_name in checks:
+                        v = verdict(name if by_name else pre + rel[strip:])
+                        if v is not None:
+                            ignored = v
+                            break
+                    if ignored:
+                        others.add(name)
+                        continue
+            row = old_get(rel)
+            if row is not None and row[2] and row[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                                         st.st_ino, mode):
+                hits += 1
+                mine[name] = row
+            else:
+                mine[name] = make_row(rel, st)
+        self.hits += hits
+        self.n_rows += len(mine)
+        self.dirs[d] = (lv, mine, frozenset(others) if exact else None)
+
+    def found_rows(self) -> dict[str, CacheRow]:
+        """Every stat-cache row this scan produced, by workspace-relative path."""
+        out = dict(self.rows)
+        for d, (_, names, _) in self.dirs.items():
+            prefix = d + "/" if d else ""
+            for name, row in names.items():
+                out[prefix + name] = row
+        return out
 
     # -- a path the journal names -----------------------------------------------------------
     def rescan(self, rel: str) -> None:
