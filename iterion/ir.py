@@ -8,7 +8,7 @@ left in place for the engine to render at run time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -213,6 +213,18 @@ class Budget:
     max_iterations: int | None = None
 
 
+def _closure(start: str, step: Callable[[str], Iterable[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(step(start))
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(step(n))
+    return seen
+
+
 @dataclass
 class Workflow:
     name: str
@@ -251,15 +263,11 @@ class Workflow:
 
     def reachable_from(self, start: str) -> set[str]:
         """Node ids forward-reachable from ``start`` (``start`` included only via a cycle)."""
-        seen: set[str] = set()
-        stack = list(self.successors(start))
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            stack.extend(self.successors(n))
-        return seen
+        return _closure(start, self.successors)
+
+    def ancestors_of(self, node: str) -> set[str]:
+        """Node ids that can reach ``node`` (``node`` included only via a cycle)."""
+        return _closure(node, self.predecessors)
 
     def region_of(self, node_id: str) -> FanOutRegion | None:
         """The OUTERMOST fan-out region whose body contains ``node_id`` (None if not in one)."""

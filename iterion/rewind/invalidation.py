@@ -25,24 +25,11 @@ def require_node(wf: Workflow, node: str) -> None:
         )
 
 
-def ancestors_of(wf: Workflow, node: str) -> set[str]:
-    """Nodes that can reach ``node`` (``node`` itself only via a cycle)."""
-    seen: set[str] = set()
-    stack = list(wf.predecessors(node))
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.extend(wf.predecessors(n))
-    return seen
-
-
 def invalidated_nodes(wf: Workflow, pivot: str) -> frozenset[str]:
     """The nodes whose outputs a rewind to ``pivot`` drops (the pivot included)."""
     require_node(wf, pivot)
     downstream = wf.reachable_from(pivot)
-    return frozenset({pivot} | (downstream - ancestors_of(wf, pivot)))
+    return frozenset({pivot} | (downstream - wf.ancestors_of(pivot)))
 
 
 def graph_order(wf: Workflow) -> dict[str, int]:
