@@ -53,7 +53,9 @@ def cancel_cmd(
     store_dir: Path | None = STORE_DIR,
     as_json: bool = JSON,
 ) -> None:
-    """Cancel a run. A live run is interrupted at once (a running tool is killed) and its checkpoint
+    """Cancel a run; it stays resumable from its checkpoint.
+
+    A live run is interrupted at once (a running tool is killed) and its checkpoint
     anchors at the node it was executing; a run no process executes just becomes cancelled.
     A cancelled run resumes from its checkpoint.
 
@@ -68,8 +70,9 @@ def pause_cmd(
     store_dir: Path | None = STORE_DIR,
     as_json: bool = JSON,
 ) -> None:
-    """Pause a running run at its next node boundary (the current node finishes first). The run
-    parks paused_operator anchored at the node about to execute; resume it with `iterion resume`.
+    """Pause a running run at its next node boundary.
+
+    The current node finishes first. The run parks paused_operator anchored at the node about to execute; resume it with `iterion resume`.
 
     Example: iterion pause --run-id 01a2b3 && iterion resume --run-id 01a2b3
     """
@@ -105,8 +108,9 @@ def reconcile_cmd(
     store_dir: Path | None = STORE_DIR,
     as_json: bool = JSON,
 ) -> None:
-    """Promote orphaned runs: a `running` run whose process is gone (no live lock) and whose
-    timeline was not flushed for 60 s becomes failed_resumable (failed without a checkpoint),
+    """Promote orphaned runs (running, but their process is gone) to a resumable status.
+
+    A `running` run whose process is gone (no live lock) and whose timeline was not flushed for 60 s becomes failed_resumable (failed without a checkpoint),
     so it is resumed from its checkpoint rather than restarted from the entry.
 
     Example: iterion reconcile --json
