@@ -32,6 +32,21 @@ def _store(store_dir: Path | None) -> Store:
     return Store.open(store_dir, Path.cwd())
 
 
+def sweep_orphans(store: Store) -> Store:
+    """The start-up sweep of commands that open the store (run, resume, inspect, rewind): promote
+    stale `running` runs, one stderr line each. Best effort: it never stops the command itself."""
+    try:
+        promoted = reconcile_orphans(store)
+    except Exception as exc:  # noqa: BLE001 - a sweep problem must not block the user's command
+        typer.echo(f"iterion: warning: orphan sweep skipped: {exc}", err=True)
+        return store
+    for p in promoted:
+        at = f" at {p.restart_node}" if p.restart_node else " (no checkpoint)"
+        typer.echo(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}",
+                   err=True)
+    return store
+
+
 def _report(outcome: ControlOutcome, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(outcome.to_json(), indent=2))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from cli.control import sweep_orphans
 from cli.errors import CliError, register_user_error
 from gitrefs.errors import GitRefsError
 from gitrefs.ids import InvalidIdError
@@ -110,7 +111,7 @@ def register(app: typer.Typer) -> None:
                 raise CliError("--keep-files is --restore-scope none; "
                                "it cannot be combined with another scope")
             restore_scope = RestoreScope.NONE
-        store = Store.open(store_dir, Path.cwd())
+        store = sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
         req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
                             dry_run=dry_run)
         result = rewind_run(store, req, on_detected=None if json_out else _print_detected)

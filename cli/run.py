@@ -18,11 +18,13 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError, register_user_error
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.engine.cancel import CancelToken
 from iterion.engine.errors import EngineError
 from iterion.engine.launch import LaunchOptions, launch_run
+from iterion.engine.recovery import OnBudget
 from iterion.engine.auto_resume import auto_resume as retry_automatically
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.result import RunResult
@@ -60,7 +62,7 @@ _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 # -- helpers ------------------------------------------------------------------------------------
 def _store(store_dir: Path | None) -> Store:
-    return Store.open(store_dir, Path.cwd())
+    return sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -122,6 +124,11 @@ class Progress:
             _err.print(f"[red]✗[/] {e.node} [red]{p.get('code')}[/]: {p.get('error')}")
         elif e.type == ev.HUMAN_INPUT_REQUESTED or e.type == ev.ASK_USER_REQUESTED:
             _err.print(f"[yellow]?[/] {e.node} is waiting for an answer")
+        elif e.type == ev.NODE_RETRY_SCHEDULED:
+            _err.print(f"[yellow]↻[/] {e.node} {p.get('code')}: retry {p.get('attempt')}/{p.get('max_retries')} "
+                       f"in {float(p.get('delay_s') or 0):g}s")
+        elif e.type == ev.RECOVERY_PAUSED:
+            _err.print(f"[yellow]?[/] {e.node} {p.get('code')}: paused for a person to fix the cause")
         elif e.type == ev.WARNING:
             _err.print(f"[yellow]warning:[/] {p.get('message')}")
         elif e.type == ev.RUN_RESUMED:
@@ -189,6 +196,7 @@ def run_cmd(
     merge_into: str | None = typer.Option(None, "--merge-into", help="worktree runs: the branch to fast-forward on success (default: the current one)."),
     auto_merge: bool = typer.Option(True, "--auto-merge/--no-auto-merge", help="worktree runs: fast-forward on success."),
     auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="If the run fails with a code the failure table allows (transient), resume it automatically up to N times with bounded backoff. Example: --auto-resume 3"),
+    on_budget: OnBudget = typer.Option(OnBudget.FAIL, "--on-budget", help="When a budget cap stops a node: fail (park failed_resumable) or pause (a recovery pause: raise the cap and answer acknowledge_recovery on resume); kept by every resume of the run. Example: --on-budget pause"),
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
     store_dir: Path | None = STORE_DIR,
@@ -212,7 +220,7 @@ def run_cmd(
     options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
-                            auto_merge=auto_merge,
+                            auto_merge=auto_merge, on_budget=on_budget.value,
                             attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))

@@ -4,6 +4,12 @@ Everything that decides "bring this failure back automatically" reads this modul
 ``--auto-resume`` gate, the recovery dispatcher, and the DSL's C248 check (a bot's ``fail``
 node may not mint one of these codes). ``tests/test_failure_codes.py`` fails when a code is
 declared without a row or a row names no declared code.
+
+Besides the unattended-resume classification (``retry``), each row carries the recovery
+dispatcher's columns (``engine/recovery.py``, consulted before a failed node's final status is
+written): ``in_run_retries`` (re-executions in the run, with backoff), ``retry_origin`` (only
+failures from there are retried: a backend call, or a model's answer) and ``pause`` (park a
+recovery pause for a person).
 """
 
 from __future__ import annotations
@@ -56,26 +62,52 @@ class Retry(StrEnum):
     AMBIGUOUS = "ambiguous"                    # a repeat may duplicate a mutation: parked
 
 
+class Origin(StrEnum):
+    """Where a failure must come from for the recovery dispatcher to retry it in the run."""
+
+    ANY = "any"
+    BACKEND = "backend"          # raised by an LLM backend call (not by the engine's own plumbing)
+    LLM_VERDICT = "llm_verdict"  # decided from what a model answered: the next answer may differ
+
+
+class Pause(StrEnum):
+    """When the recovery dispatcher parks a failed node for a person (a recovery pause)."""
+
+    NEVER = "never"
+    ALWAYS = "always"
+    OPT_IN = "opt_in"  # only when the launch asked for it (BUDGET_EXCEEDED: --on-budget pause)
+
+
 @dataclass(frozen=True)
 class FailureRow:
     code: FailureCode
     retry: Retry
     meaning: str
+    # the recovery dispatcher (engine/recovery.py), before the final status is written: how many
+    # times the failing node is re-executed in the run, and only for failures from which origin
+    in_run_retries: int = 0
+    retry_origin: Origin = Origin.ANY
+    pause: Pause = Pause.NEVER
 
 
 _ROWS: tuple[FailureRow, ...] = (
-    FailureRow(FailureCode.EXECUTION_FAILED, Retry.TRANSIENT, "a node's execution failed for a reason a retry may clear"),
-    FailureRow(FailureCode.TIMEOUT, Retry.TRANSIENT, "a node or call ran past its deadline"),
-    FailureRow(FailureCode.RATE_LIMITED, Retry.TRANSIENT, "the provider asked us to slow down"),
+    FailureRow(FailureCode.EXECUTION_FAILED, Retry.TRANSIENT, "a node's execution failed for a reason a retry may clear",
+               in_run_retries=2, retry_origin=Origin.BACKEND),
+    FailureRow(FailureCode.TIMEOUT, Retry.TRANSIENT, "a node or call ran past its deadline", in_run_retries=1),
+    FailureRow(FailureCode.RATE_LIMITED, Retry.TRANSIENT, "the provider asked us to slow down", in_run_retries=3),
     FailureRow(FailureCode.USAGE_LIMIT_BLOCKED, Retry.TRANSIENT, "a provider usage window is exhausted until it resets"),
-    FailureRow(FailureCode.NETWORK_TRANSIENT, Retry.TRANSIENT, "a connection failed before anything was sent"),
-    FailureRow(FailureCode.TOOL_FAILED_TRANSIENT, Retry.TRANSIENT, "a tool exited with a temporary-failure status"),
+    FailureRow(FailureCode.NETWORK_TRANSIENT, Retry.TRANSIENT, "a connection failed before anything was sent",
+               in_run_retries=3),
+    FailureRow(FailureCode.TOOL_FAILED_TRANSIENT, Retry.TRANSIENT, "a tool exited with a temporary-failure status",
+               in_run_retries=3),
     FailureRow(FailureCode.SANDBOX_SETUP_TIMEOUT, Retry.TRANSIENT, "a bounded setup phase ran and stalled"),
     FailureRow(FailureCode.SANDBOX_CAPACITY, Retry.TRANSIENT, "no capacity to place the run; nothing executed"),
-    FailureRow(FailureCode.BUDGET_EXCEEDED, Retry.NEEDS_RAISED_CAP, "a budget cap was reached"),
-    FailureRow(FailureCode.SCHEMA_VALIDATION, Retry.OPERATOR, "a node's output did not match its schema"),
-    FailureRow(FailureCode.NO_OUTGOING_EDGE, Retry.OPERATOR, "no edge condition matched the node's output"),
-    FailureRow(FailureCode.AUTH_FAILED, Retry.OPERATOR, "the provider rejected the credential"),
+    FailureRow(FailureCode.BUDGET_EXCEEDED, Retry.NEEDS_RAISED_CAP, "a budget cap was reached", pause=Pause.OPT_IN),
+    FailureRow(FailureCode.SCHEMA_VALIDATION, Retry.OPERATOR, "a node's output did not match its schema",
+               in_run_retries=2, retry_origin=Origin.LLM_VERDICT),
+    FailureRow(FailureCode.NO_OUTGOING_EDGE, Retry.OPERATOR, "no edge condition matched the node's output",
+               in_run_retries=2, retry_origin=Origin.LLM_VERDICT),
+    FailureRow(FailureCode.AUTH_FAILED, Retry.OPERATOR, "the provider rejected the credential", pause=Pause.ALWAYS),
     FailureRow(FailureCode.EXPRESSION_FAILED, Retry.DETERMINISTIC, "a compute expression failed on fixed inputs"),
     FailureRow(FailureCode.CONTEXT_LENGTH_EXCEEDED, Retry.DETERMINISTIC, "the conversation no longer fits the model"),
     FailureRow(FailureCode.IR_UNLOADABLE, Retry.DETERMINISTIC, "the workflow could not be loaded or compiled"),

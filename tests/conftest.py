@@ -17,6 +17,9 @@ os.environ.setdefault("GIT_COMMITTER_NAME", "iterion-tests")
 os.environ.setdefault("GIT_COMMITTER_EMAIL", "tests@iterion.invalid")
 # Never read the developer's own global/system git config in tests.
 os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+# The recovery dispatcher's in-run retry backoff (iterion/engine/recovery.py, test-only override):
+# no real waits between retries; tests that check the backoff's shape set their own base.
+os.environ.setdefault("ITERION_RETRY_BACKOFF_S", "0")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"

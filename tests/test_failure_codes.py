@@ -44,3 +44,19 @@ def test_bot_defined_code_is_not_auto_recoverable() -> None:
     assert not d.allowed and d.reason == "not auto-recoverable (code REVIEW_REJECTED)"
     assert not fc.is_reserved("REVIEW_REJECTED")
     assert fc.is_reserved("USAGE_LIMIT_BLOCKED")
+
+
+def test_recovery_dispatcher_columns_follow_the_classification() -> None:
+    """In-run retries and recovery pauses (engine/recovery.py) read these columns: never for a
+    deterministic or ambiguous code; retries for the transient codes and the model verdicts."""
+    for row in fc.TABLE.values():
+        if row.retry in (fc.Retry.DETERMINISTIC, fc.Retry.AMBIGUOUS):
+            assert row.in_run_retries == 0 and row.pause is fc.Pause.NEVER, row.code
+    retried = {c.value for c, row in fc.TABLE.items() if row.in_run_retries}
+    assert retried == {"RATE_LIMITED", "NETWORK_TRANSIENT", "TIMEOUT", "TOOL_FAILED_TRANSIENT", "EXECUTION_FAILED",
+                       "SCHEMA_VALIDATION", "NO_OUTGOING_EDGE"}
+    assert fc.TABLE[fc.FailureCode.EXECUTION_FAILED].retry_origin is fc.Origin.BACKEND
+    for code in (fc.FailureCode.SCHEMA_VALIDATION, fc.FailureCode.NO_OUTGOING_EDGE):
+        assert fc.TABLE[code].retry_origin is fc.Origin.LLM_VERDICT
+    assert fc.TABLE[fc.FailureCode.AUTH_FAILED].pause is fc.Pause.ALWAYS
+    assert fc.TABLE[fc.FailureCode.BUDGET_EXCEEDED].pause is fc.Pause.OPT_IN

@@ -18,7 +18,7 @@ any node not listed)::
 Entry keys: ``output``, ``text``, ``tokens_in``, ``tokens_out``, ``cost_usd``, ``session_id``,
 ``ask_user`` (ask instead of answering unless the request carries an answer, which then uses
 ``after_answer`` when given), ``select`` (llm router target or list), ``error`` (a code, or
-``{code, message}``), ``sleep_s`` (simulate a slow call), ``attempts`` (a list used in order
+``{code, message, retry_after_s}``), ``sleep_s`` (simulate a slow call), ``attempts`` (a list used in order
 across calls, the count kept in a state file so it survives a process restart; the last one
 repeats). The file is re-read on every call so a test can edit it between a failure and a resume.
 Path: ``options["script_file"]`` or ``$ITERION_SCRIPT_FILE``.
@@ -38,6 +38,7 @@ import yaml
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.backends.schema import check_output, selected_targets
 from iterion.failure_codes import FailureCode
+from iterion.store.filelock import short_lock
 
 SCRIPT_ENV = "ITERION_SCRIPT_FILE"
 _ENTRY_KEYS = frozenset({"output", "text", "tokens_in", "tokens_out", "cost_usd", "session_id", "ask_user",
@@ -110,13 +111,16 @@ class ScriptBackend(Backend):
         if not isinstance(attempts, list) or not attempts:
             raise _unavailable(f"script file {self.path}: node {request.node_id} attempts must be a non-empty list")
         key = f"{request.run_id or ''}/{request.node_id}/{request.iteration}"
-        state: dict[str, int] = {}
-        if self.state_path is not None and self.state_path.is_file():
-            state = json.loads(self.state_path.read_text() or "{}")
-        n = state.get(key, 0)
-        state[key] = n + 1
+        n = 0
         if self.state_path is not None:
-            self.state_path.write_text(json.dumps(state))
+            # fan-out branches count their attempts concurrently: one read-modify-write at a time
+            with short_lock(self.state_path.with_name(self.state_path.name + ".lock")):
+                state: dict[str, int] = {}
+                if self.state_path.is_file():
+                    state = json.loads(self.state_path.read_text() or "{}")
+                n = state.get(key, 0)
+                state[key] = n + 1
+                self.state_path.write_text(json.dumps(state))
         chosen = attempts[min(n, len(attempts) - 1)]
         return chosen if isinstance(chosen, dict) else {"output": chosen}
 
@@ -128,11 +132,13 @@ class ScriptBackend(Backend):
         if "error" in entry:
             err = entry["error"]
             code, message = (err.get("code"), err.get("message")) if isinstance(err, dict) else (err, None)
+            retry_after = err.get("retry_after_s") if isinstance(err, dict) else None
             try:
                 fc = FailureCode(str(code))
             except ValueError:
                 raise _unavailable(f"script file {self.path}: unknown failure code {code!r}") from None
-            raise BackendError(fc, message or f"scripted {fc.value} for node {request.node_id}")
+            raise BackendError(fc, message or f"scripted {fc.value} for node {request.node_id}",
+                               retry_after_s=None if retry_after is None else float(retry_after))
         if entry.get("ask_user") and request.prior_answer is None:
             # a session id so the resume can say "continue this conversation"
             entry = {"session_id": f"script-{request.node_id}-{request.iteration}", **entry}

@@ -536,7 +536,9 @@ class Compiler:
                 v = p.value
                 if not isinstance(v, ast.Ident):
                     self.err("C008", v.span, f"entry of {owner} must name a node, not {kind_of(v)}")
-                elif v.name not in wf.nodes or wf.nodes[v.name].kind is NodeKind.FAIL:
+                elif v.name not in wf.nodes:
+                    # a named fail node is a valid entry (the run ends failed, with a WARN when it
+                    # is resumable: no guard precedes it); the built-in done/fail are not nodes
                     self.err("C008", v.span, f"entry '{v.name}' is not a declared node",
                              suggest(v.name, tuple(wf.nodes)) if wf.nodes else None)
                 else:

@@ -42,13 +42,17 @@ class Backoff:
         return min(self.max_s, self.base_s * self.factor ** max(0, attempt - 1))
 
     @classmethod
-    def from_env(cls) -> Backoff:
-        raw = os.environ.get(BACKOFF_ENV)
+    def from_env(cls, env: str = BACKOFF_ENV, *, base_s: float | None = None,
+                 max_s: float | None = None) -> Backoff:
+        """This shape with ``base_s``/``max_s`` (default: the class's); ``$env`` overrides the base."""
+        default = cls.base_s if base_s is None else base_s
+        raw = os.environ.get(env)
         try:
-            base = float(raw) if raw else cls.base_s
+            base = float(raw) if raw else default
         except ValueError:
-            base = cls.base_s
-        return cls(base_s=base if math.isfinite(base) and base >= 0 else cls.base_s)
+            base = default
+        return cls(base_s=base if math.isfinite(base) and base >= 0 else default,
+                   max_s=cls.max_s if max_s is None else max_s)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ class RunOptions:
     script_file: str | None = None    # the script backend's answers
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human answers known up front, per node
     watch: bool = True                # start the workspacetrack journal
+    on_budget: str = "fail"           # BUDGET_EXCEEDED: "fail" (failed_resumable) or "pause" (recovery pause)
 
 
 @dataclass

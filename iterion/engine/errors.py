@@ -21,12 +21,17 @@ class NodeFailure(Exception):
     """A node's execution did not complete: ``code`` is a failure code (engine or bot-defined)."""
 
     def __init__(self, code: FailureCode | str, message: str, *, node: str | None = None,
-                 details: dict[str, Any] | None = None) -> None:
+                 details: dict[str, Any] | None = None, origin: str | None = None,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.code = str(code)
         self.message = message
         self.node = node
         self.details = dict(details or {})
+        # for the recovery dispatcher: "backend" when an LLM backend call raised it (an
+        # ``failure_codes.Origin``), and how long the provider asked us to wait before a retry
+        self.origin = origin
+        self.retry_after_s = retry_after_s
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"

@@ -45,6 +45,7 @@ class LaunchOptions:
     watch: bool = True
     run_id: str | None = None
     attachments: dict[str, Path] = field(default_factory=dict)  # --attach name=path (launch inputs)
+    on_budget: str = "fail"                                 # --on-budget: BUDGET_EXCEEDED fails or pauses
 
 
 def ensure_store_ignored(store_root: Path) -> None:
@@ -139,7 +140,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  backend=options.backend,
                  options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
-                          "answers": options.answers},
+                          "answers": options.answers, "on_budget": options.on_budget},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
                  owner=OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow()))
     doc.record_sources(src.main_path, src.sources)
@@ -169,7 +170,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                                                     restart_node=wf.entry, restart_iteration=0))
         emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
         run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
-                                 watch=options.watch)
+                                 watch=options.watch, on_budget=options.on_budget)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, emit=emit)
     finally:

@@ -21,6 +21,7 @@ from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
 from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.recovery import ACK_FIELD
 from iterion.engine.result import RunResult
 from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
 from iterion.engine.source import CompiledSource, compile_source
@@ -126,7 +127,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                  if cp is not None and cp.recovery_pause else {})})
         run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,
                                  script_file=doc.options.get("script_file"),
-                                 answers=dict(doc.options.get("answers") or {}), watch=options.watch)
+                                 answers=dict(doc.options.get("answers") or {}), watch=options.watch,
+                                 on_budget=str(doc.options.get("on_budget") or "fail"))
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, resumed=True, answers=answers, emit=emit)
     finally:
@@ -155,7 +157,13 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
             fields = ", ".join(f.get("name", "?") for f in pending.questions.get("fields", [])) or "answer"
             raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({fields})",
                                      hint=f"iterion resume --run-id {state.run_id} --answer FIELD=VALUE ...")
-        if node is not None and node.kind is NodeKind.HUMAN:
+        if pending.kind == "recovery" and ACK_FIELD not in answers:
+            code = pending.questions.get("recovery_code")
+            raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "
+                              f"answer {ACK_FIELD} once the cause is fixed",
+                              hint=f"iterion resume --run-id {state.run_id} --answer {ACK_FIELD}=true",
+                              exit_code=2)
+        if node is not None and node.kind is NodeKind.HUMAN and pending.kind != "recovery":
             try:
                 coerce_answers(node.id, node.output_schema, answers)
             except AnswerError as exc:

@@ -1,9 +1,10 @@
 """The main loop: execute the node at the checkpoint, pick its edge, checkpoint, repeat.
 
 Per node: ``pre:`` (or ``resume:`` for the first node of a resumed run) -> execute ->
-``nodes:`` -> checkpoint anchored on the next node. A failure writes ``fail:`` and parks the
-run ``failed_resumable`` anchored at the failing node; a cancel does the same as ``cancelled``;
-a human gate writes ``pause:`` and parks ``paused_waiting_human``. Fan-out branches run in
+``nodes:`` -> checkpoint anchored on the next node. A failure writes ``fail:`` and goes to the
+recovery dispatcher (``recovery.py``: retry in the run, or a recovery pause for a person); when it
+declines, the run parks ``failed_resumable`` anchored at the failing node; a cancel does the
+same as ``cancelled``; a human gate writes ``pause:`` and parks ``paused_waiting_human``. Fan-out branches run in
 threads and the checkpoint is written once they converge (one entry per node id).
 """
 
@@ -24,6 +25,7 @@ from iterion.engine.fork import record_turn
 from iterion.engine.edges import note_loop_output, select_edge, take_edge
 from iterion.engine.errors import Cancelled, NodeFailure
 from iterion.engine.nodes import executor_for
+from iterion.engine.recovery import Action, RecoveryDispatcher, RecoveryPause, park_recovery
 from iterion.engine.result import RunResult
 from iterion.engine.scope import build_scope
 from iterion.engine.state import Pending, to_checkpoint
@@ -60,6 +62,7 @@ class Runner:
         self.on_finish = on_finish
         self._fail_written: set[tuple[str, int]] = set()
         self._current_it: int | None = None  # iteration of the node the main loop is executing
+        self.recovery = RecoveryDispatcher(ctx)
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, *, resumed: bool = False, answers: dict[str, Any] | None = None) -> RunResult:
@@ -88,8 +91,14 @@ class Runner:
                 it = st.next_iteration if first else st.iteration_of(nid)
                 self._current_it = it
                 pending = st.pending if (first and st.pending is not None and st.pending.node == nid) else None
+                if pending is not None and pending.kind == "recovery":
+                    # the acknowledgement is the audit trail of what was fixed, never the node's output
+                    if answers:
+                        self._answered(pending, answers)
+                    st.pending = pending = None
                 record_turn(self.ctx, node, it)  # an LLM node's turn checkpoint: what `iterion fork` starts from
-                outcome = self.step(nid, it, resumed=first, answers=answers if pending else None, pending=pending)
+                outcome = self._attempt(nid, it, resumed=first, answers=answers if pending else None,
+                                        pending=pending)
                 first = False
                 if outcome.pause is not None:
                     return self._park(node, it, outcome)
@@ -103,12 +112,32 @@ class Runner:
             return self._cancelled(current, exc)
         except OperatorPause as exc:
             return park_operator(self, exc)
+        except RecoveryPause as exc:
+            return park_recovery(self, exc)
         except CheckpointLost as exc:
             return self._checkpoint_lost(exc)
         except NodeFailure as exc:
             return self._failed(current, exc)
 
     # -- one node ---------------------------------------------------------------------------------
+    def _attempt(self, nid: str, it: int, *, resumed: bool = False, answers: dict[str, Any] | None = None,
+                 pending: Pending | None = None, can_pause: bool = True) -> StepOutcome:
+        """``step``, with the recovery dispatcher consulted on a failure BEFORE any final status is
+        written: retried here (re-entered through a ``resume:`` boundary), parked for a person
+        (RecoveryPause), or raised to the failure path."""
+        while True:
+            try:
+                return self.step(nid, it, resumed=resumed, answers=answers, pending=pending)
+            except NodeFailure as exc:
+                decision = self.recovery.on_failure(self.wf.nodes[nid], it, exc, can_pause=can_pause)
+                if decision.action is Action.PAUSE:
+                    raise RecoveryPause(exc, nid, it, decision) from exc
+                if decision.action is not Action.RETRY:
+                    raise
+            self.recovery.wait(decision)
+            self._fail_written.discard((nid, it))  # a failed retry writes its own fail: boundary
+            resumed = True
+
     def step(self, nid: str, it: int, *, resumed: bool = False, answers: dict[str, Any] | None = None,
              pending: Pending | None = None) -> StepOutcome:
         ctx, st, wf = self.ctx, self.state, self.wf
@@ -278,7 +307,7 @@ class Runner:
                     message = _render_lenient(node.message, scope) or f"fail node {nid} reached"
                     raise NodeFailure(node.code or FailureCode.WORKFLOW_FAILED, message, node=nid)
                 it = st.iteration_of(nid)
-                out = self.step(nid, it)
+                out = self._attempt(nid, it, can_pause=False)
                 if out.pause is not None:
                     self._fail_boundary(nid, it)
                     raise NodeFailure(FailureCode.EXECUTION_FAILED,
@@ -327,12 +356,13 @@ class Runner:
             return self._current_it
         return self.state.iteration_of(node)
 
-    def _checkpoint(self, anchor: AnchorReason, restart: str | None, *, strict: bool = True) -> bool:
+    def _checkpoint(self, anchor: AnchorReason, restart: str | None, *, strict: bool = True,
+                    recovery_code: str | None = None) -> bool:
         ctx, st = self.ctx, self.state
         restart_it = self._anchor_iteration(restart)
         try:
             cp = to_checkpoint(st, usage=ctx.budget.usage(), anchor=anchor, restart_node=restart,
-                               restart_iteration=restart_it)
+                               restart_iteration=restart_it, recovery_code=recovery_code)
             ctx.store.save_checkpoint(ctx.run_id, cp)
         except Exception as exc:  # noqa: BLE001 - a lost checkpoint ends the run as failed
             cause = f"{type(exc).__name__}: {exc}"

@@ -4,7 +4,8 @@ A run is an orphan when it says ``running`` but no process holds its execution l
 drops a flock when its holder dies, SIGKILL included) AND its timeline was not flushed for the
 grace window (60 s, the spec's figure). Such a run is never restarted from the workflow entry:
 
-* at start-up (``reconcile_orphans``, ``iterion reconcile``) it is promoted to
+* at start-up (``reconcile_orphans``: automatically when ``iterion run``, ``resume``, ``inspect``
+  or ``rewind`` opens the store, and on demand with ``iterion reconcile``) it is promoted to
   ``failed_resumable`` with code ORPHANED_RUN, or to ``failed`` when it has no checkpoint to
   resume from, and ``run_orphan_promoted`` lands on its timeline;
 * ``iterion resume --force-stale`` takes it over directly (``check_takeover``), under the
@@ -16,14 +17,19 @@ cannot wait a minute per trial); do not set it in production.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from iterion.failure_codes import FailureCode
 from iterion.store import RunLock, RunStatus, Store
 from iterion.store import events as ev
+from iterion.store.events import events_path
+from iterion.store.layout import RunPaths
 from iterion.store.errors import StatusRefusedError
 from iterion.store.store import STALE_AFTER_S
 
@@ -94,12 +100,49 @@ def promote_if_orphaned(store: Store, run_id: str, *, threshold_s: float | None 
         lock.release()
 
 
+def _says_running(run_json: Path) -> bool:
+    """The run document's status, read without validating the whole document (the sweep runs on
+    every command that opens the store, so the common case - not running - must be cheap)."""
+    try:
+        data = run_json.read_bytes()
+        return b"running" in data and json.loads(data).get("status") == RunStatus.RUNNING.value
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _quiet_for(path: Path, threshold: float, now: float) -> bool:
+    try:
+        return now - path.stat().st_mtime >= threshold
+    except FileNotFoundError:
+        return True
+
+
 def reconcile_orphans(store: Store, *, threshold_s: float | None = None) -> list[Promotion]:
-    """Start-up reconciliation: promote every stale ``running`` run of the store."""
+    """Start-up reconciliation: promote every stale ``running`` run of the store.
+
+    ``iterion run``, ``resume``, ``inspect`` and ``rewind`` call it when they open the store (and
+    ``iterion reconcile`` on demand). Cheap by construction: only documents that say ``running``
+    are looked at, each with a read-only lock probe; a run whose document or timeline was written
+    within the grace window is left alone (that also covers a launch between creating its
+    document and taking its lock). ``promote_if_orphaned`` re-checks everything under the lock.
+    """
+    threshold = stale_after_s() if threshold_s is None else threshold_s
+    if not store.runs_dir.is_dir():
+        return []
+    now = time.time()
     out: list[Promotion] = []
-    for doc in store.list_runs():
-        if doc.status is RunStatus.RUNNING:
-            promoted = promote_if_orphaned(store, doc.id, threshold_s=threshold_s)
-            if promoted is not None:
-                out.append(promoted)
+    for d in sorted(store.runs_dir.iterdir()):
+        run_json = RunPaths(d).run_json
+        if not _says_running(run_json):
+            continue
+        try:
+            if store.is_locked(d.name):
+                continue  # a live owner
+        except ValueError:  # not a run id: not ours to touch
+            continue
+        if not (_quiet_for(run_json, threshold, now) and _quiet_for(events_path(d), threshold, now)):
+            continue
+        promoted = promote_if_orphaned(store, d.name, threshold_s=threshold)
+        if promoted is not None:
+            out.append(promoted)
     return out

@@ -43,6 +43,11 @@ NODE_STARTED = "node_started"
 NODE_FINISHED = "node_finished"
 NODE_FAILED = "node_failed"
 NODE_RETRIED = "node_retried"
+# the recovery dispatcher's decisions (engine/recovery.py): an in-run retry, a recovery pause for
+# a person, or "let the failure stand" (the run then parks failed_resumable as before)
+NODE_RETRY_SCHEDULED = "node_retry_scheduled"
+RECOVERY_PAUSED = "recovery_paused"
+RECOVERY_DECLINED = "recovery_declined"
 BOUNDARY_WRITTEN = "boundary_written"
 CHECKPOINT_WRITTEN = "checkpoint_written"
 CHECKPOINT_LOST = "checkpoint_lost"

@@ -91,7 +91,16 @@ def test_unknown_loop_attachment_and_tool_output_field() -> None:
 def test_edge_out_of_a_terminal_and_fail_node_as_entry() -> None:
     src = ('fail f:\n  code: MY_FAIL\nagent a:\n  model: "m"\nworkflow w:\n  entry: f\n'
            '  a -> done\n  done -> a\n  f -> a\n')
-    assert sorted(_codes(src)) == [("C008", 6), ("C112", 8), ("C112", 9)]
+    # a named fail node IS a valid entry (the spec's "the fail node IS the entry" case); its own
+    # edges are still refused and what only it could reach is unreachable
+    assert sorted(_codes(src)) == [("C016", 3), ("C112", 8), ("C112", 9)]
+
+
+def test_entry_must_name_a_declared_node_not_a_builtin_terminal() -> None:
+    for entry in ("done", "fail", "nope"):
+        src = f'fail f:\n  code: MY_FAIL\nworkflow w:\n  entry: {entry}\n'
+        assert ("C008", 4) in _codes(src), entry
+    assert [c for c, _ in _codes('fail f:\n  code: MY_FAIL\nworkflow w:\n  entry: f\n')] == []
 
 
 def test_tool_and_router_property_rules() -> None:

@@ -182,7 +182,7 @@ def test_resumable_fail_node_at_the_entry_degrades_to_failed_with_a_warning(
           start -> refuse
     """)
     compiled = compile_source(bot)
-    compiled.workflow.entry = "refuse"  # the DSL refuses a fail node as entry: (C008); the engine must cope
+    compiled.workflow.entry = "refuse"  # the fail node IS the entry (the DSL accepts `entry: refuse` too)
     r = launch_run(store, bot, LaunchOptions(workspace=ws, watch=False), compiled=compiled)
     assert r.status is RunStatus.FAILED and r.failure_code == "NOT_ACTIONABLE" and r.error == "nothing to do"
     warning = events(store, r.run_id, "warning")[0].payload

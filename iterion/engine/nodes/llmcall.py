@@ -68,7 +68,8 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
     except BackendError as exc:
         _charge(ctx, node, iteration, name, exc.tokens_in + exc.tokens_out, exc.cost_usd)
-        raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id) from None
+        raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id,
+                          origin="backend", retry_after_s=exc.retry_after_s) from None
     if response.session_id:
         with ctx.state.lock:
             ctx.state.sessions[node.id] = response.session_id
