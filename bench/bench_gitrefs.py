@@ -5,6 +5,8 @@
 
 Two baselines, because "<tmp>" can mean two things: a fresh (empty) index, which re-hashes
 every file, and a copy of the repository's index, which starts from git's stat cache.
+Scenarios: the repository with a settled index (unchanged; N files changed before each round),
+and a fresh `git worktree add` of it (the engine's `worktree: auto`), unchanged.
 Ratios are ours / baseline (below 1 = faster than git's own command).
 """
 
@@ -80,25 +82,31 @@ def main() -> None:
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "tree")
         git(repo, "status", "--porcelain")  # settle racy entries, as a user's index would be
-        rr = RunRefs.start(repo, "bench")
-        gitdir = Path(git(repo, "rev-parse", "--absolute-git-dir"))
         tmp_index = Path(tmp) / "baseline-index"
         counter = iter(range(10**9))
 
-        def ours() -> None:
-            rr.write_boundary(BoundaryLabel(BoundaryKind.NODES, "n", next(counter)))
+        def contenders(workdir: Path, run_id: str) -> dict[str, Callable[[], object]]:
+            rr = RunRefs.start(workdir, run_id)
+            gitdir = Path(git(workdir, "rev-parse", "--absolute-git-dir"))
 
-        def baseline(seed_from_user_index: bool) -> Callable[[], object]:
-            def run() -> str:
-                env = {**ENV, "GIT_INDEX_FILE": str(tmp_index)}
-                git(repo, "add", "-A", env=env)
-                return git(repo, "write-tree", env=env)
+            def ours() -> None:
+                rr.write_boundary(BoundaryLabel(BoundaryKind.NODES, "n", next(counter)))
 
-            def prepare() -> None:
-                tmp_index.unlink(missing_ok=True)
-                if seed_from_user_index:
-                    shutil.copy2(gitdir / "index", tmp_index)
-            return lambda: (prepare(), run())[1]
+            def baseline(seed_from_user_index: bool) -> Callable[[], object]:
+                def run() -> str:
+                    env = {**ENV, "GIT_INDEX_FILE": str(tmp_index)}
+                    git(workdir, "add", "-A", env=env)
+                    return git(workdir, "write-tree", env=env)
+
+                def prepare() -> None:
+                    tmp_index.unlink(missing_ok=True)
+                    if seed_from_user_index:
+                        shutil.copy2(gitdir / "index", tmp_index)
+                return lambda: (prepare(), run())[1]
+            # The baselines' prepare() is part of what they do (the copy is what a snapshot did too).
+            return {"boundary write (ours)": ours,
+                    "git add -A + write-tree, empty tmp index": baseline(False),
+                    "git add -A + write-tree, copy of index": baseline(True)}
 
         change_round = iter(range(10**9))
 
@@ -110,14 +118,15 @@ def main() -> None:
         def nothing() -> None:
             pass
 
-        # The baselines' prepare() is part of what they do (the copy is what our snapshot does too).
         results: dict[str, dict[str, float]] = {}
+        in_repo = contenders(repo, "bench")
         for scenario, before in (("unchanged", nothing), (f"{args.changed} changed", change_files)):
-            results[scenario] = interleaved_medians({
-                "boundary write (ours)": ours,
-                "git add -A + write-tree, empty tmp index": baseline(False),
-                "git add -A + write-tree, copy of index": baseline(True),
-            }, before, repeats)
+            results[scenario] = interleaved_medians(in_repo, before, repeats)
+        # What the engine's `worktree: auto` runs on: a fresh `git worktree add`, whose index
+        # nobody settled (checkout writes it in the same second as the files: racily clean).
+        wt = Path(tmp) / "wt"
+        git(repo, "worktree", "add", "-q", "-b", "run", str(wt), "HEAD")
+        results["unchanged, fresh worktree"] = interleaved_medians(contenders(wt, "bench-wt"), nothing, repeats)
 
     print(f"files={files} changed={args.changed} repeats={repeats} (median seconds)")
     for scenario, row in results.items():

@@ -3,7 +3,8 @@
 Knows nothing of nodes, workflows or the CLI: node ids are opaque ref components.
 Entry points: ``RunRefs`` (one run in one worktree), ``restore_bank``, ``list_runs``.
 
-Modules: ``layout`` (ref names), ``snapshot`` (the `git add -A` tree), ``commits`` (signature,
+Modules: ``layout`` (ref names), ``snapshot`` (the `git add -A` tree), ``private_index`` (the
+same tree for a run's boundaries, from a copy of the index kept warm), ``commits`` (signature,
 trailers), ``run_refs`` (the facade), ``worktree_apply`` (revert's tree-to-tree update),
 ``bank_restore`` (bank onto a fresh clone), ``records`` (persisted/returned records),
 ``workspace``/``remotes``/``gitcli``/``run_lock`` (plumbing), ``errors``; plus the shared

@@ -16,11 +16,18 @@ from pathlib import Path
 
 
 @contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive flock on ``path`` (created if missing) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    with file_lock(run_dir / "lock"):
+        yield

@@ -27,7 +27,7 @@ from gitrefs.remotes import check_remote
 from gitrefs.run_lock import run_lock
 from gitrefs.records import (BankRecord, BoundaryRecord, PushAttempt, PushLog, PushRecord, RecoveryHint,
                              RevertResult, RunRecord)
-from gitrefs.snapshot import snapshot_tree
+from gitrefs.private_index import snapshot_with_private_index
 from gitrefs.workspace import Workspace, open_workspace
 from gitrefs.worktree_apply import apply_tree_diff
 from persist import read_model, write_model
@@ -141,8 +141,11 @@ class RunRefs:
     # --- snapshots and boundaries ---------------------------------------------------------
 
     def snapshot(self) -> str:
-        """Tree id of the working tree as `git add -A` would record it (nothing is written)."""
-        return snapshot_tree(self.ws, self.ws.scratch_dir(self.run_id))
+        """Tree id of the working tree as `git add -A` on a copy of the user's index would record it.
+
+        Nothing of the user's is written; the run's private index (a warm stat cache) is.
+        """
+        return snapshot_with_private_index(self.ws, self.run_id)
 
     def write_boundary(self, label: BoundaryLabel) -> BoundaryRecord:
         self.record()

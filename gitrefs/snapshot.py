@@ -11,6 +11,10 @@ against a throw-away COPY of the user's index (GIT_INDEX_FILE). Consequences, al
 * the copy starts from the user's index every time, so a later .gitignore or `git rm --cached`
   applies exactly as it would for the user;
 * `.git/index`, HEAD, branches and the stash are never written.
+
+This module is that rule, done from scratch (``snapshot_workspace``, no run attached). A run's
+boundaries give the same tree faster through ``gitrefs.private_index``, which keeps its copy
+between boundaries and knows when it must start again from the user's index.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from pathlib import Path
 from gitrefs.gitcli import git_out
 from gitrefs.workspace import Workspace
 
-# No hooks (post-index-change would fire on the scratch index) and no fsmonitor daemon start-up.
-_ADD_ALL = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.fsmonitor=false",
-            "-c", "core.hooksPath=/dev/null", "add", "-A", "--", "."]
+# No hooks (post-index-change would fire on the scratch index), no fsmonitor daemon start-up, and
+# never a split index (a copy must stand alone; gitrefs.private_index keeps one across boundaries).
+ADD_ALL = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.fsmonitor=false",
+           "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false", "add", "-A", "--", "."]
 
 
 def snapshot_tree(ws: Workspace, scratch_dir: Path) -> str:
@@ -42,7 +47,7 @@ def snapshot_tree(ws: Workspace, scratch_dir: Path) -> str:
             # newer copy would make racily-clean entries look trustworthy.
             shutil.copy2(ws.user_index, tmp_index)
         env = {"GIT_INDEX_FILE": str(tmp_index)}
-        git_out(ws.workdir, _ADD_ALL, env=env)
+        git_out(ws.workdir, ADD_ALL, env=env)
         return git_out(ws.workdir, ["write-tree"], env=env)
     finally:
         tmp_index.unlink(missing_ok=True)
@@ -50,5 +55,8 @@ def snapshot_tree(ws: Workspace, scratch_dir: Path) -> str:
 
 
 def snapshot_workspace(ws: Workspace) -> str:
-    """Snapshot with no run attached (the scratch index lives under ``<gitdir>/iterion/tmp``)."""
+    """Snapshot with no run attached (the scratch index lives under ``<gitdir>/iterion/tmp``).
+
+    A run's boundaries use ``gitrefs.private_index`` instead: same tree, kept stat cache.
+    """
     return snapshot_tree(ws, ws.gitdir / "iterion" / "tmp")

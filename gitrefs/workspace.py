@@ -24,9 +24,9 @@ class Workspace:
         """Shared per-run files (run record, push log): visible from every worktree."""
         return self.commondir / "iterion" / "runs" / validate_id(run_id, "run id")
 
-    def scratch_dir(self, run_id: str) -> Path:
-        """Where a run's throw-away index copies go: per worktree (stat data is), same filesystem."""
-        return self.gitdir / "iterion" / "runs" / validate_id(run_id, "run id") / "scratch"
+    def private_dir(self, run_id: str) -> Path:
+        """A run's private index and its state: per worktree (stat data is), same filesystem."""
+        return self.gitdir / "iterion" / "runs" / validate_id(run_id, "run id")
 
     @property
     def user_index(self) -> Path:

@@ -27,21 +27,21 @@ class ApplyResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def _prune_empty_parents(root: Path, path: Path) -> None:
-    parent = path.parent
-    while parent != root and root in parent.parents:
-        try:
-            parent.rmdir()
-        except OSError:
-            return
-        parent = parent.parent
+def _remove_empty_tree(path: Path) -> bool:
+    """Remove directory ``path`` if it holds nothing but (nested) empty directories."""
+    for child in path.iterdir():
+        if child.is_symlink() or not child.is_dir() or not _remove_empty_tree(child):
+            return False
+    path.rmdir()
+    return True
 
 
 def _remove(root: Path, rel: str) -> bool:
     target = root / rel
     if target.is_symlink() or target.is_file():
+        # Emptied directories stay: git records none, so an empty directory an earlier node
+        # made (`mkdir -p out`) may well be part of what the pivot started from.
         target.unlink()
-        _prune_empty_parents(root, target)
         return True
     return not target.exists()
 
@@ -72,8 +72,8 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
             result.skipped.append(rel)
             continue
         dest = root / rel
-        if dest.is_dir() and not dest.is_symlink():
-            result.skipped.append(rel)
+        if dest.is_dir() and not dest.is_symlink() and not _remove_empty_tree(dest):
+            result.skipped.append(rel)  # a directory with content the tree does not own is in the way
             continue
         data = repo[d.new_file.id].peel(pygit2.Blob).data
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ import os
 import random
 from pathlib import Path
 
-from refs_helpers import all_reachable_trees, git, guarded_state, reference_tree, tree_paths
+from .refs_helpers import all_reachable_trees, git, guarded_state, reference_tree, tree_paths
 
 from gitrefs import RunRefs
 from gitrefs.boundary import BoundaryLabel
@@ -63,7 +63,8 @@ def test_revert_commits_on_head_and_restores_tree_and_index(repo: Path) -> None:
     assert (repo / "kept.txt").read_text() == "from before the pivot"
     assert os.readlink(repo / "link") == "kept.txt"
     assert (repo / "README.md").read_text() == "hello\n"
-    assert not (repo / "gen").exists()
+    assert not (repo / "gen" / "out 1.txt").exists()
+    assert (repo / "gen").is_dir() and not any((repo / "gen").iterdir())  # emptied directories stay
     assert not (repo / "after-last-boundary.txt").exists()
     assert (repo / "keep.log").read_text() == "ignored: never touched"
     assert set(res.removed) == {"gen/out 1.txt", "after-last-boundary.txt"}
@@ -137,7 +138,7 @@ def test_revert_reports_a_moved_submodule_as_skipped(repo: Path, tmp_path: Path)
 
 
 def test_revert_on_an_unborn_head(tmp_path: Path) -> None:
-    from refs_helpers import make_repo
+    from .refs_helpers import make_repo
     repo = make_repo(tmp_path / "repo", commit=False)
     rr = RunRefs.start(repo, "r")
     rr.write_boundary(L("pre:a:0"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from refs_helpers import git, guarded_state, make_repo
+from .refs_helpers import git, guarded_state, make_repo
 
 from gitrefs import RunAlreadyStarted, RunRefs, UnknownBoundary, UnknownRun, list_runs
 from gitrefs.boundary import BoundaryLabel

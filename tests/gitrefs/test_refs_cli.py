@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from refs_helpers import git
+from ..conftest import run_cli
+from .refs_helpers import git
 
 
 def _assert_one_error(proc, *, contains: str, code: int = 2) -> None:  # type: ignore[no-untyped-def]
@@ -103,7 +103,7 @@ def test_a_whole_run_through_the_cli(repo: Path, tmp_path: Path) -> None:
 
 
 def test_snapshot_and_empty_hint(repo: Path, tmp_path: Path) -> None:
-    from refs_helpers import guarded_state, reference_tree
+    from .refs_helpers import guarded_state, reference_tree
     (repo / "new.txt").write_text("n")
     before = guarded_state(repo)
     snap = run_cli("refs", "snapshot", "--repo", str(repo), "--json")

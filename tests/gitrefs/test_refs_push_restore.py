@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from refs_helpers import git, guarded_state, make_repo
+from .refs_helpers import git, guarded_state, make_repo
 
 from gitrefs import MissingRemote, PushFailed, RunRefs, restore_bank
 from gitrefs.boundary import BoundaryLabel

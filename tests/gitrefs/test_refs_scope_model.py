@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 import pytest
-from refs_helpers import make_repo
+from .refs_helpers import make_repo
 
 from gitrefs import RunRefs
 from gitrefs.boundary import BoundaryKind, BoundaryLabel

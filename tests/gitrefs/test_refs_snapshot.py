@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from refs_helpers import git, guarded_state, make_repo, reference_tree, tree_paths
+from .refs_helpers import git, gitdir_of, guarded_state, make_repo, reference_tree, tree_paths
 
 from gitrefs import RunRefs
 from gitrefs.snapshot import snapshot_workspace
@@ -197,9 +197,10 @@ def test_linked_worktree(tmp_path: Path) -> None:
     assert guarded_state(repo) == main_before and guarded_state(wt) == wt_before
     assert ours == reference_tree(wt, tmp_path / "scratch")
     assert "main-only.txt" not in tree_paths(wt, ours)
-    # The private scratch lives in the worktree's own git dir and is cleaned up.
-    scratch = rr.ws.scratch_dir("wt-run")
-    assert scratch.is_relative_to(rr.ws.gitdir) and list(scratch.iterdir()) == []
+    # The run's private index lives in the worktree's own git dir (stat data is per worktree).
+    private = rr.ws.private_dir("wt-run")
+    assert private.is_relative_to(rr.ws.gitdir) and (private / "index").is_file()
+    assert rr.ws.gitdir != gitdir_of(repo) and not (gitdir_of(repo) / "iterion" / "runs" / "wt-run" / "index").exists()
 
 
 def test_snapshot_after_user_stash_and_staging_changes_nothing(tmp_path: Path) -> None:

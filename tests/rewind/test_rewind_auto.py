@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rewind_runs import FLOW, fake_run, loop_steps, write
+from .rewind_runs import FLOW, fake_run, loop_steps, write
 
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.errors import AutoRefusedError, RewindError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import git, run_cli
+from ..conftest import git, run_cli
 
 from iterion.store import Store
 

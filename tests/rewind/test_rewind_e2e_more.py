@@ -10,8 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import git, iterion_cmd, run_cli
-from rewind_runs import fake_run, loop_steps
+from ..conftest import git, iterion_cmd, run_cli
+from .rewind_runs import fake_run, loop_steps
 from typer.testing import CliRunner
 
 from cli.errors import CliError
@@ -171,7 +171,7 @@ def test_cli_refusals_are_one_clear_line(repo: Path, tmp_path: Path) -> None:
 
 def test_a_run_that_reached_the_fail_terminal_is_recovered_by_rewind(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    from rewind_runs import FLOW
+    from .rewind_runs import FLOW
 
     (repo / "flow.bot").write_text(FLOW)
     (repo / "flow.script.yaml").write_text('draft:\n  "*": {output: {text: "good"}}\n')

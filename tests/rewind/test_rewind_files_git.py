@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import git
+from ..conftest import git
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.engine.versioning import open_versioning

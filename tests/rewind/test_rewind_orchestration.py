@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git
-from rewind_runs import FLOW, fake_run, loop_steps
+from ..conftest import git
+from .rewind_runs import FLOW, fake_run, loop_steps
 
 from iterion.rewind.errors import RewindError, UnknownNodeError
 from iterion.rewind.files import RestoreScope

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rewind_graphs import build
+from .rewind_graphs import build
 
 from iterion.rewind.auto import select_pivot
 from iterion.rewind.errors import AutoRefusedError, UnknownNodeError

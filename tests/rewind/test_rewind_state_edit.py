@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rewind_graphs import build
+from .rewind_graphs import build
 
 from iterion.rewind.invalidation import invalidated_nodes
 from iterion.rewind.state_edit import current_attempt, park_run, resolve_anchor, rewind_checkpoint

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import git
-from rewind_runs import fake_run, loop_steps
+from ..conftest import git
+from .rewind_runs import fake_run, loop_steps
 
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files import RestoreScope

@@ -1,0 +1,261 @@
+"""A run's private index: git's stat cache kept warm from one boundary to the next.
+
+The snapshot rule is "what `git add -A && git write-tree` records on a COPY of the user's
+index, now". Re-copying the user's index at every boundary is exact but slow: every racily
+clean entry of the user's index (a fresh `git worktree add` leaves thousands) is re-hashed,
+every file the run created is re-hashed, and write-tree rebuilds the cache-tree - each time.
+
+Here the copy is kept (``<gitdir>/iterion/runs/<run>/index``) and `git add -A` is re-applied to
+it, so git refreshes its stat data and cache-tree once; an unchanged boundary is one `git add -A`
+that writes nothing, and the tree id is then reused (the index file did not change, so neither
+did its tree). Kept copy P and fresh copy C of the user's index U give the same tree unless:
+
+* U changed (``git add``, ``git rm --cached``, ...): P is re-seeded from U;
+* a path P holds but U does not has become ignored since it was added (`git add -A` never drops
+  a tracked path for being ignored), or P holds a blob hashed under attributes or config that
+  have changed since (its stat data is clean, so git does not re-hash it): P is re-seeded
+  whenever any such source changed - the ``.gitignore``/``.gitattributes`` of every directory
+  in the last tree, ``info/exclude``, ``info/attributes``, the excludes and attributes files,
+  the config files; and when a directory of the tree gains a ``.git``;
+* a path U tracks although ignored was deleted and has come back (C re-adds it, P sees an
+  ignored untracked file): P is re-seeded when such a path exists again outside the tree;
+* a gitlink P holds lost its repository (C sees a plain directory, P keeps the gitlink): P is
+  re-seeded when a gitlink of the last tree has no ``.git`` any more.
+
+Re-seeding is the original algorithm (copy U, `git add -A`, write-tree), so every case it does
+not cover costs one slow boundary, never a wrong tree. Signatures taken less than
+``_RACY_NS`` before the boundary started are not trusted (a second change within the same
+timestamp tick would be invisible), which forces a re-seed next time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+import pygit2
+
+from gitrefs.errors import GitCommandFailed
+from gitrefs.gitcli import git_out
+from gitrefs.run_lock import file_lock
+from gitrefs.snapshot import ADD_ALL
+from gitrefs.workspace import Workspace
+from persist import VersionedModel, atomic_write_bytes, read_model
+
+# Coarser than any Linux filesystem's timestamp tick: an ignore source changed this shortly before
+# a boundary may have changed after git read it, so it is not trusted.
+_RACY_NS = 100_000_000
+
+Sig = str | None  # a digest of the content; None: absent
+
+
+def index_sig(path: Path) -> Sig:
+    """An index file's identity: its trailing checksum (git writes it over the whole content).
+
+    Content, not stat data: a rewrite within one timestamp tick that reuses the inode and the
+    size would fool a stat signature.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - 20, 0))
+            trailer = f.read(20)
+    except FileNotFoundError:
+        return None
+    # index.skipHash writes a zero trailer: no identity, never "unchanged".
+    return f"{size}:{trailer.hex()}" if trailer.strip(b"\0") else f"unhashed:{time.time_ns()}"
+
+
+def source_sig(path: str, since_ns: int) -> tuple[Sig, bool]:
+    """(digest of an ignore/config file's content, whether it is racy: changed near ``since_ns``)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+            st = os.fstat(f.fileno())
+    except (FileNotFoundError, NotADirectoryError):
+        return None, False
+    except IsADirectoryError:
+        return "dir", False
+    return hashlib.blake2b(data, digest_size=16).hexdigest(), max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - _RACY_NS
+
+
+class PrivateIndexState(VersionedModel):
+    """What the private index was derived from, to tell when it may no longer stand for a copy."""
+
+    user_index: Sig
+    private_index: Sig
+    tree: str
+    sources: dict[str, Sig]  # ignore rules and config, by absolute path
+    tracked_ignored: list[str]  # paths the user's index tracks although ignored
+    dirs: dict[str, str] = {}  # the tree's directories ("" the root, else "a/b/") -> tree id
+    gitlinks: list[str] = []  # the tree's submodules / embedded repositories
+    trusted: bool  # False: a source changed right before the last boundary; re-seed next time
+
+
+class _Paths(NamedTuple):
+    index: Path
+    state: Path
+    lock: Path
+
+
+def _paths(ws: Workspace, run_id: str) -> _Paths:
+    d = ws.private_dir(run_id)
+    # `index.lock` is git's own lock file for the index; ours must not collide with it.
+    return _Paths(d / "index", d / "index-state.json", d / "snapshot.flock")
+
+
+def _xdg_git(name: str) -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "git" / name
+
+
+def _config_files(ws: Workspace) -> list[Path]:
+    """The config files git reads (files they `include` are not followed: a known gap)."""
+    return [ws.commondir / "config", ws.gitdir / "config.worktree",
+            Path(os.environ.get("GIT_CONFIG_GLOBAL") or Path.home() / ".gitconfig"), _xdg_git("config"),
+            Path(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")]
+
+
+def _config_path(ws: Workspace, key: str, default_name: str) -> Path:
+    """A path-valued setting (core.excludesFile, core.attributesFile), or git's XDG default."""
+    try:
+        value = ws.repo.config[key]
+    except KeyError:
+        return _xdg_git(default_name)
+    p = Path(os.path.expanduser(value))
+    return p if p.is_absolute() else ws.workdir / p
+
+
+def _tree_shape(repo: pygit2.Repository, tree: str, old_dirs: dict[str, str],
+                old_gitlinks: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(every directory of ``tree`` -> its tree id, "" the root: where a .gitignore can rule a
+    captured path; every gitlink of it). Subtrees whose id did not change since the last tree
+    are taken from ``old_dirs``/``old_gitlinks`` instead of walked again."""
+    old_keys = sorted(old_dirs)
+    dirs: dict[str, str] = {}
+    gitlinks: list[str] = []
+    stack: list[tuple[str, pygit2.Oid]] = [("", repo[pygit2.Oid(hex=tree)].peel(pygit2.Tree).id)]
+    while stack:
+        prefix, oid = stack.pop()
+        if old_dirs.get(prefix) == str(oid):
+            # The keys under ``prefix`` are contiguous in sorted order (every dir key ends in "/").
+            i = bisect.bisect_left(old_keys, prefix)
+            while i < len(old_keys) and old_keys[i].startswith(prefix):
+                dirs[old_keys[i]] = old_dirs[old_keys[i]]
+                i += 1
+            gitlinks += [g for g in old_gitlinks if g.startswith(prefix)]
+            continue
+        dirs[prefix] = str(oid)
+        for entry in repo[oid]:
+            kind = entry.type  # an int: far cheaper than the filemode enum on big trees
+            if kind == pygit2.GIT_OBJECT_TREE:
+                stack.append((f"{prefix}{entry.name}/", entry.id))
+            elif kind == pygit2.GIT_OBJECT_COMMIT:
+                gitlinks.append(f"{prefix}{entry.name}")
+    return dirs, sorted(gitlinks)
+
+
+def _source_paths(ws: Workspace, dirs: Iterable[str]) -> list[str]:
+    """Every file whose change could make P and a fresh copy disagree.
+
+    Ignore rules (what a new path's fate is), attributes and config (how a file hashes: P keeps
+    blobs hashed under the old rules while their stat data stays clean), and a ``.git`` appearing
+    in a captured directory (it becomes an embedded repository).
+    """
+    out = [str(p) for p in (ws.commondir / "info" / "exclude", ws.commondir / "info" / "attributes",
+                            _config_path(ws, "core.excludesFile", "ignore"),
+                            _config_path(ws, "core.attributesFile", "attributes"), *_config_files(ws))]
+    root = os.path.join(ws.workdir, "")
+    for d in dirs:
+        base = root + d  # str concatenation: this runs for every directory of big trees
+        out += [base + ".gitignore", base + ".gitattributes"] + ([base + ".git"] if d else [])
+    return out
+
+
+def _in_tree(repo: pygit2.Repository, tree: str, path: str) -> bool:
+    try:
+        repo[pygit2.Oid(hex=tree)].peel(pygit2.Tree)[path]
+    except KeyError:
+        return False
+    return True
+
+
+def _still_stands_for_a_copy(ws: Workspace, st: PrivateIndexState, private: Path) -> bool:
+    if not st.trusted or index_sig(ws.user_index) != st.user_index:
+        return False
+    if index_sig(private) != st.private_index:  # someone else wrote it: start over
+        return False
+    if any(source_sig(p, 0)[0] != sig for p, sig in st.sources.items()):
+        return False
+    if not all(os.path.lexists(os.path.join(ws.workdir, p, ".git")) for p in st.gitlinks):
+        return False
+    return not any(os.path.lexists(ws.workdir / p) and not _in_tree(ws.repo, st.tree, p)
+                   for p in st.tracked_ignored)
+
+
+def _load(path: Path) -> PrivateIndexState | None:
+    try:
+        return read_model(path, PrivateIndexState)
+    except (OSError, ValueError):
+        return None  # missing or unreadable: the private index is a cache, re-seed
+
+
+def _seed(ws: Workspace, private: Path, env: dict[str, str]) -> list[str]:
+    """P := a copy of the user's index. Returns the paths it tracks although ignored."""
+    private.unlink(missing_ok=True)
+    if ws.user_index.is_file():
+        # copy2 keeps the mtime: git's racy-entry check compares entry times to it, and a newer
+        # copy would make racily-clean entries look trustworthy.
+        shutil.copy2(ws.user_index, private)
+        out = git_out(ws.workdir, ["ls-files", "-z", "-c", "-i", "--exclude-standard"], env=env)
+        return sorted(p for p in out.split("\0") if p)
+    return []
+
+
+def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
+    """The tree `git add -A && git write-tree` would record on a copy of the user's index, now."""
+    paths = _paths(ws, run_id)
+    env = {"GIT_INDEX_FILE": str(paths.index)}
+    # Not the run lock: a revert snapshots while holding it. Banks and boundaries share P.
+    with file_lock(paths.lock):
+        started = time.time_ns()
+        st = _load(paths.state)
+        user_sig = index_sig(ws.user_index)  # before the copy: a later change shows up next time
+        fresh = st is None or not _still_stands_for_a_copy(ws, st, paths.index)
+        tracked_ignored = _seed(ws, paths.index, env) if fresh else st.tracked_ignored  # type: ignore[union-attr]
+        try:
+            git_out(ws.workdir, ADD_ALL, env=env)
+        except GitCommandFailed:
+            if fresh:
+                raise
+            # e.g. a gitlink P holds whose directory lost its .git: what a copy gives is the rule.
+            fresh, user_sig = True, index_sig(ws.user_index)
+            tracked_ignored = _seed(ws, paths.index, env)
+            git_out(ws.workdir, ADD_ALL, env=env)
+        private_sig = index_sig(paths.index)
+        if not fresh and st is not None and private_sig == st.private_index:
+            # git wrote nothing: same entries, same tree; the sources were just checked unchanged.
+            tree, sources, dirs, gitlinks, trusted = st.tree, st.sources, st.dirs, st.gitlinks, True
+        else:
+            tree = git_out(ws.workdir, ["write-tree"], env=env)
+            private_sig = index_sig(paths.index)  # write-tree stores the cache-tree
+            dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs if st else {}, st.gitlinks if st else [])
+            # Sources checked before `git add -A` keep that reading (a change since shows up next
+            # time); the others are read now and must not have changed around the add (racy).
+            checked = {} if fresh or st is None else st.sources
+            read = {p: (checked[p], False) if p in checked else source_sig(p, started)
+                    for p in _source_paths(ws, dirs)}
+            sources = {p: sig for p, (sig, _) in read.items()}
+            trusted = not any(racy for _, racy in read.values())
+        new = PrivateIndexState(user_index=user_sig, private_index=private_sig, tree=tree,
+                                sources=sources, tracked_ignored=tracked_ignored, dirs=dirs, gitlinks=gitlinks,
+                                trusted=trusted)
+        if new != st:
+            # Not fsynced: it is a cache, and the rename keeps it whole; lost, it means a re-seed.
+            atomic_write_bytes(paths.state, new.model_dump_json().encode(), durable=False)
+        return tree
