@@ -50,7 +50,7 @@ def workflow(path: Path, nodes: int, worktree: bool) -> Path:
     lines = ["schema n:", "  v: int", ""]
     for i in range(nodes):
         lines += [f"compute c{i}:", "  output: n", "  expr:", f'    v: "{i}"', ""]
-    lines += ["workflow bench:", f"  entry: c0"] + (["  worktree: auto"] if worktree else [])
+    lines += ["workflow bench:", "  entry: c0"] + (["  worktree: auto"] if worktree else [])
     lines += [f"  c{i} -> c{i + 1}" for i in range(nodes - 1)] + [f"  c{nodes - 1} -> done", ""]
     path.write_text("\n".join(lines))
     return path

@@ -476,7 +476,7 @@ class Runner:
         self.state.pending = None
 
     def _failed(self, current: str | None, exc: NodeFailure) -> RunResult:
-        ctx, st = self.ctx, self.state
+        ctx = self.ctx
         anchor = current if current and current not in TERMINALS else exc.node
         if anchor and anchor in self.wf.nodes:
             self._fail_boundary(anchor, self._anchor_iteration(anchor))
@@ -488,7 +488,7 @@ class Runner:
         return self._result()
 
     def _cancelled(self, current: str | None, exc: Cancelled) -> RunResult:
-        ctx, st = self.ctx, self.state
+        ctx = self.ctx
         anchor = current if current and current not in TERMINALS else None
         if anchor:
             self._fail_boundary(anchor, self._anchor_iteration(anchor))
