@@ -99,7 +99,7 @@ class PrivateIndexState(VersionedModel):
 
 
 class _Paths(NamedTuple):
-    index: Path
+    index_file: Path  # not `index`: that would shadow tuple.index
     state: Path
     lock: Path
 
@@ -127,6 +127,8 @@ def _config_path(ws: Workspace, key: str, default_name: str) -> Path:
         value = ws.repo.config[key]
     except KeyError:
         return _xdg_git(default_name)
+    if value is None:  # a bare `excludesFile` line with no value: git rejects it itself, so treat as unset
+        return _xdg_git(default_name)
     p = Path(os.path.expanduser(value))
     return p if p.is_absolute() else ws.workdir / p
 
@@ -151,7 +153,9 @@ def _tree_shape(repo: pygit2.Repository, tree: str, old_dirs: dict[str, str],
             gitlinks += [g for g in old_gitlinks if g.startswith(prefix)]
             continue
         dirs[prefix] = str(oid)
-        for entry in repo[oid]:
+        subtree = repo[oid]
+        assert isinstance(subtree, pygit2.Tree)  # only tree ids are ever pushed on the stack
+        for entry in subtree:
             kind = entry.type  # an int: far cheaper than the filemode enum on big trees
             if kind == pygit2.GIT_OBJECT_TREE:
                 stack.append((f"{prefix}{entry.name}/", entry.id))
@@ -220,14 +224,14 @@ def _seed(ws: Workspace, private: Path, env: dict[str, str]) -> list[str]:
 def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
     """The tree `git add -A && git write-tree` would record on a copy of the user's index, now."""
     paths = _paths(ws, run_id)
-    env = {"GIT_INDEX_FILE": str(paths.index)}
+    env = {"GIT_INDEX_FILE": str(paths.index_file)}
     # Not the run lock: a revert snapshots while holding it. Banks and boundaries share P.
     with file_lock(paths.lock):
         started = time.time_ns()
         st = _load(paths.state)
         user_sig = index_sig(ws.user_index)  # before the copy: a later change shows up next time
-        fresh = st is None or not _still_stands_for_a_copy(ws, st, paths.index)
-        tracked_ignored = _seed(ws, paths.index, env) if fresh else st.tracked_ignored  # type: ignore[union-attr]
+        fresh = st is None or not _still_stands_for_a_copy(ws, st, paths.index_file)
+        tracked_ignored = _seed(ws, paths.index_file, env) if fresh or st is None else st.tracked_ignored
         try:
             git_out(ws.workdir, ADD_ALL, env=env)
         except GitCommandFailed:
@@ -235,15 +239,15 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
                 raise
             # e.g. a gitlink P holds whose directory lost its .git: what a copy gives is the rule.
             fresh, user_sig = True, index_sig(ws.user_index)
-            tracked_ignored = _seed(ws, paths.index, env)
+            tracked_ignored = _seed(ws, paths.index_file, env)
             git_out(ws.workdir, ADD_ALL, env=env)
-        private_sig = index_sig(paths.index)
+        private_sig = index_sig(paths.index_file)
         if not fresh and st is not None and private_sig == st.private_index:
             # git wrote nothing: same entries, same tree; the sources were just checked unchanged.
             tree, sources, dirs, gitlinks, trusted = st.tree, st.sources, st.dirs, st.gitlinks, True
         else:
             tree = git_out(ws.workdir, ["write-tree"], env=env)
-            private_sig = index_sig(paths.index)  # write-tree stores the cache-tree
+            private_sig = index_sig(paths.index_file)  # write-tree stores the cache-tree
             dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs if st else {}, st.gitlinks if st else [])
             # Sources checked before `git add -A` keep that reading (a change since shows up next
             # time); the others are read now and must not have changed around the add (racy).

@@ -14,7 +14,7 @@ def check_remote(ws: Workspace, remote: str) -> None:
     # git resolves a relative path against the workspace (we run `git -C <workdir>`), so do we.
     if "://" in remote or (ws.workdir / Path(remote).expanduser()).is_dir():
         return
-    names = list(ws.repo.remotes.names())
+    names = [n for n in ws.repo.remotes.names() if n is not None]  # pygit2 types names Optional
     raise MissingRemote(f"no remote {remote!r} in {ws.workdir}",
                         hint=(f"configured remotes: {', '.join(names)}" if names else
                               "add one: git remote add origin URL"))

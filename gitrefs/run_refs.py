@@ -193,11 +193,11 @@ class RunRefs:
         keyed: list[tuple[tuple[int, int, str], BoundaryRecord]] = [
             ((i, 0, ""), rec) for i, (_, rec) in enumerate(walked) if rec is not None]
         for parsed, target in self._run_refs():
-            label = parsed.label
-            if label is not None and label.kind.is_alias and target in position:
-                name = layout.boundary_ref(self.run_id, label)
+            alias = parsed.label
+            if alias is not None and alias.kind.is_alias and target in position:
+                name = layout.boundary_ref(self.run_id, alias)
                 keyed.append(((position[target], 1, name),
-                              BoundaryRecord(label, name, target, self._tree_of(target))))
+                              BoundaryRecord(alias, name, target, self._tree_of(target))))
         keyed.sort(key=lambda kv: kv[0])
         return [rec for _, rec in keyed]
 

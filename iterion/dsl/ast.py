@@ -226,8 +226,9 @@ class ExtensionDecl:
     span: Span
 
 
+# PresetDecl on its own: a bundle's presets/*.md arrive as bare presets, not inside a PresetsDecl
 Decl = Union[
-    VarsDecl, PresetsDecl, AttachmentsDecl, PromptDecl, SchemaDecl, NodeDecl, ImportDecl,
+    VarsDecl, PresetsDecl, PresetDecl, AttachmentsDecl, PromptDecl, SchemaDecl, NodeDecl, ImportDecl,
     WorkflowDecl, ExtensionDecl,
 ]
 

@@ -235,13 +235,13 @@ class Compiler:
         workflows = [x for x in d if isinstance(x, ast.WorkflowDecl)]
         for s in schemas:
             self.schema(s)
-        for p in prompts:
-            if p.name in self.prompt_decls:
-                first = self.prompt_decls[p.name].span
-                self.err("C041", p.span, f"prompt '{p.name}' is declared twice (first at {first})",
+        for pd in prompts:
+            if pd.name in self.prompt_decls:
+                first = self.prompt_decls[pd.name].span
+                self.err("C041", pd.span, f"prompt '{pd.name}' is declared twice (first at {first})",
                          "rename one of them")
                 continue
-            self.prompt_decls[p.name] = p
+            self.prompt_decls[pd.name] = pd
         if not workflows:
             self.err("C006", Span(self.main_file, 1, 1), "no workflow declared",
                      "add 'workflow NAME:' with an 'entry:' and edges")
@@ -351,7 +351,9 @@ class Compiler:
         if kind not in ATTACHMENT_KINDS:
             self.err("C103", a.kind.span, f"invalid kind {kind!r} for {owner}", "expected file or image")
             return
-        desc, mime, required = None, (), False
+        desc: str | None = None
+        mime: tuple[str, ...] = ()
+        required = False
         for p in a.properties:
             if p.name == "description":
                 got = self.string(p, owner)
@@ -415,9 +417,9 @@ class Compiler:
         elif name in ("input", "output"):
             setattr(node, f"{name}_schema", self.schema_ref(p, owner))
         elif name in ("system", "user", "instructions"):
-            got = self.prompt(p, owner)
-            if got:
-                text, ref, locs = got
+            prompt = self.prompt(p, owner)
+            if prompt:
+                text, ref, locs = prompt
                 setattr(node, name, text)
                 setattr(node, f"{name}_ref", ref)
                 templates.extend((name, loc) for loc in locs)

@@ -422,7 +422,8 @@ class _Parser:
                 pos = self.expect_punct(line, pos, "(", f"loop name '{lname.value}'")
                 if pos >= len(toks) or toks[pos].kind != INT:
                     raise self._expected(line, pos, f"the loop bound (an integer) in '{lname.value}(N)'")
-                bound = int(toks[pos].value)  # type: ignore[arg-type]
+                bound = toks[pos].value
+                assert isinstance(bound, int)  # the lexer gives every INT token an int value
                 pos = self.expect_punct(line, pos + 1, ")", "the loop bound")
                 loop = ast.LoopClause(str(lname.value), bound, _tok_span(self.file, lname))
             elif t.is_ident("with") and with_map is None:

@@ -79,7 +79,9 @@ class _Checker:
                               suggest(name, tuple(wf.loops)) if wf.loops else "loops are declared on edges: a -> b as NAME(N)")
 
     def input_field(self, name: str, span: Span, consumer: str | None) -> None:
-        node = self.wf.nodes.get(consumer) if consumer else None
+        if not consumer:
+            return
+        node = self.wf.nodes.get(consumer)
         if node is None:
             return
         if node.input_schema is not None:

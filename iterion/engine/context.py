@@ -16,6 +16,7 @@ from iterion.engine.versioning import Versioning
 from iterion.failure_codes import FailureCode
 from iterion.ir import Edge, Node, Workflow
 from iterion.store import Store
+from iterion.store.checkpoint import InteractionKind
 
 # (event type, node, iteration, payload) -> None
 Emit = Callable[[str, str | None, int | None, dict[str, Any]], None]
@@ -103,7 +104,7 @@ class NodeResult:
     output: dict[str, Any]
     # the node parks: questions for a person (human gate or an agent's ask_user)
     pause: dict[str, Any] | None = None
-    pause_kind: str = "human"
+    pause_kind: InteractionKind = "human"
     # routers that choose their own edges (fan_out_all, round_robin, llm)
     selected: list[Edge] | None = None
     session_id: str | None = None

@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iterion.engine.errors import EngineError
@@ -95,7 +96,7 @@ def _copy_artifacts(store: Store, parent: str, child: str, counts: dict[str, int
 def _copy_attachments(store: Store, parent: str, child: str) -> None:
     attachments = store.attachments(child)
     for record in store.attachments(parent).list():
-        attachments.stage(record.name, record.path, mime=record.mime)
+        attachments.stage(record.name, Path(record.path), mime=record.mime)
 
 
 def fork_run(store: Store, run_id: str, node: str, *, iteration: int | None = None) -> ForkResult:

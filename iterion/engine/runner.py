@@ -33,6 +33,7 @@ from iterion.failure_codes import FailureCode
 from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, RouterMode
 from iterion.store import AnchorReason, RunStatus
 from iterion.store import events as ev
+from iterion.store.checkpoint import InteractionKind
 
 
 class CheckpointLost(Exception):
@@ -47,7 +48,7 @@ class StepOutcome:
     edges: list[Edge] = field(default_factory=list)
     mapped: dict[int, dict[str, Any]] = field(default_factory=dict)  # edge index -> rendered `with {}`
     pause: dict[str, Any] | None = None
-    pause_kind: str = "human"
+    pause_kind: InteractionKind = "human"
 
 
 # called when the run finishes (worktree finalisation); returns fields for the RunResult
@@ -454,7 +455,7 @@ class Runner:
         self._boundary(BoundaryKind.PAUSE, node.id, it)
         questions = outcome.pause or {}
         previous = st.pending.interaction_id if st.pending is not None and st.pending.node == node.id else None
-        doc = ctx.store.interactions(ctx.run_id).ask(node.id, questions, iteration=it, kind=outcome.pause_kind,  # type: ignore[arg-type]
+        doc = ctx.store.interactions(ctx.run_id).ask(node.id, questions, iteration=it, kind=outcome.pause_kind,
                                                      interaction_id=previous)
         st.pending = Pending(doc.id, node.id, it, outcome.pause_kind, questions)
         if not self._checkpoint(AnchorReason.HUMAN_PAUSE, node.id, strict=False):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iterion.budget import Usage
-from iterion.store.checkpoint import AnchorReason, Checkpoint, ExecutedNode, PendingInteraction
+from iterion.store.checkpoint import AnchorReason, Checkpoint, ExecutedNode, InteractionKind, PendingInteraction
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Pending:
     interaction_id: str
     node: str
     iteration: int
-    kind: str  # human | ask_user | recovery
+    kind: InteractionKind
     questions: dict[str, Any]
 
 
