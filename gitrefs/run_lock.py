@@ -8,23 +8,13 @@ processes alike.
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from persist import file_lock
 
-@contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Exclusive flock on ``path`` (created if missing) for the duration of the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
+__all__ = ["file_lock", "run_lock"]
 
 
 @contextmanager

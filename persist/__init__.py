@@ -4,6 +4,7 @@ This is the lowest layer of the distribution; it imports nothing of ours.
 """
 
 from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+from persist.filelock import file_lock
 from persist.model import FormatVersionError, VersionedModel, read_model, write_model
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "VersionedModel",
     "atomic_write_bytes",
     "atomic_write_text",
+    "file_lock",
     "fsync_dir",
     "read_model",
     "write_model",

@@ -38,7 +38,7 @@ import yaml
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.backends.schema import check_output, selected_targets
 from iterion.failure_codes import FailureCode
-from iterion.store.filelock import short_lock
+from persist import file_lock
 
 SCRIPT_ENV = "ITERION_SCRIPT_FILE"
 _ENTRY_KEYS = frozenset({"output", "text", "tokens_in", "tokens_out", "cost_usd", "session_id", "ask_user",
@@ -114,7 +114,7 @@ class ScriptBackend(Backend):
         n = 0
         if self.state_path is not None:
             # fan-out branches count their attempts concurrently: one read-modify-write at a time
-            with short_lock(self.state_path.with_name(self.state_path.name + ".lock")):
+            with file_lock(self.state_path.with_name(self.state_path.name + ".lock")):
                 state: dict[str, int] = {}
                 if self.state_path.is_file():
                     state = json.loads(self.state_path.read_text() or "{}")

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field
 
 from gitrefs.ids import validate_id
 from iterion.store.errors import StoreError
-from iterion.store.filelock import short_lock
+from persist import file_lock
 from iterion.store.timeutil import utcnow
 from persist import VersionedModel, read_model, write_model
 
@@ -57,7 +57,7 @@ class ArtifactStore:
 
     def publish(self, name: str, value: Any, *, node: str | None = None, iteration: int | None = None) -> ArtifactDoc:
         """Write the next version of ``name`` (max on disk + 1, so it never reuses a number)."""
-        with short_lock(self.root / ".publish.lock"):
+        with file_lock(self.root / ".publish.lock"):
             existing = self.versions(name)
             doc = ArtifactDoc(name=name, version=(existing[-1] + 1 if existing else 1), node=node,
                               iteration=iteration, value=value)

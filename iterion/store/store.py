@@ -26,7 +26,7 @@ from iterion.store.errors import (
     StatusRefusedError,
 )
 from iterion.store.events import Event, EventLog, last_flush_time, read_events
-from iterion.store.filelock import short_lock
+from persist import file_lock
 from iterion.store.ids import validate_run_id
 from iterion.store.interactions import InteractionStore
 from iterion.store.layout import RunPaths, resolve_store_dir
@@ -86,7 +86,7 @@ class Store:
         """Persist a new run (version 1). Refuses an id that already exists."""
         paths = self.paths(doc.id)
         paths.dir.mkdir(parents=True, exist_ok=True)
-        with short_lock(paths.cas_lock):
+        with file_lock(paths.cas_lock):
             if paths.run_json.exists():
                 raise RunExistsError(f"run {doc.id} already exists")
             doc.version = 1
@@ -110,7 +110,7 @@ class Store:
         On success ``doc.version`` is ``expected_version + 1`` and ``updated_at`` is now.
         """
         paths = self.paths(doc.id)
-        with short_lock(paths.cas_lock):
+        with file_lock(paths.cas_lock):
             found = self._disk_version(doc.id)
             if found != expected_version:
                 raise StaleWriteError(doc.id, expected_version, found)
