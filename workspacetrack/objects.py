@@ -24,8 +24,9 @@ def digest_of(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
 
 
-def _syncfs(path: Path) -> None:
-    """Flush the filesystem holding ``path`` (one call instead of one fsync per object)."""
+def sync_filesystem(path: Path) -> None:
+    """Flush the filesystem holding ``path``: one call instead of one fsync per file, for a
+    batch (a capture's objects, a restore's writes) made durable together."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = os.open(path, os.O_RDONLY)
@@ -79,6 +80,6 @@ class ObjectStore:
     def flush(self) -> None:
         """Make every object written since the last flush durable."""
         if self._pending:
-            _syncfs(self.root)
+            sync_filesystem(self.root)
             fsync_dir(self.root)
             self._pending = False

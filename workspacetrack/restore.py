@@ -5,6 +5,15 @@ Every directory on the way to a path is opened with O_NOFOLLOW relative to its p
 a symlink anywhere on the path is met, not followed (and a rename racing the restore cannot
 redirect it). Paths come from manifests and are re-checked by ``check_relpath``: '..' cannot
 occur.
+
+Durability: the caller commits the bank (the disk state about to be changed) durably BEFORE
+``apply_restore`` writes anything, and the pivot's content is durable in the store already. The
+writes themselves are not fsynced one by one (that cost dominated a restore's wall time): each
+file is still replaced by an atomic rename, and the whole batch is made durable by one
+filesystem sync at the end, before the report is returned. A crash mid-restore can therefore
+leave any written path old or new (or, on a filesystem that does not order data before a
+rename, empty); both the target and the pre-restore state are durable in the store, so running
+the restore again, or undoing it from the bank, repairs every such path.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from pathlib import Path
 from workspacetrack.changes import changed_paths
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.models import SKIP_OVERSIZED, Entry, Manifest
-from workspacetrack.objects import ObjectStore
+from workspacetrack.objects import ObjectStore, sync_filesystem
 from workspacetrack.paths import check_relpath, parent_dirs
 
 SKIP_IGNORED = "ignored"
@@ -52,7 +61,6 @@ class Plan:
     actions: list[Action] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     left_in_place: list[str] = field(default_factory=list)
-    target_dirs: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -127,8 +135,6 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
         plan.actions.append(Action(path, t, overwrites))
     if last is not None:
         plan.left_in_place = sorted(p for p in changed_paths(last, current) if p not in paths)
-    for p in target.entries:
-        plan.target_dirs.update(parent_dirs(p))
     return plan
 
 
@@ -157,9 +163,23 @@ class _Writer:
     def __init__(self, workspace: Path) -> None:
         self.ws = workspace
         self.root = os.open(workspace, _DIR_FLAGS)
+        # device -> a directory written to on it: what ``sync`` must flush (a mount point
+        # inside the workspace is another filesystem than the workspace's own)
+        self._written: dict[int, str] = {}
 
     def close(self) -> None:
         os.close(self.root)
+
+    def _note(self, dir_fd: int, rel_dir: str) -> None:
+        dev = os.fstat(dir_fd).st_dev
+        if dev not in self._written:
+            self._written[dev] = rel_dir
+
+    def sync(self) -> None:
+        """Make every write and removal so far durable: one sync per filesystem written to."""
+        for rel_dir in self._written.values():
+            sync_filesystem(self.ws / rel_dir if rel_dir else self.ws)
+        self._written.clear()
 
     def _link_reason(self, dir_fd: int, name: str, rel_dir: str) -> str:
         target = os.readlink(name, dir_fd=dir_fd)
@@ -216,6 +236,7 @@ class _Writer:
                 return False
             if st_mod.S_ISDIR(st.st_mode):
                 raise _Refused(SKIP_BLOCKED)
+            self._note(fd, rel_dir)
             os.unlink(name, dir_fd=fd)
             return True
         finally:
@@ -229,9 +250,10 @@ class _Writer:
         tmp = f".{name}.iterion-restore.{secrets.token_hex(4)}.tmp"
         try:
             st = self._check_final(fd, name, rel_dir)
-            if st is not None and st_mod.S_ISDIR(st.st_mode):
+            if st is not None and st_mod.S_ISDIR(st.st_mode) and not _remove_empty_tree(fd, name):
                 raise _Refused(SKIP_BLOCKED)
             mode = entry[1]
+            self._note(fd, rel_dir)
             if st_mod.S_ISLNK(mode):
                 os.symlink(entry[3] or os.fsdecode(data), tmp, dir_fd=fd)
             else:
@@ -241,8 +263,7 @@ class _Writer:
                     view = memoryview(data)
                     while view:
                         view = view[os.write(wfd, view):]
-                    os.fchmod(wfd, st_mod.S_IMODE(mode))
-                    os.fsync(wfd)
+                    os.fchmod(wfd, st_mod.S_IMODE(mode))  # no fsync: apply_restore syncs the batch
                 finally:
                     os.close(wfd)
             try:
@@ -256,20 +277,29 @@ class _Writer:
         finally:
             os.close(fd)
 
-    def prune_dirs(self, removed: list[str], keep: set[str]) -> None:
-        """Remove directories that emptied because their files were removed and the pivot lacks."""
-        candidates = sorted({d for p in removed for d in parent_dirs(p) if d not in keep},
-                            key=lambda d: -d.count("/"))
-        for d in candidates:
-            fd = self.open_parent(d, create=False)
-            if fd is None:
-                continue
-            try:
-                os.rmdir(d.rsplit("/", 1)[-1], dir_fd=fd)
-            except OSError:
-                pass  # not empty (work the scope does not own) or already gone: leave it
-            finally:
-                os.close(fd)
+
+def _remove_empty_tree(dir_fd: int, name: str) -> bool:
+    """Remove directory ``name`` if it holds nothing but (nested) empty directories.
+
+    Emptied directories are left in place by a restore, so a file the pivot had where a
+    directory now stands may meet an empty one: that is not content in the way.
+    """
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        with os.scandir(fd) as it:
+            for child in it:
+                if not child.is_dir(follow_symlinks=False) or not _remove_empty_tree(fd, child.name):
+                    return False
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+    except OSError:
+        return False
+    return True
 
 
 def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: str,
@@ -288,7 +318,9 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
                         report.overwritten.append(a.path)
             except _Refused as r:
                 skipped[a.path] = r.reason
-        writer.prune_dirs(report.removed, plan.target_dirs)
+        # Emptied directories stay: manifests record files, not directories, so an empty
+        # directory an earlier node made (`mkdir -p out`) cannot be told from one a dropped node
+        # made; removing it would break the replay of every node that writes into it.
         for a in plan.actions:
             if a.target is None:
                 continue
@@ -300,6 +332,7 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
             except _Refused as r:
                 skipped[a.path] = r.reason
     finally:
+        writer.sync()  # the batch durable at once, before anyone is told it is done
         writer.close()
     report.removed.sort()
     report.overwritten.sort()

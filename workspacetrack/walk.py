@@ -5,6 +5,13 @@ or when its row is "racily clean": a file whose timestamps fall within RACY_WIND
 capture that hashed it could be rewritten within the same timestamp tick without its stat
 changing, so its row is kept but not trusted (git's racy-index rule, with a wide margin for
 coarse filesystem clocks).
+
+A walk groups its rows by directory and keeps, per directory, the rule levels in effect and the
+names the rules excluded (``DirRecord``). The next walk in the same process checks a directory
+listed under the same rules against that record first: when every file matches its trusted row
+and no name is new or gone, the record stands as it is - no ignore match, no path string and no
+dict insert per file, which is most of an unchanged capture's cost above the stat calls. Any
+difference sends the directory through the full per-entry examination (``_list_dir``).
 """
 
 from __future__ import annotations
@@ -295,11 +302,12 @@ class Scan:
 
     def found_rows(self) -> dict[str, CacheRow]:
         """Every stat-cache row this scan produced, by workspace-relative path."""
-        out = dict(self.rows)
+        out: dict[str, CacheRow] = {}
         for d, (_, names, _) in self.dirs.items():
             prefix = d + "/" if d else ""
             for name, row in names.items():
                 out[prefix + name] = row
+        out.update(self.rows)  # a journal capture visits single paths after their trees: later wins
         return out
 
     # -- a path the journal names -----------------------------------------------------------

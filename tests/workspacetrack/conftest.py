@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from track_helpers import write
+from .track_helpers import write
 from workspacetrack import walk
 from workspacetrack.tracker import Tracker
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from track_helpers import L, write
+from .track_helpers import L, write
 from workspacetrack import Tracker
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from track_helpers import L, write
+from .track_helpers import L, write
 from workspacetrack import Manifest, Tracker
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify journal is Linux-only")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from track_helpers import L, write
+from .track_helpers import L, write
 from workspacetrack import Tracker
 
 
@@ -27,7 +27,8 @@ def test_produced_scope_restores_and_removes(tracker: Tracker, ws: Path) -> None
     assert report.removed == ["gen/b.txt", "out.txt"]
     assert report.overwritten == [] and report.left_in_place == [] and not report.scope_empty
     assert (ws / "src/app.py").read_text() == "print('v1')\n"
-    assert not (ws / "out.txt").exists() and not (ws / "gen").exists()  # emptied dir the pivot lacked
+    assert not (ws / "out.txt").exists() and not (ws / "gen/b.txt").exists()
+    assert (ws / "gen").is_dir() and not any((ws / "gen").iterdir())  # emptied directories stay
     assert report.bank is not None
 
 
@@ -175,3 +176,28 @@ def test_left_in_place_lists_changes_outside_the_scope(tracker: Tracker, ws: Pat
     report = tracker.restore(L("pre:b:0"))
     assert report.left_in_place == ["README.md"]
     assert (ws / "README.md").read_text() == "operator edit after the run stopped\n"
+
+
+def test_an_empty_directory_an_earlier_node_made_survives_the_restore(tracker: Tracker, ws: Path) -> None:
+    """`mkdir -p out` in one node, files written into it by the next: rewinding the second must
+    leave `out/` in place, or its replay meets a tree its pivot never had."""
+    tracker.capture(L("pre:setup:0"))
+    (ws / "out").mkdir()
+    tracker.capture(L("nodes:setup:0"))
+    tracker.capture(L("pre:fill:0"))
+    write(ws, "out/a.txt", "made by fill\n")
+    tracker.capture(L("nodes:fill:0"))
+    report = tracker.restore(L("pre:fill:0"))
+    assert report.removed == ["out/a.txt"]
+    assert (ws / "out").is_dir() and not any((ws / "out").iterdir())
+
+
+def test_a_file_comes_back_where_an_emptied_directory_stands(tracker: Tracker, ws: Path) -> None:
+    write(ws, "thing", "a file at the pivot\n")
+    tracker.capture(L("pre:a:0"))
+    (ws / "thing").unlink()
+    write(ws, "thing/inner.txt", "the node made a directory of it\n")
+    tracker.capture(L("nodes:a:0"))
+    report = tracker.restore(L("pre:a:0"))
+    assert "thing" in report.restored and "thing/inner.txt" in report.removed
+    assert (ws / "thing").read_text() == "a file at the pivot\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from track_helpers import L, write
+from .track_helpers import L, write
 from workspacetrack import TrackError, Tracker
 from workspacetrack.errors import StoreLayoutError
 from workspacetrack.models import RunState

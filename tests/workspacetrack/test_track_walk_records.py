@@ -1,0 +1,74 @@
+"""The walk's per-directory shortcut (an unchanged directory is vouched for by the previous walk's
+record) must see every change a cold walk sees: each step's capture by a long-lived tracker is
+compared with a cold capture of the same disk state by a tracker with no stat cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .track_helpers import L, write
+from workspacetrack import Tracker
+
+
+def _grow(p: Path, text: str) -> None:
+    """Rewrite with a different size, so the change shows in the stat even within one clock tick."""
+    p.write_bytes(p.read_bytes() + text.encode())
+
+
+def test_walk_records_agree_with_a_cold_walk_step_by_step(tmp_path: Path) -> None:
+    ws, store = tmp_path / "ws", tmp_path / "store"
+    write(ws, ".gitignore", "*.pyc\nbuild/\ngen\n!gen/\n")
+    write(ws, "a/x.py", "x = 1\n")
+    write(ws, "a/y.pyc", "compiled\n")
+    write(ws, "a/b/z.txt", "zed\n")
+    write(ws, "build/out.bin", "artefact\n")
+    write(ws, "keep/gen", "a file named gen is ignored\n")
+    write(ws, "keep/only.txt", "only\n")
+
+    def unencodable() -> None:
+        fd = os.open(os.fsencode(str(ws / "keep")) + b"/bad-\xff.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"undecodable name\n")
+        os.close(fd)
+
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("unchanged", lambda: None),
+        ("new file", lambda: write(ws, "a/new.txt", "new\n")),
+        ("deleted file", lambda: (ws / "a/x.py").unlink()),
+        ("modified file", lambda: _grow(ws / "a/b/z.txt", "more\n")),
+        ("renamed within its directory", lambda: (ws / "a/new.txt").rename(ws / "a/renamed.txt")),
+        ("ignored file gone, new file in its place (same count)",
+         lambda: ((ws / "a/y.pyc").unlink(), write(ws, "a/w.py", "w\n"))),
+        ("ignored file replaced by a re-included directory",
+         lambda: ((ws / "keep/gen").unlink(), write(ws, "keep/gen/f.txt", "inside\n"))),
+        ("rule file added in a subdirectory", lambda: write(ws, "a/.gitignore", "*.txt\n")),
+        ("unchanged under the new rule", lambda: None),
+        ("rule file removed", lambda: (ws / "a/.gitignore").unlink()),
+        ("root rules changed", lambda: _grow(ws / ".gitignore", "*.py\n")),
+        ("file replaced by a directory of the same name",
+         lambda: ((ws / "a/b/z.txt").unlink(), write(ws, "a/b/z.txt/inner", "nested\n"))),
+        ("symlink added", lambda: os.symlink("only.txt", ws / "keep/link")),
+        ("mode changed", lambda: os.chmod(ws / "keep/only.txt", 0o755)),
+        ("unencodable name added", unencodable),
+        ("unchanged with an unencodable name", lambda: None),
+        ("unencodable name removed", lambda: (ws / "keep").joinpath(os.fsdecode(b"bad-\xff.txt")).unlink()),
+        ("ignored directory gains files", lambda: write(ws, "build/more.bin", "more\n")),
+        ("whole directory removed", lambda: shutil.rmtree(ws / "a/b")),
+        ("unchanged at the end", lambda: None),
+    ]
+    live = Tracker(store, ws, "live")
+    live.capture(L("nodes:n:0"))
+    for i, (what, change) in enumerate(steps, start=1):
+        change()
+        rec = live.capture(L(f"nodes:n:{i}"))
+        cold = Tracker(store, ws, f"cold-{i}")
+        want = cold.manifest(cold.capture(L("nodes:n:0")).id)
+        got = live.manifest(rec.id)
+        assert (got.entries, got.skipped) == (want.entries, want.skipped), what
+        if what.startswith("unchanged"):
+            assert live.last_capture is not None and live.last_capture.hashed == 0, what
+    final = live.manifest(live.snapshots()[-1].id)
+    assert "a/b/z.txt/inner" not in final.entries and "keep/gen/f.txt" in final.entries
+    assert "a/w.py" not in final.entries  # the root rules now ignore *.py
