@@ -58,7 +58,7 @@ def bare_walk(root: str) -> int:
             for e in it:
                 if e.name == ".git":
                     continue
-                st = e.stat(follow_symlinks=False)
+                e.stat(follow_symlinks=False)  # the lstat a capture also pays
                 n += 1
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)

@@ -28,10 +28,11 @@ class Matcher:
     def __init__(self, lines: list[str]) -> None:
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
         pats = [p for p in spec.patterns if p.include is not None and getattr(p, "regex", None) is not None]
+        regexes = [p.regex for p in pats if p.regex is not None]  # narrowed for the type checker
         self._spec = spec
         self._includes: list[bool] = []
         alternatives: list[str] = []
-        srcs = [p.regex.pattern.replace("(?P<ps_d>", "(?:") for p in pats]
+        srcs = [r.pattern.replace("(?P<ps_d>", "(?:") for r in regexes]
         # A pattern without an inner '/' (`*.pyc`, `build/`) matches at any depth, i.e. on the
         # last component alone; the walk tests parents before children, so when every pattern
         # is of that kind the matcher can look at the name instead of the whole path.

@@ -12,7 +12,6 @@ what it wrote before dying is unreferenced and harmless.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from gitrefs.ids import validate_id
-from persist import VersionedModel, atomic_write_bytes, read_model, write_model
+from persist import VersionedModel, atomic_write_bytes, file_lock, read_model, write_model
 from persist.atomic import is_temp_leftover
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.models import Entry, Manifest, RunState, SnapshotRecord, StatCacheDoc
@@ -56,14 +55,9 @@ class TrackStore:
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
     def locked(self) -> Iterator[None]:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.run_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with file_lock(self.run_dir / "lock"):
             self._clean_leftovers()
             yield
-        finally:
-            os.close(fd)  # releases the flock
 
     def _clean_leftovers(self) -> None:
         """Temp files of a writer killed mid-write (never documents; objects dirs are left alone)."""

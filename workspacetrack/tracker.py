@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
@@ -115,16 +116,16 @@ class Tracker:
             self._capturer.save_cache()
             return self._with_labels(rec, state)
 
-    def _record(self, state: RunState, *, kind: str, label: str, touched: list[str] | None = None,
-                manifest: str | None = None) -> SnapshotRecord:
+    def _record(self, state: RunState, *, kind: Literal["boundary", "bank"], label: str,
+                touched: list[str] | None = None, manifest: str | None = None) -> SnapshotRecord:
         """Capture (unless ``manifest`` is given) and durably write a snapshot; not yet in the chain."""
         if manifest is None:
             manifest, stats = self._capturer.scan()
             self.last_capture = stats
-            mode = stats.mode
+            mode: str = stats.mode
         else:
             mode = "given"
-        rec = SnapshotRecord(id=secrets.token_hex(16), run_id=self.run_id, kind=kind,  # type: ignore[arg-type]
+        rec = SnapshotRecord(id=secrets.token_hex(16), run_id=self.run_id, kind=kind,
                              parent=state.head, labels=[label], created_at=_now(), manifest=manifest,
                              capture_mode=mode, touched=touched or [])
         self.store.objects.flush()  # objects and manifest durable before state.json names them

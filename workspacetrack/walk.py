@@ -275,7 +275,8 @@ class Scan:
                     ig = known.get(name)
                     if ig is None:
                         m = name_match(name)
-                        ig = known[name] = m is not None and ignores_by_group[m.lastgroup]
+                        # every alternative of the combined pattern is a named group
+                        ig = known[name] = m is not None and ignores_by_group[m.lastgroup or ""]
                     if ig:
                         others.add(name)
                         continue
