@@ -148,7 +148,16 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(
 
     rng = random.Random(SEED)
     outcomes: dict[str, int] = {}
-    for trial in range(TRIALS):
+
+    def mid_run_kills() -> int:
+        return sum(n for k, n in outcomes.items() if "resumed" in k or "taken over" in k)
+
+    # At least TRIALS trials, and at least half of TRIALS kills that landed mid-run: on a loaded
+    # machine the measured span overestimates a run, so kills that land after the finish shrink
+    # the window and buy another trial (bounded), instead of the test depending on the load.
+    trial = -1
+    while trial + 1 < TRIALS or (mid_run_kills() < TRIALS // 2 and trial + 1 < 3 * TRIALS):
+        trial += 1
         ws = tmp_path / f"ws-{trial}"
         ws.mkdir()
         store_root = tmp_path / f"store-{trial}"
@@ -167,6 +176,7 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(
             if doc.status is RunStatus.FINISHED:
                 outcome = "finished before the kill"
                 result = None
+                span *= 0.8
             else:
                 assert doc.status is RunStatus.RUNNING, (trial, doc.status, doc.error)
                 promoted = promote_if_orphaned(store, run_id) if trial % 2 else None
@@ -195,6 +205,6 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(
         # no completed node ran twice: every node appears once per boundary it completed
         nodes = [e.node for e in final.executed]
         assert sorted(nodes) == sorted(["a", "b", "c", "d", "e"]), (trial, outcome, nodes)
-    resumed = sum(n for k, n in outcomes.items() if "resumed" in k or "taken over" in k)
-    assert resumed >= TRIALS // 2, outcomes  # most kills really did land mid-run
-    print(f"\ncrash outcomes over {TRIALS} trials (span {span:.3f}s): {outcomes}")
+    assert trial + 1 >= TRIALS
+    assert mid_run_kills() >= TRIALS // 2, outcomes  # most kills really did land mid-run
+    print(f"\ncrash outcomes over {trial + 1} trials (span {span:.3f}s): {outcomes}")
