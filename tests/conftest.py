@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 # Boundary commits carry iterion's own signature; these are for the `git` commands tests run
 # to build fixtures, on machines (CI) that have no global identity.
@@ -33,16 +36,36 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     return proc.stdout
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A fresh non-bare repository with one commit on main."""
-    root = tmp_path / "repo"
+def make_checkout(root: Path) -> Path:
+    """A fresh non-bare repository at ``root`` with one commit on main."""
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     (root / "README.md").write_text("hello\n")
     git(root, "add", "README.md")
     git(root, "commit", "-q", "-m", "initial")
     return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh non-bare repository with one commit on main."""
+    return make_checkout(tmp_path / "repo")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An operator's checkout: a git repository with one commit (in-place runs execute here)."""
+    return make_checkout(tmp_path / "ws")
+
+
+def write_bot(directory: Path, text: str, script: dict[str, Any] | None = None, name: str = "wf") -> Path:
+    """Write ``name.bot`` (dedented) and, if given, its script backend answers beside it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.bot"
+    path.write_text(textwrap.dedent(text).lstrip())
+    if script is not None:
+        (directory / f"{name}.script.yaml").write_text(yaml.safe_dump(script))
+    return path
 
 
 def iterion_cmd(*args: str) -> list[str]:

@@ -6,49 +6,22 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from iterion.store import Event, Store
 
+from ..conftest import git, write_bot  # noqa: F401 (re-exported to this directory's tests)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"git {' '.join(args)} failed: {proc.stderr}"
-    return proc.stdout
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    """The operator's checkout (in-place runs execute here)."""
-    root = tmp_path / "ws"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "README.md").write_text("hello\n")
-    git(root, "add", "README.md")
-    git(root, "commit", "-q", "-m", "initial")
-    return root
 
 
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
-
-
-def write_bot(directory: Path, text: str, script: dict[str, Any] | None = None, name: str = "wf") -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.bot"
-    path.write_text(textwrap.dedent(text).lstrip())
-    if script is not None:
-        (directory / f"{name}.script.yaml").write_text(yaml.safe_dump(script))
-    return path
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
