@@ -99,7 +99,7 @@ class Store:
             return _read(self.paths(run_id).run_json, RunDoc)
         except FileNotFoundError:
             raise RunNotFoundError(f"run {run_id} not found in {self.runs_dir}",
-                                   hint="list runs with `iterion runs`, or pass --store-dir") from None
+                                   hint="list runs with `iterion inspect`, or pass --store-dir") from None
 
     def _disk_version(self, run_id: str) -> int:
         return self.load_run(run_id).version
@@ -159,7 +159,7 @@ class Store:
             return hits[0]
         if not hits:
             raise RunNotFoundError(f"run {ref} not found in {self.runs_dir}",
-                                   hint="list runs with `iterion runs`, or pass --store-dir")
+                                   hint="list runs with `iterion inspect`, or pass --store-dir")
         raise RunNotFoundError(f"run {ref} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
                                hint="pass the full run id")
 
