@@ -14,20 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError, register_user_error
 from iterion.budget import BudgetAsk, DurationError, parse_duration
+from iterion.datafile import DataFileError, read_mapping
+from iterion.engine.auto_resume import auto_resume as retry_automatically
 from iterion.engine.cancel import CancelToken
 from iterion.engine.errors import EngineError
 from iterion.engine.launch import LaunchOptions, launch_run
 from iterion.engine.recovery import OnBudget
-from iterion.engine.auto_resume import auto_resume as retry_automatically
-from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.result import RunResult
+from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
 from iterion.store import Event, RunStatus, Store, StoreError, resolve_store_dir
 from iterion.store import events as ev
@@ -79,14 +79,9 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 def _read_mapping(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML reads JSON too
-    except FileNotFoundError:
-        raise CliError(f"{what} {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise CliError(f"{what} {path} is not valid JSON/YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise CliError(f"{what} {path} must hold a JSON object")
-    return data
+        return read_mapping(path, what)
+    except DataFileError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _budget(cost: float | None, tokens: int | None, duration: str | None, iterations: int | None,

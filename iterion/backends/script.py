@@ -33,10 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.backends.schema import check_output, selected_targets
+from iterion.datafile import DataFileError, read_mapping
 from iterion.failure_codes import FailureCode
 from persist import file_lock
 
@@ -73,14 +72,9 @@ class ScriptBackend(Backend):
             raise _unavailable(f"the script backend needs a script file: set ${SCRIPT_ENV} or the run's "
                                "script_file option")
         try:
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8"))  # YAML is a superset of JSON
-        except FileNotFoundError:
-            raise _unavailable(f"script file {self.path} does not exist") from None
-        except yaml.YAMLError as exc:
-            raise _unavailable(f"script file {self.path} is not valid JSON/YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise _unavailable(f"script file {self.path} must map node ids to answers")
-        return data
+            return read_mapping(self.path, "script file", shape="must map node ids to answers")
+        except DataFileError as exc:
+            raise _unavailable(str(exc)) from None
 
     def _entry(self, request: BackendRequest) -> dict[str, Any]:
         data = self._load()
