@@ -11,12 +11,10 @@ from pathlib import Path
 
 import typer
 
-from cli.errors import register_user_error
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
-from iterion.engine.errors import EngineError
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
-from iterion.store import Store, StoreError
+from iterion.store import Store
 
 EXIT_PENDING = 7
 
@@ -141,8 +139,6 @@ def reconcile_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    register_user_error(EngineError)
-    register_user_error(StoreError)
     app.command("cancel")(cancel_cmd)
     app.command("pause")(pause_cmd)
     app.command("fork")(fork_cmd)

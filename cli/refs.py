@@ -8,10 +8,9 @@ from typing import Any
 
 import typer
 
-from cli.errors import EXIT_PROBLEM, CliError, register_user_error
-from gitrefs import GitRefsError, RunRefs, list_runs, restore_bank
+from cli.errors import EXIT_PROBLEM, CliError
+from gitrefs import RunRefs, list_runs, restore_bank
 from gitrefs.boundary import BoundaryLabel
-from gitrefs.ids import InvalidIdError
 from gitrefs.snapshot import snapshot_workspace
 from gitrefs.workspace import open_workspace
 
@@ -183,6 +182,4 @@ def restore_bank_cmd(ref: str = typer.Option(..., "--ref", help="The bank ref on
 
 
 def register(app: typer.Typer) -> None:
-    register_user_error(GitRefsError)
-    register_user_error(InvalidIdError)
     app.add_typer(refs_app, name="refs")

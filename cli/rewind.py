@@ -8,15 +8,11 @@ from pathlib import Path
 import typer
 
 from cli.control import sweep_orphans
-from cli.errors import CliError, register_user_error
-from gitrefs.errors import GitRefsError
-from gitrefs.ids import InvalidIdError
+from cli.errors import CliError
 from iterion.rewind.auto_detect import DetectedEdit
-from iterion.rewind.errors import RewindError
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
-from iterion.store import Store, StoreError
-from workspacetrack.errors import TrackError
+from iterion.store import Store
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays
@@ -81,8 +77,6 @@ def _print_result(r: RewindResult) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    for exc in (RewindError, StoreError, GitRefsError, TrackError, InvalidIdError):
-        register_user_error(exc)
 
     @app.command("rewind", help=HELP,
                  short_help="Back a parked run up to an earlier node; restore the files it produced.")

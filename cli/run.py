@@ -18,18 +18,17 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.control import sweep_orphans
-from cli.errors import EXIT_PROBLEM, CliError, register_user_error
+from cli.errors import EXIT_PROBLEM, CliError
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
 from iterion.engine.cancel import CancelToken
-from iterion.engine.errors import EngineError
 from iterion.engine.launch import LaunchOptions, launch_run
 from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
-from iterion.store import Event, RunStatus, Store, StoreError, resolve_store_dir
+from iterion.store import Event, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 
 EXIT_FINISHED = 0
@@ -417,8 +416,6 @@ def init_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    register_user_error(EngineError)
-    register_user_error(StoreError)
     app.command("run", epilog=EXIT_HELP)(run_cmd)
     app.command("resume", epilog=EXIT_HELP)(resume_cmd)
     app.command("inspect")(inspect_cmd)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import typer
 
-from cli.errors import CliError, register_user_error
+from cli.errors import CliError
 from gitrefs.boundary import BoundaryLabel
-from workspacetrack import DEFAULT_SIZE_CAP, Scope, TrackError, Tracker
+from workspacetrack import DEFAULT_SIZE_CAP, Scope, Tracker
 
 track_app = typer.Typer(
     name="track",
@@ -172,5 +172,4 @@ def undo(
 
 
 def register(app: typer.Typer) -> None:
-    register_user_error(TrackError)
     app.add_typer(track_app, name="track")

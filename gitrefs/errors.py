@@ -1,19 +1,16 @@
 """The gitrefs error family: every failure a person can act on derives from GitRefsError.
 
-The CLI registers GitRefsError as a user error, so any of these surfaces as one ``error:`` line
+GitRefsError is a persist.UserError, so the CLI prints any of these as one ``error:`` line
 (plus a ``hint:``) instead of a traceback.
 """
 
 from __future__ import annotations
 
+from persist import UserError
 
-class GitRefsError(Exception):
+
+class GitRefsError(UserError):
     """A user-facing gitrefs failure: ``message`` is one line, ``hint`` says what to do."""
-
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 class NotARepository(GitRefsError):

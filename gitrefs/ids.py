@@ -7,12 +7,14 @@ user can fix the id rather than guess.
 
 from __future__ import annotations
 
+from persist import UserError
+
 # check-ref-format forbids these anywhere in a component; '/' would split the component.
 _FORBIDDEN = {" ": "space", "~": "'~'", "^": "'^'", ":": "':'", "?": "'?'", "*": "'*'",
               "[": "'['", "\\": "backslash", "/": "'/'"}
 
 
-class InvalidIdError(ValueError):
+class InvalidIdError(UserError, ValueError):
     """An id that git cannot store as one ref component."""
 
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+from persist import UserError
 
-class TrackError(Exception):
+
+class TrackError(UserError):
     """A refusal or bad input the operator can act on (never a bug)."""
-
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.exit_code = exit_code
 
 
 class StoreLayoutError(TrackError):

@@ -3,9 +3,9 @@ and an optional hint, which the CLI prints as ``error:`` and ``hint:`` lines."""
 
 from __future__ import annotations
 
+from persist import UserError
 
-class HintedError(ValueError):
+
+class HintedError(UserError, ValueError):
     def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+        super().__init__(message, hint=hint)

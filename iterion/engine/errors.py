@@ -5,16 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from iterion.failure_codes import FailureCode
+from persist import UserError
 
 
-class EngineError(Exception):
+class EngineError(UserError):
     """A user-facing engine refusal (bad --var, unknown preset, ...): one line, optional hint."""
-
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.exit_code = exit_code
 
 
 class NodeFailure(Exception):

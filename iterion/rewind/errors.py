@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+from persist import UserError
+
 # Same meaning as cli.errors (this layer must not import the CLI): 1 = a refused operation,
 # 2 = bad input (unknown node or run).
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
 
 
-class RewindError(Exception):
+class RewindError(UserError):
     """A rewind the user asked for and iterion refused, with why and what would work."""
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = EXIT_REFUSED) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.exit_code = exit_code
+    default_exit_code = EXIT_REFUSED
 
 
 class UnknownNodeError(RewindError):

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+from persist import UserError
 
-class StoreError(Exception):
+
+class StoreError(UserError):
     """A store failure the user can act on: ``message`` is one line, ``hint`` an optional second."""
-
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.exit_code = exit_code
 
 
 class RunNotFoundError(StoreError):
