@@ -9,8 +9,10 @@ import typer
 
 from cli.control import sweep_orphans
 from cli.errors import CliError
+from cli.output import echo
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
+from iterion.rewind.intent import has_intent
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
 from iterion.store import Store
 
@@ -23,6 +25,7 @@ Examples:
   iterion rewind --run-id RUN --auto              # after editing the .bot: find the edited node
   iterion rewind --run-id RUN --node implement    # name the pivot yourself
   iterion rewind --run-id RUN --node implement --restore-scope none --dry-run --json
+  iterion rewind --run-id RUN                     # finish a rewind that was killed mid-way
 """
 
 
@@ -60,6 +63,9 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
 
 
 def _print_result(r: RewindResult) -> None:
+    if r.completed_interrupted:
+        verb = "would finish" if r.dry_run else "finished"
+        echo(f"{verb} the interrupted rewind of run {r.run_id} (a killed rewind had begun restoring its files)")
     head = "dry run: would rewind" if r.dry_run else "rewound"
     promoted = f" (promoted from {r.promoted_from}: the whole fan-out replays)" if r.promoted_from else ""
     typer.echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
@@ -82,7 +88,8 @@ def register(app: typer.Typer) -> None:
                  short_help="Back a parked run up to an earlier node; restore the files it produced.")
     def rewind(
         run_id: str = typer.Option(..., "--run-id", help="The run to rewind (id, unique prefix or name)."),
-        node: str = typer.Option(None, "--node", help="The node to replay from."),
+        node: str = typer.Option(None, "--node", help="The node to replay from (omit it to finish an "
+                                                      "interrupted rewind)."),
         auto: bool = typer.Option(False, "--auto", help="Diff the executed source against the source on disk "
                                                         "and rewind to the earliest node the edit affects."),
         restore_scope: RestoreScope = typer.Option(
@@ -97,7 +104,7 @@ def register(app: typer.Typer) -> None:
         store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: .iterion/ at the "
                                                                   "project root, or $ITERION_STORE_DIR)."),
     ) -> None:
-        if bool(node) == bool(auto):
+        if node and auto:
             raise CliError("give exactly one of --node NODE or --auto",
                            hint="--auto finds the node your edit affects; --node names it")
         if keep_files:
@@ -105,7 +112,12 @@ def register(app: typer.Typer) -> None:
                 raise CliError("--keep-files is --restore-scope none; "
                                "it cannot be combined with another scope")
             restore_scope = RestoreScope.NONE
-        store = sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
+        store = Store.open(store_dir, Path.cwd())
+        if not node and not auto and not has_intent(store, store.resolve_run(run_id)):
+            # neither is accepted only to finish an interrupted rewind (the run records one)
+            raise CliError("give exactly one of --node NODE or --auto",
+                           hint="--auto finds the node your edit affects; --node names it")
+        store = sweep_orphans(store)  # stale `running` runs promoted first
         req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
                             dry_run=dry_run)
         result = rewind_run(store, req, on_detected=None if json_out else _print_detected)

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.output import echo
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -28,6 +29,7 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
+from iterion.rewind.intent import has_intent, inspect_view
 from iterion.store import Event, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 
@@ -322,8 +324,9 @@ def inspect_cmd(
     store = _store(store_dir)
     if run_id is None:
         runs = store.list_runs()
-        rows = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
-                 "age": _age(r.created_at), "failure_code": r.failure_code} for r in runs]
+        rows: list[dict[str, Any]] = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
+                 "age": _age(r.created_at), "failure_code": r.failure_code,
+                 "rewind_interrupted": has_intent(store, r.id)} for r in runs]
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return
@@ -332,7 +335,8 @@ def inspect_cmd(
             return
         table = Table("id", "name", "status", "workflow", "age")
         for r in rows:
-            table.add_row(r["id"], r["name"], r["status"], r["workflow"], r["age"])
+            status = f"{r['status']}{' (rewind interrupted)' if r['rewind_interrupted'] else ''}"
+            table.add_row(str(r["id"]), str(r["name"]), status, str(r["workflow"]), str(r["age"]))
         Console(highlight=False, width=200).print(table)
         return
     rid = store.resolve_run(run_id)
@@ -351,6 +355,7 @@ def inspect_cmd(
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
         "boundaries": _boundaries(store, doc),
     }
+    detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
     timeline = store.read_events(rid) if events else []
     if as_json:
         if events:
@@ -361,6 +366,8 @@ def inspect_cmd(
     out.print(f"[bold]{doc.id}[/] ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
     if doc.failure_code or doc.error:
         out.print(f"failure: {doc.failure_code}: {doc.error}")
+    if interrupted:
+        echo(interrupted)
     out.print(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
     out.print(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
     if detail["pending"]:

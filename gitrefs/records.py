@@ -80,6 +80,18 @@ class BankRecord(_Jsonable):
     tree: str
 
 
+class RevertPlan(VersionedModel):
+    """A revert prepared (bank taken, revert commit created) but not yet applied: what a
+    rewind's intent record holds so a killed apply can be finished (``RunRefs.apply_revert``)."""
+
+    label: str                  # the boundary reverted to, e.g. pre:build:0
+    target_commit: str
+    target_tree: str
+    bank: dict[str, Any]        # the BankRecord's fields
+    old_head: str | None        # HEAD when the revert was prepared (None: unborn)
+    revert_commit: str
+
+
 @dataclass(frozen=True)
 class RevertResult(_Jsonable):
     label: BoundaryLabel

@@ -14,6 +14,7 @@ from pathlib import Path
 import pygit2
 
 from persist import atomic_write_bytes
+from persist.killpoint import kill_point
 
 _GITLINK = 0o160000
 _LINK = 0o120000
@@ -63,6 +64,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
                     result.removed.append(d.old_file.path)
             else:
                 result.skipped.append(d.old_file.path)
+            kill_point("restore")  # test-only fault injection (persist/killpoint.py)
     for d in deltas:
         if d.status == pygit2.enums.DeltaStatus.DELETED:
             continue
@@ -87,6 +89,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
             # The umask applies, as it does for `git checkout`.
             atomic_write_bytes(dest, data, mode=0o755 if mode == _EXEC else 0o644)
         result.written.append(rel)
+        kill_point("restore")
     # A type change (file <-> symlink) arrives as a delete plus an add: it is a restore.
     rewritten = set(result.written)
     result.removed = [p for p in result.removed if p not in rewritten]

@@ -23,12 +23,14 @@ from iterion.engine.errors import EngineError
 from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
 from iterion.engine.recovery import ACK_FIELD
 from iterion.engine.result import RunResult
-from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
+from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
+from iterion.engine.resume_checks import (check_budget_raised, check_checkpoint_present, check_no_interrupted_rewind,
+                                          check_workspace_usable, check_worktree_link)
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import check_takeover
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.ir import NodeKind
-from iterion.store import Command, OwnerInfo, RunStatus, Store, check_command
+from iterion.store import Checkpoint, Command, OwnerInfo, RunDoc, RunStatus, Store, check_command
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.timeutil import utcnow
@@ -59,15 +61,14 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
+    _preflight(store, run_id, options)  # check first: a refusal writes nothing, not even the lock record
     lock = store.lock(run_id)
     lock.acquire()  # two processes never execute one run
     versioning = None
     try:
-        doc = store.load_run(run_id)
-        check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
+        doc, cp = _preflight(store, run_id, options)  # again under the lock: authoritative
         if doc.status is RunStatus.RUNNING:
             check_takeover(store, run_id, lock)  # --force-stale: no live owner, no flush for 60 s
-        cp = store.load_checkpoint(run_id)
         src = _recompile(doc, options)
         digest_changed = src.digest != doc.workflow_digest
         legacy = digest_changed and doc.workflow_digest == src.bare_digest
@@ -135,6 +136,19 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         if versioning is not None:
             versioning.close()
         lock.release()
+
+
+def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDoc, Checkpoint | None]:
+    """What a resume needs, checked while only reading (iterion/engine/preflight.py)."""
+    check_no_interrupted_rewind(store, run_id)
+    doc = store.load_run(run_id)
+    check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
+    events = check_event_log(store, run_id)
+    check_run_dir(store, run_id)
+    cp = check_checkpoint(store, run_id)
+    check_checkpoint_present(doc, cp, events)
+    check_workspace_usable(doc)
+    return doc, cp
 
 
 def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:

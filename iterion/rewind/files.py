@@ -13,6 +13,7 @@ another. The workflow source files are always protected.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from gitrefs.boundary import BoundaryLabel
 from persist import atomic_write_bytes
 from iterion.rewind.errors import RewindError
+from iterion.rewind.files_plan import FilesPlan
 
 
 class RestoreScope(StrEnum):
@@ -91,9 +93,17 @@ def protected_paths(workspace: Path, sources: list[Path]) -> list[str]:
 NONE_REASON = "--restore-scope none: the node replays against the tree as it stands"
 
 
+OnPlanned = Callable[[FilesPlan], None]
+
+
 def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *, workspace: Path,
-                  protected: list[str], dry_run: bool = False) -> FilesReport:
-    """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``."""
+                  protected: list[str], dry_run: bool = False, on_planned: OnPlanned | None = None,
+                  planned: FilesPlan | None = None) -> FilesReport:
+    """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``.
+
+    ``on_planned`` is called once the restore is decided and banked, before its first write (the
+    rewind records its intent there). ``planned``: apply that recorded decision again instead of
+    deciding anew - finishing a restore a killed process began (every step is idempotent)."""
     mechanism = versioning.mechanism
     report = FilesReport(mechanism=mechanism, scope=scope.value, anchor=str(anchor))
     if scope is RestoreScope.NONE:
@@ -106,31 +116,41 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
         )
     if mechanism == GITREFS:
         _restore_git(versioning.backend, anchor, report, workspace=workspace, protected=protected,
-                     dry_run=dry_run)
+                     dry_run=dry_run, on_planned=on_planned, planned=planned)
     else:
-        _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run)
+        _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
+                         on_planned=on_planned, planned=planned)
     return report
 
 
 # --- worktree runs: gitrefs ----------------------------------------------------------------
 
 def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, workspace: Path,
-                 protected: list[str], dry_run: bool) -> None:
+                 protected: list[str], dry_run: bool, on_planned: OnPlanned | None = None,
+                 planned: FilesPlan | None = None) -> None:
     anchor_commit = refs.resolve(anchor)
     report.ref = _anchor_ref(refs, anchor)
-    changed = refs.changed_paths(anchor_commit, refs.snapshot())
-    report.in_scope = sorted(changed - set(protected))
-    guarded = sorted(changed & set(protected))
-    if not report.in_scope:
-        report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
-        return
-    if dry_run:
-        return
-    # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
-    saved = {rel: (workspace / rel).read_bytes() for rel in guarded
-             if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
-    last = refs.chain_head()
-    result = refs.revert_to(anchor)
+    if planned is None or planned.revert is None:
+        changed = refs.changed_paths(anchor_commit, refs.snapshot())
+        report.in_scope = sorted(changed - set(protected))
+        guarded = sorted(changed & set(protected))
+        if not report.in_scope:
+            report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
+            return
+        if dry_run:
+            return
+        # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
+        saved = {rel: (workspace / rel).read_bytes() for rel in guarded
+                 if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
+        last = refs.chain_head()
+        planned = FilesPlan(revert=refs.prepare_revert(anchor), in_scope=report.in_scope, guarded=guarded,
+                            saved={rel: FilesPlan.encode(data) for rel, data in saved.items()}, last=last)
+        if on_planned is not None:
+            on_planned(planned)
+    else:  # finishing a recorded revert: the scope is the recorded one, not the half-restored tree's
+        report.in_scope, guarded, saved, last = planned.in_scope, planned.guarded, planned.saved_bytes(), planned.last
+    assert planned.revert is not None
+    result = refs.apply_revert(planned.revert)
     for rel, data in saved.items():
         atomic_write_bytes(workspace / rel, data)
     report.reverted = True
@@ -157,7 +177,8 @@ def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
 # --- in-place runs: workspacetrack ---------------------------------------------------------
 
 def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, report: FilesReport, *,
-                     protected: list[str], dry_run: bool) -> None:
+                     protected: list[str], dry_run: bool, on_planned: OnPlanned | None = None,
+                     planned: FilesPlan | None = None) -> None:
     report.ref = tracker.resolve(str(anchor)).id
     if dry_run:
         # (a real restore computes the scope itself: computing it here too would double the cost)
@@ -173,7 +194,13 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
             report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
                                   else f"the run recorded no change from {anchor} on")
         return
-    rr = tracker.restore(anchor, scope=scope.value, protected=protected)
+    completing = planned is not None and planned.tracked is not None
+    if planned is None or planned.tracked is None:
+        planned = FilesPlan(tracked=tracker.prepare_restore(anchor, scope=scope.value, protected=protected))
+        if on_planned is not None:
+            on_planned(planned)
+    assert planned.tracked is not None
+    rr = tracker.apply_prepared(planned.tracked, completing=completing)
     report.restored = sorted(rr.restored)
     report.removed = sorted(rr.removed)
     report.skipped = [Skipped(s["path"], s["reason"]) for s in rr.skipped]

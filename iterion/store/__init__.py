@@ -6,6 +6,7 @@ Layout (default ``.iterion/`` at the project root)::
     runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)
     runs/<run>/events.jsonl      the timeline (append-only)
     runs/<run>/lock              the execution lock (flock)
+    runs/<run>/rewind-intent.json  an unfinished rewind (iterion/rewind/intent.py)
     runs/<run>/artifacts/<name>/<version>.json
     runs/<run>/interactions/<id>.json
     runs/<run>/attachments/
