@@ -34,7 +34,17 @@ import pytest
 from iterion.store import Store
 
 from ..conftest import git, iterion_cmd, make_checkout, write_bot
-from .faultlib import cli, fast_dir, cli_json, error_lines, restore_template, save_template, store_hash, tree_files, tree_hash
+from .faultlib import (
+    cli,
+    cli_json,
+    error_lines,
+    fast_dir,
+    restore_template,
+    save_template,
+    store_hash,
+    tree_files,
+    tree_hash,
+)
 
 GEN = r'''
 import os, sys

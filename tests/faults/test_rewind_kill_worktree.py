@@ -17,7 +17,16 @@ import pytest
 from iterion.store import Store
 
 from ..conftest import git, make_checkout, write_bot
-from .faultlib import cli, cli_json, error_lines, fast_dir, restore_template, save_template, store_hash, tree_hash
+from .faultlib import (
+    cli,
+    cli_json,
+    error_lines,
+    fast_dir,
+    restore_template,
+    save_template,
+    store_hash,
+    tree_hash,
+)
 
 GEN = r'''
 import os, sys
