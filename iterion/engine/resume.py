@@ -61,7 +61,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
-    _preflight(store, run_id, options)  # check first: a refusal writes nothing, not even the lock record
+    if not store.is_locked(run_id):  # (a held lock is reported by acquire, naming its owner)
+        _preflight(store, run_id, options)  # check first: a refusal writes nothing, not even the lock record
     lock = store.lock(run_id)
     lock.acquire()  # two processes never execute one run
     versioning = None

@@ -142,8 +142,9 @@ def rewind_run(store: Store, req: RewindRequest, *, on_detected: OnDetected | No
         if pending is not None:
             return _preview_intent(store, pending)
         return _dry_run(store, run_id, req, on_detected)
-    if not has_intent(store, run_id):
+    if not has_intent(store, run_id) and not store.is_locked(run_id):
         # check first, before even the lock's owner record is written: a refusal changes nothing
+        # (a held lock is reported by acquire, naming its owner)
         _decide(store, run_id, req, on_detected)
         on_detected = None  # printed once
     lock = store.lock(run_id)
