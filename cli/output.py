@@ -26,6 +26,7 @@ import os
 import select
 import sys
 import unicodedata
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -73,18 +74,19 @@ def render(parts: Sequence[Part], colour: bool) -> str:
 
 
 # -- writing ---------------------------------------------------------------------------------------
-_gone: set[int] = set()  # id() of streams whose reader went away (CliRunner swaps streams per call)
+_gone: weakref.WeakSet[TextIO] = weakref.WeakSet()  # streams whose reader went away (in-process
+# runners such as CliRunner swap streams per call, so this is per stream, not per process)
 
 
 def _write(stream: TextIO | None, parts: Sequence[Part], nl: bool) -> None:
-    if stream is None or id(stream) in _gone:
+    if stream is None or stream in _gone:
         return
     text = render(parts, colour_enabled(stream)) + ("\n" if nl else "")
     try:
         stream.write(text)
         stream.flush()
     except OSError:  # the reader is gone (unguarded stream, e.g. in-process tests): stop writing
-        _gone.add(id(stream))
+        _gone.add(stream)
 
 
 def echo(*parts: Part, nl: bool = True) -> None:
