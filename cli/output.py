@@ -133,6 +133,7 @@ class _SinkOnError(io.RawIOBase):
 
     Invariant: ``write`` never raises; after the first failure every byte is dropped (and any
     other writer of ``fd`` - the engine's ``print``, a child process - writes to /dev/null too).
+    Closing it never closes ``fd``: the descriptor belongs to the process.
     """
 
     def __init__(self, fd: int) -> None:
@@ -160,9 +161,6 @@ class _SinkOnError(io.RawIOBase):
                 self.gone = True
                 _to_devnull(self._fd)
         return size
-
-    def close(self) -> None:  # the descriptor belongs to the process, not to this object
-        super().close()
 
 
 def _to_devnull(fd: int) -> None:
