@@ -6,11 +6,11 @@ Exit status: 0 done, 1 refused (the message names the run's status and what woul
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from cli.output import echo, echo_err, echo_json
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
@@ -36,26 +36,25 @@ def sweep_orphans(store: Store) -> Store:
     try:
         promoted = reconcile_orphans(store)
     except Exception as exc:  # noqa: BLE001 - a sweep problem must not block the user's command
-        typer.echo(f"iterion: warning: orphan sweep skipped: {exc}", err=True)
+        echo_err(f"iterion: warning: orphan sweep skipped: {exc}")
         return store
     for p in promoted:
         at = f" at {p.restart_node}" if p.restart_node else " (no checkpoint)"
-        typer.echo(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}",
-                   err=True)
+        echo_err(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}")
     return store
 
 
 def _report(outcome: ControlOutcome, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(outcome.to_json(), indent=2))
+        echo_json(outcome.to_json())
     else:
         where = f" at {outcome.restart_node}" if outcome.restart_node else ""
         line = f"run {outcome.run_id}: {outcome.status}{where}"
         if outcome.message:
             line += f" ({outcome.message})"
-        typer.echo(line)
+        echo(line)
         if outcome.status in ("cancelled", "paused_operator"):
-            typer.echo(f"resume with: iterion resume --run-id {outcome.run_id}")
+            echo(f"resume with: iterion resume --run-id {outcome.run_id}")
     if outcome.delivered == "pending":
         raise typer.Exit(EXIT_PENDING)
 
@@ -110,11 +109,11 @@ def fork_cmd(
     """
     result = fork_run(_store(store_dir), run_id, node, iteration=iteration)
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        echo_json(result.to_json())
         return
-    typer.echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
-               f"new run {result.run_id} ({result.name}), {result.status}")
-    typer.echo(f"continue it with: iterion resume --run-id {result.run_id}")
+    echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
+         f"new run {result.run_id} ({result.name}), {result.status}")
+    echo(f"continue it with: iterion resume --run-id {result.run_id}")
 
 
 def reconcile_cmd(
@@ -130,12 +129,12 @@ def reconcile_cmd(
     """
     promoted = reconcile_orphans(_store(store_dir))
     if as_json:
-        typer.echo(json.dumps([p.to_json() for p in promoted], indent=2))
+        echo_json([p.to_json() for p in promoted])
         return
     if not promoted:
-        typer.echo(f"no orphaned runs (grace window {stale_after_s():g}s)")
+        echo(f"no orphaned runs (grace window {stale_after_s():g}s)")
     for p in promoted:
-        typer.echo(f"run {p.run_id}: promoted to {p.status}" + (f" at {p.restart_node}" if p.restart_node else ""))
+        echo(f"run {p.run_id}: promoted to {p.status}" + (f" at {p.restart_node}" if p.restart_node else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,8 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-import typer
-
+from cli.output import echo_err
 from persist import UserError
 
 # Exit codes: 1 = the command ran and found a problem (validation errors, refused operation),
@@ -31,12 +30,12 @@ def report(exc: BaseException) -> int:
     # Every layer derives its user-facing errors from persist.UserError: bad input or a
     # refusal, never a bug, so one line and a hint instead of a traceback.
     if isinstance(exc, UserError):
-        typer.echo(f"error: {exc.message or exc}", err=True)
+        echo_err(f"error: {exc.message or exc}")
         if exc.hint:
-            typer.echo(f"hint: {exc.hint}", err=True)
+            echo_err(f"hint: {exc.hint}")
         return exc.exit_code
-    typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
-    typer.echo("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it", err=True)
+    echo_err(f"internal error: {type(exc).__name__}: {exc}")
+    echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")
     return EXIT_INTERNAL
 
 
@@ -46,7 +45,7 @@ def run_guarded(entry: Callable[[], object]) -> NoReturn:
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        echo_err("interrupted")
         sys.exit(130)
     except BaseException as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
         if os.environ.get("ITERION_DEBUG"):

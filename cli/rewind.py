@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from cli.control import sweep_orphans
 from cli.errors import CliError
+from cli.output import echo, echo_json
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
@@ -27,53 +27,53 @@ Examples:
 
 
 def _print_detected(d: DetectedEdit) -> None:
-    typer.echo("detected changes (source the run executed -> source on disk):")
+    echo("detected changes (source the run executed -> source on disk):")
     for line in d.changes or ["(none)"]:
-        typer.echo(f"  {line}")
+        echo(f"  {line}")
     for node, reasons in d.impacted.items():
-        typer.echo(f"  impacts {node}: {'; '.join(reasons)}")
+        echo(f"  impacts {node}: {'; '.join(reasons)}")
 
 
 def _print_files(f: FilesReport, dry_run: bool) -> None:
     verb = "would restore" if dry_run else "restored"
-    typer.echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
+    echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
     if f.skip_reason:
-        typer.echo(f"  nothing restored: {f.skip_reason}")
+        echo(f"  nothing restored: {f.skip_reason}")
     if dry_run:
         for p in f.in_scope:
-            typer.echo(f"  {verb} {p}")
+            echo(f"  {verb} {p}")
         return
     for p in f.restored:
-        typer.echo(f"  restored {p}")
+        echo(f"  restored {p}")
     for p in f.removed:
-        typer.echo(f"  removed {p}")
+        echo(f"  removed {p}")
     for s in f.skipped:
-        typer.echo(f"  skipped {s.path} ({s.reason})")
+        echo(f"  skipped {s.path} ({s.reason})")
     for p in f.overwritten:
-        typer.echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
+        echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
     for p in f.left_in_place:
-        typer.echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
+        echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
     if f.revert_commit:
-        typer.echo(f"  revert commit {f.revert_commit}")
+        echo(f"  revert commit {f.revert_commit}")
     if f.backup_ref:
-        typer.echo(f"  pre-rewind state banked as {f.backup_ref}")
+        echo(f"  pre-rewind state banked as {f.backup_ref}")
 
 
 def _print_result(r: RewindResult) -> None:
     head = "dry run: would rewind" if r.dry_run else "rewound"
     promoted = f" (promoted from {r.promoted_from}: the whole fan-out replays)" if r.promoted_from else ""
-    typer.echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
-    typer.echo(f"dropped outputs: {', '.join(r.dropped_nodes)}")
+    echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
+    echo(f"dropped outputs: {', '.join(r.dropped_nodes)}")
     if r.tombstoned_artifacts:
         arts = ", ".join(f"{n} v{','.join(map(str, vs))}" for n, vs in r.tombstoned_artifacts.items())
-        typer.echo(f"tombstoned artifacts: {arts} (kept on disk)")
+        echo(f"tombstoned artifacts: {arts} (kept on disk)")
     if r.orphaned_child_runs:
         kids = ", ".join(f"{run} (from {node})" for node, run in r.orphaned_child_runs.items())
-        typer.echo(f"orphaned child runs: {kids} - cancel any that is still running")
+        echo(f"orphaned child runs: {kids} - cancel any that is still running")
     _print_files(r.files, r.dry_run)
     if not r.dry_run:
-        typer.echo(f"status: {r.status}; continue with `iterion resume --run-id {r.run_id}` "
-                   "(add --force after editing the workflow)")
+        echo(f"status: {r.status}; continue with `iterion resume --run-id {r.run_id}` "
+             "(add --force after editing the workflow)")
 
 
 def register(app: typer.Typer) -> None:
@@ -110,6 +110,6 @@ def register(app: typer.Typer) -> None:
                             dry_run=dry_run)
         result = rewind_run(store, req, on_detected=None if json_out else _print_detected)
         if json_out:
-            typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+            echo_json(result.to_json())
         else:
             _print_result(result)

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.output import echo, echo_err, echo_json, styled, table
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -55,8 +54,6 @@ MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
 MAX_DURATION = typer.Option(None, "--max-duration", help='Cap the run\'s active time, e.g. "30m", "4h".')
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Cap node executions.")
 MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurrent fan-out branches.")
-
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -99,7 +96,8 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
 
 
 class Progress:
-    """One line per node event on stderr: node, status, tokens, cost (rich, works without a tty)."""
+    """One line per node event on stderr: node, status, tokens, cost (user text literal; colour
+    only on a terminal; a closed stderr is ignored and the run goes on, see cli/output.py)."""
 
     def __init__(self) -> None:
         self.started: dict[tuple[str | None, int | None], float] = {}
@@ -109,24 +107,25 @@ class Progress:
         key = (e.node, e.iteration)
         if e.type == ev.NODE_STARTED:
             self.started[key] = time.monotonic()
-            _err.print(f"[cyan]▶[/] {e.node} [dim]({p.get('kind')}, iteration {e.iteration})[/]")
+            echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
         elif e.type == ev.NODE_FINISHED:
             took = time.monotonic() - self.started.pop(key, time.monotonic())
-            _err.print(f"[green]✓[/] {e.node} [dim]{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
-                       f"${float(p.get('cost_usd') or 0):.4f}[/]")
+            echo_err(styled("✓", "green"), f" {e.node} ",
+                     styled(f"{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
+                            f"${float(p.get('cost_usd') or 0):.4f}", "dim"))
         elif e.type == ev.NODE_FAILED:
-            _err.print(f"[red]✗[/] {e.node} [red]{p.get('code')}[/]: {p.get('error')}")
+            echo_err(styled("✗", "red"), f" {e.node} ", styled(str(p.get('code')), "red"), f": {p.get('error')}")
         elif e.type == ev.HUMAN_INPUT_REQUESTED or e.type == ev.ASK_USER_REQUESTED:
-            _err.print(f"[yellow]?[/] {e.node} is waiting for an answer")
+            echo_err(styled("?", "yellow"), f" {e.node} is waiting for an answer")
         elif e.type == ev.NODE_RETRY_SCHEDULED:
-            _err.print(f"[yellow]↻[/] {e.node} {p.get('code')}: retry {p.get('attempt')}/{p.get('max_retries')} "
-                       f"in {float(p.get('delay_s') or 0):g}s")
+            echo_err(styled("↻", "yellow"), f" {e.node} {p.get('code')}: retry {p.get('attempt')}/"
+                     f"{p.get('max_retries')} in {float(p.get('delay_s') or 0):g}s")
         elif e.type == ev.RECOVERY_PAUSED:
-            _err.print(f"[yellow]?[/] {e.node} {p.get('code')}: paused for a person to fix the cause")
+            echo_err(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
         elif e.type == ev.WARNING:
-            _err.print(f"[yellow]warning:[/] {p.get('message')}")
+            echo_err(styled("warning:", "yellow"), f" {p.get('message')}")
         elif e.type == ev.RUN_RESUMED:
-            _err.print(f"[cyan]↻[/] resuming at {p.get('restart_node')}")
+            echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
 
 
 def _store_flag(store: Store) -> str:
@@ -136,30 +135,31 @@ def _store_flag(store: Store) -> str:
 
 def _summary(result: RunResult, store: Store) -> None:
     colour = {"finished": "green", "failed": "red", "failed_resumable": "yellow", "cancelled": "yellow",
-              "paused_waiting_human": "yellow"}.get(result.status.value, "white")
-    _err.print(f"\nrun [bold]{result.run_id}[/] ({result.name}): [{colour}]{result.status.value}[/]")
+              "paused_waiting_human": "yellow"}.get(result.status.value, "bold")
+    echo_err()
+    echo_err("run ", styled(result.run_id, "bold"), f" ({result.name}): ", styled(result.status.value, colour))
     if result.failure_code or result.error:
-        _err.print(f"  {result.failure_code or ''}: {result.error or ''}")
+        echo_err(f"  {result.failure_code or ''}: {result.error or ''}")
     if result.final_branch:
         merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
-        _err.print(f"  final tree on branch {result.final_branch}{merged}")
+        echo_err(f"  final tree on branch {result.final_branch}{merged}")
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
         fields = result.pending.get("fields") or []
         if result.pending.get("instructions"):
-            _err.print(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
+            echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
         if result.pending.get("question"):
-            _err.print(f"  {result.pending['node']} asks: {result.pending['question']}")
+            echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
         answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
-        _err.print(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
+        echo_err(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
-        _err.print(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
+        echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
                    + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
-    _err.print(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+    echo_err(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
 
 
 def _finish(result: RunResult, store: Store, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+        echo_json(result.to_json())
     else:
         _summary(result, store)
     code = STATUS_EXIT.get(result.status, EXIT_FAILED)
@@ -169,11 +169,10 @@ def _finish(result: RunResult, store: Store, as_json: bool) -> None:
 
 def _print_invalid(exc: InvalidWorkflow, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps({"ok": False, "path": exc.path,
-                               "diagnostics": [d.to_json() for d in exc.diagnostics]}, indent=2))
+        echo_json({"ok": False, "path": exc.path, "diagnostics": [d.to_json() for d in exc.diagnostics]})
     else:
         for d in exc.diagnostics:
-            typer.echo(d.format())
+            echo(d.format())
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -225,7 +224,7 @@ def run_cmd(
         raise
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
-            _err.print(d.format(), markup=False)
+            echo_err(d.format())
     token = CancelToken()
     listener = None if as_json else Progress()
     result = launch_run(store, file, options, token=token, listener=listener, compiled=compiled)
@@ -325,15 +324,14 @@ def inspect_cmd(
         rows = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
                  "age": _age(r.created_at), "failure_code": r.failure_code} for r in runs]
         if as_json:
-            typer.echo(json.dumps(rows, indent=2))
+            echo_json(rows)
             return
         if not rows:
-            typer.echo(f"no runs in {store.root}")
+            echo(f"no runs in {store.root}")
             return
-        table = Table("id", "name", "status", "workflow", "age")
-        for r in rows:
-            table.add_row(r["id"], r["name"], r["status"], r["workflow"], r["age"])
-        Console(highlight=False, width=200).print(table)
+        for line in table(("id", "name", "status", "workflow", "age"),
+                          [(r["id"], r["name"], r["status"], r["workflow"], r["age"]) for r in rows]):
+            echo(line)
         return
     rid = store.resolve_run(run_id)
     doc = store.load_run(rid)
@@ -355,25 +353,27 @@ def inspect_cmd(
     if as_json:
         if events:
             detail["events"] = [e.model_dump(mode="json") for e in timeline]
-        typer.echo(json.dumps(detail, indent=2, default=str))
+        echo_json(detail)
         return
-    out = Console(highlight=False, width=200)
-    out.print(f"[bold]{doc.id}[/] ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
+    echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
     if doc.failure_code or doc.error:
-        out.print(f"failure: {doc.failure_code}: {doc.error}")
-    out.print(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
-    out.print(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
+        echo(f"failure: {doc.failure_code}: {doc.error}")
+    echo(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
+    echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
     if detail["pending"]:
-        out.print(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
-    out.print("executed: " + (" ".join(detail["executed"]) or "-"))
+        echo(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
+        asks = (detail["pending"].get("questions") or {}).get("instructions")
+        if asks:
+            echo(f"  asks: {str(asks).strip()}")
+    echo("executed: " + (" ".join(detail["executed"]) or "-"))
     consumed = detail["budget"]["consumed"] or {}
-    out.print(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
+    echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
               f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
-    out.print("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
     for node, output in detail["outputs"].items():
-        out.print(f"  {node}: {json.dumps(output)[:160]}")
+        echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
     for e in timeline:
-        out.print(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload)[:120]}")
+        echo(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload, ensure_ascii=False)[:120]}")
 
 
 def _demo_source() -> Path:
@@ -409,10 +409,10 @@ def init_cmd(
             shutil.copy2(item, target)
         copied.append(item.name)
     if as_json:
-        typer.echo(json.dumps({"directory": str(directory.resolve()), "files": copied}, indent=2))
+        echo_json({"directory": str(directory.resolve()), "files": copied})
         return
-    typer.echo(f"created {directory}: {', '.join(copied)}")
-    typer.echo(f"next: cd {directory} && iterion run demo.bot")
+    echo(f"created {directory}: {', '.join(copied)}")
+    echo(f"next: cd {directory} && iterion run demo.bot")
 
 
 def register(app: typer.Typer) -> None:

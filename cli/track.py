@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 
 import typer
 
 from cli.errors import CliError
+from cli.output import echo, echo_json
 from gitrefs.boundary import BoundaryLabel
 from workspacetrack import DEFAULT_SIZE_CAP, Scope, Tracker
 
@@ -37,7 +37,7 @@ def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int = DEFAULT_
 
 
 def _emit(data: object) -> None:
-    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    echo_json(data, sort_keys=True)
 
 
 @track_app.command("capture")
@@ -58,7 +58,7 @@ def capture(
         _emit({"snapshot": rec.id, "labels": rec.labels, "manifest": rec.manifest,
                "mode": stats.mode if stats else None, "hashed": stats.hashed if stats else 0})
     else:
-        typer.echo(f"{rec.id[:12]} {label} ({stats.mode if stats else '?'}, {stats.hashed if stats else 0} hashed)")
+        echo(f"{rec.id[:12]} {label} ({stats.mode if stats else '?'}, {stats.hashed if stats else 0} hashed)")
 
 
 @track_app.command("list")
@@ -73,11 +73,11 @@ def list_(store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = 
         _emit({"snapshots": [s.model_dump() for s in snaps], "banks": [b.model_dump() for b in banks]})
         return
     for s in snaps:
-        typer.echo(f"{s.id[:12]}  {s.created_at}  {', '.join(s.labels)}")
+        echo(f"{s.id[:12]}  {s.created_at}  {', '.join(s.labels)}")
     for b in banks:
-        typer.echo(f"{b.id[:12]}  {b.created_at}  bank {', '.join(b.labels)} ({len(b.touched)} path(s))")
+        echo(f"{b.id[:12]}  {b.created_at}  bank {', '.join(b.labels)} ({len(b.touched)} path(s))")
     if not snaps and not banks:
-        typer.echo("no snapshots recorded for this run")
+        echo("no snapshots recorded for this run")
 
 
 @track_app.command("diff")
@@ -97,7 +97,7 @@ def diff(
         _emit([c.to_json() for c in changes])
         return
     for c in changes:
-        typer.echo(f"{c.kind:12} {c.path}")
+        echo(f"{c.kind:12} {c.path}")
         if patch and c.kind != "mode_changed":
             old = tracker.read_object(c.old_hash) if c.old_hash else b""
             new = tracker.read_object(c.new_hash) if c.new_hash else b""
@@ -105,9 +105,9 @@ def diff(
                                          new.decode(errors="replace").splitlines(),
                                          f"a/{c.path}", f"b/{c.path}", lineterm="")
             for line in lines:
-                typer.echo(line)
+                echo(line)
     if not changes:
-        typer.echo("no changes")
+        echo("no changes")
 
 
 @track_app.command("scope")
@@ -124,9 +124,9 @@ def scope(
         _emit({"pivot": str(sc.pivot), "paths": sorted(sc.paths), "idle_paths": sorted(sc.idle_paths)})
         return
     if sc.empty:
-        typer.echo(f"empty: the run recorded no change after {pivot}")
+        echo(f"empty: the run recorded no change after {pivot}")
     for p in sorted(sc.paths):
-        typer.echo(p)
+        echo(p)
 
 
 @track_app.command("restore")
@@ -144,15 +144,15 @@ def restore(
     if as_json:
         _emit(report.to_json())
         return
-    typer.echo(report.message)
+    echo(report.message)
     for title, items in (("restored", report.restored), ("removed", report.removed),
                          ("overwritten", report.overwritten), ("left in place", report.left_in_place)):
         for p in items:
-            typer.echo(f"  {title}: {p}")
+            echo(f"  {title}: {p}")
     for s in report.skipped:
-        typer.echo(f"  skipped ({s['reason']}): {s['path']}")
+        echo(f"  skipped ({s['reason']}): {s['path']}")
     if report.bank:
-        typer.echo(f"bank: {report.bank[:12]} (undo with: iterion track undo --bank {report.bank[:12]})")
+        echo(f"bank: {report.bank[:12]} (undo with: iterion track undo --bank {report.bank[:12]})")
 
 
 @track_app.command("undo")
@@ -168,7 +168,7 @@ def undo(
     if as_json:
         _emit(report.to_json())
     else:
-        typer.echo(report.message)
+        echo(report.message)
 
 
 def register(app: typer.Typer) -> None:
