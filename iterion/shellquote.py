@@ -47,11 +47,22 @@ def script_mode(language: str | None) -> RenderMode:
     return "shell" if (language or "sh").lower() in SHELL_SCRIPT_LANGUAGES else "program"
 
 
-def quote_word(text: str) -> str:
-    """``text`` as one shell word the shell reads back exactly: ``'...'`` with ``'`` as ``'\\''``."""
+def shell_text(text: str) -> str:
+    """``text`` if a command can receive it as is; else UnquotableValue (a NUL byte, or a lone
+    UTF-16 surrogate that has no bytes)."""
     if "\x00" in text:
         raise UnquotableValue("the value contains a NUL byte, which no shell command can carry")
-    return "'" + text.replace("'", "'\\''") + "'"
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise UnquotableValue("the value contains a lone UTF-16 surrogate, which is not text a command "
+                              "can receive") from None
+    return text
+
+
+def quote_word(text: str) -> str:
+    """``text`` as one shell word the shell reads back exactly: ``'...'`` with ``'`` as ``'\\''``."""
+    return "'" + shell_text(text).replace("'", "'\\''") + "'"
 
 
 def _is_scalar(value: Any) -> bool:
@@ -70,14 +81,14 @@ def shell_value(value: Any) -> str | None:
 def json_literal(value: Any) -> str:
     """``value`` as a JSON literal for a python/node program (``null`` for a null value)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
     except ValueError:
         raise UnquotableValue("the value holds a number that is not finite (NaN or infinity), "
                               "which has no JSON literal") from None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: keep it as an escape, the file stays UTF-8
-        text = json.dumps(value, ensure_ascii=True, allow_nan=False, default=str)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False, default=str)
     return text
 
 
@@ -100,9 +111,6 @@ def substitute(value: Any, mode: RenderMode, raw: bool) -> str | None:
         if value is None:
             return None
         if raw:
-            text = raw_value(value)
-            if "\x00" in text:
-                raise UnquotableValue("the value contains a NUL byte, which no shell command can carry")
-            return text
+            return shell_text(raw_value(value))
         return shell_value(value)
     return raw_value(value) if raw else json_literal(value)

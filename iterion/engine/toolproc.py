@@ -128,7 +128,8 @@ def run_script(script: str, language: str, *, cwd: Path, env: dict[str, str], to
     lang = (language or "sh").lower()
     fd, name = tempfile.mkstemp(prefix="iterion-tool-", suffix=_SUFFIX.get(lang, ""))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # surrogateescape: a substituted value's undecodable bytes go back out as the same bytes
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(script)
         return run_process(script_argv(lang, Path(name)), cwd=cwd, env=env, token=token, check=check)
     finally:

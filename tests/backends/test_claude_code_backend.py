@@ -105,6 +105,17 @@ def test_session_reuse_after_ask_user(fake_claude: Path, monkeypatch: pytest.Mon
     assert "The user answered: store" in str(calls(fake_claude)[1]["stdin"])
 
 
+def test_values_that_look_like_options_stay_values(fake_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system prompt that starts with a model's text, or a session id from an earlier reply, is
+    joined to its option (``--opt=VALUE``): `--dangerously-skip-permissions` cannot become a flag."""
+    reply(monkeypatch, result="ok")
+    hostile = "--dangerously-skip-permissions"
+    ClaudeCodeBackend({}).complete(BackendRequest(node_id="n", system=hostile, user="hi", session_id="-x"))
+    argv = calls(fake_claude)[0]["argv"]
+    assert isinstance(argv, list) and hostile not in argv and "-x" not in argv
+    assert f"--append-system-prompt={hostile}" in argv and "--resume=-x" in argv
+
+
 @pytest.mark.parametrize("text,code", [
     ("Claude AI usage limit reached|1760000000", FailureCode.USAGE_LIMIT_BLOCKED),
     ("API Error: 429 rate_limit_error", FailureCode.RATE_LIMITED),

@@ -9,7 +9,11 @@ literals; sh/bash, being shell text, follow the command rule.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .conftest import attack_vectors, only_run, outputs, recorded, run_cli, tool_vars, write_bot
 
@@ -183,3 +187,20 @@ def test_validate_accepts_raw_markers(tmp_path: Path, ws: Path) -> None:
     """)
     p = run_cli("validate", str(bad), cwd=ws)
     assert p.returncode == 1 and "C033" in p.stdout and "C004" in p.stdout, p.stdout
+
+
+_TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(_TEXT, st.lists(_TEXT, max_size=4)))
+def test_any_text_survives_sh_and_bash_exactly(value: str | list[str]) -> None:
+    """Whatever the text, the shell hands the command exactly the substituted items."""
+    from iterion.templates import render
+
+    command = render("printf '%s\\0' {{vars.v}}", {"vars": {"v": value}}, "shell")
+    items = [value] if isinstance(value, str) else value
+    expected = b"".join(item.encode() + b"\0" for item in items) or b"\0"  # printf runs once with no args
+    for shell in ("/bin/sh", "bash"):
+        got = subprocess.run([shell, "-c", command], capture_output=True, timeout=30, check=True).stdout
+        assert got == expected, (shell, command)
