@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -76,7 +77,12 @@ def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], token: Cance
         grace = child_grace_s()
     except GraceSettingError as exc:
         raise ToolLaunchError(str(exc)) from None
-    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+    with ExitStack() as files:
+        try:
+            out_f, err_f = (files.enter_context(tempfile.TemporaryFile()) for _ in range(2))
+        except OSError as exc:
+            raise ToolLaunchError(f"cannot create the files that capture the tool's output in "
+                                  f"{tempfile.gettempdir()}: {exc.strerror or exc}") from None
         try:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
                                     start_new_session=True)
