@@ -200,7 +200,7 @@ class Runner:
             raise failure from exc
 
     def _render_with(self, edge: Edge, scope: dict[str, Any]) -> dict[str, Any]:
-        return {key: render_text(tpl, scope, edge.src, f"with {key} on edge {edge.src} -> {edge.dst}")
+        return {key: render_text(tpl, scope, edge.src, f"with {key} on edge {edge.src} -> {edge.dst}", "with")
                 for key, tpl in edge.with_map}
 
     def _commit(self, node: Node, it: int, output: dict[str, Any]) -> None:

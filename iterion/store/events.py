@@ -63,6 +63,9 @@ BRANCH_FAILED = "branch_failed"
 EDGE_SELECTED = "edge_selected"
 LOOP_ITERATION = "loop_iteration"
 BACKEND_CALL = "backend_call"
+# a tool's shell exited leaving background children in its process group: {pids, count, action,
+# grace_s, killed} (engine/procgroup.py)
+TOOL_CHILDREN_LEFT = "tool_children_left"
 BUDGET_EXCEEDED = "budget_exceeded"
 SOURCE_CHANGE_ACCEPTED = "source_change_accepted"
 WARNING = "warning"
