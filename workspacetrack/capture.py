@@ -149,6 +149,11 @@ class Capturer:
             scan.rescan(p)
         for p in sorted(dirty):
             scan.rescan(p)
+        # a directory whose last entry went (or that gained its first) changes its empty-dir row
+        parents = {p.rpartition("/")[0] for p in gone} - {""}
+        for d in sorted(parents):
+            scan.note_if_empty_dir(d)
+        gone |= parents
         found = scan.found_rows()
         new_rows = dict(rows)
         entries, skipped = dict(base.entries), dict(base.skipped)
