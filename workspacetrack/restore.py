@@ -29,7 +29,7 @@ from pathlib import Path
 from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.changes import changed_paths
 from workspacetrack.ignore import IgnoreRules
-from workspacetrack.models import SKIP_OVERSIZED, Entry, Manifest
+from workspacetrack.models import EMPTY_DIR, SKIP_OVERSIZED, Entry, Manifest
 from workspacetrack.objects import ObjectStore, sync_filesystem
 from workspacetrack.paths import check_relpath, parent_dirs
 
@@ -108,6 +108,7 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
     else:
         paths = set(target.entries) | set(produced) | (set(last.entries) if last is not None else set())
     plan = Plan(scope=scope, scope_paths=len(paths))
+    target_dirs: set[str] | None = None
     for path in sorted(paths):
         check_relpath(path)
         t, c = target.entries.get(path), current.entries.get(path)
@@ -127,10 +128,16 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
                 plan.skipped[path] = link
                 continue
         if c is None and rules.ignores(path):
-            plan.skipped[path] = SKIP_IGNORED
+            why = rules.explain(path)
+            plan.skipped[path] = f"{SKIP_IGNORED} ({why})" if why else SKIP_IGNORED
             continue
         if _same(t, c):
             continue
+        if t is None and c is not None and c[0] == EMPTY_DIR:
+            if target_dirs is None:
+                target_dirs = {d for p in target.entries for d in parent_dirs(p)}
+            if path in target_dirs:
+                continue  # an emptied directory the pivot's files go back into: not a removal
         was = last.entries.get(path) if last is not None else c
         overwrites = c is not None and not _same(c, was)
         plan.actions.append(Action(path, t, overwrites))

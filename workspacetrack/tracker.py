@@ -70,6 +70,7 @@ class Tracker:
         store, ws = _check_layout(Path(store_dir), Path(workspace))
         self.workspace = ws
         self.run_id = run_id
+        self.size_cap = size_cap
         try:
             self.store = TrackStore(store, run_id)
         except ValueError as exc:

@@ -21,6 +21,8 @@ from typing import Any
 from gitrefs.boundary import BoundaryLabel
 from persist import atomic_write_bytes
 from iterion.rewind.errors import RewindError
+from workspacetrack.names import display, raw_paths
+from workspacetrack.reasons import describe
 
 
 class RestoreScope(StrEnum):
@@ -70,6 +72,8 @@ class FilesReport:
     revert_commit: str | None = None
     backup_ref: str | None = None  # gitrefs: the bank ref; workspacetrack: the bank snapshot id
     skip_reason: str | None = None  # why nothing was restored
+    # paths above whose names are not UTF-8: display form (\xNN escapes) -> hex of the exact bytes
+    raw_paths: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,17 +178,23 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
                                   else f"the run recorded no change from {anchor} on")
         return
     rr = tracker.restore(anchor, scope=scope.value, protected=protected)
-    report.restored = sorted(rr.restored)
-    report.removed = sorted(rr.removed)
-    report.skipped = [Skipped(s["path"], s["reason"]) for s in rr.skipped]
-    report.overwritten = sorted(rr.overwritten)
-    report.left_in_place = sorted(rr.left_in_place)
+    report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
+                                  *rr.overwritten, *rr.left_in_place])
+    report.restored = sorted(map(display, rr.restored))
+    report.removed = sorted(map(display, rr.removed))
+    report.skipped = [Skipped(display(s["path"]), describe_skip(s["reason"], tracker)) for s in rr.skipped]
+    report.overwritten = sorted(map(display, rr.overwritten))
+    report.left_in_place = sorted(map(display, rr.left_in_place))
     report.backup_ref = rr.bank
     report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
     report.reverted = bool(report.restored or report.removed)
     if not report.reverted:
         already = f"the workspace already matches {anchor}: nothing to restore"
         report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
+
+
+def describe_skip(reason: str, tracker: Any) -> str:
+    return describe(reason, getattr(tracker, "size_cap", None))
 
 
 def _empty_scope_reason(anchor: BoundaryLabel) -> str:
