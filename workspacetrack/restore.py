@@ -141,6 +141,14 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
         was = last.entries.get(path) if last is not None else c
         overwrites = c is not None and not _same(c, was)
         plan.actions.append(Action(path, t, overwrites))
+    if scope is not Scope.NONE:
+        # Over the size limit, a file's changes are invisible to the manifests (it stays
+        # "oversized" whatever its content): it may well be the run's, so it is named, never
+        # silently left out.
+        for m in (target, current, last):
+            for path, reason in (m.skipped.items() if m is not None else ()):
+                if reason == SKIP_OVERSIZED and not _is_protected(path, protected):
+                    plan.skipped.setdefault(path, SKIP_OVERSIZED)
     if last is not None:
         plan.left_in_place = sorted(p for p in changed_paths(last, current) if p not in paths)
     return plan
