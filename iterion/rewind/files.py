@@ -129,6 +129,7 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
         report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
         return
     if dry_run:
+        _display_paths(report)
         return
     # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
     saved = {rel: (workspace / rel).read_bytes() for rel in guarded
@@ -150,6 +151,22 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
     bank = result.bank.commit
     differs = refs.changed_paths(bank, anchor_commit) & refs.changed_paths(bank, last)
     report.overwritten = sorted(touched & differs)
+    _display_paths(report)
+
+
+def _display_paths(report: FilesReport) -> None:
+    """Non-UTF-8 names in their printable form, with their exact bytes in ``raw_paths``."""
+    every = [*report.restored, *report.removed, *(s.path for s in report.skipped), *report.overwritten,
+             *report.left_in_place, *report.in_scope]
+    report.raw_paths = raw_paths(every)
+    if not report.raw_paths:
+        return
+    report.restored = [display(p) for p in report.restored]
+    report.removed = [display(p) for p in report.removed]
+    report.skipped = [Skipped(display(s.path), s.reason) for s in report.skipped]
+    report.overwritten = [display(p) for p in report.overwritten]
+    report.left_in_place = [display(p) for p in report.left_in_place]
+    report.in_scope = [display(p) for p in report.in_scope]
 
 
 def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
