@@ -122,6 +122,7 @@ class Tracker:
 
     def capture(self, label: BoundaryLabel) -> SnapshotRecord:
         """Record a boundary. ``pre`` aliases the run's head (no walk) once the run has one."""
+        self.newly_skipped = {}
         with self.store.locked():
             state = self._state()
             text = str(label)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..conftest import git, run_cli
-
 from iterion.store import Store
+
+from ..conftest import git, run_cli
 
 FLOW = """\
 ## restore coverage: `damage` does what a hostile or careless node does, then fails

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..conftest import git
-from .coverage_harness import run_and_rewind, setup
-
 from gitrefs.boundary import BoundaryLabel
 from workspacetrack import Tracker
+
+from ..conftest import git
+from .coverage_harness import run_and_rewind, setup
 
 
 def test_rules_a_node_adds_do_not_hide_what_it_changed(repo: Path, tmp_path: Path) -> None:

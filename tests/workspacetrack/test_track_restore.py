@@ -138,11 +138,12 @@ def test_symlink_escape_is_refused_and_reported(tracker: Tracker, ws: Path, tmp_
     report = tracker.restore(L("pre:a:0"))
     reasons = {s["path"]: s["reason"] for s in report.skipped}
     assert reasons["gen/x.txt"] == "symlink_escape"
-    # a link standing where a path is restored or removed is itself removed: never followed
-    assert report.removed == ["link.txt", "src/app.py"]
+    # a link standing where a path is restored is itself replaced: never followed
+    assert report.removed == ["link.txt"] and "src/app.py" in report.restored
     assert (outside / "x.txt").read_text() == "outside content must survive\n"
     assert (outside / "target.py").read_text() == "outside file must survive\n"
-    assert os.path.islink(ws / "gen") and not os.path.lexists(ws / "src" / "app.py")
+    assert os.path.islink(ws / "gen") and not os.path.islink(ws / "src" / "app.py")
+    assert (ws / "src" / "app.py").read_text() == "print('v1')\n"
 
 
 def test_restore_is_undoable_from_its_bank(tracker: Tracker, ws: Path) -> None:
