@@ -70,6 +70,10 @@ class Capturer:
                 self._rows, self._rows_manifest = {}, None
         return self._rows
 
+    def rules_frozen(self) -> None:
+        """The rules were just fixed to what this capture read: outside sources no longer count."""
+        self._outside_fp = self.rules.outside_fingerprint()
+
     def forget_baseline(self) -> None:
         self._baseline = None
 

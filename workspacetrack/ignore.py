@@ -164,10 +164,16 @@ class IgnoreRules:
         out, self._recorded = self._recorded or {}, None
         return out
 
-    def freeze(self, texts: dict[str, str]) -> None:
+    def freeze(self, texts: dict[str, str], *, just_read: bool = False) -> None:
         """From now on, the rules are ``texts`` (what was on disk at the run's start): a rule a
-        node adds, edits or removes during the run changes nothing this run captures."""
+        node adds, edits or removes during the run changes nothing this run captures.
+
+        ``just_read``: ``texts`` are what ``recorded`` returned, so the compiled matchers stand
+        as they are (a walk's per-directory records stay valid: no slow walk follows)."""
         self._frozen = dict(texts)
+        if just_read:
+            self._cache = {k: ((), m) for k, (_fp, m) in self._cache.items()}
+            return
         self._cache.clear()
         self.reload_outside()
 

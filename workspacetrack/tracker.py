@@ -99,7 +99,8 @@ class Tracker:
         texts = self.rules.recorded()
         data = json.dumps(mapping_to_wire(texts), sort_keys=True).encode("utf-8")
         state.ignore_rules = self.store.objects.put(data, digest_of(data))
-        self.rules.freeze(texts)
+        self.rules.freeze(texts, just_read=True)
+        self._capturer.rules_frozen()
 
     # -- watching ---------------------------------------------------------------------------
     def start_watching(self) -> None:
