@@ -152,9 +152,9 @@ def restore(
     for title, items in (("restored", report.restored), ("removed", report.removed),
                          ("overwritten", report.overwritten), ("left in place", report.left_in_place)):
         for p in items:
-            typer.echo(f"  {title}: {p}")
+            typer.echo(f"  {title}: {display(p)}")
     for s in report.skipped:
-        typer.echo(f"  skipped ({s['reason']}): {s['path']}")
+        typer.echo(f"  skipped ({s['reason']}): {display(s['path'])}")
     if report.bank:
         typer.echo(f"bank: {report.bank[:12]} (undo with: iterion track undo --bank {report.bank[:12]})")
 

@@ -193,6 +193,7 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
         if not report.in_scope:
             report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
                                   else f"the run recorded no change from {anchor} on")
+        _display_paths(report)
         return
     rr = tracker.restore(anchor, scope=scope.value, protected=protected)
     report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .coverage_harness import run_and_rewind, setup
+from .coverage_harness import cli, run_and_rewind, setup
 
 LATIN1 = b"caf\xe9.txt"  # a user's file, named in latin-1: not UTF-8
 CREATED = b"new-\xff\xfe.bin"  # a file the node creates, named with bytes that are not UTF-8
@@ -40,6 +40,8 @@ def test_non_utf8_names_come_back_as_bytes(repo: Path, tmp_path: Path) -> None:
     assert r.event["files_raw_paths"] == shown and set(r.event["files_restored"]) == set(r.files["restored"])
     assert r.files["skipped"] == []
     assert "rewound run" in r.text  # the text report prints them (a second rewind: nothing to do)
+    code, out, err = cli(repo, tmp_path / "store", "rewind", "--run-id", r.run_id, "--node", "damage", "--dry-run")
+    assert code == 0 and "would restore caf\\xe9.txt" in out and "would restore new-\\xff\\xfe.bin" in out, (out, err)
 
 
 def test_names_of_250_bytes_are_restored(repo: Path, tmp_path: Path) -> None:
