@@ -11,6 +11,9 @@ from cli.errors import CliError
 from cli.output import echo, echo_json
 from gitrefs.boundary import BoundaryLabel
 from workspacetrack import DEFAULT_SIZE_CAP, Scope, Tracker
+from workspacetrack.bigfiles import SIZE_CAP_ENV
+from workspacetrack.models import EMPTY_DIR
+from workspacetrack.names import display
 
 track_app = typer.Typer(
     name="track",
@@ -32,7 +35,7 @@ def _label(text: str) -> BoundaryLabel:
         raise CliError(str(exc), hint="labels look like nodes:<node>:<iteration>, e.g. pre:build:0") from None
 
 
-def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int = DEFAULT_SIZE_CAP) -> Tracker:
+def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int | None = None) -> Tracker:
     return Tracker(store, workspace, run_id, size_cap=size_cap)
 
 
@@ -44,7 +47,8 @@ def _emit(data: object) -> None:
 def capture(
     label: str = typer.Option(..., "--label", help="Boundary label kind:node:iteration (pre aliases the head)."),
     store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = RunOpt,
-    size_cap: int = typer.Option(DEFAULT_SIZE_CAP, "--size-cap", help="Files larger than this many bytes are skipped."),
+    size_cap: int = typer.Option(None, "--size-cap", help="Files larger than this many bytes are skipped "
+                                 f"(default: ${SIZE_CAP_ENV}, else {DEFAULT_SIZE_CAP} = 2 GiB)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Record the workspace as a boundary of the run.
@@ -97,13 +101,13 @@ def diff(
         _emit([c.to_json() for c in changes])
         return
     for c in changes:
-        echo(f"{c.kind:12} {c.path}")
+        echo(f"{c.kind:12} {display(c.path)}")
         if patch and c.kind != "mode_changed":
-            old = tracker.read_object(c.old_hash) if c.old_hash else b""
-            new = tracker.read_object(c.new_hash) if c.new_hash else b""
+            old = tracker.read_object(c.old_hash) if c.old_hash and c.old_hash != EMPTY_DIR else b""
+            new = tracker.read_object(c.new_hash) if c.new_hash and c.new_hash != EMPTY_DIR else b""
             lines = difflib.unified_diff(old.decode(errors="replace").splitlines(),
                                          new.decode(errors="replace").splitlines(),
-                                         f"a/{c.path}", f"b/{c.path}", lineterm="")
+                                         f"a/{display(c.path)}", f"b/{display(c.path)}", lineterm="")
             for line in lines:
                 echo(line)
     if not changes:
@@ -148,9 +152,9 @@ def restore(
     for title, items in (("restored", report.restored), ("removed", report.removed),
                          ("overwritten", report.overwritten), ("left in place", report.left_in_place)):
         for p in items:
-            echo(f"  {title}: {p}")
+            echo(f"  {title}: {display(p)}")
     for s in report.skipped:
-        echo(f"  skipped ({s['reason']}): {s['path']}")
+        echo(f"  skipped ({s['reason']}): {display(s['path'])}")
     if report.bank:
         echo(f"bank: {report.bank[:12]} (undo with: iterion track undo --bank {report.bank[:12]})")
 

@@ -29,7 +29,7 @@ from gitrefs.records import (BankRecord, BoundaryRecord, PushAttempt, PushLog, P
                              RevertResult, RunRecord)
 from gitrefs.private_index import snapshot_with_private_index
 from gitrefs.workspace import Workspace, open_workspace
-from gitrefs.worktree_apply import apply_tree_diff
+from gitrefs.worktree_apply import apply_tree_diff, diff_path
 from persist import read_model, write_model
 
 # What a checkpoint push accepts: a label ("nodes:build:0"), a ref or commit, or a record.
@@ -223,8 +223,8 @@ class RunRefs:
         diff = self.repo[ta].peel(pygit2.Tree).diff_to_tree(self.repo[tb].peel(pygit2.Tree))
         paths: set[str] = set()
         for delta in diff.deltas:
-            paths.add(delta.old_file.path)
-            paths.add(delta.new_file.path)
+            paths.add(diff_path(delta.old_file))
+            paths.add(diff_path(delta.new_file))
         return paths
 
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:

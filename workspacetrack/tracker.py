@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -11,16 +12,19 @@ from typing import Literal
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
-from workspacetrack.capture import CaptureStats, Capturer
+from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
+from workspacetrack.capture import Capturer, CaptureStats
 from workspacetrack.changes import Change, changed_paths, diff_manifests
 from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
+from workspacetrack.names import mapping_from_wire, mapping_to_wire
+from workspacetrack.objects import digest_of
 from workspacetrack.restore import RestoreReport, Scope, apply_restore, plan_restore
 from workspacetrack.store import TrackStore
 
-DEFAULT_SIZE_CAP = 10 * 2**20
+__all__ = ["DEFAULT_SIZE_CAP", "Tracker"]
 
 
 def _now() -> str:
@@ -58,12 +62,15 @@ class Tracker:
     """Versions one in-place run's workspace in a store outside it."""
 
     def __init__(self, store_dir: Path | str, workspace: Path | str, run_id: str, *,
-                 size_cap: int = DEFAULT_SIZE_CAP) -> None:
+                 size_cap: int | None = None) -> None:
+        if size_cap is None:
+            size_cap = size_cap_from_env()
         if size_cap < 0:
             raise TrackError(f"size cap must be >= 0, got {size_cap}")
         store, ws = _check_layout(Path(store_dir), Path(workspace))
         self.workspace = ws
         self.run_id = run_id
+        self.size_cap = size_cap
         try:
             self.store = TrackStore(store, run_id)
         except ValueError as exc:
@@ -72,10 +79,28 @@ class Tracker:
         self.journal = Journal(str(ws))
         self._capturer = Capturer(self.store, ws, self.rules, self.journal, size_cap)
         self.last_capture: CaptureStats | None = None
+        # paths the last capture skipped that the previous head had not skipped (path -> reason)
+        self.newly_skipped: dict[str, str] = {}
         state = self.store.load_state()
         if state is not None and Path(state.workspace) != ws:
             raise StoreLayoutError(f"run {run_id} versions workspace {state.workspace}, not {ws}",
                                    hint="pass the run's own --workspace, or another --run-id")
+        if state is not None and state.ignore_rules is not None:
+            self._freeze_rules(state.ignore_rules)
+
+    # -- the ignore rules in force: those of the run's first capture ------------------------
+    def _freeze_rules(self, digest: str) -> None:
+        raw = json.loads(self.store.objects.read(digest))
+        self.rules.freeze(mapping_from_wire(raw))
+
+    def _record_rules(self, state: RunState) -> None:
+        """After the run's first capture: store the rule texts it read and freeze them, so a
+        node that adds or edits ignore rules cannot shrink what this run can restore."""
+        texts = self.rules.recorded()
+        data = json.dumps(mapping_to_wire(texts), sort_keys=True).encode("utf-8")
+        state.ignore_rules = self.store.objects.put(data, digest_of(data))
+        self.rules.freeze(texts, just_read=True)
+        self._capturer.rules_frozen()
 
     # -- watching ---------------------------------------------------------------------------
     def start_watching(self) -> None:
@@ -98,6 +123,7 @@ class Tracker:
 
     def capture(self, label: BoundaryLabel) -> SnapshotRecord:
         """Record a boundary. ``pre`` aliases the run's head (no walk) once the run has one."""
+        self.newly_skipped = {}
         with self.store.locked():
             state = self._state()
             text = str(label)
@@ -108,7 +134,12 @@ class Tracker:
                 head = self.store.snapshot(state, state.head)
                 self.last_capture = CaptureStats("alias", 0, 0, True)
                 return self._with_labels(head, state)
-            rec = self._record(state, kind="boundary", label=text)
+            first = state.head is None and state.ignore_rules is None
+            if first:
+                self.rules.record()
+            previous = self.store.snapshot(state, state.head).manifest if state.head else None
+            rec = self._record(state, kind="boundary", label=text, record_rules=first)
+            self.newly_skipped = self._newly_skipped(previous, rec.manifest)
             state.head = rec.id
             state.chain.append(_link(text, rec.id))
             state.labels[text] = rec.id
@@ -116,13 +147,25 @@ class Tracker:
             self._capturer.save_cache()
             return self._with_labels(rec, state)
 
+    def _newly_skipped(self, previous: str | None, current: str) -> dict[str, str]:
+        if previous == current:
+            return {}
+        now = self.store.read_manifest(current).skipped
+        if not now:
+            return {}
+        before = self.store.read_manifest(previous).skipped if previous else {}
+        return {p: r for p, r in now.items() if before.get(p) != r}
+
     def _record(self, state: RunState, *, kind: Literal["boundary", "bank"], label: str,
-                touched: list[str] | None = None, manifest: str | None = None) -> SnapshotRecord:
+                touched: list[str] | None = None, manifest: str | None = None,
+                record_rules: bool = False) -> SnapshotRecord:
         """Capture (unless ``manifest`` is given) and durably write a snapshot; not yet in the chain."""
         if manifest is None:
             manifest, stats = self._capturer.scan()
             self.last_capture = stats
             mode: str = stats.mode
+            if record_rules:
+                self._record_rules(state)
         else:
             mode = "given"
         rec = SnapshotRecord(id=secrets.token_hex(16), run_id=self.run_id, kind=kind,

@@ -29,6 +29,7 @@ from iterion.engine.recovery import Action, RecoveryDispatcher, RecoveryPause, p
 from iterion.engine.result import RunResult
 from iterion.engine.scope import build_scope
 from iterion.engine.state import Pending, to_checkpoint
+from iterion.engine.versioning import capture_skipped_payload
 from iterion.failure_codes import FailureCode
 from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, RouterMode
 from iterion.store import AnchorReason, RunStatus
@@ -338,6 +339,10 @@ class Runner:
                               f"workspace boundary {label} could not be written: {exc}", node=node) from exc
         self.ctx.emit(ev.BOUNDARY_WRITTEN, node, it, {"label": str(label), "state": mark.state,
                                                       "mechanism": self.ctx.versioning.mechanism})
+        skipped = self.ctx.versioning.capture_skipped()
+        if skipped:
+            self.ctx.emit(ev.WORKSPACE_CAPTURE_SKIPPED, node, it, capture_skipped_payload(
+                str(label), skipped, getattr(self.ctx.versioning.backend, "size_cap", None)))
 
     def _fail_boundary(self, node: str, it: int) -> None:
         """Best effort: the node did not complete (never masks the failure being reported)."""

@@ -23,6 +23,16 @@ GITREFS = "gitrefs"
 WORKSPACETRACK = "workspacetrack"
 
 
+def capture_skipped_payload(label: str, skipped: dict[str, str], size_cap: int | None = None) -> dict[str, Any]:
+    """The ``workspace_capture_skipped`` event: what a boundary's capture left out, and why."""
+    from workspacetrack.names import display, raw_paths
+    from workspacetrack.reasons import describe
+
+    return {"label": label,
+            "skipped": [{"path": display(p), "reason": describe(r, size_cap)} for p, r in sorted(skipped.items())],
+            "raw_paths": raw_paths(skipped)}
+
+
 @dataclass(frozen=True)
 class Mark:
     label: BoundaryLabel
@@ -53,6 +63,10 @@ class Versioning(ABC):
 
     def labels(self) -> list[str]:
         return [str(entry.label) for entry in self.chain()]
+
+    def capture_skipped(self) -> dict[str, str]:
+        """Paths the last ``mark`` newly left out of its capture (path -> reason); {} if none."""
+        return {}
 
     def close(self) -> None:
         """Release watchers/handles (idempotent)."""
@@ -104,6 +118,9 @@ class TrackVersioning(Versioning):
 
     def _write(self, label: BoundaryLabel) -> str:
         return str(self._tracker.capture(label).id)
+
+    def capture_skipped(self) -> dict[str, str]:
+        return dict(self._tracker.newly_skipped)
 
     def chain(self) -> list[ChainEntry]:
         return list(self._tracker.chain_entries())

@@ -21,6 +21,8 @@ from typing import Any
 from gitrefs.boundary import BoundaryLabel
 from persist import atomic_write_bytes
 from iterion.rewind.errors import RewindError
+from workspacetrack.names import display, raw_paths
+from workspacetrack.reasons import describe
 
 
 class RestoreScope(StrEnum):
@@ -70,6 +72,8 @@ class FilesReport:
     revert_commit: str | None = None
     backup_ref: str | None = None  # gitrefs: the bank ref; workspacetrack: the bank snapshot id
     skip_reason: str | None = None  # why nothing was restored
+    # paths above whose names are not UTF-8: display form (\xNN escapes) -> hex of the exact bytes
+    raw_paths: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +129,7 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
         report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
         return
     if dry_run:
+        _display_paths(report)
         return
     # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
     saved = {rel: (workspace / rel).read_bytes() for rel in guarded
@@ -146,6 +151,22 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
     bank = result.bank.commit
     differs = refs.changed_paths(bank, anchor_commit) & refs.changed_paths(bank, last)
     report.overwritten = sorted(touched & differs)
+    _display_paths(report)
+
+
+def _display_paths(report: FilesReport) -> None:
+    """Non-UTF-8 names in their printable form, with their exact bytes in ``raw_paths``."""
+    every = [*report.restored, *report.removed, *(s.path for s in report.skipped), *report.overwritten,
+             *report.left_in_place, *report.in_scope]
+    report.raw_paths = raw_paths(every)
+    if not report.raw_paths:
+        return
+    report.restored = [display(p) for p in report.restored]
+    report.removed = [display(p) for p in report.removed]
+    report.skipped = [Skipped(display(s.path), s.reason) for s in report.skipped]
+    report.overwritten = [display(p) for p in report.overwritten]
+    report.left_in_place = [display(p) for p in report.left_in_place]
+    report.in_scope = [display(p) for p in report.in_scope]
 
 
 def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
@@ -172,19 +193,26 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
         if not report.in_scope:
             report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
                                   else f"the run recorded no change from {anchor} on")
+        _display_paths(report)
         return
     rr = tracker.restore(anchor, scope=scope.value, protected=protected)
-    report.restored = sorted(rr.restored)
-    report.removed = sorted(rr.removed)
-    report.skipped = [Skipped(s["path"], s["reason"]) for s in rr.skipped]
-    report.overwritten = sorted(rr.overwritten)
-    report.left_in_place = sorted(rr.left_in_place)
+    report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
+                                  *rr.overwritten, *rr.left_in_place])
+    report.restored = sorted(map(display, rr.restored))
+    report.removed = sorted(map(display, rr.removed))
+    report.skipped = [Skipped(display(s["path"]), describe_skip(s["reason"], tracker)) for s in rr.skipped]
+    report.overwritten = sorted(map(display, rr.overwritten))
+    report.left_in_place = sorted(map(display, rr.left_in_place))
     report.backup_ref = rr.bank
     report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
     report.reverted = bool(report.restored or report.removed)
     if not report.reverted:
         already = f"the workspace already matches {anchor}: nothing to restore"
         report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
+
+
+def describe_skip(reason: str, tracker: Any) -> str:
+    return describe(reason, getattr(tracker, "size_cap", None))
 
 
 def _empty_scope_reason(anchor: BoundaryLabel) -> str:

@@ -92,7 +92,7 @@ class RewindResult:
             "files_backup_ref": f.backup_ref, "files_skip_reason": f.skip_reason,
             "files_overwritten": f.overwritten, "files_left_in_place": f.left_in_place,
             "files_restored": f.restored, "files_removed": f.removed,
-            "files_skipped": [asdict(s) for s in f.skipped],
+            "files_skipped": [asdict(s) for s in f.skipped], "files_raw_paths": f.raw_paths,
             "files_mechanism": f.mechanism, "files_scope": f.scope,
             "auto": asdict(self.auto) if self.auto else None,
         }

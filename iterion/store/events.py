@@ -49,6 +49,9 @@ NODE_RETRY_SCHEDULED = "node_retry_scheduled"
 RECOVERY_PAUSED = "recovery_paused"
 RECOVERY_DECLINED = "recovery_declined"
 BOUNDARY_WRITTEN = "boundary_written"
+# a boundary's capture left paths out (over the size limit, unreadable, special files):
+# {label, skipped: [{path, reason}], raw_paths}; only paths newly skipped since the last boundary
+WORKSPACE_CAPTURE_SKIPPED = "workspace_capture_skipped"
 CHECKPOINT_WRITTEN = "checkpoint_written"
 CHECKPOINT_LOST = "checkpoint_lost"
 ARTIFACT_PUBLISHED = "artifact_published"
