@@ -9,6 +9,7 @@ import typer
 
 from cli.control import sweep_orphans
 from cli.errors import CliError
+from cli.output import echo
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
@@ -51,6 +52,8 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
         typer.echo(f"  skipped {s.path} ({s.reason})")
     for p in f.overwritten:
         typer.echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
+    if f.undo:
+        echo(f"  to bring the overwritten files back, run: {f.undo}")
     for p in f.left_in_place:
         typer.echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
     if f.revert_commit:

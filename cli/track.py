@@ -158,13 +158,14 @@ def restore(
 @track_app.command("undo")
 def undo(
     bank: str = typer.Option(..., "--bank", help="Bank snapshot id (or prefix) a restore printed."),
+    path: list[str] = typer.Option([], "--path", help="Undo only this path of it (repeatable; default: all)."),
     store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = RunOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Undo a restore: put back what it changed, as the bank recorded it.
 
-    Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1
+    Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1 --path notes.md
     """
-    report = _tracker(store, workspace, run_id).undo(bank)
+    report = _tracker(store, workspace, run_id).undo(bank, paths=path or None)
     if as_json:
         _emit(report.to_json())
     else:
