@@ -225,7 +225,7 @@ def _provably_dead(store: Store, run_id: str) -> bool:
         return False
 
 
-def reconcile_orphans(store: Store, *, threshold_s: float | None = None) -> list[Promotion]:
+def reconcile_orphans(store: Store, *, threshold_s: float | None = None, skip: str | None = None) -> list[Promotion]:
     """Start-up reconciliation: promote every stale ``running`` run of the store.
 
     ``iterion run``, ``resume``, ``inspect`` and ``rewind`` call it when they open the store (and
@@ -233,7 +233,9 @@ def reconcile_orphans(store: Store, *, threshold_s: float | None = None) -> list
     are looked at, each with a read-only lock probe; a run whose document or timeline was written
     within the grace window is left alone unless its owner is provably dead (a launch between
     creating its document and taking its lock has a live owner, so it is left alone too).
-    ``promote_if_orphaned`` re-checks everything under the lock.
+    ``promote_if_orphaned`` re-checks everything under the lock. ``skip``: the run the calling
+    command is about to take over itself (``iterion resume --run-id``: its own takeover records
+    how it happened).
     """
     threshold = stale_after_s() if threshold_s is None else threshold_s
     if not store.runs_dir.is_dir():
@@ -242,7 +244,7 @@ def reconcile_orphans(store: Store, *, threshold_s: float | None = None) -> list
     out: list[Promotion] = []
     for d in sorted(store.runs_dir.iterdir()):
         run_json = RunPaths(d).run_json
-        if not _says_running(run_json):
+        if d.name == skip or not _says_running(run_json):
             continue
         try:
             if store.is_locked(d.name):
