@@ -27,13 +27,17 @@ def env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-def cli(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args, "--store-dir", str(store)], cwd=cwd,
+def cli(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = None,
+        no_store: bool = False) -> subprocess.CompletedProcess[str]:
+    """`iterion ARGS --store-dir STORE` (``no_store``: a command without that option, e.g. `track`)."""
+    tail = [] if no_store else ["--store-dir", str(store)]
+    return subprocess.run([sys.executable, "-m", "cli.main", *args, *tail], cwd=cwd,
                           env=env(extra_env), capture_output=True, text=True, timeout=TIMEOUT)
 
 
-def cli_json(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
-    p = cli(*args, "--json", cwd=cwd, store=store, extra_env=extra_env)
+def cli_json(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = None,
+             no_store: bool = False) -> dict[str, Any]:
+    p = cli(*args, "--json", cwd=cwd, store=store, extra_env=extra_env, no_store=no_store)
     try:
         data = json.loads(p.stdout)
     except json.JSONDecodeError:
