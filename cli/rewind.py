@@ -51,7 +51,8 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
     for s in f.skipped:
         typer.echo(f"  skipped {s.path} ({s.reason})")
     for p in f.overwritten:
-        typer.echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
+        typer.echo(f"  overwritten {p} (not attributable to the run: changed after it stopped recording, or "
+                   f"while its process was dead; kept in {f.backup_ref})")
     if f.undo:
         echo(f"  to bring the overwritten files back, run: {f.undo}")
     for p in f.left_in_place:

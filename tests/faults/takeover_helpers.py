@@ -31,7 +31,7 @@ def cli(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = N
         no_store: bool = False) -> subprocess.CompletedProcess[str]:
     """`iterion ARGS --store-dir STORE` (``no_store``: a command without that option, e.g. `track`)."""
     tail = [] if no_store else ["--store-dir", str(store)]
-    return subprocess.run([sys.executable, "-m", "cli.main", *args, *tail], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args, *tail], check=False, cwd=cwd,
                           env=env(extra_env), capture_output=True, text=True, timeout=TIMEOUT)
 
 

@@ -18,8 +18,16 @@ from iterion.store import RunStatus, Store
 from iterion.store.liveness import Liveness, owner_liveness, process_start
 
 from ..conftest import write_bot
-from .takeover_helpers import (cli, cli_json, crash, events, move_owner_to_another_host, only_run, start_run,
-                               wait_for)
+from .takeover_helpers import (
+    cli,
+    cli_json,
+    crash,
+    events,
+    move_owner_to_another_host,
+    only_run,
+    start_run,
+    wait_for,
+)
 
 
 def _slow_bot(tmp_path: Path) -> Path:
