@@ -23,6 +23,7 @@ StoreOpt = typer.Option(..., "--store", help="Store directory (outside the works
 WorkspaceOpt = typer.Option(Path("."), "--workspace", help="The workspace the run executes in.")
 RunOpt = typer.Option(..., "--run-id", help="Run id whose chain to use.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+UndoPathsOpt = typer.Option([], "--path", metavar="PATH", help="Undo only this path of it (repeatable; default: all).")
 
 
 def _label(text: str) -> BoundaryLabel:
@@ -158,7 +159,7 @@ def restore(
 @track_app.command("undo")
 def undo(
     bank: str = typer.Option(..., "--bank", help="Bank snapshot id (or prefix) a restore printed."),
-    path: list[str] = typer.Option([], "--path", help="Undo only this path of it (repeatable; default: all)."),
+    path: list[str] = UndoPathsOpt,
     store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = RunOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Undo a restore: put back what it changed, as the bank recorded it.
