@@ -124,12 +124,16 @@ def admit_takeover(store: Store, run_id: str, doc: RunDoc, lock: RunLock, *, for
     threshold = stale_after_s()
     age = _event_age(store, run_id)
     at = where(store, run_id, doc.owner.model_dump(mode="json") if doc.owner else None)
+    cancel = (f"`iterion cancel --run-id {run_id}` (it stays resumable) and then "
+              f"`iterion resume --run-id {run_id}`")
+    if verdict.liveness is Liveness.ALIVE:  # e.g. a launch between writing its document and its lock
+        raise StatusRefusedError(
+            f"run {run_id} is running {at} and {verdict.reason}: it is not orphaned, whatever its lock says",
+            hint=f"retry in a moment if it is starting or stopping; to stop it, {cancel}")
     quiet = age is None or age >= threshold
     if force_stale and quiet:
         since = "no event was ever flushed" if age is None else f"no event for {int(age)} s"
         return Admission(BY_FORCE_STALE, f"no process holds its lock, {since} ({verdict.reason})")
-    cancel = (f"`iterion cancel --run-id {run_id}` (it stays resumable) and then "
-              f"`iterion resume --run-id {run_id}`")
     if not force_stale and quiet:
         raise StatusRefusedError(
             f"run {run_id} is running {at}: no process here holds its lock, but {verdict.reason}, "
@@ -173,6 +177,8 @@ def promote_if_orphaned(store: Store, run_id: str, *, threshold_s: float | None 
         verdict = owner_verdict(doc)
         if verdict.dead:
             proof = f"no process holds its lock and {verdict.reason}"
+        elif verdict.liveness is Liveness.ALIVE:
+            return None  # its owner lives (a launch about to take its lock): not an orphan
         else:
             try:
                 store.check_stale(run_id, own_lock=lock, threshold_s=threshold)

@@ -95,6 +95,8 @@ def record_takeover(store: Store, doc: RunDoc, cp: Checkpoint | None, *, how: st
 
 
 def _mark_best_effort(store: Store, doc: RunDoc, label: BoundaryLabel, how: str) -> Takeover:
+    if not doc.workspace_dir:
+        return Takeover(how, None, warning="the run records no workspace: nothing to record")
     if doc.worktree is not None and doc.worktree.released:
         return Takeover(how, None, warning="the run's worktree was released: no workspace to record")
     try:

@@ -185,3 +185,43 @@ def test_owner_liveness_on_real_processes() -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_reused_pid_is_told_from_a_live_owner_by_its_start_time(tmp_path: Path, ws: Path) -> None:
+    """The crashed run's recorded owner pid now names a live process: with that process's own start
+    time the owner is alive (never taken over, not even with --force-stale past the window, nor
+    promoted); with the recorded start time differing, the pid was reused and the run is taken
+    over at once."""
+    store = tmp_path / "store"
+    rid = _crash_mid_slow(tmp_path, ws, store)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        start = process_start(other.pid)
+        assert start is not None
+
+        def own(proc_start: str) -> None:
+            def edit(doc: object) -> None:
+                doc.owner.pid, doc.owner.proc_start = other.pid, proc_start  # type: ignore[attr-defined]
+            Store(store).update_run(rid, edit)
+
+        own(start)
+        zero = {"ITERION_STALE_AFTER_S": "0"}
+        for flags in ((), ("--force-stale",)):
+            p = cli("resume", "--run-id", rid, *flags, cwd=ws, store=store, extra_env=zero)
+            assert p.returncode == 1 and f"(pid {other.pid} on " in p.stderr and "is alive" in p.stderr, p.stderr
+            assert f"`iterion cancel --run-id {rid}`" in p.stderr
+        swept = cli("reconcile", cwd=ws, store=store, extra_env=zero)
+        assert swept.returncode == 0 and Store(store).load_run(rid).status is RunStatus.RUNNING
+        assert events(store, rid, "run_taken_over") == []
+
+        boot_ns, _, ticks = start.rpartition("/")
+        own(f"{boot_ns}/{int(ticks) - 1}")  # the recorded owner started earlier: another process
+        (tmp_path / "ctl" / "go.flag").write_text("")
+        done = cli_json("resume", "--run-id", rid, cwd=ws, store=store)
+        assert done["_rc"] == 0 and done["status"] == "finished", done
+        (taken,) = events(store, rid, "run_taken_over")
+        assert taken.payload["how"] == "resume" and "belongs to another process" in taken.payload["proof"]
+        assert other.poll() is None  # the unrelated process was left alone
+    finally:
+        other.kill()
+        other.wait()
