@@ -1,7 +1,10 @@
 """``resume_run``: continue a parked run under the same id from its checkpoint.
 
 Order matters: the per-run lock, the status table, the source digest (refused unless --force,
-showing both digests) and the answers are all checked BEFORE anything executes. Then the state
+showing both digests) and the answers are all checked BEFORE anything executes. A ``running``
+run whose process died is taken over (``stale.admit_takeover``: at once when its owner is provably
+dead here, else with --force-stale past the grace window), and a ``takeover:`` boundary is
+recorded before the claim (``engine.takeover``). Then the state
 is restored from the checkpoint (budget consumption included), a ``resume:`` boundary is
 written and the checkpoint node re-executes (a human pause: the answers become its output).
 """
