@@ -30,11 +30,17 @@ def _store(store_dir: Path | None) -> Store:
     return Store.open(store_dir, Path.cwd())
 
 
-def sweep_orphans(store: Store) -> Store:
+def sweep_orphans(store: Store, skip: str | None = None) -> Store:
     """The start-up sweep of commands that open the store (run, resume, inspect, rewind): promote
-    stale `running` runs, one stderr line each. Best effort: it never stops the command itself."""
+    stale `running` runs, one stderr line each. Best effort: it never stops the command itself.
+    ``skip``: the run `resume` takes over itself (id, prefix or name)."""
     try:
-        promoted = reconcile_orphans(store)
+        if skip is not None:
+            try:
+                skip = store.resolve_run(skip)
+            except Exception:  # noqa: BLE001 - not a run here: the command itself will say so
+                skip = None
+        promoted = reconcile_orphans(store, skip=skip)
     except Exception as exc:  # noqa: BLE001 - a sweep problem must not block the user's command
         echo_err(f"iterion: warning: orphan sweep skipped: {exc}")
         return store

@@ -75,7 +75,7 @@ def snapshot_cmd(repo: Path = REPO, as_json: bool = JSON) -> None:
 
 
 @refs_app.command("boundary")
-def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre|nodes|pause|fail|resume)."),
+def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre|nodes|pause|fail|resume|takeover)."),
                  run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Write a boundary (a `pre` boundary aliases the chain head).
 

@@ -50,7 +50,10 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
     for s in f.skipped:
         echo(f"  skipped {s.path} ({s.reason})")
     for p in f.overwritten:
-        echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
+        echo(f"  overwritten {p} (not attributable to the run: changed after it stopped recording, or "
+             f"while its process was dead; kept in {f.backup_ref})")
+    if f.undo:
+        echo(f"  to bring the overwritten files back, run: {f.undo}")
     for p in f.left_in_place:
         echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
     if f.revert_commit:

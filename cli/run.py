@@ -57,8 +57,8 @@ MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurren
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _store(store_dir: Path | None) -> Store:
-    return sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
+def _store(store_dir: Path | None, skip: str | None = None) -> Store:
+    return sweep_orphans(Store.open(store_dir, Path.cwd()), skip)  # stale `running` runs promoted first
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -241,7 +241,7 @@ def resume_cmd(
     answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object, JSON types kept; --answer flags override its keys. Example: --answers-file answers.json"),
     file: Path | None = typer.Option(None, "--file", help="The workflow source (default: the path recorded at launch). Example: --file workflow.bot"),
     force: bool = typer.Option(False, "--force", help="Resume even though the workflow source changed (both digests are shown when refused). Example: --force"),
-    force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose process is gone: refused while a live lock holds it or its events were flushed less than 60 s ago. Example: --force-stale"),
+    force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose owner cannot be proven gone (another host, no start time recorded) once no event was flushed for 60 s; a run whose owner is provably dead on this host is taken over at once without it. Example: --force-stale"),
     auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="Retry up to N times, with bounded exponential backoff, if it fails again with a code the failure table allows (transient; BUDGET_EXCEEDED only under a raised cap). Example: --auto-resume 3"),
     backend: str | None = typer.Option(None, "--backend", help="Re-apply a backend override. Example: --backend script"),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend. Example: --script demo.script.yaml"),
@@ -271,7 +271,7 @@ def resume_cmd(
 
       iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
     """
-    store = _store(store_dir)
+    store = _store(store_dir, skip=run_id)  # this run, if orphaned, is taken over by the resume itself
     answers: dict[str, Any] = {}
     if answers_file is not None:
         answers.update(_read_mapping(answers_file, "answers file"))

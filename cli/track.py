@@ -26,6 +26,7 @@ StoreOpt = typer.Option(..., "--store", help="Store directory (outside the works
 WorkspaceOpt = typer.Option(Path("."), "--workspace", help="The workspace the run executes in.")
 RunOpt = typer.Option(..., "--run-id", help="Run id whose chain to use.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+UndoPathsOpt = typer.Option([], "--path", metavar="PATH", help="Undo only this path of it (repeatable; default: all).")
 
 
 def _label(text: str) -> BoundaryLabel:
@@ -162,13 +163,14 @@ def restore(
 @track_app.command("undo")
 def undo(
     bank: str = typer.Option(..., "--bank", help="Bank snapshot id (or prefix) a restore printed."),
+    path: list[str] = UndoPathsOpt,
     store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = RunOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Undo a restore: put back what it changed, as the bank recorded it.
 
-    Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1
+    Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1 --path notes.md
     """
-    report = _tracker(store, workspace, run_id).undo(bank)
+    report = _tracker(store, workspace, run_id).undo(bank, paths=path or None)
     if as_json:
         _emit(report.to_json())
     else:

@@ -8,8 +8,10 @@ pivot (``pre:<node>:<iter>``) to the run's last boundary - not a diff of the two
 file one node rewrote and a later node put back is identical at both ends yet is demonstrably
 a file this run writes to.
 
-Excluded: every interval that a ``pause:`` or ``fail:`` boundary opens and the next ``resume:``
-closes. Nothing of the run executes there, so whatever changed came from a person.
+Excluded: every interval that a ``pause:``, ``fail:`` or ``takeover:`` boundary opens and the next
+``resume:`` closes. Nothing of the run executes there, so whatever changed came from a person.
+Included, but reported by a rewind that restores its paths: the interval a ``takeover:`` boundary
+ENDS (``iterion.rewind.files.unattributable_paths``).
 """
 
 from __future__ import annotations

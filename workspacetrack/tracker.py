@@ -262,15 +262,25 @@ class Tracker:
             return self._restore_to(state, pivot_m, last_m, scope, produced.paths, protected,
                                     label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
 
-    def undo(self, bank: str, protected: Iterable[str] = ()) -> RestoreReport:
-        """Put back what the restore that took ``bank`` changed, as it was when banked."""
+    def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
+        """Put back what the restore that took ``bank`` changed, as it was when banked; only
+        ``paths`` of it when given (each must be one that restore changed)."""
         with self.store.locked():
             state = self._state()
             rec = self.resolve(bank)
             if rec.kind != "bank":
                 raise TrackError(f"{bank} is not a bank snapshot (banks are taken by restore)")
+            touched = frozenset(rec.touched)
+            if paths is not None:
+                wanted = {p.strip("/") for p in paths}
+                foreign = sorted(wanted - touched)
+                if foreign:
+                    raise TrackError(f"the restore that took bank {rec.id[:12]} did not change "
+                                     f"{', '.join(foreign[:5])}: nothing of it to undo there",
+                                     hint="list what it changed with: iterion track list")
+                touched = frozenset(wanted)
             bank_m = self.store.read_manifest(rec.manifest)
-            return self._restore_to(state, bank_m, None, Scope.PRODUCED, frozenset(rec.touched),
+            return self._restore_to(state, bank_m, None, Scope.PRODUCED, touched,
                                     protected, label=f"undo:{rec.id[:12]}", pivot=rec.id)
 
     def _restore_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,

@@ -5,8 +5,6 @@ A workflow with validation errors is refused BEFORE anything is created (Invalid
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,6 @@ from iterion.ir import SchemaField, Workflow
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
 from iterion.store.ids import friendly_name, new_id
-from iterion.store.timeutil import utcnow
 
 SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 
@@ -142,7 +139,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
                           "answers": options.answers, "on_budget": options.on_budget},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
-                 owner=OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow()))
+                 owner=OwnerInfo.this_process())
     doc.record_sources(src.main_path, src.sources)
     store.create_run(doc)
     lock = store.lock(run_id)

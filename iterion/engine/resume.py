@@ -1,15 +1,16 @@
 """``resume_run``: continue a parked run under the same id from its checkpoint.
 
 Order matters: the per-run lock, the status table, the source digest (refused unless --force,
-showing both digests) and the answers are all checked BEFORE anything executes. Then the state
+showing both digests) and the answers are all checked BEFORE anything executes. A ``running``
+run whose process died is taken over (``stale.admit_takeover``: at once when its owner is provably
+dead here, else with --force-stale past the grace window), and a ``takeover:`` boundary is
+recorded before the claim (``engine.takeover``). Then the state
 is restored from the checkpoint (budget consumption included), a ``resume:`` boundary is
 written and the checkpoint node re-executes (a human pause: the answers become its output).
 """
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,13 @@ from iterion.engine.recovery import ACK_FIELD
 from iterion.engine.result import RunResult
 from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
 from iterion.engine.source import CompiledSource, compile_source
-from iterion.engine.stale import check_takeover
+from iterion.engine.stale import admit_takeover, held_refusal
+from iterion.engine.takeover import record_takeover
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.ir import NodeKind
 from iterion.store import Command, OwnerInfo, RunStatus, Store, check_command
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
-from iterion.store.timeutil import utcnow
 
 
 @dataclass
@@ -60,13 +61,17 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
     lock = store.lock(run_id)
-    lock.acquire()  # two processes never execute one run
+    if not lock.try_acquire():  # two processes never execute one run
+        raise held_refusal(store, run_id)
     versioning = None
     try:
         doc = store.load_run(run_id)
-        check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
+        admission = None
         if doc.status is RunStatus.RUNNING:
-            check_takeover(store, run_id, lock)  # --force-stale: no live owner, no flush for 60 s
+            # its process died: at once when provably dead here, else --force-stale past 60 s
+            admission = admit_takeover(store, run_id, doc, lock, force_stale=options.force_stale)
+        else:
+            check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
         cp = store.load_checkpoint(run_id)
         src = _recompile(doc, options)
         digest_changed = src.digest != doc.workflow_digest
@@ -99,7 +104,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         def claim(d: Any) -> None:
             d.set_status(RunStatus.RUNNING)
             d.budget = ask  # the merged ask persists, so a later retry keeps the raised cap
-            d.owner = OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow())
+            d.owner = OwnerInfo.this_process()
             d.explicit_resume_required = False
             if digest_changed and not legacy:
                 # re-stamp: the next rewind --auto diffs against what actually runs now
@@ -116,6 +121,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # the run keeps its parked status
         check_worktree_link(doc)
         versioning = open_run_versioning(store, doc, start=False, watch=options.watch)
+        if admission is not None:  # what changed since its last boundary is unattributable
+            record_takeover(store, doc, cp, how=admission.how, proof=admission.proof, versioning=versioning)
         answers = stage_pending_answers(store, run_id, state, wf, answers, emit)  # key=@./path uploads
         doc = store.update_run(run_id, claim)
         restart = state.next_node
@@ -123,6 +130,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
              {"restart_node": restart, "from_status": from_status.value, "forced": bool(digest_changed and options.force),
               "resumed_from": "human_pause" if state.pending is not None else from_status.value,
               "raised_caps": raised, "answers": bool(answers),
+              "taken_over": admission.how if admission is not None else None,
               **({"resumed_from": "recovery_pause", "recovery_code": cp.recovery_code}
                  if cp is not None and cp.recovery_pause else {})})
         run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,

@@ -4,7 +4,8 @@
 * in-place runs: snapshots through ``workspacetrack.Tracker``, whose store lives under the
   run's directory in the run store - never in the operator's workspace.
 
-The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)``.
+The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)``; a
+takeover of a run whose process died marks a ``takeover`` boundary (``iterion.engine.takeover``).
 Boundary writes are serialized: parallel branches share one workspace and one chain.
 """
 
@@ -58,6 +59,10 @@ class Versioning(ABC):
     @abstractmethod
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope: ...
 
+    @abstractmethod
+    def changed_paths(self, a: str, b: str) -> set[str]:
+        """Paths that differ between two recorded states (ids from ``chain()`` / ``mark()``)."""
+
     def has(self, label: BoundaryLabel) -> bool:
         return any(entry.label == label for entry in self.chain())
 
@@ -95,6 +100,9 @@ class GitVersioning(Versioning):
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:
         return self._refs.produced_scope(pivot)
 
+    def changed_paths(self, a: str, b: str) -> set[str]:
+        return set(self._refs.changed_paths(a, b))
+
     @property
     def backend(self) -> Any:
         return self._refs
@@ -127,6 +135,9 @@ class TrackVersioning(Versioning):
 
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:
         return self._tracker.produced_scope(pivot)
+
+    def changed_paths(self, a: str, b: str) -> set[str]:
+        return {c.path for c in self._tracker.changes(a, b)}
 
     def close(self) -> None:
         if self._watching:

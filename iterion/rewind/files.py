@@ -13,10 +13,13 @@ another. The workflow source files are always protected.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+import pygit2
 
 from gitrefs.boundary import BoundaryLabel
 from persist import atomic_write_bytes
@@ -74,6 +77,8 @@ class FilesReport:
     skip_reason: str | None = None  # why nothing was restored
     # paths above whose names are not UTF-8: display form (\xNN escapes) -> hex of the exact bytes
     raw_paths: dict[str, str] = field(default_factory=dict)
+    # a shell command that puts the banked content of every ``overwritten`` path back
+    undo: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,7 +118,66 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
                      dry_run=dry_run)
     else:
         _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run)
+    if not dry_run:
+        flag_unattributable(versioning, anchor, report)
+        report.undo = undo_command(versioning, report, workspace)
     return report
+
+
+# --- authorship after a crash: the takeover interval ---------------------------------------
+
+def unattributable_paths(versioning: Any, anchor: BoundaryLabel) -> set[str]:
+    """Paths changed, after ``anchor``, in an interval a ``takeover:`` boundary ends: the run's
+    process died inside it, so its writes and a person's edits there cannot be told apart
+    (gitrefs.boundary). Only those intervals are diffed, so this costs nothing without one."""
+    chain = versioning.chain()
+    start = max((i for i, e in enumerate(chain) if e.label == anchor), default=None)
+    if start is None:
+        return set()
+    out: set[str] = set()
+    for prev, entry in zip(chain[start:], chain[start + 1:]):
+        if entry.label.kind.ends_unattributable_interval and prev.state != entry.state:
+            out |= versioning.changed_paths(prev.state, entry.state)
+    return out
+
+
+def flag_unattributable(versioning: Any, anchor: BoundaryLabel, report: FilesReport) -> None:
+    """Whatever the restore wrote or removed among the unattributable paths is reported in
+    ``overwritten`` (its pre-rewind content is in the bank): never silently taken for the run's."""
+    touched = set(report.restored) | set(report.removed)
+    if touched:
+        report.overwritten = sorted(set(report.overwritten) | (touched & unattributable_paths(versioning, anchor)))
+
+
+def undo_command(versioning: Any, report: FilesReport, workspace: Path) -> str | None:
+    """The command that brings the bank's content of the ``overwritten`` paths back, ready to paste
+    (every argument shell-quoted). A path the bank did not have is removed again."""
+    if not report.overwritten or not report.backup_ref:
+        return None
+    backend = versioning.backend
+    q = shlex.quote
+    if versioning.mechanism == GITREFS:
+        tree = backend.repo.revparse_single(report.backup_ref).peel(pygit2.Tree)
+        banked = [p for p in report.overwritten if _in_tree(tree, p)]
+        absent = [p for p in report.overwritten if p not in banked]
+        steps = []
+        if banked:
+            steps.append(f"git -C {q(str(workspace))} restore --source={q(report.backup_ref)} --worktree -- "
+                         + " ".join(q(p) for p in banked))
+        if absent:
+            steps.append("rm -f -- " + " ".join(q(str(workspace / p)) for p in absent))
+        return " && ".join(steps)
+    paths = " ".join(f"--path {q(p)}" for p in report.overwritten)
+    return (f"iterion track undo --store {q(str(backend.store.root))} --workspace {q(str(backend.workspace))} "
+            f"--run-id {q(backend.run_id)} --bank {q(report.backup_ref)} {paths}")
+
+
+def _in_tree(tree: Any, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
 
 
 # --- worktree runs: gitrefs ----------------------------------------------------------------

@@ -90,7 +90,7 @@ class RewindResult:
             "promoted_from": self.promoted_from,
             "files_reverted": f.reverted, "files_ref": f.ref, "files_revert_commit": f.revert_commit,
             "files_backup_ref": f.backup_ref, "files_skip_reason": f.skip_reason,
-            "files_overwritten": f.overwritten, "files_left_in_place": f.left_in_place,
+            "files_overwritten": f.overwritten, "files_left_in_place": f.left_in_place, "files_undo": f.undo,
             "files_restored": f.restored, "files_removed": f.removed,
             "files_skipped": [asdict(s) for s in f.skipped], "files_raw_paths": f.raw_paths,
             "files_mechanism": f.mechanism, "files_scope": f.scope,

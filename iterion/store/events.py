@@ -34,6 +34,7 @@ RUN_FAILED = "run_failed"
 RUN_CANCELLED = "run_cancelled"
 RUN_REWOUND = "run_rewound"
 RUN_ORPHAN_PROMOTED = "run_orphan_promoted"
+RUN_TAKEN_OVER = "run_taken_over"  # a process took over a run whose process died (engine/takeover.py)
 RUN_RETRY_SCHEDULED = "run_retry_scheduled"
 RUN_RETRY_SKIPPED = "run_retry_skipped"
 RUN_WORKSPACE_RESET = "run_workspace_reset"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from iterion.store.errors import LockHeldError
+from iterion.store.liveness import process_start
 from iterion.store.timeutil import utcnow
 
 LOCK_FILE = "lock"
@@ -80,7 +81,8 @@ class RunLock:
         if not _flock_nb(fd):
             os.close(fd)
             return False
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": utcnow().isoformat()}
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": utcnow().isoformat(),
+                 "proc_start": process_start()}
         data = json.dumps(owner).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
