@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,13 @@ from iterion.engine.result import RunResult
 from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import check_takeover
+from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.ir import NodeKind
-from iterion.store import Command, OwnerInfo, RunStatus, Store, check_command
+from iterion.store import Command, OwnerInfo, RunStatus, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
+from iterion.store.placement import check_store_placement
 from iterion.store.timeutil import utcnow
 
 
@@ -44,6 +47,8 @@ class ResumeOptions:
     script_file: str | None = None
     force_stale: bool = False
     watch: bool = True
+    wait_workspace: bool = True       # in place: wait for a run executing there (--no-wait: refuse)
+    on_wait: Callable[[str], None] | None = None  # told who holds the workspace while waiting
 
 
 class SourceChanged(EngineError):
@@ -62,6 +67,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     lock = store.lock(run_id)
     lock.acquire()  # two processes never execute one run
     versioning = None
+    ws_lock = None
     try:
         doc = store.load_run(run_id)
         check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
@@ -115,6 +121,11 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
         # the run keeps its parked status
         check_worktree_link(doc)
+        if doc.workspace_mode is WorkspaceMode.IN_PLACE:
+            check_store_placement(store.root, store.origin, Path(doc.workspace_dir))
+            # one run executes in an in-place workspace at a time: wait (or refuse) before claiming
+            ws_lock = hold_workspace(store, Path(doc.workspace_dir), run_id, wait=options.wait_workspace,
+                                     on_wait=options.on_wait)
         versioning = open_run_versioning(store, doc, start=False, watch=options.watch)
         answers = stage_pending_answers(store, run_id, state, wf, answers, emit)  # key=@./path uploads
         doc = store.update_run(run_id, claim)
@@ -134,6 +145,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     finally:
         if versioning is not None:
             versioning.close()
+        release_workspace(ws_lock)
         lock.release()
 
 
