@@ -51,8 +51,12 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
         typer.echo(f"  skipped {s.path} ({s.reason})")
     for p in f.overwritten:
         typer.echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
+    why = {d.path: d for d in f.left_in_place_details}
     for p in f.left_in_place:
-        typer.echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
+        d = why.get(p)
+        reason = (f"produced by run {d.run_id}, another run of this workspace" if d is not None and d.run_id
+                  else "changed since the run's last boundary, outside the scope")
+        typer.echo(f"  left in place {p} ({reason})")
     if f.revert_commit:
         typer.echo(f"  revert commit {f.revert_commit}")
     if f.backup_ref:

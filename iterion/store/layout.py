@@ -44,7 +44,7 @@ def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
     """(working-tree top level, common git directory) of the repository holding ``cwd``, or None."""
     try:
         proc = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--show-toplevel",
-                               "--git-common-dir"], cwd=cwd, capture_output=True, text=True)
+                               "--git-common-dir"], check=False, cwd=cwd, capture_output=True, text=True)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return None
     lines = proc.stdout.splitlines()

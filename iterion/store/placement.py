@@ -27,7 +27,7 @@ class StorePlacementError(StoreError):
 
 
 def _ignored_by_git(top: Path, probe: Path) -> bool:
-    proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", str(probe)], cwd=top,
+    proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", str(probe)], check=False, cwd=top,
                           capture_output=True, text=True)
     return proc.returncode == 0
 

@@ -14,6 +14,7 @@ never take it: each has its own worktree.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -57,9 +58,10 @@ def describe_holder(holder: dict[str, Any], workspace: Path) -> str:
 class WorkspaceBusy(StoreError):
     """``--no-wait`` and another run executes in the workspace (exit 2)."""
 
-    def __init__(self, holder: dict[str, Any], workspace: Path) -> None:
+    def __init__(self, holder: dict[str, Any], workspace: Path, refusal: str | None = None) -> None:
         super().__init__(f"workspace {workspace} is busy: {describe_holder(holder, workspace)}; "
-                         "--no-wait refuses instead of waiting (drop it to wait for that run to park or finish)",
+                         + (refusal or "--no-wait refuses instead of waiting (drop it to wait for that run "
+                                       "to park or finish)"),
                          exit_code=2)
         self.holder = holder
 
@@ -95,14 +97,16 @@ class WorkspaceLock:
         self._fd = fd
         return True
 
-    def acquire(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> None:
+    def acquire(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None,
+                refusal: str | None = None) -> None:
         """Take the lock; while another run holds it, wait (telling ``on_wait`` who, once per
-        holder) or, with ``wait=False``, raise WorkspaceBusy naming the holder."""
+        holder) or, with ``wait=False``, raise WorkspaceBusy naming the holder (and ``refusal``:
+        what to do instead)."""
         told: tuple[Any, ...] | None = None
         while not self.try_acquire():
             holder = read_holder(self.path)
             if not wait:
-                raise WorkspaceBusy(holder, self.workspace)
+                raise WorkspaceBusy(holder, self.workspace, refusal)
             key = (holder.get("run_id"), holder.get("pid"))
             if on_wait is not None and key != told:
                 told = key
@@ -119,7 +123,5 @@ class WorkspaceLock:
             os.close(fd)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.release()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
