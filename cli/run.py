@@ -49,7 +49,7 @@ STATUS_EXIT = {
 EXIT_HELP = ("Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, "
              "6 cancelled, 2 bad input.")
 
-STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion in a git repository, else <project>/.iterion).")
+STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
 MAX_COST = typer.Option(None, "--max-cost-usd", help="Cap (or raise the cap on) the run's cost in USD.")
 MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
@@ -259,7 +259,7 @@ def resume_cmd(
     max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
     max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
-    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:

@@ -5,8 +5,11 @@ The store is found like git finds its repository (``locate_store``), first match
 1. ``--store-dir`` (relative to the current directory), then ``$ITERION_STORE_DIR``;
 2. a store from before the move: the nearest ``.iterion/`` holding runs, from the current
    directory up to the repository's top level (outside a repository: up to ``/``);
-3. inside a git repository: ``$(git rev-parse --git-common-dir)/iterion`` - never versioned,
-   never touched by ``git clean``, the same from every subdirectory and every linked worktree;
+3. inside a git repository: ``$(git rev-parse --git-common-dir)/iterion/store`` - never
+   versioned, never touched by ``git clean``, the same from every subdirectory and every linked
+   worktree. (``store/``, not the ``iterion/`` directory itself: gitrefs already keeps its own
+   per-run records in ``<git common dir>/iterion/runs/<run>/run.json``, which the store's
+   ``runs/<run>/run.json`` would collide with.);
 4. outside a repository: ``.iterion/`` at the project root (the nearest ancestor holding one,
    else the current directory).
 """
@@ -19,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STORE_DIR_NAME = ".iterion"
-GIT_STORE_NAME = "iterion"  # under the repository's common git directory
+GIT_STORE_PATH = ("iterion", "store")  # under the repository's common git directory
 STORE_ENV = "ITERION_STORE_DIR"
 
 # how a store was found (``StoreLocation.origin``)
 EXPLICIT = "explicit"    # --store-dir
 ENV = "env"              # $ITERION_STORE_DIR
 LEGACY = "legacy"        # an existing .iterion/ with runs (the pre-move default)
-GIT = "git"              # <git common dir>/iterion
+GIT = "git"              # <git common dir>/iterion/store
 PROJECT = "project"      # .iterion/ at the project root, outside any repository
 
 
@@ -93,7 +96,7 @@ def locate_store(explicit: Path | None, cwd: Path) -> StoreLocation:
     if legacy is not None:
         return StoreLocation(legacy, LEGACY)
     if repo is not None:
-        return StoreLocation(repo[1] / GIT_STORE_NAME, GIT)
+        return StoreLocation(repo[1].joinpath(*GIT_STORE_PATH), GIT)
     return StoreLocation(project_root(here) / STORE_DIR_NAME, PROJECT)
 
 
