@@ -7,7 +7,8 @@ after this one recorded it). Restoring such a path would undo the other run's wo
 produced scope leaves it in place and the report names the run (``gitrefs.produced_scope``
 holds the rule; this module only finds the runs).
 
-Counted: each other in-place run of the same workspace (same real path) in this store, for the
+Counted: each other in-place run of the same workspace (same real path, or one nested in the
+other: their paths are re-rooted) in this store, for the
 intervals of its own chain (idle pause/fail -> resume intervals excluded) whose closing
 boundary was captured after this run's pivot - what another run did before the pivot is part
 of the state the pivot restores to, so it is never at risk.
@@ -16,6 +17,7 @@ of the state the pivot restores to, so it is never at risk.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,21 @@ OTHER_RUN = "produced by another run of this workspace in its own recorded inter
 CHANGED_SINCE = "changed since the run's last boundary, outside the scope"
 
 
-def _same_workspace(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and os.path.realpath(a) == os.path.realpath(b)
+def _translate(theirs: str, ours: str) -> Callable[[str], str | None] | None:
+    """Map a path relative to workspace ``theirs`` onto one relative to ``ours`` (None: no overlap).
+
+    Same real path: identity. Nested workspaces (a run in ``repo/sub`` and one in ``repo``)
+    overlap too: the paths are re-rooted; paths outside ``ours`` map to None."""
+    t, o = Path(os.path.realpath(theirs)), Path(os.path.realpath(ours))
+    if t == o:
+        return lambda p: p
+    if t.is_relative_to(o):
+        prefix = t.relative_to(o).as_posix() + "/"
+        return lambda p: prefix + p
+    if o.is_relative_to(t):
+        cut = o.relative_to(t).as_posix() + "/"
+        return lambda p: p[len(cut):] if p.startswith(cut) else None
+    return None
 
 
 def other_runs_production(store: Store, doc: RunDoc, tracker: Any, anchor: BoundaryLabel) -> list[tuple[str, frozenset[str]]]:
@@ -44,15 +59,17 @@ def other_runs_production(store: Store, doc: RunDoc, tracker: Any, anchor: Bound
     out: list[tuple[str, frozenset[str]]] = []
     for other in store.list_runs():
         if other.id == doc.id or other.workspace_mode is not WorkspaceMode.IN_PLACE \
-                or not _same_workspace(other.workspace_dir, doc.workspace_dir):
+                or not other.workspace_dir or not doc.workspace_dir:
             continue
+        onto = _translate(other.workspace_dir, doc.workspace_dir)
         track = store.track_dir(other.id)
-        if not track.is_dir():
+        if onto is None or not track.is_dir():
             continue
         try:
-            paths = Tracker(track, Path(doc.workspace_dir), other.id).recorded_paths(after=since)
+            theirs = Tracker(track, Path(other.workspace_dir), other.id).recorded_paths(after=since)
         except (TrackError, OSError, ValueError):
             continue  # an unreadable record protects nothing, and must not block this rewind
+        paths = frozenset(q for q in map(onto, theirs) if q is not None)
         if paths:
             out.append((other.id, paths))
     return out
