@@ -198,7 +198,7 @@ def test_a_second_run_waits_for_the_executing_one_and_no_wait_refuses(tmp_path: 
     assert refused.returncode == 2 and "busy" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     resumer = subprocess.Popen(iterion_cmd("resume", "--run-id", a_id, "--answer", "approved=true", "--json"),
                                cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    b_id = [r.id for r in store.list_runs() if r.id != a_id][0]
+    b_id = next(r.id for r in store.list_runs() if r.id != a_id)
     said = read_until(resumer, "waiting for run")
     assert f"waiting for run {b_id} (pid {waiter.pid})" in said
     (ws / "go-b").touch()
