@@ -15,12 +15,13 @@ from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
 from iterion.store import Store
+from iterion.store.layout import LEGACY
 
 EXIT_PENDING = 7
 
 STORE_DIR = typer.Option(None, "--store-dir",
-                         help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). "
-                              "Example: --store-dir ./.iterion")
+                         help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
+                              "git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store")
 JSON = typer.Option(False, "--json", help="Print the outcome as JSON. Example: --json")
 WAIT = typer.Option(30.0, "--wait", min=0,
                     help="Seconds to wait for the run's process to act on the request (0: just ask). Example: --wait 5")
@@ -33,6 +34,7 @@ def _store(store_dir: Path | None) -> Store:
 def sweep_orphans(store: Store) -> Store:
     """The start-up sweep of commands that open the store (run, resume, inspect, rewind): promote
     stale `running` runs, one stderr line each. Best effort: it never stops the command itself."""
+    legacy_store_hint(store)
     try:
         promoted = reconcile_orphans(store)
     except Exception as exc:  # noqa: BLE001 - a sweep problem must not block the user's command
@@ -43,6 +45,21 @@ def sweep_orphans(store: Store) -> Store:
         typer.echo(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}",
                    err=True)
     return store
+
+
+LEGACY_HINT_MARK = ".location-hint-shown"
+
+
+def legacy_store_hint(store: Store) -> None:
+    """Once per pre-move store (``.iterion/`` holding runs): say where new projects keep theirs."""
+    if store.origin != LEGACY or (store.root / LEGACY_HINT_MARK).exists():
+        return
+    typer.echo(f"iterion: using the existing run store {store.root} (found in the project); a project "
+               "without one keeps its runs in .git/iterion/store - see README, 'Where things live'", err=True)
+    try:
+        (store.root / LEGACY_HINT_MARK).touch()
+    except OSError:
+        pass
 
 
 def _report(outcome: ControlOutcome, as_json: bool) -> None:

@@ -98,8 +98,9 @@ def register(app: typer.Typer) -> None:
                                         help="Former name of --restore-scope none."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: .iterion/ at the "
-                                                                  "project root, or $ITERION_STORE_DIR)."),
+        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
+                                                                  "else .git/iterion/store in a git repository, "
+                                                                  "else .iterion/ at the project root)."),
     ) -> None:
         if bool(node) == bool(auto):
             raise CliError("give exactly one of --node NODE or --auto",

@@ -30,7 +30,8 @@ def _now() -> str:
 
 def _ignored_inside(ws: Path, store: Path) -> bool:
     """A store inside the workspace is accepted only when the workspace's own ignore rules
-    exclude it (iterion's ``.iterion/`` run store carries a ``*`` .gitignore), so no capture or
+    exclude it (iterion's default store lives in ``.git/``, which no capture enters; a ``.iterion/``
+    store iterion created outside any repository carries a ``*`` .gitignore), so no capture or
     journal can ever version it. [engine addition: in-place runs with the default store]"""
     rules = IgnoreRules(ws)
     parts = store.relative_to(ws).parts

@@ -199,10 +199,14 @@ def test_a_store_from_before_the_move_still_lists_resumes_and_rewinds(tmp_path: 
 
     # no flags from here on: found from the root and from a subdirectory
     (ws / "sub").mkdir()
+    hints = []
     for where in (ws, ws / "sub"):
         listed = run_cli("inspect", "--json", cwd=where)
         assert listed.returncode == 0, listed.stderr
         assert [r["id"] for r in json.loads(listed.stdout)] == [run_id]
+        hints.append(listed.stderr)
+    # a one-time hint says where stores live now; the second command is quiet
+    assert "using the existing run store" in hints[0] and ".git/iterion/store" in hints[0] and hints[1] == ""
     rw = run_cli("rewind", "--run-id", run_id, "--node", "write", "--json", cwd=ws / "sub")
     assert rw.returncode == 0, rw.stderr
     assert json.loads(rw.stdout)["files"]["removed"] == ["made.txt"] and not (ws / "made.txt").exists()
