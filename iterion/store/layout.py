@@ -3,8 +3,8 @@
 The store is found like git finds its repository (``locate_store``), first match wins:
 
 1. ``--store-dir`` (relative to the current directory), then ``$ITERION_STORE_DIR``;
-2. a store from before the move: the nearest ``.iterion/`` holding runs, from the current
-   directory up to the repository's top level (outside a repository: up to ``/``);
+2. inside a git repository, a store from before the move: the nearest ``.iterion/`` holding
+   runs, from the current directory up to the repository's top level;
 3. inside a git repository: ``$(git rev-parse --git-common-dir)/iterion/store`` - never
    versioned, never touched by ``git clean``, the same from every subdirectory and every linked
    worktree. (``store/``, not the ``iterion/`` directory itself: gitrefs already keeps its own
@@ -63,12 +63,12 @@ def _has_runs(store: Path) -> bool:
         return False
 
 
-def _legacy_store(cwd: Path, stop: Path | None) -> Path | None:
-    """The nearest ``.iterion/`` holding runs from ``cwd`` up to ``stop`` (inclusive)."""
+def _legacy_store(cwd: Path, top: Path) -> Path | None:
+    """The nearest ``.iterion/`` holding runs from ``cwd`` up to the repository's ``top`` (inclusive)."""
     for d in (cwd, *cwd.parents):
         if _has_runs(d / STORE_DIR_NAME):
             return d / STORE_DIR_NAME
-        if stop is not None and d == stop:
+        if d == top:
             break
     return None
 
@@ -92,12 +92,12 @@ def locate_store(explicit: Path | None, cwd: Path) -> StoreLocation:
         return StoreLocation(chosen if chosen.is_absolute() else (cwd / chosen).resolve(), origin)
     here = cwd.resolve()
     repo = git_dirs(here)
-    legacy = _legacy_store(here, repo[0] if repo else None)
+    if repo is None:
+        return StoreLocation(project_root(here) / STORE_DIR_NAME, PROJECT)
+    legacy = _legacy_store(here, repo[0])
     if legacy is not None:
         return StoreLocation(legacy, LEGACY)
-    if repo is not None:
-        return StoreLocation(repo[1].joinpath(*GIT_STORE_PATH), GIT)
-    return StoreLocation(project_root(here) / STORE_DIR_NAME, PROJECT)
+    return StoreLocation(repo[1].joinpath(*GIT_STORE_PATH), GIT)
 
 
 def resolve_store_dir(explicit: Path | None, cwd: Path) -> Path:
