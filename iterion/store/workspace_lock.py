@@ -66,6 +66,24 @@ class WorkspaceBusy(StoreError):
         self.holder = holder
 
 
+def _ancestors() -> set[int]:
+    """Pids of this process's ancestors (Linux /proc; empty where it cannot be read)."""
+    out: set[int] = set()
+    pid = os.getppid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+class NestedRunError(StoreError):
+    """A run started from inside a node of the run that holds the workspace: it would wait forever."""
+
+
 class WorkspaceLock:
     """Held by the process executing an in-place run, from before its first write to its park."""
 
@@ -107,6 +125,11 @@ class WorkspaceLock:
             holder = read_holder(self.path)
             if not wait:
                 raise WorkspaceBusy(holder, self.workspace, refusal)
+            if holder.get("host") == socket.gethostname() and holder.get("pid") in _ancestors():
+                raise NestedRunError(
+                    f"workspace {self.workspace} is held by {describe_holder(holder, self.workspace)}, "
+                    "which started this process: waiting would never end; run the nested workflow with "
+                    "--workspace elsewhere or as a worktree run", exit_code=2)
             key = (holder.get("run_id"), holder.get("pid"))
             if on_wait is not None and key != told:
                 told = key

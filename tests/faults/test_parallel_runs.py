@@ -241,3 +241,26 @@ def test_runs_in_nested_workspaces_overlap_and_a_rewind_leaves_the_inner_runs_fi
     gone = {"out-outer.txt", "started-outer", "go-outer"} & set(files["removed"])
     assert tree(ws) == {k: v for k, v in before.items() if k not in gone}
     assert (ws / ".git" / "index").read_bytes() == index
+
+
+def test_a_run_started_from_a_node_of_the_run_holding_the_workspace_is_refused_not_deadlocked(
+        tmp_path: Path, ws: Path) -> None:
+    import sys
+
+    inner = write_bot(tmp_path / "src", WRITE_AND_PARK, name="inner")
+    outer = write_bot(tmp_path / "src", f"""
+        tool nest:
+          command: "{sys.executable} -m cli.main run {inner} --var tag=n > nested.out 2> nested.err; echo $? > nested.rc"
+
+        workflow outer:
+          entry: nest
+          nest -> done
+        """, name="outer")
+    p = run_cli("run", str(outer), "--json", cwd=ws, timeout=120)
+    assert p.returncode == 0, p.stderr
+    outer_id = json.loads(p.stdout)["run_id"]
+    assert (ws / "nested.rc").read_text().strip() == "2"
+    err = (ws / "nested.err").read_text()
+    assert err.startswith("error: workspace ") and f"run {outer_id}" in err and "started this process" in err
+    assert not (ws / "out-n.txt").exists()
+    assert [r.id for r in Store.open(None, ws).list_runs()] == [outer_id]
