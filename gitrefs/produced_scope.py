@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from gitrefs.boundary import BoundaryLabel
 
@@ -129,18 +130,24 @@ def _intervals(chain: Sequence[ChainEntry], start: int, changed_paths: ChangedPa
 
 
 def recorded_paths(chain: Sequence[ChainEntry], changed_paths: ChangedPaths, *,
-                   counts: Callable[[ScopeInterval], bool] | None = None) -> frozenset[str]:
+                   counts: Callable[[ChainEntry, ChainEntry], bool] | None = None) -> frozenset[str]:
     """Every path a run changed in its OWN recorded intervals, over its whole chain.
 
     The same intervals ``produced_scope`` counts (idle ``pause:``/``fail:`` -> ``resume:``
     intervals excluded: nothing of the run executed there), from the first boundary on, however
-    often a label repeats; ``counts`` narrows them further (e.g. to intervals ending after some
-    moment).
+    often a label repeats; ``counts(start, end)`` narrows them further (e.g. to intervals ending
+    after some moment) and is asked before ``changed_paths``, so an interval it rejects costs
+    no diff.
     """
     out: set[str] = set()
-    for iv in _intervals(chain, 0, changed_paths):
-        if not iv.excluded and (counts is None or counts(iv)):
-            out |= iv.paths
+    idle = False
+    for a, b in pairwise(chain):
+        if a.label.kind.opens_idle_interval:
+            idle = True
+        elif a.label.kind.closes_idle_interval:
+            idle = False
+        if not idle and a.state != b.state and (counts is None or counts(a, b)):
+            out |= set(changed_paths(a.state, b.state))
     return frozenset(out)
 
 

@@ -132,8 +132,8 @@ def test_recorded_paths_spans_the_whole_chain_without_idle_intervals_or_repeated
              entry(K.NODES, "n1", 0, "s4")]
     assert recorded_paths(chain, changed) == {"mine", "later"}  # `person` changed while parked
     # narrowed to the intervals ending at s3 or later
-    assert recorded_paths(chain, changed, counts=lambda iv: iv.end.state >= "s3") == {"later", "mine"}
-    assert recorded_paths(chain, changed, counts=lambda iv: iv.end.state == "s3") == {"later"}
+    assert recorded_paths(chain, changed, counts=lambda a, b: b.state >= "s3") == {"later", "mine"}
+    assert recorded_paths(chain, changed, counts=lambda a, b: b.state == "s3") == {"later"}
     assert recorded_paths([], changed) == frozenset()
 
 

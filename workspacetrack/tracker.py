@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from gitrefs.boundary import BoundaryLabel
-from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope, ScopeInterval
+from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
 from gitrefs.produced_scope import recorded_paths as compute_recorded_paths
 from workspacetrack.capture import Capturer, CaptureStats
@@ -218,8 +218,8 @@ class Tracker:
                 return set()
             return changed_paths(self.store.read_manifest(ma), self.store.read_manifest(mb))
 
-        def counts(iv: ScopeInterval) -> bool:
-            return after is None or self.store.snapshot(state, iv.end.state).created_at > after
+        def counts(_start: ChainEntry, end: ChainEntry) -> bool:
+            return after is None or self.store.snapshot(state, end.state).created_at > after
 
         return compute_recorded_paths(self.chain_entries(state), changed, counts=counts)
 
