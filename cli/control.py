@@ -15,12 +15,13 @@ from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
 from iterion.store import Store
+from iterion.store.layout import LEGACY
 
 EXIT_PENDING = 7
 
 STORE_DIR = typer.Option(None, "--store-dir",
-                         help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). "
-                              "Example: --store-dir ./.iterion")
+                         help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
+                              "git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store")
 JSON = typer.Option(False, "--json", help="Print the outcome as JSON. Example: --json")
 WAIT = typer.Option(30.0, "--wait", min=0,
                     help="Seconds to wait for the run's process to act on the request (0: just ask). Example: --wait 5")
@@ -34,6 +35,7 @@ def sweep_orphans(store: Store, skip: str | None = None) -> Store:
     """The start-up sweep of commands that open the store (run, resume, inspect, rewind): promote
     stale `running` runs, one stderr line each. Best effort: it never stops the command itself.
     ``skip``: the run `resume` takes over itself (id, prefix or name)."""
+    legacy_store_hint(store)
     try:
         if skip is not None:
             try:
@@ -48,6 +50,21 @@ def sweep_orphans(store: Store, skip: str | None = None) -> Store:
         at = f" at {p.restart_node}" if p.restart_node else " (no checkpoint)"
         echo_err(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}")
     return store
+
+
+LEGACY_HINT_MARK = ".location-hint-shown"
+
+
+def legacy_store_hint(store: Store) -> None:
+    """Once per pre-move store (``.iterion/`` holding runs): say where new projects keep theirs."""
+    if store.origin != LEGACY or (store.root / LEGACY_HINT_MARK).exists():
+        return
+    echo_err(f"iterion: using the existing run store {store.root} (found in the project); a project "
+             "without one keeps its runs in .git/iterion/store - see README, 'Where things live'")
+    try:
+        (store.root / LEGACY_HINT_MARK).touch()
+    except OSError:
+        pass
 
 
 def _report(outcome: ControlOutcome, as_json: bool) -> None:

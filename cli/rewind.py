@@ -54,8 +54,12 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
              f"while its process was dead; kept in {f.backup_ref})")
     if f.undo:
         echo(f"  to bring the overwritten files back, run: {f.undo}")
+    why = {d.path: d for d in f.left_in_place_details}
     for p in f.left_in_place:
-        echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
+        d = why.get(p)
+        reason = (f"produced by run {d.run_id}, another run of this workspace" if d is not None and d.run_id
+                  else "changed since the run's last boundary, outside the scope")
+        echo(f"  left in place {p} ({reason})")
     if f.revert_commit:
         echo(f"  revert commit {f.revert_commit}")
     if f.backup_ref:
@@ -97,8 +101,9 @@ def register(app: typer.Typer) -> None:
                                         help="Former name of --restore-scope none."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: .iterion/ at the "
-                                                                  "project root, or $ITERION_STORE_DIR)."),
+        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
+                                                                  "else .git/iterion/store in a git repository, "
+                                                                  "else .iterion/ at the project root)."),
     ) -> None:
         if bool(node) == bool(auto):
             raise CliError("give exactly one of --node NODE or --auto",

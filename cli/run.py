@@ -47,13 +47,15 @@ STATUS_EXIT = {
 EXIT_HELP = ("Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, "
              "6 cancelled, 2 bad input.")
 
-STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR).")
+STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
 MAX_COST = typer.Option(None, "--max-cost-usd", help="Cap (or raise the cap on) the run's cost in USD.")
 MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
 MAX_DURATION = typer.Option(None, "--max-duration", help='Cap the run\'s active time, e.g. "30m", "4h".')
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Cap node executions.")
 MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurrent fan-out branches.")
+NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
+                                                 "executes in the same workspace. Example: --no-wait")
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -155,11 +157,12 @@ def _summary(result: RunResult, store: Store) -> None:
         echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
                    + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
     echo_err(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+    echo_err(f"  stored in: {store.run_dir(result.run_id)}")
 
 
 def _finish(result: RunResult, store: Store, as_json: bool) -> None:
     if as_json:
-        echo_json(result.to_json())
+        echo_json({**result.to_json(), "stored_in": str(store.run_dir(result.run_id))})
     else:
         _summary(result, store)
     code = STATUS_EXIT.get(result.status, EXIT_FAILED)
@@ -193,6 +196,7 @@ def run_cmd(
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
     store_dir: Path | None = STORE_DIR,
+    no_wait: bool = NO_WAIT,
     as_json: bool = JSON,
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
@@ -214,6 +218,7 @@ def run_cmd(
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
                             auto_merge=auto_merge, on_budget=on_budget.value,
+                            wait_workspace=not no_wait, on_wait=echo_err,
                             attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))
@@ -228,7 +233,8 @@ def run_cmd(
     token = CancelToken()
     listener = None if as_json else Progress()
     result = launch_run(store, file, options, token=token, listener=listener, compiled=compiled)
-    retry = ResumeOptions(backend=backend, script_file=options.script_file)
+    retry = ResumeOptions(backend=backend, script_file=options.script_file,
+                          wait_workspace=not no_wait, on_wait=echo_err)
     result = retry_automatically(store, result, auto_resume, token=token,
                                  resume=lambda: resume_run(store, result.run_id, retry, token=token,
                                                            listener=listener))
@@ -250,7 +256,8 @@ def resume_cmd(
     max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
     max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
-    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). Example: --store-dir ./.iterion"),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
+    no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
@@ -278,6 +285,7 @@ def resume_cmd(
     answers.update(_pairs(answer, "--answer"))  # explicit flags override the file
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
+                            wait_workspace=not no_wait, on_wait=echo_err,
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))
     token = CancelToken()
@@ -288,7 +296,8 @@ def resume_cmd(
         _print_invalid(exc, as_json)
         raise
     # --auto-resume: later attempts re-read everything from the run (merged caps, re-stamped source)
-    retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file)
+    retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file,
+                          wait_workspace=not no_wait, on_wait=echo_err)
     result = retry_automatically(store, result, auto_resume, token=token,
                                  resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
                                                            listener=listener))

@@ -12,6 +12,7 @@ from typing import Literal
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
+from gitrefs.produced_scope import recorded_paths as compute_recorded_paths
 from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
 from workspacetrack.capture import Capturer, CaptureStats
 from workspacetrack.changes import Change, changed_paths, diff_manifests
@@ -33,7 +34,8 @@ def _now() -> str:
 
 def _ignored_inside(ws: Path, store: Path) -> bool:
     """A store inside the workspace is accepted only when the workspace's own ignore rules
-    exclude it (iterion's ``.iterion/`` run store carries a ``*`` .gitignore), so no capture or
+    exclude it (iterion's default store lives in ``.git/``, which no capture enters; a ``.iterion/``
+    store iterion created outside any repository carries a ``*`` .gitignore), so no capture or
     journal can ever version it. [engine addition: in-place runs with the default store]"""
     rules = IgnoreRules(ws)
     parts = store.relative_to(ws).parts
@@ -244,9 +246,31 @@ class Tracker:
         except PivotNotRecorded as exc:
             raise UnknownSnapshotError(str(exc), hint="list the run's boundaries with: iterion track list") from None
 
+    def recorded_paths(self, after: str | None = None) -> frozenset[str]:
+        """Paths this run changed in its own recorded intervals (``gitrefs.produced_scope``'s
+        rule over the whole chain); with ``after`` (an ISO time), only intervals whose closing
+        boundary was captured after it."""
+        state = self._state()
+
+        def manifest_of(snap: str) -> str:
+            return self.store.snapshot(state, snap).manifest
+
+        def changed(a: str, b: str) -> set[str]:
+            ma, mb = manifest_of(a), manifest_of(b)
+            if ma == mb:
+                return set()
+            return changed_paths(self.store.read_manifest(ma), self.store.read_manifest(mb))
+
+        def counts(_start: ChainEntry, end: ChainEntry) -> bool:
+            return after is None or self.store.snapshot(state, end.state).created_at > after
+
+        return compute_recorded_paths(self.chain_entries(state), changed, counts=counts)
+
     def restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
-                protected: Iterable[str] = ()) -> RestoreReport:
-        """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first."""
+                protected: Iterable[str] = (), exclude: Iterable[str] = ()) -> RestoreReport:
+        """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first.
+
+        ``exclude``: paths taken out of a ``produced`` scope (another run's work: left in place)."""
         scope = Scope(scope)
         with self.store.locked():
             state = self._state()
@@ -259,8 +283,11 @@ class Tracker:
             produced = self.produced_scope(pivot, state)
             pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
             last_m = self.store.read_manifest(self.store.snapshot(state, state.head).manifest)
-            return self._restore_to(state, pivot_m, last_m, scope, produced.paths, protected,
-                                    label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+            kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
+            report = self._restore_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
+                                      label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+            report.left_in_place = sorted(set(report.left_in_place) | kept)  # not restored: named
+            return report
 
     def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
         """Put back what the restore that took ``bank`` changed, as it was when banked; only

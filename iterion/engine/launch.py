@@ -5,6 +5,7 @@ A workflow with validation errors is refused BEFORE anything is created (Invalid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,13 @@ from iterion.engine.execution import Listener, drive, make_emit, open_run_versio
 from iterion.engine.result import RunResult
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
+from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.ir import SchemaField, Workflow
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
 from iterion.store.ids import friendly_name, new_id
+from iterion.store.placement import prepare_store
 
 SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 
@@ -43,15 +46,8 @@ class LaunchOptions:
     run_id: str | None = None
     attachments: dict[str, Path] = field(default_factory=dict)  # --attach name=path (launch inputs)
     on_budget: str = "fail"                                 # --on-budget: BUDGET_EXCEEDED fails or pauses
-
-
-def ensure_store_ignored(store_root: Path) -> None:
-    """The store may live inside the project (``.iterion/``): a ``*`` .gitignore in it keeps it
-    out of `git add -A`, gitrefs snapshots and the workspace tracker (all read ignore rules)."""
-    store_root.mkdir(parents=True, exist_ok=True)
-    gi = store_root / ".gitignore"
-    if not gi.exists():
-        gi.write_text("# iterion's run store: never part of a workspace snapshot\n*\n")
+    wait_workspace: bool = True                             # in place: wait for a run executing there (--no-wait: refuse)
+    on_wait: Callable[[str], None] | None = None            # told who holds the workspace while waiting
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +114,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     script_file = options.script_file or find_script_file(src.path)
     run_id = options.run_id or new_id()
     name = friendly_name(wf.name)
-    ensure_store_ignored(store.root)
+    prepare_store(store.root, store.origin, workspace)  # refused inside the working tree unless ignored
 
     worktree_info = None
     mode = WorkspaceMode.IN_PLACE
@@ -141,11 +137,18 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
                  owner=OwnerInfo.this_process())
     doc.record_sources(src.main_path, src.sources)
-    store.create_run(doc)
+    # in place: wait for (or, --no-wait, refuse) another run executing here BEFORE the run exists
+    ws_lock = None if wf.worktree else hold_workspace(store, workspace, run_id, wait=options.wait_workspace,
+                                                      on_wait=options.on_wait)
     lock = store.lock(run_id)
-    lock.acquire()
-    for att_name, att_path in options.attachments.items():
-        store.attachments(run_id).stage(att_name, Path(att_path))
+    try:
+        store.create_run(doc)
+        lock.acquire()
+        for att_name, att_path in options.attachments.items():
+            store.attachments(run_id).stage(att_name, Path(att_path))
+    except BaseException:
+        release_workspace(ws_lock)
+        raise
     versioning = None
     try:
         try:
@@ -174,3 +177,4 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         if versioning is not None:
             versioning.close()
         lock.release()
+        release_workspace(ws_lock)

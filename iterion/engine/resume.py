@@ -11,13 +11,14 @@ written and the checkpoint node re-executes (a human pause: the answers become i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
-from iterion.engine.cancel import CancelToken
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
+from iterion.engine.cancel import CancelToken
 from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
@@ -27,12 +28,14 @@ from iterion.engine.result import RunResult
 from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
-from iterion.engine.takeover import record_takeover
 from iterion.engine.state import RunState, from_checkpoint
+from iterion.engine.takeover import record_takeover
+from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.ir import NodeKind
-from iterion.store import Command, OwnerInfo, RunStatus, Store, check_command
+from iterion.store import Command, OwnerInfo, RunStatus, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
+from iterion.store.placement import check_store_placement
 
 
 @dataclass
@@ -45,6 +48,8 @@ class ResumeOptions:
     script_file: str | None = None
     force_stale: bool = False
     watch: bool = True
+    wait_workspace: bool = True       # in place: wait for a run executing there (--no-wait: refuse)
+    on_wait: Callable[[str], None] | None = None  # told who holds the workspace while waiting
 
 
 class SourceChanged(EngineError):
@@ -64,6 +69,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     if not lock.try_acquire():  # two processes never execute one run
         raise held_refusal(store, run_id)
     versioning = None
+    ws_lock = None
     try:
         doc = store.load_run(run_id)
         admission = None
@@ -120,6 +126,11 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
         # the run keeps its parked status
         check_worktree_link(doc)
+        if doc.workspace_mode is WorkspaceMode.IN_PLACE:
+            check_store_placement(store.root, store.origin, Path(doc.workspace_dir))
+            # one run executes in an in-place workspace at a time: wait (or refuse) before claiming
+            ws_lock = hold_workspace(store, Path(doc.workspace_dir), run_id, wait=options.wait_workspace,
+                                     on_wait=options.on_wait)
         versioning = open_run_versioning(store, doc, start=False, watch=options.watch)
         if admission is not None:  # what changed since its last boundary is unattributable
             record_takeover(store, doc, cp, how=admission.how, proof=admission.proof, versioning=versioning)
@@ -142,6 +153,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     finally:
         if versioning is not None:
             versioning.close()
+        release_workspace(ws_lock)
         lock.release()
 
 

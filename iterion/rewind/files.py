@@ -22,8 +22,9 @@ from typing import Any
 import pygit2
 
 from gitrefs.boundary import BoundaryLabel
-from persist import atomic_write_bytes
 from iterion.rewind.errors import RewindError
+from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
+from persist import atomic_write_bytes
 from workspacetrack.names import display, raw_paths
 from workspacetrack.reasons import describe
 
@@ -58,6 +59,15 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class LeftInPlace:
+    """Why a path the rewind saw was not restored (``run_id``: the other run that produced it)."""
+
+    path: str
+    reason: str
+    run_id: str | None = None
+
+
 @dataclass
 class FilesReport:
     mechanism: str  # gitrefs | workspacetrack
@@ -69,6 +79,8 @@ class FilesReport:
     skipped: list[Skipped] = field(default_factory=list)
     overwritten: list[str] = field(default_factory=list)  # matched neither side of the recorded range
     left_in_place: list[str] = field(default_factory=list)  # changed since the last boundary, out of scope
+    # one entry per left_in_place path: why, and which other run of the workspace produced it
+    left_in_place_details: list[LeftInPlace] = field(default_factory=list)
     # a dry run: what the scope covers (the preview); a restore: every path it touched or skipped
     in_scope: list[str] = field(default_factory=list)
     ref: str | None = None  # gitrefs: the anchor ref; workspacetrack: the anchor snapshot id
@@ -101,8 +113,12 @@ NONE_REASON = "--restore-scope none: the node replays against the tree as it sta
 
 
 def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *, workspace: Path,
-                  protected: list[str], dry_run: bool = False) -> FilesReport:
-    """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``."""
+                  protected: list[str], dry_run: bool = False,
+                  other_runs: list[tuple[str, frozenset[str]]] | None = None) -> FilesReport:
+    """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``.
+
+    ``other_runs``: (run id, paths) other in-place runs of the workspace produced after the
+    anchor (``iterion.rewind.other_runs``); a produced scope leaves those paths in place."""
     mechanism = versioning.mechanism
     report = FilesReport(mechanism=mechanism, scope=scope.value, anchor=str(anchor))
     if scope is RestoreScope.NONE:
@@ -117,7 +133,8 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
         _restore_git(versioning.backend, anchor, report, workspace=workspace, protected=protected,
                      dry_run=dry_run)
     else:
-        _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run)
+        _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
+                         other_runs=other_runs or [])
     if not dry_run:
         flag_unattributable(versioning, anchor, report)
         report.undo = undo_command(versioning, report, workspace)
@@ -242,13 +259,17 @@ def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
 # --- in-place runs: workspacetrack ---------------------------------------------------------
 
 def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, report: FilesReport, *,
-                     protected: list[str], dry_run: bool) -> None:
+                     protected: list[str], dry_run: bool,
+                     other_runs: list[tuple[str, frozenset[str]]]) -> None:
     report.ref = tracker.resolve(str(anchor)).id
+    theirs = frozenset().union(*(paths for _, paths in other_runs)) if scope is RestoreScope.PRODUCED \
+        else frozenset()
     if dry_run:
         # (a real restore computes the scope itself: computing it here too would double the cost)
         produced = tracker.produced_scope(anchor)
         if scope is RestoreScope.PRODUCED:
-            report.in_scope = sorted(set(produced.paths) - set(protected))
+            report.in_scope = sorted(set(produced.paths) - set(protected) - theirs)
+            _name_left_in_place(report, sorted(set(produced.paths) & theirs), other_runs)
         else:
             # every path that differs between the anchor and the run's last boundary (a dry run
             # does not capture the disk, so edits after that boundary are not previewed)
@@ -259,20 +280,34 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
                                   else f"the run recorded no change from {anchor} on")
         _display_paths(report)
         return
-    rr = tracker.restore(anchor, scope=scope.value, protected=protected)
+    rr = tracker.restore(anchor, scope=scope.value, protected=protected, exclude=theirs)
     report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
                                   *rr.overwritten, *rr.left_in_place])
     report.restored = sorted(map(display, rr.restored))
     report.removed = sorted(map(display, rr.removed))
     report.skipped = [Skipped(display(s["path"]), describe_skip(s["reason"], tracker)) for s in rr.skipped]
     report.overwritten = sorted(map(display, rr.overwritten))
-    report.left_in_place = sorted(map(display, rr.left_in_place))
+    _name_left_in_place(report, sorted(rr.left_in_place), other_runs)
+    report.left_in_place = [display(p) for p in report.left_in_place]
+    report.left_in_place_details = [LeftInPlace(display(d.path), d.reason, d.run_id)
+                                    for d in report.left_in_place_details]
     report.backup_ref = rr.bank
     report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
     report.reverted = bool(report.restored or report.removed)
     if not report.reverted:
         already = f"the workspace already matches {anchor}: nothing to restore"
         report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
+        if any(d.run_id for d in report.left_in_place_details) and rr.scope_empty:
+            report.skip_reason = ("every path in scope was produced by another run of this workspace too: "
+                                  "left in place")
+
+
+def _name_left_in_place(report: FilesReport, paths: list[str], other_runs: list[tuple[str, frozenset[str]]]) -> None:
+    """``left_in_place`` (paths, as before) plus one detail per path naming the other run, if any."""
+    by_run = attribute(paths, other_runs)
+    report.left_in_place = paths
+    report.left_in_place_details = [
+        LeftInPlace(p, OTHER_RUN, by_run[p]) if p in by_run else LeftInPlace(p, CHANGED_SINCE) for p in paths]
 
 
 def describe_skip(reason: str, tracker: Any) -> str:

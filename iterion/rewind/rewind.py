@@ -24,11 +24,13 @@ from typing import Any
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.errors import GitRefsError
 from iterion.engine.versioning import open_versioning
+from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.auto import AutoSelection, select_pivot
 from iterion.rewind.auto_detect import DetectedEdit, detect_edit
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files import (GITREFS, NONE_REASON, WORKSPACETRACK, FilesReport, RestoreScope,
                                   check_scope, default_scope, protected_paths, restore_files)
+from iterion.rewind.other_runs import other_runs_production
 from iterion.rewind.invalidation import in_execution_order, invalidated_nodes, require_node
 from iterion.rewind.promotion import promote
 from iterion.rewind.sources import load_current_workflow
@@ -91,6 +93,7 @@ class RewindResult:
             "files_reverted": f.reverted, "files_ref": f.ref, "files_revert_commit": f.revert_commit,
             "files_backup_ref": f.backup_ref, "files_skip_reason": f.skip_reason,
             "files_overwritten": f.overwritten, "files_left_in_place": f.left_in_place, "files_undo": f.undo,
+            "files_left_in_place_details": [asdict(d) for d in f.left_in_place_details],
             "files_restored": f.restored, "files_removed": f.removed,
             "files_skipped": [asdict(s) for s in f.skipped], "files_raw_paths": f.raw_paths,
             "files_mechanism": f.mechanism, "files_scope": f.scope,
@@ -110,11 +113,15 @@ def rewind_run(store: Store, req: RewindRequest, *, on_detected: OnDetected | No
     """Rewind ``req.run_id``; ``on_detected`` sees what ``--auto`` detected before anything changes."""
     run_id = store.resolve_run(req.run_id)
     lock = store.lock(run_id)
+    ws_lock = None
     if not req.dry_run:
         lock.acquire()  # LockHeldError names the owner: a live engine or a resume owns the run
     try:
+        if not req.dry_run and req.restore_scope is not RestoreScope.NONE:
+            ws_lock = hold_for_restore(store, run_id)  # refused while another run executes there
         return _rewind_locked(store, run_id, req, on_detected)
     finally:
+        release_workspace(ws_lock)
         lock.release()
 
 
@@ -257,8 +264,9 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
     versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
                                  run_id=doc.id, watch=False)
     try:
+        others = [] if worktree else other_runs_production(store, doc, versioning.backend, anchor)
         return restore_files(versioning, anchor, scope, workspace=workspace,
-                             protected=protected_paths(workspace, unit_files), dry_run=dry_run)
+                             protected=protected_paths(workspace, unit_files), dry_run=dry_run, other_runs=others)
     finally:
         versioning.close()
 

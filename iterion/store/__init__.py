@@ -1,6 +1,7 @@
 """The run store: run documents, checkpoints, events, artifacts, interactions, attachments, locks.
 
-Layout (default ``.iterion/`` at the project root)::
+Layout (where the store is: ``iterion.store.layout.locate_store``; by default
+``.git/iterion/store`` in a git repository)::
 
     runs/<run>/run.json          RunDoc (CAS on ``version``)
     runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)
@@ -10,6 +11,8 @@ Layout (default ``.iterion/`` at the project root)::
     runs/<run>/interactions/<id>.json
     runs/<run>/attachments/
     runs/<run>/track/            workspacetrack data of an in-place run
+    workspaces/<hash>.lock       the workspace lock of an in-place workspace (workspace_lock.py)
+    worktrees/<run>/             the git worktree of a `worktree: auto` run
 """
 
 from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore

@@ -29,7 +29,7 @@ from iterion.store.events import Event, EventLog, last_flush_time, read_events
 from persist import file_lock
 from iterion.store.ids import validate_run_id
 from iterion.store.interactions import InteractionStore
-from iterion.store.layout import RunPaths, resolve_store_dir
+from iterion.store.layout import EXPLICIT, RunPaths, locate_store
 from iterion.store.lock import RunLock, is_held, read_owner
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
@@ -58,15 +58,17 @@ def _read(path: Path, cls: type[M]) -> M:
 
 
 class Store:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, origin: str = EXPLICIT) -> None:
         self.root = Path(root)
+        self.origin = origin  # how it was found (iterion.store.layout: explicit, env, legacy, git, project)
         self.runs_dir = self.root / RUNS_DIR
         self._logs: dict[str, EventLog] = {}
         self._logs_lock = threading.Lock()
 
     @classmethod
     def open(cls, explicit: Path | None = None, cwd: Path | None = None) -> Store:
-        return cls(resolve_store_dir(explicit, cwd or Path.cwd()))
+        where = locate_store(explicit, cwd or Path.cwd())
+        return cls(where.root, origin=where.origin)
 
     # -- layout -----------------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:

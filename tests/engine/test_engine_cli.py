@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..conftest import git
 from .conftest import write_bot
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "demo.bot"
@@ -107,6 +108,10 @@ def test_init_scaffolds_a_runnable_demo(tmp_path: Path, ws: Path) -> None:
     assert (ws / "mydemo" / "demo.bot").exists() and (ws / "mydemo" / "demo.script.yaml").exists()
     p3 = cli("run", "demo.bot", cwd=ws / "mydemo")
     assert p3.returncode == 4, p3.stderr
-    assert (ws / ".iterion" / ".gitignore").exists()  # the project's store, ignored by git
+    # the project's store: in the repository's git directory, never versioned, nothing written into the tree
+    assert any((ws / ".git" / "iterion" / "store" / "runs").iterdir())
+    assert not (ws / ".iterion").exists() and not (ws / "mydemo" / ".gitignore").exists()
+    status = git(ws, "status", "--porcelain", "--untracked-files=all")
+    assert "mydemo/demo.bot" in status and "iterion/" not in status and ".gitignore" not in status
     again = cli("init", "mydemo", cwd=ws)
     assert again.returncode == 2 and "not empty" in again.stderr
