@@ -19,6 +19,7 @@ from rich.table import Table
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -60,8 +61,9 @@ _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _store(store_dir: Path | None) -> Store:
-    return sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
+def _store(store_dir: Path | None, *, write: bool = False) -> Store:
+    # a read-only store is refused before the sweep; stale `running` runs promoted first
+    return sweep_orphans(open_store(store_dir, write=write))
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -202,7 +204,8 @@ def run_cmd(
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
-    store = _store(store_dir)
+    check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
+    store = _store(store_dir, write=True)
     answers: dict[str, dict[str, Any]] = {}
     if answers_file is not None:
         raw = _read_mapping(answers_file, "answers file")
@@ -272,7 +275,10 @@ def resume_cmd(
 
       iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
     """
-    store = _store(store_dir)
+    check_backend(backend)
+    check_script(script)
+    store = _store(store_dir, write=True)
+    check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
         answers.update(_read_mapping(answers_file, "answers file"))

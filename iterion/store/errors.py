@@ -45,8 +45,11 @@ class StatusRefusedError(StoreError):
 
 
 class CorruptDocumentError(StoreError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=1)
+    """A stored document cannot be read or parsed. ``detail`` is the reason alone (no path)."""
+
+    def __init__(self, message: str, *, detail: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, exit_code=1)
+        self.detail = detail or message
 
 
 class LockHeldError(StoreError):

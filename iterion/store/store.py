@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,9 +28,10 @@ from iterion.store.errors import (
 )
 from iterion.store.events import Event, EventLog, last_flush_time, read_events
 from persist import file_lock
-from iterion.store.ids import validate_run_id
+from iterion.store.ids import check_run_ref, display_ref, validate_run_id
 from iterion.store.interactions import InteractionStore
 from iterion.store.layout import RunPaths, resolve_store_dir
+from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
@@ -48,13 +50,25 @@ def _read(path: Path, cls: type[M]) -> M:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise CorruptDocumentError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        detail = f"cannot be read ({exc.strerror or exc})"
+        raise CorruptDocumentError(f"{path}: {detail}", detail=detail) from None
     except FormatVersionError as exc:
-        raise CorruptDocumentError(f"{path}: {exc}") from None
+        raise CorruptDocumentError(f"{path}: {exc}", detail=str(exc)) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-        raise CorruptDocumentError(f"{path}: unreadable {cls.__name__} ({where}: {first.get('msg')})") from None
+        detail = f"unreadable {cls.__name__} ({where}: {first.get('msg')})"
+        raise CorruptDocumentError(f"{path}: {detail}", detail=detail) from None
+
+
+@dataclass(frozen=True)
+class CorruptRun:
+    """A run directory whose run.json cannot be read: listed as status ``corrupt``, never hidden."""
+
+    id: str
+    path: Path
+    detail: str
+    status: str = "corrupt"
 
 
 class Store:
@@ -66,7 +80,9 @@ class Store:
 
     @classmethod
     def open(cls, explicit: Path | None = None, cwd: Path | None = None) -> Store:
-        return cls(resolve_store_dir(explicit, cwd or Path.cwd()))
+        """The store a command names (or the default one); a path that cannot be a store directory
+        (a file, a device, a path under a file) is refused here, before anything is written."""
+        return cls(check_store_dir(resolve_store_dir(explicit, cwd or Path.cwd())))
 
     # -- layout -----------------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:
@@ -95,8 +111,20 @@ class Store:
         return doc
 
     def load_run(self, run_id: str) -> RunDoc:
+        path = self.paths(run_id).run_json
         try:
-            return _read(self.paths(run_id).run_json, RunDoc)
+            return _read(path, RunDoc)
+        except CorruptDocumentError as exc:
+            if "newer than this iterion" in exc.detail:
+                raise  # a format from a newer iterion: not corrupt, the message says what to do
+            raise CorruptDocumentError(f"run {run_id}: its run.json is corrupt ({exc.detail}): {path}",
+                                       detail=exc.detail,
+                                       hint="restore run.json from a backup, or move the run directory aside; "
+                                            "`iterion inspect` lists the run as corrupt") from None
+        except IsADirectoryError:
+            raise CorruptDocumentError(f"run {run_id}: its run.json is not a regular file: {path}",
+                                       detail="not a regular file",
+                                       hint="move the run directory aside") from None
         except FileNotFoundError:
             raise RunNotFoundError(f"run {run_id} not found in {self.runs_dir}",
                                    hint="list runs with `iterion inspect`, or pass --store-dir") from None
@@ -133,20 +161,38 @@ class Store:
         raise AssertionError("unreachable")
 
     def list_runs(self) -> list[RunDoc]:
-        """Every run, oldest first (ids are time-ordered). Unreadable documents are skipped."""
+        """Every run, oldest first (ids are time-ordered). Unreadable documents are skipped
+        (``corrupt_runs`` lists them)."""
+        return [r for r in self.list_entries() if isinstance(r, RunDoc)]
+
+    def list_entries(self) -> list[RunDoc | CorruptRun]:
+        """Every run directory holding a run.json, oldest first: its document, or a CorruptRun
+        (id from the directory name) when run.json cannot be read or parsed."""
         if not self.runs_dir.is_dir():
             return []
-        out: list[RunDoc] = []
+        out: list[RunDoc | CorruptRun] = []
         for d in sorted(self.runs_dir.iterdir()):
-            if (d / "run.json").is_file():
+            run_json = d / "run.json"
+            if run_json.is_file():
                 try:
                     out.append(self.load_run(d.name))
-                except (CorruptDocumentError, ValueError):
+                except CorruptDocumentError as exc:
+                    out.append(CorruptRun(d.name, run_json, exc.detail))
+                except ValueError:  # a directory name that is no run id: not a run
                     continue
+            elif run_json.exists() or run_json.is_symlink():
+                out.append(CorruptRun(d.name, run_json, "not a regular file"))
         return out
 
+    def corrupt_runs(self) -> list[CorruptRun]:
+        return [r for r in self.list_entries() if isinstance(r, CorruptRun)]
+
     def resolve_run(self, ref: str) -> str:
-        """A run id from an id, a unique id prefix (>= 6 chars) or a unique friendly name."""
+        """A run id from an id, a unique id prefix (>= 6 chars) or a unique friendly name.
+
+        A reference no run can have (too long for a file name, control characters) is refused
+        first, and every message shows it escaped and cut, so it stays on one line."""
+        check_run_ref(ref)
         try:
             if self.exists(ref):
                 return ref
@@ -158,9 +204,9 @@ class Store:
         if len(hits) == 1:
             return hits[0]
         if not hits:
-            raise RunNotFoundError(f"run {ref} not found in {self.runs_dir}",
+            raise RunNotFoundError(f"run {display_ref(ref)} not found in {self.runs_dir}",
                                    hint="list runs with `iterion inspect`, or pass --store-dir")
-        raise RunNotFoundError(f"run {ref} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
+        raise RunNotFoundError(f"run {display_ref(ref)} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
                                hint="pass the full run id")
 
     # -- checkpoint -------------------------------------------------------------------------------
