@@ -14,7 +14,6 @@ from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
 
-
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays
 from there (with --force after an edit of the workflow).
