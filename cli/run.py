@@ -29,7 +29,8 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
-from iterion.store import Event, RunStatus, Store, resolve_store_dir
+from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
+from iterion.store.store import CorruptRun
 from iterion.store import events as ev
 
 EXIT_FINISHED = 0
@@ -310,6 +311,14 @@ def _age(created: datetime) -> str:
     return f"{secs}s"
 
 
+def _list_row(r: RunDoc | CorruptRun) -> dict[str, Any]:
+    if isinstance(r, CorruptRun):
+        return {"id": r.id, "name": "-", "status": r.status, "workflow": "-", "age": "-", "failure_code": None,
+                "error": f"run.json is corrupt ({r.detail}): {r.path}"}
+    return {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
+            "age": _age(r.created_at), "failure_code": r.failure_code}
+
+
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
     return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
             for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
@@ -327,9 +336,7 @@ def inspect_cmd(
     """
     store = _store(store_dir)
     if run_id is None:
-        runs = store.list_runs()
-        rows = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
-                 "age": _age(r.created_at), "failure_code": r.failure_code} for r in runs]
+        rows = [_list_row(r) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
             return

@@ -16,6 +16,7 @@ from typing import Any
 
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
 from iterion.engine.cancel import CancelToken
+from iterion.engine.checkpoint_guard import require_checkpoint
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
@@ -59,6 +60,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
+    require_checkpoint(store, run_id, store.load_run(run_id).status)  # refused before the lock is taken
     lock = store.lock(run_id)
     lock.acquire()  # two processes never execute one run
     versioning = None
@@ -68,6 +70,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         if doc.status is RunStatus.RUNNING:
             check_takeover(store, run_id, lock)  # --force-stale: no live owner, no flush for 60 s
         cp = store.load_checkpoint(run_id)
+        require_checkpoint(store, run_id, doc.status)  # a paused run never restarts from the entry
         src = _recompile(doc, options)
         digest_changed = src.digest != doc.workflow_digest
         legacy = digest_changed and doc.workflow_digest == src.bare_digest
@@ -88,6 +91,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
 
         ask = merge_ask(doc.budget, options.budget)
         check_budget_raised(doc, cp, ask)  # a budget stop resumed without a raised cap: refused up front
+        store.ensure_reserve(run_id)  # room to record its end on a full disk; a full one refuses here
         budget = Budget(ask, usage=usage)
         emit = make_emit(store, run_id, listener)
         if legacy:

@@ -30,7 +30,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iterion.store.errors import CorruptDocumentError
 from iterion.store.timeutil import utcnow
 from persist import atomic_write_bytes
 
@@ -104,13 +103,6 @@ def _split_complete(data: bytes) -> tuple[list[bytes], int]:
     return [ln for ln in data[:end].split(b"\n") if ln.strip()], end
 
 
-def _parse(line: bytes, path: Path, lineno: int) -> Event:
-    try:
-        return Event.model_validate_json(line)
-    except ValueError as exc:
-        raise CorruptDocumentError(f"{path}:{lineno}: not a valid event line ({exc.__class__.__name__})") from None
-
-
 def _try_parse(line: bytes) -> Event | None:
     try:
         return Event.model_validate_json(line)
@@ -180,17 +172,26 @@ def _read_fd(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def _truncate_quietly(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
 def _repair_locked(path: Path, fd: int) -> MovedAside | None:
-    """With the flock held on ``fd`` (the current file): move bad lines aside (see module doc)."""
+    """With the flock held on ``fd`` (the current file): move bad lines aside (see module doc).
+    Raises OSError when the aside file or the cleaned timeline cannot be written (nothing moved)."""
     kept, moved, count = _partition(_read_fd(fd))
     if not count:
         return None
     aside = _aside_path(path)
+    atomic_write_bytes(aside, moved)
     try:
-        atomic_write_bytes(aside, moved)
         atomic_write_bytes(path, kept)
-    except OSError as exc:
-        return MovedAside(None, count, len(moved), exc.strerror or str(exc))
+    except OSError:
+        aside.unlink(missing_ok=True)  # the bad bytes are still in the timeline: keep one copy
+        raise
     return MovedAside(aside, count, len(moved))
 
 
@@ -267,9 +268,13 @@ class EventLog:
                     line = event.model_dump_json().encode("utf-8") + b"\n"
                     os.lseek(fd, size, os.SEEK_SET)
                     view = memoryview(line)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fsync(fd)
+                    try:
+                        while view:
+                            view = view[os.write(fd, view):]
+                        os.fsync(fd)
+                    except OSError:  # e.g. ENOSPC mid-line: our own partial line is taken back
+                        _truncate_quietly(fd, size)
+                        raise
                     self._seq, self._size = event.seq, size + len(line)
                     return event
                 finally:
@@ -315,11 +320,8 @@ class EventLog:
             return (event.seq if event else 0), complete
         # garbage at the end (a torn tail, an invalid last line): move it aside; the caller
         # reopens the cleaned file
-        report = _repair_locked(self.path, fd)
+        report = _repair_locked(self.path, fd)  # OSError (a full disk): this append fails, nothing moved
         if report is not None:
             warn(report.message(self.path))
-        if report is None or report.aside is None:
-            raise CorruptDocumentError(f"{self.path}: its last line is not a valid event and could not be "
-                                       f"moved aside ({report.error if report else 'unknown'})")
         self._size = -1
         return None

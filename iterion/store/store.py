@@ -7,6 +7,7 @@ check and the rename happen under a short flock so two processes cannot both win
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -25,17 +26,18 @@ from iterion.store.errors import (
     RunNotFoundError,
     StaleWriteError,
     StatusRefusedError,
+    StoreFullError,
 )
 from iterion.store.events import Event, EventLog, last_flush_time, read_events
-from persist import file_lock
 from iterion.store.ids import check_run_ref, display_ref, validate_run_id
 from iterion.store.interactions import InteractionStore
 from iterion.store.layout import RunPaths, resolve_store_dir
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
+from iterion.store.reserve import ensure_reserve, is_storage_error, release_reserve, reserve_size
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
-from persist import FormatVersionError, read_model, write_model
+from persist import FormatVersionError, file_lock, read_model, write_model
 
 RUNS_DIR = "runs"
 STALE_AFTER_S = 60.0  # the spec's --force-stale guard: no event flush for this long
@@ -99,16 +101,45 @@ class Store:
 
     # -- the run document -------------------------------------------------------------------------
     def create_run(self, doc: RunDoc) -> RunDoc:
-        """Persist a new run (version 1). Refuses an id that already exists."""
+        """Persist a new run (version 1) with its space reserve. Refuses an id that already exists.
+
+        A full (or read-only) disk while creating it removes the partial run directory and raises
+        StoreFullError: no half-made run is left behind."""
         paths = self.paths(doc.id)
-        paths.dir.mkdir(parents=True, exist_ok=True)
-        with file_lock(paths.cas_lock):
-            if paths.run_json.exists():
-                raise RunExistsError(f"run {doc.id} already exists")
-            doc.version = 1
-            doc.created_at = doc.updated_at = utcnow()
-            write_model(paths.run_json, doc)
+        created = not paths.dir.exists()
+        try:
+            paths.dir.mkdir(parents=True, exist_ok=True)
+            with file_lock(paths.cas_lock):
+                if paths.run_json.exists():
+                    raise RunExistsError(f"run {doc.id} already exists")
+                doc.version = 1
+                doc.created_at = doc.updated_at = utcnow()
+                write_model(paths.run_json, doc)
+            ensure_reserve(paths.dir, reserve_size(paths.run_json))
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            if created:
+                self.discard_new_run(doc.id)
+            raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
         return doc
+
+    def discard_new_run(self, run_id: str) -> None:
+        """Remove a run that never started (its creation failed half-way): every file of it."""
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
+    def ensure_reserve(self, run_id: str) -> None:
+        """(Re)make the run's space reserve (resume does, before it claims the run)."""
+        paths = self.paths(run_id)
+        try:
+            ensure_reserve(paths.dir, reserve_size(paths.run_json))
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            raise StoreFullError.from_os_error(exc, self.root) from None
+
+    def release_reserve(self, run_id: str) -> bool:
+        return release_reserve(self.run_dir(run_id))
 
     def load_run(self, run_id: str) -> RunDoc:
         path = self.paths(run_id).run_json
@@ -198,9 +229,9 @@ class Store:
                 return ref
         except ValueError:  # not even a valid id: it can only be a (non-matching) name
             pass
-        runs = self.list_runs()
-        hits = [r.id for r in runs if r.name == ref] or (
-            [r.id for r in runs if r.id.startswith(ref)] if len(ref) >= 6 else [])
+        entries = self.list_entries()  # a corrupt run still owns its id (its prefix is not "unique" elsewhere)
+        hits = [r.id for r in entries if isinstance(r, RunDoc) and r.name == ref] or (
+            [r.id for r in entries if r.id.startswith(ref)] if len(ref) >= 6 else [])
         if len(hits) == 1:
             return hits[0]
         if not hits:
