@@ -11,6 +11,7 @@ status, the run's space reserve (store/reserve.py) is released first.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from iterion.engine.errors import NodeFailure
@@ -18,18 +19,27 @@ from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode
 from iterion.store import RunStatus
 from iterion.store import events as ev
-from iterion.store.reserve import is_storage_error
+from iterion.store.reserve import STORAGE_ERRNOS, is_storage_error
 
 CODE = FailureCode.STORAGE_UNWRITABLE
 
 
+# a child process (git writing a worktree's objects) reports the same errno as text
+_STRERRORS = {os.strerror(e): e for e in STORAGE_ERRNOS}
+
+
 def storage_oserror(exc: BaseException | None) -> OSError | None:
-    """The ENOSPC/EDQUOT/EROFS OSError behind ``exc`` (itself, or in its cause/context chain)."""
+    """The ENOSPC/EDQUOT/EROFS OSError behind ``exc`` (itself, or in its cause/context chain; an
+    error quoting a child process's "No space left on device" counts too)."""
     seen = 0
     while exc is not None and seen < 16:
         if is_storage_error(exc):
             assert isinstance(exc, OSError)
             return exc
+        text = str(exc)
+        for strerror, code in _STRERRORS.items():
+            if strerror in text:
+                return OSError(code, strerror)
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return None
