@@ -61,6 +61,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
     require_checkpoint(store, run_id, store.load_run(run_id).status)  # refused before the lock is taken
+    store.ensure_reserve(run_id)  # room to record its end on a full disk; a full disk refuses here
     lock = store.lock(run_id)
     lock.acquire()  # two processes never execute one run
     versioning = None
@@ -91,7 +92,6 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
 
         ask = merge_ask(doc.budget, options.budget)
         check_budget_raised(doc, cp, ask)  # a budget stop resumed without a raised cap: refused up front
-        store.ensure_reserve(run_id)  # room to record its end on a full disk; a full one refuses here
         budget = Budget(ask, usage=usage)
         emit = make_emit(store, run_id, listener)
         if legacy:
