@@ -14,9 +14,10 @@ from cli.errors import CliError
 from iterion.backends.base import BackendError
 from iterion.backends.registry import canonical_name
 from iterion.store import Store
-from iterion.store.location import check_store_writable
+from iterion.store.location import check_store_space, check_store_writable
+from iterion.store.reserve import MIN_RESERVE_BYTES, reserve_size
 from iterion.store.lock import check_lock_path, lock_path
-from persist.writable import unwritable_reason
+from persist.writable import nearest_existing, unwritable_reason
 
 WRITABLE_HINT = "remount it read-write or fix its permissions, then retry"
 
@@ -26,6 +27,7 @@ def open_store(store_dir: Path | None, *, write: bool) -> Store:
     store = Store.open(store_dir, Path.cwd())
     if write:
         check_store_writable(store.root, store.runs_dir)
+        check_store_space(nearest_existing(store.root), MIN_RESERVE_BYTES)
     return store
 
 
@@ -79,6 +81,7 @@ def check_run_writable(store: Store, run_ref: str, *, workspace: bool = True) ->
     run_dir = store.run_dir(run_id)
     check_store_writable(store.root, store.runs_dir, run_dir)
     check_lock_path(lock_path(run_dir))
+    check_store_space(run_dir, reserve_size(store.paths(run_id).run_json))
     if workspace:
         doc = store.load_run(run_id)
         if doc.workspace_dir:

@@ -8,10 +8,12 @@ the path and the fix (exit 2), raised before anything is created.
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
 from pathlib import Path
 
-from iterion.store.errors import StoreError
+from iterion.store.errors import StoreError, StoreFullError
 from persist.writable import unwritable_reason
 
 STORE_HINT = "pass --store-dir a directory (or set $ITERION_STORE_DIR to one)"
@@ -61,3 +63,15 @@ def check_store_writable(root: Path, *dirs: Path) -> None:
             raise StoreLocationError(f"run store {root} cannot be written: {reason}",
                                      hint="remount it read-write or fix its permissions, or pass --store-dir "
                                           "a writable directory")
+
+
+def check_store_space(directory: Path, needed: int) -> None:
+    """Refuse (StoreFullError, exit 2) before any write when the store's disk has less than
+    ``needed`` bytes free: a command that changes a run needs room for at least its run.json."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return
+    if st.f_bavail * st.f_frsize < needed:
+        raise StoreFullError.from_os_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory)),
+                                           directory)
