@@ -1,8 +1,9 @@
 """The run timeline (``runs/<run>/events.jsonl``): event names, an appender and a tolerant reader.
 
 Append-only, one JSON object per line: ``{seq, time, type, node, iteration, payload}``. Each
-append is flushed and fsynced before it returns. A writer killed mid-line leaves a torn last
-line: readers ignore it and the next append moves it aside. ``seq`` continues across processes:
+append is flushed and fsynced before it returns (a failed write takes its partial line back). A
+writer killed mid-line leaves a torn last line: the next reader or appender moves it aside, under
+the file's flock, so never the line of an append in progress. ``seq`` continues across processes:
 an appender reads the last complete line before its first write, and again whenever the file
 changed under it.
 
@@ -210,16 +211,18 @@ def repair_events(run_dir: Path) -> MovedAside | None:
 
 
 def read_events(run_dir: Path, *, after_seq: int = 0) -> list[Event]:
-    """Every complete event (seq > ``after_seq``), in order. A torn last line is ignored; an
-    invalid complete line is moved aside with a warning (``repair_events``), never fatal."""
+    """Every complete event (seq > ``after_seq``), in order. An invalid line, and a torn tail whose
+    writer is gone, are moved aside with a warning (``repair_events``), never fatal."""
     path = events_path(run_dir)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    lines, _ = _split_complete(data)
+    lines, end = _split_complete(data)
     parsed = [_try_parse(ln) for ln in lines]
-    if any(e is None for e in parsed):
+    # a tail without its newline may be an append in progress: repair_events takes the file's
+    # flock first, so it only ever moves a tail whose writer is gone
+    if any(e is None for e in parsed) or end < len(data):
         try:
             report = repair_events(run_dir)
         except OSError as exc:
