@@ -108,9 +108,9 @@ class Mounts:
 
     def release(self) -> None:
         for point in reversed(self.points):
-            subprocess.run(["umount", str(point)], capture_output=True)
+            subprocess.run(["umount", str(point)], capture_output=True, check=False)
             if os.path.ismount(point):
-                subprocess.run(["umount", "-l", str(point)], capture_output=True)
+                subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
         self.points.clear()
 
 

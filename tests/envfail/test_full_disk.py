@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_cli, write_bot
-from .conftest import GATED, Mounts, assert_one_error, launch_paused, status_of, store_hash
+from .conftest import Mounts, assert_one_error, launch_paused, status_of, store_hash
 
 
 def _fill(mount: Path, leave: int) -> Path:

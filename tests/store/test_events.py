@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iterion.store import CorruptDocumentError, EventLog, RunDoc, Store, last_flush_time, read_events
+from iterion.store import EventLog, RunDoc, Store, last_flush_time, read_events
 from iterion.store import events as ev
 
 from .helpers import spawn, wait_for
