@@ -30,8 +30,8 @@ from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
 from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
-from iterion.store.store import CorruptRun
 from iterion.store import events as ev
+from iterion.store.store import CorruptRun
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
