@@ -6,6 +6,8 @@ Layout (default ``.iterion/`` at the project root)::
     runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)
     runs/<run>/events.jsonl      the timeline (append-only)
     runs/<run>/lock              the execution lock (flock)
+    runs/<run>/.space-reserve    preallocated room to record the run's end on a full disk (reserve.py)
+    runs/<run>/events.jsonl.corrupt-<time>   unreadable timeline lines moved aside, byte for byte
     runs/<run>/artifacts/<name>/<version>.json
     runs/<run>/interactions/<id>.json
     runs/<run>/attachments/
