@@ -3,12 +3,16 @@ a directory. Each: exit 2, one `error:` line naming the path, the store unchange
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from ..conftest import run_cli, write_bot
-from .conftest import GATED, Mounts, assert_one_error, launch_paused, status_of, store_hash
+from ..conftest import iterion_cmd, make_checkout, run_cli, write_bot
+from .conftest import GATED, IS_ROOT, Mounts, assert_one_error, launch_paused, status_of, store_hash
 
 # (argv after the command name) per command; RUN is replaced by the run id, BOT by the workflow
 COMMANDS = {
@@ -100,3 +104,35 @@ def test_lock_path_that_is_a_directory(tmp_path: Path, ws: Path, command: str) -
     assert_one_error(p, mentions=str(lock))
     assert "rm -r" in p.stderr
     assert store_hash(store) == before
+
+
+NOBODY = 65534
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "cancel", "rewind"])
+def test_store_read_only_by_permissions(command: str) -> None:
+    """The chmod flavour: permission bits, not a read-only mount. Root ignores mode bits, so as
+    root the CLI runs as `nobody` (setpriv) over files that nobody owns."""
+    base = Path(tempfile.mkdtemp(prefix="iterion-envfail-"))
+    try:
+        base.chmod(0o755)
+        ws, store = make_checkout(base / "ws"), base / "store"
+        run_id = launch_paused(ws, store)
+        (ws / "a.txt").unlink()
+        if IS_ROOT:
+            subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(base)], check=True)
+        for dirpath, dirnames, _ in os.walk(store):
+            for d in (dirpath, *(os.path.join(dirpath, n) for n in dirnames)):
+                os.chmod(d, 0o555)
+        before = store_hash(store)
+        argv = iterion_cmd(*_argv(command, ws / "wf.bot", run_id), "--store-dir", str(store))
+        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if IS_ROOT else []
+        p = subprocess.run([*prefix, *argv], check=False, cwd=ws, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "HOME": str(base)})
+        assert_one_error(p, mentions="permission denied")
+        assert store_hash(store) == before and not (ws / "a.txt").exists()
+    finally:
+        for dirpath, dirnames, _ in os.walk(base):
+            for d in (dirpath, *(os.path.join(dirpath, n) for n in dirnames)):
+                os.chmod(d, 0o755)
+        shutil.rmtree(base, ignore_errors=True)
