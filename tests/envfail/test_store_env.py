@@ -136,3 +136,15 @@ def test_store_read_only_by_permissions(command: str) -> None:
             for d in (dirpath, *(os.path.join(dirpath, n) for n in dirnames)):
                 os.chmod(d, 0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_unforeseen_write_failure_is_one_line(tmp_path: Path, mounts: Mounts) -> None:
+    """The last resort (persist/oserror.py): an OSError of the environment that no check foresaw
+    is one `error:` line naming the path, exit 2, not an internal error."""
+    target = tmp_path / "ro"
+    target.mkdir()
+    mounts.read_only(target)
+    p = run_cli("init", str(target / "demo"), cwd=tmp_path)
+    assert_one_error(p, mentions=str(target / "demo"))
+    assert "read-only" in p.stderr.lower() or "permission" in p.stderr.lower()
+    assert not (target / "demo").exists()
