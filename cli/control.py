@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from cli.output import echo, echo_err, echo_json
+from cli.preflight import check_run_writable, open_store
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
@@ -96,7 +97,9 @@ def cancel_cmd(
 
     Example: iterion cancel --run-id 01a2b3
     """
-    _report(cancel_run(_store(store_dir), run_id, wait_s=wait), as_json)
+    store = open_store(store_dir, write=True)
+    check_run_writable(store, run_id, workspace=False)  # a cancel never touches the workspace
+    _report(cancel_run(store, run_id, wait_s=wait), as_json)
 
 
 def pause_cmd(

@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from cli.output import echo_err
 from persist import UserError
+from persist.oserror import environment_error
 
 # Exit codes: 1 = the command ran and found a problem (validation errors, refused operation),
 # 2 = bad input (usage, unknown run, invalid id, not a repository), 3 = internal error.
@@ -25,14 +26,20 @@ def fail(message: str, *, hint: str | None = None, exit_code: int = EXIT_BAD_INP
     raise CliError(message, hint=hint, exit_code=exit_code)
 
 
+def _one_line(text: str) -> str:
+    """A message stays one line whatever text it quotes (a run id with a newline, a path)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a person and return the exit code to use."""
     # Every layer derives its user-facing errors from persist.UserError: bad input or a
     # refusal, never a bug, so one line and a hint instead of a traceback.
+    exc = environment_error(exc) or exc  # a full/read-only disk, a permission: one line, exit 2
     if isinstance(exc, UserError):
-        echo_err(f"error: {exc.message or exc}")
+        echo_err(f"error: {_one_line(str(exc.message or exc))}")
         if exc.hint:
-            echo_err(f"hint: {exc.hint}")
+            echo_err(f"hint: {_one_line(exc.hint)}")
         return exc.exit_code
     echo_err(f"internal error: {type(exc).__name__}: {exc}")
     echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")

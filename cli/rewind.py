@@ -9,10 +9,10 @@ import typer
 from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.output import echo, echo_json
+from cli.preflight import check_run_writable, open_store
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
-from iterion.store import Store
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays
@@ -113,7 +113,10 @@ def register(app: typer.Typer) -> None:
                 raise CliError("--keep-files is --restore-scope none; "
                                "it cannot be combined with another scope")
             restore_scope = RestoreScope.NONE
-        store = sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
+        store = open_store(store_dir, write=not dry_run)  # a read-only store is refused before the sweep
+        if not dry_run:  # nothing is written before the store and the workspace are known writable
+            check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)
+        store = sweep_orphans(store)  # stale `running` runs promoted first
         req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
                             dry_run=dry_run)
         result = rewind_run(store, req, on_detected=None if json_out else _print_detected)

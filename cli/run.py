@@ -18,6 +18,7 @@ import typer
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
 from cli.output import echo, echo_err, echo_json, styled, table
+from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -27,8 +28,9 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
-from iterion.store import Event, RunStatus, Store, resolve_store_dir
+from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
+from iterion.store.store import CorruptRun
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -59,8 +61,9 @@ NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) inste
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _store(store_dir: Path | None, skip: str | None = None) -> Store:
-    return sweep_orphans(Store.open(store_dir, Path.cwd()), skip)  # stale `running` runs promoted first
+def _store(store_dir: Path | None, skip: str | None = None, *, write: bool = False) -> Store:
+    # a read-only store is refused before the sweep; stale `running` runs promoted first
+    return sweep_orphans(open_store(store_dir, write=write), skip)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -205,7 +208,8 @@ def run_cmd(
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
-    store = _store(store_dir)
+    check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
+    store = _store(store_dir, write=True)
     answers: dict[str, dict[str, Any]] = {}
     if answers_file is not None:
         raw = _read_mapping(answers_file, "answers file")
@@ -278,7 +282,10 @@ def resume_cmd(
 
       iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
     """
-    store = _store(store_dir, skip=run_id)  # this run, if orphaned, is taken over by the resume itself
+    check_backend(backend)
+    check_script(script)
+    store = _store(store_dir, skip=run_id, write=True)  # this run, if orphaned, is taken over by the resume itself
+    check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
         answers.update(_read_mapping(answers_file, "answers file"))
@@ -312,6 +319,14 @@ def _age(created: datetime) -> str:
     return f"{secs}s"
 
 
+def _list_row(r: RunDoc | CorruptRun) -> dict[str, Any]:
+    if isinstance(r, CorruptRun):
+        return {"id": r.id, "name": "-", "status": r.status, "workflow": "-", "age": "-", "failure_code": None,
+                "error": f"run.json is corrupt ({r.detail}): {r.path}"}
+    return {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
+            "age": _age(r.created_at), "failure_code": r.failure_code}
+
+
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
     return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
             for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
@@ -329,9 +344,7 @@ def inspect_cmd(
     """
     store = _store(store_dir)
     if run_id is None:
-        runs = store.list_runs()
-        rows = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
-                 "age": _age(r.created_at), "failure_code": r.failure_code} for r in runs]
+        rows = [_list_row(r) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
         if as_json:
             echo_json(rows)
             return

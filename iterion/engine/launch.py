@@ -19,11 +19,13 @@ from iterion.engine.execution import Listener, drive, make_emit, open_run_versio
 from iterion.engine.result import RunResult
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
+from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.ir import SchemaField, Workflow
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
+from iterion.store.errors import StoreFullError
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.placement import prepare_store
 
@@ -107,8 +109,9 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     check_attachments(wf, options.attachments)
     ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
     workspace = Path(options.workspace or Path.cwd()).resolve()
-    if options.workspace is not None and not workspace.exists():
-        workspace.mkdir(parents=True)  # an explicit fresh workspace (e.g. for the demo)
+    if not workspace.exists():  # never created: a typo must not become a fresh empty workspace
+        raise EngineError(f"workspace {workspace} does not exist",
+                          hint=f"create it first (mkdir -p {workspace}) or pass an existing directory")
     if not workspace.is_dir():
         raise EngineError(f"workspace {workspace} is not a directory")
     script_file = options.script_file or find_script_file(src.path)
@@ -140,20 +143,23 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     # in place: wait for (or, --no-wait, refuse) another run executing here BEFORE the run exists
     ws_lock = None if wf.worktree else hold_workspace(store, workspace, run_id, wait=options.wait_workspace,
                                                       on_wait=options.on_wait)
-    lock = store.lock(run_id)
     try:
-        store.create_run(doc)
-        lock.acquire()
-        for att_name, att_path in options.attachments.items():
-            store.attachments(run_id).stage(att_name, Path(att_path))
+        store.create_run(doc)  # a full disk here leaves no run directory behind (StoreFullError)
     except BaseException:
         release_workspace(ws_lock)
         raise
+    lock = store.lock(run_id)
     versioning = None
+    started = False  # until the entry checkpoint exists, a full disk discards the whole run
     try:
+        lock.acquire()
+        for att_name, att_path in options.attachments.items():
+            store.attachments(run_id).stage(att_name, Path(att_path))
         try:
             versioning = open_run_versioning(store, doc, start=True, watch=options.watch)
         except Exception as exc:
+            if storage_oserror(exc) is not None:
+                raise
             # the run exists but cannot execute: leave it terminal, not "running" with no owner
             message = f"the workspace cannot be versioned: {getattr(exc, 'message', None) or exc}"
             store.update_run(run_id, lambda d: d.set_status(RunStatus.FAILED, failure_code="WORKSPACE_SAFETY",
@@ -168,11 +174,22 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
                                                     restart_node=wf.entry, restart_iteration=0))
+        started = True
         emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
         run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
                                  watch=options.watch, on_budget=options.on_budget)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, emit=emit)
+    except OSError as exc:
+        err = storage_oserror(exc)
+        if started or err is None:
+            raise
+        if versioning is not None:
+            versioning.close()
+            versioning = None
+        lock.release()
+        store.discard_new_run(run_id)  # nothing executed: no half-made run is left
+        raise StoreFullError.from_os_error(err, store.root, "no run was created") from None
     finally:
         if versioning is not None:
             versioning.close()

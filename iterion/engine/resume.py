@@ -19,6 +19,7 @@ from typing import Any
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
+from iterion.engine.checkpoint_guard import require_checkpoint
 from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
@@ -65,6 +66,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
+    require_checkpoint(store, run_id, store.load_run(run_id).status)  # refused before the lock is taken
+    store.ensure_reserve(run_id)  # room to record its end on a full disk; a full disk refuses here
     lock = store.lock(run_id)
     if not lock.try_acquire():  # two processes never execute one run
         raise held_refusal(store, run_id)
@@ -79,6 +82,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         else:
             check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
         cp = store.load_checkpoint(run_id)
+        require_checkpoint(store, run_id, doc.status)  # a paused run never restarts from the entry
         src = _recompile(doc, options)
         digest_changed = src.digest != doc.workflow_digest
         legacy = digest_changed and doc.workflow_digest == src.bare_digest

@@ -68,7 +68,8 @@ def test_demo_runs_to_its_gate_then_resume_answers_and_finishes(tmp_path: Path, 
 def test_run_json_and_answers_file(tmp_path: Path, ws: Path) -> None:
     answers = tmp_path / "answers.json"
     answers.write_text(json.dumps({"approve": {"approved": False, "note": "not today"}}))
-    fresh = tmp_path / "fresh-ws"  # an explicit --workspace that does not exist yet is created
+    fresh = tmp_path / "fresh-ws"  # an explicit --workspace must exist (issue 10: never created)
+    fresh.mkdir()
     p = cli("run", str(DEMO), "--store-dir", str(tmp_path / "store"), "--answers-file", str(answers),
             "--json", "--var", "out=elsewhere", "--workspace", str(fresh), cwd=ws)
     assert p.returncode == 0, p.stderr
