@@ -2,7 +2,7 @@
 
 ``<store>/workspaces/<sha256 of the workspace's real path>.lock`` is flocked (exclusive) by the
 process executing an in-place run there, for as long as it executes: a run parked at a gate,
-paused, failed or finished holds nothing. The file records the holder (run id, pid, host,
+paused, failed or finished holds nothing. While held, the file records the holder (run id, pid, host,
 workspace, since) for the message a second ``run``/``resume`` prints while it waits, or the
 error it refuses with under ``--no-wait``.
 
@@ -141,6 +141,10 @@ class WorkspaceLock:
             return
         fd, self._fd = self._fd, None
         try:
+            # a free lock records no holder: a command that took it and gave it back (a launch
+            # refused on a full disk) leaves the store byte-for-byte as it found it
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)

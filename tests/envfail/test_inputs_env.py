@@ -83,9 +83,10 @@ def test_resume_refuses_bad_backend_or_script_before_anything(tmp_path: Path, ws
 
 
 def test_default_store_that_is_a_file(tmp_path: Path, ws: Path) -> None:
-    """No --store-dir: the project's `.iterion` is a regular file -> refused, not overwritten."""
+    """No --store-dir: the default store's parent (`.git/iterion`) is a regular file -> refused,
+    not overwritten."""
     bot = write_bot(tmp_path / "src", GATED)
-    (ws / ".iterion").write_text("mine\n")
+    (ws / ".git" / "iterion").write_text("mine\n")
     p = run_cli("run", str(bot), cwd=ws)
-    assert_one_error(p, mentions=str(ws / ".iterion"))
-    assert (ws / ".iterion").read_text() == "mine\n" and not (ws / "a.txt").exists()
+    assert_one_error(p, mentions=str(ws / ".git" / "iterion"))
+    assert (ws / ".git" / "iterion").read_text() == "mine\n" and not (ws / "a.txt").exists()

@@ -224,6 +224,7 @@ def test_runs_in_nested_workspaces_overlap_and_a_rewind_leaves_the_inner_runs_fi
     ids: dict[str, str] = {}
     for t in TAGS[1:]:
         sub = ws / f"sub-{t}"
+        sub.mkdir()  # an explicit --workspace must exist (never created)
         p = run_cli("run", str(inner), "--var", f"tag={t}", "--workspace", str(sub), "--json", cwd=ws)
         ids[t] = parked(p, p.stdout)
         assert "waiting" not in p.stderr
