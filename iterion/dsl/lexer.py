@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from sys import intern
 from typing import NoReturn
 
 from iterion.dsl.ast import RawText
@@ -38,7 +39,7 @@ _OPEN = {"[": "]", "{": "}", "(": ")"}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: str
     value: object  # str for ident/string/punct, int, float
@@ -53,7 +54,7 @@ class Token:
         return self.kind == IDENT and (name is None or self.value == name)
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     indent: int
     tokens: list[Token]
@@ -104,9 +105,11 @@ class _Scanner:
             elif kind == "comment":
                 return  # a trailing comment
             elif kind == "ident":
-                tokens.append(Token(IDENT, m.group(), lineno, col, m.group()))
+                word = intern(m.group())  # keywords and names repeat: one string each, and one per token
+                tokens.append(Token(IDENT, word, lineno, col, word))
             elif kind == "string":
-                tokens.append(Token(STRING, self._unescape(m.group(), lineno, col), lineno, col, m.group()))
+                quoted = m.group()
+                tokens.append(Token(STRING, self._unescape(quoted, lineno, col), lineno, col, quoted))
             elif kind == "number":
                 tokens.append(self._number(text, m.group(), j, lineno, col))
             elif kind == "arrow":

@@ -59,7 +59,7 @@ def compile_source(path: Path | str) -> CompiledSource:
     elif p.is_dir():
         main = p / "main.bot"
     try:
-        digest = workflow_digest(main, bundle_dir=bundle_root)
+        digest = workflow_digest(main, bundle_dir=bundle_root, unit=unit)
         main_bytes = main.read_bytes()
     except (DigestError, OSError) as exc:
         raise EngineError(f"cannot record the workflow source: {exc}") from None
