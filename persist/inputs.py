@@ -28,7 +28,7 @@ MiB = 1024 * 1024
 class Limit:
     """A size limit in bytes, overridable by the environment variable ``env`` (a byte count)."""
 
-    kind: str          # what the limit is for, as messages name it
+    kind: str          # what the limit is for, as messages name it ("an answers file")
     env: str
     default: int
 
@@ -40,9 +40,9 @@ class Limit:
 
 
 # Workflow sources, import fragments, include files, bundle members, script-backend files.
-SOURCE_LIMIT = Limit("workflow source", "ITERION_MAX_SOURCE_BYTES", 16 * MiB)
+SOURCE_LIMIT = Limit("a workflow source", "ITERION_MAX_SOURCE_BYTES", 16 * MiB)
 # Human answers: a few MiB is far beyond any form a person fills in.
-ANSWERS_LIMIT = Limit("answers file", "ITERION_MAX_ANSWERS_BYTES", 4 * MiB)
+ANSWERS_LIMIT = Limit("an answers file", "ITERION_MAX_ANSWERS_BYTES", 4 * MiB)
 
 
 class InputFileError(UserError):
@@ -89,7 +89,7 @@ def _check_mode(what: str, path: Path, mode: int) -> None:
 def _check_size(what: str, path: Path, size: int, limit: Limit) -> None:
     cap = limit.bytes()
     if size > cap:
-        raise _refuse(what, path, f"is {_size(size)}, over the {_size(cap)} limit for a {limit.kind}",
+        raise _refuse(what, path, f"is {_size(size)}, over the {_size(cap)} limit for {limit.kind} ({limit.env})",
                       f"set {limit.env} (bytes) to raise the limit if this file is really meant")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from iterion.dsl.errors import HintedError
 from iterion.dsl.loader import load_workflow
 from iterion.dsl.unit import PROGRAM_ROLES, Unit, UnitFile, UnitRole
+from persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded
 
 __all__ = ["DigestError", "DigestResult", "UnitFile", "UnitRole", "bare_digest", "canonical_order",
            "digest_of_files", "workflow_digest"]
@@ -77,7 +78,9 @@ def digest_of_files(files: Sequence[UnitFile]) -> str:
 
 def _read_main(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, "workflow file", SOURCE_LIMIT)
+    except InputFileError as exc:
+        raise DigestError(exc.message, hint=exc.hint) from None
     except OSError as exc:
         raise DigestError(f"cannot read workflow {path}: {exc.strerror or exc}") from None
     try:

@@ -32,6 +32,7 @@ from iterion.store import Command, OwnerInfo, RunStatus, Store, check_command
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.timeutil import utcnow
+from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 
 @dataclass
@@ -59,6 +60,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
+    if options.file is not None and not Path(options.file).is_dir():
+        check_regular_file(options.file, "workflow file", SOURCE_LIMIT)  # before the lock records an owner
     lock = store.lock(run_id)
     lock.acquire()  # two processes never execute one run
     versioning = None
