@@ -320,7 +320,7 @@ def test_json_var_depth_and_non_finite_numbers(setup: tuple[Path, Path, str]) ->
 
 
 def test_deep_answer_flag_is_refused(setup: tuple[Path, Path, str]) -> None:
-    ws, store, rid = setup
+    ws, store, _ = setup
     bot = write_bot(ws, GATE.replace("  note: string", "  note: json"), name="gated_json")
     p = cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
     assert p.returncode == 4, p.stderr
