@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from sys import intern
+from collections.abc import Iterator
 from typing import NoReturn
 
 from iterion.dsl.ast import RawText
@@ -187,10 +188,16 @@ def physical_lines(text: str) -> list[str]:
 
 def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
     """Split ``text`` into logical lines (flat, in order). Errors never raise: they are returned."""
+    diags: list[Diagnostic] = []
+    return list(iter_lines(text, file, diags)), diags
+
+
+def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
+    """``tokenize`` one logical line at a time (diagnostics appended to ``diags``): the parser
+    consumes each top-level block as it completes, so the tokens of a whole file are never
+    held at once (peak memory stays linear in the source, with a small factor)."""
     phys = physical_lines(text)
     sc = _Scanner(file, phys)
-    out: list[Line] = []
-    diags: list[Diagnostic] = []
     idx = 0
     total = len(phys)
     while idx < total:
@@ -204,7 +211,7 @@ def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
         if "\t" in lead:
             diags.append(make("P002", Span(file, idx + 1, lead.index("\t") + 1),
                               "tab character in indentation", "indent with two spaces per level"))
-            out.append(Line(indent, [], idx + 1, indent + 1, broken=True))
+            yield Line(indent, [], idx + 1, indent + 1, broken=True)
             idx += 1
             continue
         start_idx = idx
@@ -223,15 +230,14 @@ def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
                                       f"add the matching '{_OPEN[br]}'"))
         except _LineError as err:
             diags.append(err.diag)
-            out.append(Line(indent, [], start_idx + 1, indent + 1, broken=True))
+            yield Line(indent, [], start_idx + 1, indent + 1, broken=True)
             idx += 1
             continue
         idx += 1
         line = Line(indent, tokens, start_idx + 1, indent + 1)
         if _is_raw_header(tokens, indent):
             line.raw, idx = _raw_block(phys, idx, indent, file)
-        out.append(line)
-    return out, diags
+        yield line
 
 
 def _raw_block(phys: list[str], idx: int, header_indent: int, file: str) -> tuple[RawText, int]:
