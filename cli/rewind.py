@@ -13,6 +13,7 @@ from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
 from iterion.store import Store
+from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays
@@ -105,6 +106,8 @@ def register(app: typer.Typer) -> None:
                 raise CliError("--keep-files is --restore-scope none; "
                                "it cannot be combined with another scope")
             restore_scope = RestoreScope.NONE
+        if file is not None and not file.is_dir():  # a FIFO or /dev/zero: bad input, before the run is locked
+            check_regular_file(file, "workflow file", SOURCE_LIMIT)
         store = sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
         req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
                             dry_run=dry_run)

@@ -8,7 +8,6 @@ from pathlib import Path
 from iterion.ir import Workflow
 from iterion.rewind.errors import RewindError
 from iterion.store import RunDoc
-from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 
 def main_and_bundle(source: Path) -> tuple[Path, Path | None]:
@@ -36,8 +35,6 @@ def disk_unit(source: Path) -> tuple[dict[str, str], list[Path]]:
 def load_current_workflow(source: Path, doc: RunDoc) -> tuple[Workflow, list[Path]]:
     from iterion.dsl import load_workflow
 
-    if not source.is_dir():  # a FIFO or /dev/zero: bad input (exit 2), refused before anything is read
-        check_regular_file(source, "workflow file", SOURCE_LIMIT)
     result = load_workflow(source)
     if result.workflow is None:
         errors = [d for d in result.diagnostics if str(getattr(d, "severity", "error")).endswith("error")]

@@ -335,3 +335,32 @@ def test_deep_answer_flag_is_refused(setup: tuple[Path, Path, str]) -> None:
     after = store_fingerprint(store)
     assert {k: v for k, v in after.items() if not k.endswith("/lock")} == \
         {k: v for k, v in before.items() if not k.endswith("/lock")}
+
+
+# -- rewind --file, bundle manifests ---------------------------------------------------------------
+def test_rewind_file_that_is_a_fifo_or_device_is_refused(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    bot = write_bot(ws, GATE.replace("entry: gate", "entry: first").replace(
+        "workflow gated:", 'tool first:\n  command: "echo one > one.txt"\n\nworkflow gated:').replace(
+        "  gate -> after when approved", "  first -> gate\n  gate -> after when approved"), name="two")
+    p = cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
+    assert p.returncode == 4, p.stderr
+    rid = json.loads(p.stdout)["run_id"]
+    os.mkfifo(ws / "pipe.bot")
+    workspace_before = store_fingerprint(ws)
+    for path, why in ((str(ws / "pipe.bot"), "FIFO"), ("/dev/zero", "character device")):
+        line = refused_unchanged(store, ["rewind", "--run-id", rid, "--node", "first", "--file", path], ws)
+        assert path in line and why in line
+    assert store_fingerprint(ws) == workspace_before
+
+
+def test_billion_laughs_manifest_is_a_bundle_diagnostic(setup: tuple[Path, Path, str]) -> None:
+    ws, _, _ = setup
+    bundle = ws / "bundle"
+    bundle.mkdir()
+    (bundle / "main.bot").write_text(GATE)
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    (bundle / "manifest.yaml").write_text("\n".join(lines) + "\nname: *a9\n")
+    out = _validate(ws, bundle)
+    assert "L004" in out and "YAML aliases" in out
