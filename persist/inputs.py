@@ -41,6 +41,9 @@ class Limit:
 
 # Workflow sources, import fragments, include files, bundle members, script-backend files.
 SOURCE_LIMIT = Limit("a workflow source", "ITERION_MAX_SOURCE_BYTES", 16 * MiB)
+# A packed bundle (.botz): its skills and attachments may be binary; unpacked it is capped
+# separately (iterion.dsl.sources.MAX_ARCHIVE_BYTES).
+ARCHIVE_LIMIT = Limit("a .botz archive", "ITERION_MAX_ARCHIVE_BYTES", 64 * MiB)
 # Human answers: a few MiB is far beyond any form a person fills in.
 ANSWERS_LIMIT = Limit("an answers file", "ITERION_MAX_ANSWERS_BYTES", 4 * MiB)
 

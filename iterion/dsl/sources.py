@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded, read_text_bounded
+from persist.inputs import ARCHIVE_LIMIT, SOURCE_LIMIT, InputFileError, read_bounded, read_text_bounded
 
 # A bundle is text and a few assets; anything bigger is refused rather than read into memory.
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
@@ -74,7 +74,7 @@ def read_archive(path: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
     try:
-        packed = read_bounded(path, ".botz archive", SOURCE_LIMIT)
+        packed = read_bounded(path, ".botz archive", ARCHIVE_LIMIT)
     except InputFileError as exc:
         raise SourceError(f"cannot read {path}: {exc.reason}") from None
     except OSError as exc:
