@@ -3,7 +3,8 @@
 Each measurement runs in its own subprocess: the workflow is written to a file, the child
 imports the front end and loads it (``load_workflow``: what `iterion validate` does) or
 compiles it for a run (``compile_source``: load + digest), and the parent reads the child's
-peak RSS from ``os.wait4`` (its own RUSAGE_CHILDREN record). The baseline is a child that
+peak RSS from ``os.wait4`` (its own RUSAGE_CHILDREN record). Sources are generated in a child
+too, so the parent stays small (a forked child's peak counts what it inherited). The baseline is a child that
 imported the same modules and read the same file but did not parse it; the figure is
 (peak - baseline) / source size. Two shapes: ``stages`` (the realistic generator of
 bench_dsl.py) and ``chain`` (the one-line tool nodes of the 250,000-node report), at two sizes
@@ -60,6 +61,9 @@ def stages_of_size(target_bytes: int) -> str:
     return generate_stages(int(target_bytes / per_line))
 
 
+SHAPES = {"stages": stages_of_size, "chain": generate_chain}
+
+
 def peak_rss_mb(mode: str, path: Path) -> tuple[float, float]:
     """(peak RSS in MB, wall seconds) of one child loading ``path`` in ``mode``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -76,15 +80,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="0.25 MB and 1 MB sources")
     ap.add_argument("--sizes", type=float, nargs="*", help="source sizes in MB")
+    ap.add_argument("--generate", nargs=3, metavar=("SHAPE", "MB", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.generate:  # in a child: the parent stays small, so forking it inflates no child's RSS
+        shape, size, out = args.generate
+        Path(out).write_text(SHAPES[shape](int(float(size) * 1024 * 1024)))
+        return
     sizes = args.sizes or ([0.25, 1.0] if args.quick else [1.0, 4.0])
     worst = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-parse-mem-") as tmp:
-        for shape, make in (("stages", stages_of_size), ("chain", generate_chain)):
+        for shape in SHAPES:
             per_mb_by_size = []
             for size in sizes:
                 path = Path(tmp) / f"{shape}-{size}.bot"
-                path.write_text(make(int(size * 1024 * 1024)))
+                subprocess.run([sys.executable, __file__, "--generate", shape, str(size), str(path)], check=True)
                 mb = path.stat().st_size / (1024 * 1024)
                 base, _ = peak_rss_mb("baseline", path)
                 for mode in ("validate", "run"):
