@@ -9,9 +9,9 @@ comment), so the lexer captures it whole and hands it to the header line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from sys import intern
-from collections.abc import Iterator
 from typing import NoReturn
 
 from iterion.dsl.ast import RawText
