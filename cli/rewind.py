@@ -13,6 +13,7 @@ from cli.preflight import check_run_writable, open_store
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
+from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays
@@ -113,6 +114,8 @@ def register(app: typer.Typer) -> None:
                 raise CliError("--keep-files is --restore-scope none; "
                                "it cannot be combined with another scope")
             restore_scope = RestoreScope.NONE
+        if file is not None and not file.is_dir():  # a FIFO or /dev/zero: bad input, before the run is locked
+            check_regular_file(file, "workflow file", SOURCE_LIMIT)
         store = open_store(store_dir, write=not dry_run)  # a read-only store is refused before the sweep
         if not dry_run:  # nothing is written before the store and the workspace are known writable
             check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)

@@ -17,6 +17,7 @@ import typer
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
@@ -89,6 +90,7 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
             parallel: int | None) -> BudgetAsk | None:
     if all(v is None for v in (cost, tokens, duration, iterations, parallel)):
         return None
+    finite_flag(cost, "--max-cost-usd")
     try:
         seconds = parse_duration(duration) if duration else 0.0
     except DurationError as exc:
@@ -97,7 +99,7 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
         return BudgetAsk(max_cost_usd=cost or 0.0, max_tokens=tokens or 0, max_duration_s=seconds,
                          max_iterations=iterations or 0, max_parallel_branches=parallel or 0)
     except ValueError as exc:
-        raise CliError(f"invalid budget override: {exc}") from None
+        raise CliError(f"invalid budget override: {one_line(exc)}") from None
 
 
 class Progress:

@@ -29,6 +29,7 @@ from iterion.expr import (
     resolve_reference,
 )
 from iterion.shellquote import RenderMode, UnquotableValue, substitute
+from persist.inputs import SOURCE_LIMIT, InputFileError, read_text_bounded
 
 OPEN = "{{"
 CLOSE = "}}"
@@ -153,7 +154,7 @@ def template_includes(text: str) -> list[Include]:
 
 
 def _default_read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+    return read_text_bounded(path, "include file", SOURCE_LIMIT)
 
 
 def relative_target(holder_dir: str | os.PathLike[str], rel: str) -> str:
@@ -176,7 +177,10 @@ def expand_includes(text: str, base_dir: Path,
         if path not in cache:
             try:
                 cache[path] = reader(path)
-            except (OSError, UnicodeDecodeError) as exc:
+            except InputFileError as exc:  # a FIFO, a device, too big: refused, never waited on
+                raise TemplateSyntaxError(f"include {marker.path!r}: cannot read {path}: {exc.reason}",
+                                          marker.offset, holder) from None
+            except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
                 reason = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
                 raise TemplateSyntaxError(f"include {marker.path!r}: cannot read {path}: {reason}",
                                           marker.offset, holder) from None

@@ -66,8 +66,10 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[
             raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
         try:
             values[key] = coerce_value(SchemaField(key, var.type), text)
-        except AnswerError:
-            raise EngineError(f"--var {key}={text!r} is not a valid {var.type.value}") from None
+        except AnswerError as exc:
+            shown = text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "..."
+            why = exc.reason or f"is not a valid {var.type.value}"
+            raise EngineError(f"--var {key}={shown!r} {why}") from None
     missing = sorted(n for n in wf.vars if n not in values)
     if missing:
         raise EngineError(f"var {', '.join(missing)} has no default and was not given",

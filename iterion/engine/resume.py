@@ -37,6 +37,7 @@ from iterion.store import Command, OwnerInfo, RunStatus, Store, WorkspaceMode, c
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.placement import check_store_placement
+from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 
 @dataclass
@@ -66,6 +67,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
+    if options.file is not None and not Path(options.file).is_dir():
+        check_regular_file(options.file, "workflow file", SOURCE_LIMIT)  # before the lock records an owner
     require_checkpoint(store, run_id, store.load_run(run_id).status)  # refused before the lock is taken
     store.ensure_reserve(run_id)  # room to record its end on a full disk; a full disk refuses here
     lock = store.lock(run_id)
