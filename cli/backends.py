@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
+from cli.output import echo, echo_json
 from iterion.backends import get_backend, known_backends
 
 
@@ -21,11 +20,11 @@ def backends_cmd(
         ok, detail = get_backend(name, {}).availability()
         rows.append({"name": name, "available": ok, "detail": detail})
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     for r in rows:
         mark = "ok " if r["available"] else "-- "
-        typer.echo(f"{mark}{r['name']}: {r['detail']}")
+        echo(f"{mark}{r['name']}: {r['detail']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,21 +6,23 @@ Exit status: 0 done, 1 refused (the message names the run's status and what woul
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from cli.output import echo, echo_err, echo_json
+from cli.preflight import check_run_writable, open_store
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
 from iterion.store import Store
+from iterion.store.layout import LEGACY
 
 EXIT_PENDING = 7
 
 STORE_DIR = typer.Option(None, "--store-dir",
-                         help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). "
-                              "Example: --store-dir ./.iterion")
+                         help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
+                              "git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store")
 JSON = typer.Option(False, "--json", help="Print the outcome as JSON. Example: --json")
 WAIT = typer.Option(30.0, "--wait", min=0,
                     help="Seconds to wait for the run's process to act on the request (0: just ask). Example: --wait 5")
@@ -30,32 +32,53 @@ def _store(store_dir: Path | None) -> Store:
     return Store.open(store_dir, Path.cwd())
 
 
-def sweep_orphans(store: Store) -> Store:
+def sweep_orphans(store: Store, skip: str | None = None) -> Store:
     """The start-up sweep of commands that open the store (run, resume, inspect, rewind): promote
-    stale `running` runs, one stderr line each. Best effort: it never stops the command itself."""
+    stale `running` runs, one stderr line each. Best effort: it never stops the command itself.
+    ``skip``: the run `resume` takes over itself (id, prefix or name)."""
+    legacy_store_hint(store)
     try:
-        promoted = reconcile_orphans(store)
+        if skip is not None:
+            try:
+                skip = store.resolve_run(skip)
+            except Exception:  # noqa: BLE001 - not a run here: the command itself will say so
+                skip = None
+        promoted = reconcile_orphans(store, skip=skip)
     except Exception as exc:  # noqa: BLE001 - a sweep problem must not block the user's command
-        typer.echo(f"iterion: warning: orphan sweep skipped: {exc}", err=True)
+        echo_err(f"iterion: warning: orphan sweep skipped: {exc}")
         return store
     for p in promoted:
         at = f" at {p.restart_node}" if p.restart_node else " (no checkpoint)"
-        typer.echo(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}",
-                   err=True)
+        echo_err(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}")
     return store
+
+
+LEGACY_HINT_MARK = ".location-hint-shown"
+
+
+def legacy_store_hint(store: Store) -> None:
+    """Once per pre-move store (``.iterion/`` holding runs): say where new projects keep theirs."""
+    if store.origin != LEGACY or (store.root / LEGACY_HINT_MARK).exists():
+        return
+    echo_err(f"iterion: using the existing run store {store.root} (found in the project); a project "
+             "without one keeps its runs in .git/iterion/store - see README, 'Where things live'")
+    try:
+        (store.root / LEGACY_HINT_MARK).touch()
+    except OSError:
+        pass
 
 
 def _report(outcome: ControlOutcome, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(outcome.to_json(), indent=2))
+        echo_json(outcome.to_json())
     else:
         where = f" at {outcome.restart_node}" if outcome.restart_node else ""
         line = f"run {outcome.run_id}: {outcome.status}{where}"
         if outcome.message:
             line += f" ({outcome.message})"
-        typer.echo(line)
+        echo(line)
         if outcome.status in ("cancelled", "paused_operator"):
-            typer.echo(f"resume with: iterion resume --run-id {outcome.run_id}")
+            echo(f"resume with: iterion resume --run-id {outcome.run_id}")
     if outcome.delivered == "pending":
         raise typer.Exit(EXIT_PENDING)
 
@@ -74,7 +97,9 @@ def cancel_cmd(
 
     Example: iterion cancel --run-id 01a2b3
     """
-    _report(cancel_run(_store(store_dir), run_id, wait_s=wait), as_json)
+    store = open_store(store_dir, write=True)
+    check_run_writable(store, run_id, workspace=False)  # a cancel never touches the workspace
+    _report(cancel_run(store, run_id, wait_s=wait), as_json)
 
 
 def pause_cmd(
@@ -110,11 +135,11 @@ def fork_cmd(
     """
     result = fork_run(_store(store_dir), run_id, node, iteration=iteration)
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        echo_json(result.to_json())
         return
-    typer.echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
-               f"new run {result.run_id} ({result.name}), {result.status}")
-    typer.echo(f"continue it with: iterion resume --run-id {result.run_id}")
+    echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
+         f"new run {result.run_id} ({result.name}), {result.status}")
+    echo(f"continue it with: iterion resume --run-id {result.run_id}")
 
 
 def reconcile_cmd(
@@ -130,12 +155,12 @@ def reconcile_cmd(
     """
     promoted = reconcile_orphans(_store(store_dir))
     if as_json:
-        typer.echo(json.dumps([p.to_json() for p in promoted], indent=2))
+        echo_json([p.to_json() for p in promoted])
         return
     if not promoted:
-        typer.echo(f"no orphaned runs (grace window {stale_after_s():g}s)")
+        echo(f"no orphaned runs (grace window {stale_after_s():g}s)")
     for p in promoted:
-        typer.echo(f"run {p.run_id}: promoted to {p.status}" + (f" at {p.restart_node}" if p.restart_node else ""))
+        echo(f"run {p.run_id}: promoted to {p.status}" + (f" at {p.restart_node}" if p.restart_node else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-import typer
-
+from cli.output import echo_err
 from persist import UserError
+from persist.oserror import environment_error
 
 # Exit codes: 1 = the command ran and found a problem (validation errors, refused operation),
 # 2 = bad input (usage, unknown run, invalid id, not a repository), 3 = internal error.
@@ -26,17 +26,23 @@ def fail(message: str, *, hint: str | None = None, exit_code: int = EXIT_BAD_INP
     raise CliError(message, hint=hint, exit_code=exit_code)
 
 
+def _one_line(text: str) -> str:
+    """A message stays one line whatever text it quotes (a run id with a newline, a path)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a person and return the exit code to use."""
     # Every layer derives its user-facing errors from persist.UserError: bad input or a
     # refusal, never a bug, so one line and a hint instead of a traceback.
+    exc = environment_error(exc) or exc  # a full/read-only disk, a permission: one line, exit 2
     if isinstance(exc, UserError):
-        typer.echo(f"error: {exc.message or exc}", err=True)
+        echo_err(f"error: {_one_line(str(exc.message or exc))}")
         if exc.hint:
-            typer.echo(f"hint: {exc.hint}", err=True)
+            echo_err(f"hint: {_one_line(exc.hint)}")
         return exc.exit_code
-    typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
-    typer.echo("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it", err=True)
+    echo_err(f"internal error: {type(exc).__name__}: {exc}")
+    echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")
     return EXIT_INTERNAL
 
 
@@ -46,7 +52,7 @@ def run_guarded(entry: Callable[[], object]) -> NoReturn:
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
+        echo_err("interrupted")
         sys.exit(130)
     except BaseException as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
         if os.environ.get("ITERION_DEBUG"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli.errors import run_guarded
+from cli.output import echo, guard_std_streams
 from iterion import __version__
 
 app = typer.Typer(
@@ -18,7 +19,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"iterion {__version__}")
+        echo(f"iterion {__version__}")
         raise typer.Exit()
 
 
@@ -42,6 +43,7 @@ import cli.validate; cli.validate.register(app)  # noqa: E402,E702
 
 
 def main() -> None:
+    guard_std_streams()  # a closed stdout/stderr (`| head`) never stops a run: see cli/output.py
     run_guarded(app)
 
 

@@ -1,19 +1,214 @@
 """The one way the CLI prints: user text is written as it is (no Rich markup, no emoji codes).
 
-Every command prints through ``echo``/``echo_err`` so that a node name, an instruction, a path or
-a stderr line reaches the terminal byte-for-byte: nothing in user or model text is interpreted.
+Every command prints through this module so that a node name, an instruction, a path or a stderr
+line reaches the terminal byte-for-byte: nothing in user or model text is interpreted. Colour is
+optional decoration put AROUND literal text (``styled``), only on a terminal and only when
+``NO_COLOR`` is unset; it never changes the characters of the text itself.
+
+The display never stops a run. ``guard_std_streams`` (called once by ``cli.main``) puts stdout
+and stderr on writers that turn a reader that went away (EPIPE from ``| head``, EIO from a closed
+terminal, ENOSPC of a redirect) into a sink: the first failed write points that descriptor at
+/dev/null and everything after it, from this module, from ``print`` in the engine, from the
+interpreter's final flush, is discarded silently. So ``iterion run x.bot | head -3`` runs on to
+its real end, records its real status and exits with its documented code, and shutdown prints no
+"Exception ignored ... BrokenPipeError". A descriptor 0/1/2 that is closed at start is opened on
+/dev/null (as git does), so no file the run opens can land on it.
+
+``tests/cli/test_output_guard.py`` keeps it the only printer: no other module of the project
+imports rich or calls ``typer.echo``/``click.echo``/``print`` itself.
 """
 
 from __future__ import annotations
 
-import typer
+import io
+import json
+import os
+import select
+import sys
+import unicodedata
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+# -- styles: ANSI SGR codes, applied around literal text ------------------------------------------
+_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
-def echo(text: str = "") -> None:
-    """One line (or block) of ``text`` on stdout, printed literally."""
-    typer.echo(text)
+@dataclass(frozen=True)
+class Styled:
+    """``text`` shown in ``style`` (one of bold, dim, red, green, yellow, cyan) where colour is on."""
+
+    text: str
+    style: str
 
 
-def echo_err(text: str = "") -> None:
-    """One line (or block) of ``text`` on stderr, printed literally."""
-    typer.echo(text, err=True)
+def styled(text: object, style: str) -> Styled:
+    if style not in _SGR:
+        raise ValueError(f"unknown style {style!r}")
+    return Styled(str(text), style)
+
+
+Part = str | Styled
+
+
+def colour_enabled(stream: TextIO | None) -> bool:
+    """Colour only on a terminal, never with ``NO_COLOR`` set (https://no-color.org) or TERM=dumb."""
+    if stream is None or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+def render(parts: Sequence[Part], colour: bool) -> str:
+    """The parts joined; a ``Styled`` part wrapped in its SGR code when ``colour``, else bare."""
+    out = []
+    for part in parts:
+        if isinstance(part, Styled):
+            out.append(f"\x1b[{_SGR[part.style]}m{part.text}\x1b[0m" if colour else part.text)
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+# -- writing ---------------------------------------------------------------------------------------
+_gone: weakref.WeakSet[TextIO] = weakref.WeakSet()  # streams whose reader went away (in-process
+# runners such as CliRunner swap streams per call, so this is per stream, not per process)
+
+
+def _write(stream: TextIO | None, parts: Sequence[Part], nl: bool) -> None:
+    if stream is None or stream in _gone:
+        return
+    text = render(parts, colour_enabled(stream)) + ("\n" if nl else "")
+    try:
+        stream.write(text)
+        stream.flush()
+    except OSError:  # the reader is gone (unguarded stream, e.g. in-process tests): stop writing
+        _gone.add(stream)
+
+
+def echo(*parts: Part, nl: bool = True) -> None:
+    """One line (or block) on stdout, printed literally; ``Styled`` parts coloured on a terminal."""
+    _write(sys.stdout, parts, nl)
+
+
+def echo_err(*parts: Part, nl: bool = True) -> None:
+    """One line (or block) on stderr, printed literally; ``Styled`` parts coloured on a terminal."""
+    _write(sys.stderr, parts, nl)
+
+
+def echo_json(data: Any, *, sort_keys: bool = False) -> None:
+    """``data`` as indented JSON on stdout (values JSON cannot hold are written as their str)."""
+    echo(json.dumps(data, indent=2, default=str, sort_keys=sort_keys))
+
+
+# -- a plain table ---------------------------------------------------------------------------------
+def _cells(text: str) -> int:
+    """Terminal columns of ``text``: wide East Asian characters take two, combining marks none."""
+    width = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """Aligned lines: a header row, then one line per row; columns two spaces apart, cells literal
+    (``None`` shows empty)."""
+    grid = [list(headers), *[["" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(_cells(r[i]) for r in grid) for i in range(len(headers))]
+    lines = []
+    for r in grid:
+        cells = [c + " " * (widths[i] - _cells(c)) for i, c in enumerate(r)]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+# -- stdout/stderr that survive their reader -------------------------------------------------------
+class _SinkOnError(io.RawIOBase):
+    """A raw writer on descriptor ``fd``: once a write fails, ``fd`` points at /dev/null.
+
+    Invariant: ``write`` never raises; after the first failure every byte is dropped (and any
+    other writer of ``fd`` - the engine's ``print``, a child process - writes to /dev/null too).
+    Closing it never closes ``fd``: the descriptor belongs to the process.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self.gone = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return not self.gone and os.isatty(self._fd)
+
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        size = memoryview(data).nbytes
+        while not self.gone:
+            try:
+                return os.write(self._fd, data)
+            except BlockingIOError:  # a non-blocking descriptor that is full: wait, then retry
+                select.select([], [self._fd], [])
+            except OSError:
+                self.gone = True
+                _to_devnull(self._fd)
+        return size
+
+
+def _to_devnull(fd: int) -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        if null != fd:
+            os.close(null)
+
+
+def _open_std_fds() -> None:
+    """Descriptors 0, 1 and 2 that are closed at start are opened on /dev/null."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def _guarded(stream: TextIO | None, fd: int, errors_default: str) -> TextIO:
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    errors = getattr(stream, "errors", None) or errors_default
+    if errors == "strict":  # an unencodable character is shown escaped, never a crash of the display
+        errors = "backslashreplace"
+    if stream is not None:
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    line_buffering = bool(getattr(stream, "line_buffering", False))
+    return io.TextIOWrapper(io.BufferedWriter(_SinkOnError(fd)), encoding=encoding, errors=errors,
+                            line_buffering=line_buffering, write_through=fd == 2)
+
+
+def guard_std_streams() -> None:
+    """Point ``sys.stdout``/``sys.stderr`` at writers that never raise (see the module doc).
+
+    Called once at process start by the ``iterion`` entry point (not by in-process test runners).
+    """
+    _open_std_fds()
+    sys.stdout = _guarded(sys.stdout, 1, "strict")
+    sys.stderr = _guarded(sys.stderr, 2, "backslashreplace")

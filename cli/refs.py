@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.output import echo, echo_json
 from gitrefs import RunRefs, list_runs, restore_bank
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.snapshot import snapshot_workspace
@@ -34,7 +34,10 @@ def _label(text: str) -> BoundaryLabel:
 
 
 def _emit(as_json: bool, data: Any, human: str) -> None:
-    typer.echo(json.dumps(data, indent=2) if as_json else human)
+    if as_json:
+        echo_json(data)
+    else:
+        echo(human)
 
 
 @refs_app.command("start")
@@ -72,7 +75,7 @@ def snapshot_cmd(repo: Path = REPO, as_json: bool = JSON) -> None:
 
 
 @refs_app.command("boundary")
-def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre|nodes|pause|fail|resume)."),
+def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre|nodes|pause|fail|resume|takeover)."),
                  run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
     """Write a boundary (a `pre` boundary aliases the chain head).
 
@@ -171,14 +174,14 @@ def restore_bank_cmd(ref: str = typer.Option(..., "--ref", help="The bank ref on
     """
     res = restore_bank(repo, remote, ref, head, base)
     if as_json:
-        typer.echo(json.dumps(res.to_json(), indent=2))
+        echo_json(res.to_json())
         if not res.restored:
             raise typer.Exit(EXIT_PROBLEM)
         return
     if not res.restored:
         raise CliError(f"bank not restored: {res.reason}", exit_code=EXIT_PROBLEM,
                        hint="the clone was left unchanged")
-    typer.echo(f"restored {res.head} on {res.branch or 'detached HEAD'} (started from base {res.base})")
+    echo(f"restored {res.head} on {res.branch or 'detached HEAD'} (started from base {res.base})")
 
 
 def register(app: typer.Typer) -> None:

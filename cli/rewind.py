@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from cli.control import sweep_orphans
 from cli.errors import CliError
-from cli.output import echo
+from cli.output import echo, echo_json
+from cli.preflight import check_run_writable, open_store
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.intent import has_intent
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
-from iterion.store import Store
+from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays
@@ -30,36 +30,43 @@ Examples:
 
 
 def _print_detected(d: DetectedEdit) -> None:
-    typer.echo("detected changes (source the run executed -> source on disk):")
+    echo("detected changes (source the run executed -> source on disk):")
     for line in d.changes or ["(none)"]:
-        typer.echo(f"  {line}")
+        echo(f"  {line}")
     for node, reasons in d.impacted.items():
-        typer.echo(f"  impacts {node}: {'; '.join(reasons)}")
+        echo(f"  impacts {node}: {'; '.join(reasons)}")
 
 
 def _print_files(f: FilesReport, dry_run: bool) -> None:
     verb = "would restore" if dry_run else "restored"
-    typer.echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
+    echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
     if f.skip_reason:
-        typer.echo(f"  nothing restored: {f.skip_reason}")
+        echo(f"  nothing restored: {f.skip_reason}")
     if dry_run:
         for p in f.in_scope:
-            typer.echo(f"  {verb} {p}")
+            echo(f"  {verb} {p}")
         return
     for p in f.restored:
-        typer.echo(f"  restored {p}")
+        echo(f"  restored {p}")
     for p in f.removed:
-        typer.echo(f"  removed {p}")
+        echo(f"  removed {p}")
     for s in f.skipped:
-        typer.echo(f"  skipped {s.path} ({s.reason})")
+        echo(f"  skipped {s.path} ({s.reason})")
     for p in f.overwritten:
-        typer.echo(f"  overwritten {p} (changed after the run stopped recording it; kept in {f.backup_ref})")
+        echo(f"  overwritten {p} (not attributable to the run: changed after it stopped recording, or "
+             f"while its process was dead; kept in {f.backup_ref})")
+    if f.undo:
+        echo(f"  to bring the overwritten files back, run: {f.undo}")
+    why = {d.path: d for d in f.left_in_place_details}
     for p in f.left_in_place:
-        typer.echo(f"  left in place {p} (changed since the run's last boundary, outside the scope)")
+        d = why.get(p)
+        reason = (f"produced by run {d.run_id}, another run of this workspace" if d is not None and d.run_id
+                  else "changed since the run's last boundary, outside the scope")
+        echo(f"  left in place {p} ({reason})")
     if f.revert_commit:
-        typer.echo(f"  revert commit {f.revert_commit}")
+        echo(f"  revert commit {f.revert_commit}")
     if f.backup_ref:
-        typer.echo(f"  pre-rewind state banked as {f.backup_ref}")
+        echo(f"  pre-rewind state banked as {f.backup_ref}")
 
 
 def _print_result(r: RewindResult) -> None:
@@ -68,18 +75,18 @@ def _print_result(r: RewindResult) -> None:
         echo(f"{verb} the interrupted rewind of run {r.run_id} (a killed rewind had begun restoring its files)")
     head = "dry run: would rewind" if r.dry_run else "rewound"
     promoted = f" (promoted from {r.promoted_from}: the whole fan-out replays)" if r.promoted_from else ""
-    typer.echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
-    typer.echo(f"dropped outputs: {', '.join(r.dropped_nodes)}")
+    echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
+    echo(f"dropped outputs: {', '.join(r.dropped_nodes)}")
     if r.tombstoned_artifacts:
         arts = ", ".join(f"{n} v{','.join(map(str, vs))}" for n, vs in r.tombstoned_artifacts.items())
-        typer.echo(f"tombstoned artifacts: {arts} (kept on disk)")
+        echo(f"tombstoned artifacts: {arts} (kept on disk)")
     if r.orphaned_child_runs:
         kids = ", ".join(f"{run} (from {node})" for node, run in r.orphaned_child_runs.items())
-        typer.echo(f"orphaned child runs: {kids} - cancel any that is still running")
+        echo(f"orphaned child runs: {kids} - cancel any that is still running")
     _print_files(r.files, r.dry_run)
     if not r.dry_run:
-        typer.echo(f"status: {r.status}; continue with `iterion resume --run-id {r.run_id}` "
-                   "(add --force after editing the workflow)")
+        echo(f"status: {r.status}; continue with `iterion resume --run-id {r.run_id}` "
+             "(add --force after editing the workflow)")
 
 
 def register(app: typer.Typer) -> None:
@@ -101,8 +108,9 @@ def register(app: typer.Typer) -> None:
                                         help="Former name of --restore-scope none."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: .iterion/ at the "
-                                                                  "project root, or $ITERION_STORE_DIR)."),
+        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
+                                                                  "else .git/iterion/store in a git repository, "
+                                                                  "else .iterion/ at the project root)."),
     ) -> None:
         if node and auto:
             raise CliError("give exactly one of --node NODE or --auto",
@@ -112,16 +120,20 @@ def register(app: typer.Typer) -> None:
                 raise CliError("--keep-files is --restore-scope none; "
                                "it cannot be combined with another scope")
             restore_scope = RestoreScope.NONE
-        store = Store.open(store_dir, Path.cwd())
+        if file is not None and not file.is_dir():  # a FIFO or /dev/zero: bad input, before the run is locked
+            check_regular_file(file, "workflow file", SOURCE_LIMIT)
+        store = open_store(store_dir, write=not dry_run)  # a read-only store is refused before the sweep
         if not node and not auto and not has_intent(store, store.resolve_run(run_id)):
             # neither is accepted only to finish an interrupted rewind (the run records one)
             raise CliError("give exactly one of --node NODE or --auto",
                            hint="--auto finds the node your edit affects; --node names it")
+        if not dry_run:  # nothing is written before the store and the workspace are known writable
+            check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)
         store = sweep_orphans(store)  # stale `running` runs promoted first
         req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
                             dry_run=dry_run)
         result = rewind_run(store, req, on_detected=None if json_out else _print_detected)
         if json_out:
-            typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+            echo_json(result.to_json())
         else:
             _print_result(result)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
-from cli.output import echo
+from cli.flags import finite_flag, one_line
+from cli.output import echo, echo_err, echo_json, styled, table
+from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -30,8 +30,9 @@ from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
 from iterion.rewind.intent import has_intent, inspect_view
-from iterion.store import Event, RunStatus, Store, resolve_store_dir
+from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
+from iterion.store.store import CorruptRun
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -50,20 +51,21 @@ STATUS_EXIT = {
 EXIT_HELP = ("Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, "
              "6 cancelled, 2 bad input.")
 
-STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR).")
+STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
 MAX_COST = typer.Option(None, "--max-cost-usd", help="Cap (or raise the cap on) the run's cost in USD.")
 MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
 MAX_DURATION = typer.Option(None, "--max-duration", help='Cap the run\'s active time, e.g. "30m", "4h".')
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Cap node executions.")
 MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurrent fan-out branches.")
-
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
+                                                 "executes in the same workspace. Example: --no-wait")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _store(store_dir: Path | None) -> Store:
-    return sweep_orphans(Store.open(store_dir, Path.cwd()))  # stale `running` runs promoted first
+def _store(store_dir: Path | None, skip: str | None = None, *, write: bool = False) -> Store:
+    # a read-only store is refused before the sweep; stale `running` runs promoted first
+    return sweep_orphans(open_store(store_dir, write=write), skip)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -89,6 +91,7 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
             parallel: int | None) -> BudgetAsk | None:
     if all(v is None for v in (cost, tokens, duration, iterations, parallel)):
         return None
+    finite_flag(cost, "--max-cost-usd")
     try:
         seconds = parse_duration(duration) if duration else 0.0
     except DurationError as exc:
@@ -97,11 +100,12 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
         return BudgetAsk(max_cost_usd=cost or 0.0, max_tokens=tokens or 0, max_duration_s=seconds,
                          max_iterations=iterations or 0, max_parallel_branches=parallel or 0)
     except ValueError as exc:
-        raise CliError(f"invalid budget override: {exc}") from None
+        raise CliError(f"invalid budget override: {one_line(exc)}") from None
 
 
 class Progress:
-    """One line per node event on stderr: node, status, tokens, cost (rich, works without a tty)."""
+    """One line per node event on stderr: node, status, tokens, cost (user text literal; colour
+    only on a terminal; a closed stderr is ignored and the run goes on, see cli/output.py)."""
 
     def __init__(self) -> None:
         self.started: dict[tuple[str | None, int | None], float] = {}
@@ -111,24 +115,25 @@ class Progress:
         key = (e.node, e.iteration)
         if e.type == ev.NODE_STARTED:
             self.started[key] = time.monotonic()
-            _err.print(f"[cyan]▶[/] {e.node} [dim]({p.get('kind')}, iteration {e.iteration})[/]")
+            echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
         elif e.type == ev.NODE_FINISHED:
             took = time.monotonic() - self.started.pop(key, time.monotonic())
-            _err.print(f"[green]✓[/] {e.node} [dim]{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
-                       f"${float(p.get('cost_usd') or 0):.4f}[/]")
+            echo_err(styled("✓", "green"), f" {e.node} ",
+                     styled(f"{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
+                            f"${float(p.get('cost_usd') or 0):.4f}", "dim"))
         elif e.type == ev.NODE_FAILED:
-            _err.print(f"[red]✗[/] {e.node} [red]{p.get('code')}[/]: {p.get('error')}")
+            echo_err(styled("✗", "red"), f" {e.node} ", styled(str(p.get('code')), "red"), f": {p.get('error')}")
         elif e.type == ev.HUMAN_INPUT_REQUESTED or e.type == ev.ASK_USER_REQUESTED:
-            _err.print(f"[yellow]?[/] {e.node} is waiting for an answer")
+            echo_err(styled("?", "yellow"), f" {e.node} is waiting for an answer")
         elif e.type == ev.NODE_RETRY_SCHEDULED:
-            _err.print(f"[yellow]↻[/] {e.node} {p.get('code')}: retry {p.get('attempt')}/{p.get('max_retries')} "
-                       f"in {float(p.get('delay_s') or 0):g}s")
+            echo_err(styled("↻", "yellow"), f" {e.node} {p.get('code')}: retry {p.get('attempt')}/"
+                     f"{p.get('max_retries')} in {float(p.get('delay_s') or 0):g}s")
         elif e.type == ev.RECOVERY_PAUSED:
-            _err.print(f"[yellow]?[/] {e.node} {p.get('code')}: paused for a person to fix the cause")
+            echo_err(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
         elif e.type == ev.WARNING:
-            _err.print(f"[yellow]warning:[/] {p.get('message')}")
+            echo_err(styled("warning:", "yellow"), f" {p.get('message')}")
         elif e.type == ev.RUN_RESUMED:
-            _err.print(f"[cyan]↻[/] resuming at {p.get('restart_node')}")
+            echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
 
 
 def _store_flag(store: Store) -> str:
@@ -138,30 +143,32 @@ def _store_flag(store: Store) -> str:
 
 def _summary(result: RunResult, store: Store) -> None:
     colour = {"finished": "green", "failed": "red", "failed_resumable": "yellow", "cancelled": "yellow",
-              "paused_waiting_human": "yellow"}.get(result.status.value, "white")
-    _err.print(f"\nrun [bold]{result.run_id}[/] ({result.name}): [{colour}]{result.status.value}[/]")
+              "paused_waiting_human": "yellow"}.get(result.status.value, "bold")
+    echo_err()
+    echo_err("run ", styled(result.run_id, "bold"), f" ({result.name}): ", styled(result.status.value, colour))
     if result.failure_code or result.error:
-        _err.print(f"  {result.failure_code or ''}: {result.error or ''}")
+        echo_err(f"  {result.failure_code or ''}: {result.error or ''}")
     if result.final_branch:
         merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
-        _err.print(f"  final tree on branch {result.final_branch}{merged}")
+        echo_err(f"  final tree on branch {result.final_branch}{merged}")
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
         fields = result.pending.get("fields") or []
         if result.pending.get("instructions"):
-            _err.print(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
+            echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
         if result.pending.get("question"):
-            _err.print(f"  {result.pending['node']} asks: {result.pending['question']}")
+            echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
         answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
-        _err.print(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
+        echo_err(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
-        _err.print(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
+        echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
                    + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
-    _err.print(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+    echo_err(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+    echo_err(f"  stored in: {store.run_dir(result.run_id)}")
 
 
 def _finish(result: RunResult, store: Store, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2, default=str))
+        echo_json({**result.to_json(), "stored_in": str(store.run_dir(result.run_id))})
     else:
         _summary(result, store)
     code = STATUS_EXIT.get(result.status, EXIT_FAILED)
@@ -171,11 +178,10 @@ def _finish(result: RunResult, store: Store, as_json: bool) -> None:
 
 def _print_invalid(exc: InvalidWorkflow, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps({"ok": False, "path": exc.path,
-                               "diagnostics": [d.to_json() for d in exc.diagnostics]}, indent=2))
+        echo_json({"ok": False, "path": exc.path, "diagnostics": [d.to_json() for d in exc.diagnostics]})
     else:
         for d in exc.diagnostics:
-            typer.echo(d.format())
+            echo(d.format())
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -196,6 +202,7 @@ def run_cmd(
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
     store_dir: Path | None = STORE_DIR,
+    no_wait: bool = NO_WAIT,
     as_json: bool = JSON,
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
@@ -204,7 +211,8 @@ def run_cmd(
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
-    store = _store(store_dir)
+    check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
+    store = _store(store_dir, write=True)
     answers: dict[str, dict[str, Any]] = {}
     if answers_file is not None:
         raw = _read_mapping(answers_file, "answers file")
@@ -217,6 +225,7 @@ def run_cmd(
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
                             auto_merge=auto_merge, on_budget=on_budget.value,
+                            wait_workspace=not no_wait, on_wait=echo_err,
                             attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))
@@ -227,11 +236,12 @@ def run_cmd(
         raise
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
-            _err.print(d.format(), markup=False)
+            echo_err(d.format())
     token = CancelToken()
     listener = None if as_json else Progress()
     result = launch_run(store, file, options, token=token, listener=listener, compiled=compiled)
-    retry = ResumeOptions(backend=backend, script_file=options.script_file)
+    retry = ResumeOptions(backend=backend, script_file=options.script_file,
+                          wait_workspace=not no_wait, on_wait=echo_err)
     result = retry_automatically(store, result, auto_resume, token=token,
                                  resume=lambda: resume_run(store, result.run_id, retry, token=token,
                                                            listener=listener))
@@ -244,7 +254,7 @@ def resume_cmd(
     answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object, JSON types kept; --answer flags override its keys. Example: --answers-file answers.json"),
     file: Path | None = typer.Option(None, "--file", help="The workflow source (default: the path recorded at launch). Example: --file workflow.bot"),
     force: bool = typer.Option(False, "--force", help="Resume even though the workflow source changed (both digests are shown when refused). Example: --force"),
-    force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose process is gone: refused while a live lock holds it or its events were flushed less than 60 s ago. Example: --force-stale"),
+    force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose owner cannot be proven gone (another host, no start time recorded) once no event was flushed for 60 s; a run whose owner is provably dead on this host is taken over at once without it. Example: --force-stale"),
     auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="Retry up to N times, with bounded exponential backoff, if it fails again with a code the failure table allows (transient; BUDGET_EXCEEDED only under a raised cap). Example: --auto-resume 3"),
     backend: str | None = typer.Option(None, "--backend", help="Re-apply a backend override. Example: --backend script"),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend. Example: --script demo.script.yaml"),
@@ -253,7 +263,8 @@ def resume_cmd(
     max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
     max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
-    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: <project>/.iterion or $ITERION_STORE_DIR). Example: --store-dir ./.iterion"),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
+    no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
@@ -274,13 +285,17 @@ def resume_cmd(
 
       iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
     """
-    store = _store(store_dir)
+    check_backend(backend)
+    check_script(script)
+    store = _store(store_dir, skip=run_id, write=True)  # this run, if orphaned, is taken over by the resume itself
+    check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
         answers.update(_read_mapping(answers_file, "answers file"))
     answers.update(_pairs(answer, "--answer"))  # explicit flags override the file
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
+                            wait_workspace=not no_wait, on_wait=echo_err,
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))
     token = CancelToken()
@@ -291,7 +306,8 @@ def resume_cmd(
         _print_invalid(exc, as_json)
         raise
     # --auto-resume: later attempts re-read everything from the run (merged caps, re-stamped source)
-    retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file)
+    retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file,
+                          wait_workspace=not no_wait, on_wait=echo_err)
     result = retry_automatically(store, result, auto_resume, token=token,
                                  resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
                                                            listener=listener))
@@ -304,6 +320,15 @@ def _age(created: datetime) -> str:
         if secs >= size:
             return f"{secs // size}{unit}"
     return f"{secs}s"
+
+
+def _list_row(r: RunDoc | CorruptRun, store: Store) -> dict[str, Any]:
+    if isinstance(r, CorruptRun):
+        return {"id": r.id, "name": "-", "status": r.status, "workflow": "-", "age": "-", "failure_code": None,
+                "error": f"run.json is corrupt ({r.detail}): {r.path}"}
+    return {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
+            "age": _age(r.created_at), "failure_code": r.failure_code,
+            "rewind_interrupted": has_intent(store, r.id)}
 
 
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
@@ -323,21 +348,17 @@ def inspect_cmd(
     """
     store = _store(store_dir)
     if run_id is None:
-        runs = store.list_runs()
-        rows: list[dict[str, Any]] = [{"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
-                 "age": _age(r.created_at), "failure_code": r.failure_code,
-                 "rewind_interrupted": has_intent(store, r.id)} for r in runs]
+        rows = [_list_row(r, store) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
         if as_json:
-            typer.echo(json.dumps(rows, indent=2))
+            echo_json(rows)
             return
         if not rows:
-            typer.echo(f"no runs in {store.root}")
+            echo(f"no runs in {store.root}")
             return
-        table = Table("id", "name", "status", "workflow", "age")
-        for r in rows:
-            status = f"{r['status']}{' (rewind interrupted)' if r['rewind_interrupted'] else ''}"
-            table.add_row(str(r["id"]), str(r["name"]), status, str(r["workflow"]), str(r["age"]))
-        Console(highlight=False, width=200).print(table)
+        for line in table(("id", "name", "status", "workflow", "age"),
+                          [(r["id"], r["name"], f"{r['status']}{' (rewind interrupted)' if r.get('rewind_interrupted') else ''}",
+                            r["workflow"], r["age"]) for r in rows]):
+            echo(line)
         return
     rid = store.resolve_run(run_id)
     doc = store.load_run(rid)
@@ -360,27 +381,29 @@ def inspect_cmd(
     if as_json:
         if events:
             detail["events"] = [e.model_dump(mode="json") for e in timeline]
-        typer.echo(json.dumps(detail, indent=2, default=str))
+        echo_json(detail)
         return
-    out = Console(highlight=False, width=200)
-    out.print(f"[bold]{doc.id}[/] ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
+    echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
     if doc.failure_code or doc.error:
-        out.print(f"failure: {doc.failure_code}: {doc.error}")
+        echo(f"failure: {doc.failure_code}: {doc.error}")
     if interrupted:
         echo(interrupted)
-    out.print(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
-    out.print(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
+    echo(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
+    echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
     if detail["pending"]:
-        out.print(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
-    out.print("executed: " + (" ".join(detail["executed"]) or "-"))
+        echo(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
+        asks = (detail["pending"].get("questions") or {}).get("instructions")
+        if asks:
+            echo(f"  asks: {str(asks).strip()}")
+    echo("executed: " + (" ".join(detail["executed"]) or "-"))
     consumed = detail["budget"]["consumed"] or {}
-    out.print(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
+    echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
               f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
-    out.print("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
     for node, output in detail["outputs"].items():
-        out.print(f"  {node}: {json.dumps(output)[:160]}")
+        echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
     for e in timeline:
-        out.print(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload)[:120]}")
+        echo(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload, ensure_ascii=False)[:120]}")
 
 
 def _demo_source() -> Path:
@@ -416,10 +439,10 @@ def init_cmd(
             shutil.copy2(item, target)
         copied.append(item.name)
     if as_json:
-        typer.echo(json.dumps({"directory": str(directory.resolve()), "files": copied}, indent=2))
+        echo_json({"directory": str(directory.resolve()), "files": copied})
         return
-    typer.echo(f"created {directory}: {', '.join(copied)}")
-    typer.echo(f"next: cd {directory} && iterion run demo.bot")
+    echo(f"created {directory}: {', '.join(copied)}")
+    echo(f"next: cd {directory} && iterion run demo.bot")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 
 import typer
 
 from cli.errors import CliError
+from cli.output import echo, echo_json
 from gitrefs.boundary import BoundaryLabel
 from workspacetrack import DEFAULT_SIZE_CAP, Scope, Tracker
+from workspacetrack.bigfiles import SIZE_CAP_ENV
+from workspacetrack.models import EMPTY_DIR
+from workspacetrack.names import display
 
 track_app = typer.Typer(
     name="track",
@@ -23,6 +26,7 @@ StoreOpt = typer.Option(..., "--store", help="Store directory (outside the works
 WorkspaceOpt = typer.Option(Path("."), "--workspace", help="The workspace the run executes in.")
 RunOpt = typer.Option(..., "--run-id", help="Run id whose chain to use.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+UndoPathsOpt = typer.Option([], "--path", metavar="PATH", help="Undo only this path of it (repeatable; default: all).")
 
 
 def _label(text: str) -> BoundaryLabel:
@@ -32,19 +36,20 @@ def _label(text: str) -> BoundaryLabel:
         raise CliError(str(exc), hint="labels look like nodes:<node>:<iteration>, e.g. pre:build:0") from None
 
 
-def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int = DEFAULT_SIZE_CAP) -> Tracker:
+def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int | None = None) -> Tracker:
     return Tracker(store, workspace, run_id, size_cap=size_cap)
 
 
 def _emit(data: object) -> None:
-    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    echo_json(data, sort_keys=True)
 
 
 @track_app.command("capture")
 def capture(
     label: str = typer.Option(..., "--label", help="Boundary label kind:node:iteration (pre aliases the head)."),
     store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = RunOpt,
-    size_cap: int = typer.Option(DEFAULT_SIZE_CAP, "--size-cap", help="Files larger than this many bytes are skipped."),
+    size_cap: int = typer.Option(None, "--size-cap", help="Files larger than this many bytes are skipped "
+                                 f"(default: ${SIZE_CAP_ENV}, else {DEFAULT_SIZE_CAP} = 2 GiB)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Record the workspace as a boundary of the run.
@@ -58,7 +63,7 @@ def capture(
         _emit({"snapshot": rec.id, "labels": rec.labels, "manifest": rec.manifest,
                "mode": stats.mode if stats else None, "hashed": stats.hashed if stats else 0})
     else:
-        typer.echo(f"{rec.id[:12]} {label} ({stats.mode if stats else '?'}, {stats.hashed if stats else 0} hashed)")
+        echo(f"{rec.id[:12]} {label} ({stats.mode if stats else '?'}, {stats.hashed if stats else 0} hashed)")
 
 
 @track_app.command("list")
@@ -73,11 +78,11 @@ def list_(store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = 
         _emit({"snapshots": [s.model_dump() for s in snaps], "banks": [b.model_dump() for b in banks]})
         return
     for s in snaps:
-        typer.echo(f"{s.id[:12]}  {s.created_at}  {', '.join(s.labels)}")
+        echo(f"{s.id[:12]}  {s.created_at}  {', '.join(s.labels)}")
     for b in banks:
-        typer.echo(f"{b.id[:12]}  {b.created_at}  bank {', '.join(b.labels)} ({len(b.touched)} path(s))")
+        echo(f"{b.id[:12]}  {b.created_at}  bank {', '.join(b.labels)} ({len(b.touched)} path(s))")
     if not snaps and not banks:
-        typer.echo("no snapshots recorded for this run")
+        echo("no snapshots recorded for this run")
 
 
 @track_app.command("diff")
@@ -97,17 +102,17 @@ def diff(
         _emit([c.to_json() for c in changes])
         return
     for c in changes:
-        typer.echo(f"{c.kind:12} {c.path}")
+        echo(f"{c.kind:12} {display(c.path)}")
         if patch and c.kind != "mode_changed":
-            old = tracker.read_object(c.old_hash) if c.old_hash else b""
-            new = tracker.read_object(c.new_hash) if c.new_hash else b""
+            old = tracker.read_object(c.old_hash) if c.old_hash and c.old_hash != EMPTY_DIR else b""
+            new = tracker.read_object(c.new_hash) if c.new_hash and c.new_hash != EMPTY_DIR else b""
             lines = difflib.unified_diff(old.decode(errors="replace").splitlines(),
                                          new.decode(errors="replace").splitlines(),
-                                         f"a/{c.path}", f"b/{c.path}", lineterm="")
+                                         f"a/{display(c.path)}", f"b/{display(c.path)}", lineterm="")
             for line in lines:
-                typer.echo(line)
+                echo(line)
     if not changes:
-        typer.echo("no changes")
+        echo("no changes")
 
 
 @track_app.command("scope")
@@ -124,9 +129,9 @@ def scope(
         _emit({"pivot": str(sc.pivot), "paths": sorted(sc.paths), "idle_paths": sorted(sc.idle_paths)})
         return
     if sc.empty:
-        typer.echo(f"empty: the run recorded no change after {pivot}")
+        echo(f"empty: the run recorded no change after {pivot}")
     for p in sorted(sc.paths):
-        typer.echo(p)
+        echo(p)
 
 
 @track_app.command("restore")
@@ -144,31 +149,32 @@ def restore(
     if as_json:
         _emit(report.to_json())
         return
-    typer.echo(report.message)
+    echo(report.message)
     for title, items in (("restored", report.restored), ("removed", report.removed),
                          ("overwritten", report.overwritten), ("left in place", report.left_in_place)):
         for p in items:
-            typer.echo(f"  {title}: {p}")
+            echo(f"  {title}: {display(p)}")
     for s in report.skipped:
-        typer.echo(f"  skipped ({s['reason']}): {s['path']}")
+        echo(f"  skipped ({s['reason']}): {display(s['path'])}")
     if report.bank:
-        typer.echo(f"bank: {report.bank[:12]} (undo with: iterion track undo --bank {report.bank[:12]})")
+        echo(f"bank: {report.bank[:12]} (undo with: iterion track undo --bank {report.bank[:12]})")
 
 
 @track_app.command("undo")
 def undo(
     bank: str = typer.Option(..., "--bank", help="Bank snapshot id (or prefix) a restore printed."),
+    path: list[str] = UndoPathsOpt,
     store: Path = StoreOpt, workspace: Path = WorkspaceOpt, run_id: str = RunOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Undo a restore: put back what it changed, as the bank recorded it.
 
-    Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1
+    Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1 --path notes.md
     """
-    report = _tracker(store, workspace, run_id).undo(bank)
+    report = _tracker(store, workspace, run_id).undo(bank, paths=path or None)
     if as_json:
         _emit(report.to_json())
     else:
-        typer.echo(report.message)
+        echo(report.message)
 
 
 def register(app: typer.Typer) -> None:

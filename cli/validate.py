@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.output import echo, echo_err, echo_json
 from iterion.dsl import CompileResult, Severity, load_workflow
 from iterion.dsl.diagram import to_mermaid
 
@@ -35,14 +35,14 @@ def validate(
             "files": [{"path": str(f), "ok": r.ok, "errors": _counts(r)[0], "warnings": _counts(r)[1],
                        "diagnostics": [d.to_json() for d in r.diagnostics]} for f, r in results],
         }
-        typer.echo(json.dumps(payload, indent=2))
+        echo_json(payload)
     else:
         for f, r in results:
             for d in r.diagnostics:
-                typer.echo(d.format())
+                echo(d.format())
             errors, warnings = _counts(r)
             status = "ok" if r.ok else "invalid"
-            typer.echo(f"{f}: {status} ({errors} error(s), {warnings} warning(s))", err=True)
+            echo_err(f"{f}: {status} ({errors} error(s), {warnings} warning(s))")
     if failed:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -58,15 +58,15 @@ def diagram(
     result = load_workflow(file)
     if result.workflow is None:
         for d in result.diagnostics:
-            typer.echo(d.format(), err=True)
+            echo_err(d.format())
         errors, _ = _counts(result)
         raise CliError(f"{file} does not compile ({errors} error(s))",
                        hint=f"run: iterion validate {file}", exit_code=EXIT_PROBLEM)
     text = to_mermaid(result.workflow)
     if as_json:
-        typer.echo(json.dumps({"workflow": result.workflow.name, "mermaid": text}, indent=2))
+        echo_json({"workflow": result.workflow.name, "mermaid": text})
     else:
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
 
 
 def register(app: typer.Typer) -> None:

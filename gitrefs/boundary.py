@@ -8,9 +8,18 @@ A boundary is a recorded workspace state labelled ``kind:node:iteration``:
 * ``pause``  - the node parked on a human gate.
 * ``fail``   - the node's execution did not complete (failure, interruption, cancel).
 * ``resume`` - the run picked back up into a node that already has a ``pre``.
+* ``takeover`` - the run's process died (SIGKILL, power loss: nothing was written on the way
+               out) and another process took the run over (``resume`` of a provably dead owner,
+               ``--force-stale``, ``reconcile`` / start-up orphan promotion, ``cancel``). It
+               records the workspace at that moment; ``node:iteration`` is the checkpoint's
+               restart point. What changed between the run's previous boundary and this one is
+               UNATTRIBUTABLE: the dead node's writes and a person's edits leave identical
+               evidence. A rewind still restores those paths (the node's debris must not survive
+               its replay), but names every one it restores in ``files.overwritten`` and keeps
+               its content in the bank, instead of guessing.
 
-``pause``/``fail`` open, and ``resume`` closes, the one interval in which nothing of the run
-executes; the produced-scope algorithm excludes it (see ``produced_scope``).
+``pause``/``fail``/``takeover`` open, and ``resume`` closes, the one interval in which nothing
+of the run executes; the produced-scope algorithm excludes it (see ``produced_scope``).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ class BoundaryKind(StrEnum):
     PAUSE = "pause"
     FAIL = "fail"
     RESUME = "resume"
+    TAKEOVER = "takeover"
 
     @property
     def is_alias(self) -> bool:
@@ -36,11 +46,16 @@ class BoundaryKind(StrEnum):
     @property
     def opens_idle_interval(self) -> bool:
         """After this boundary nothing of the run executes until the next ``resume``."""
-        return self in (BoundaryKind.PAUSE, BoundaryKind.FAIL)
+        return self in (BoundaryKind.PAUSE, BoundaryKind.FAIL, BoundaryKind.TAKEOVER)
 
     @property
     def closes_idle_interval(self) -> bool:
         return self is BoundaryKind.RESUME
+
+    @property
+    def ends_unattributable_interval(self) -> bool:
+        """What changed since the previous boundary cannot be told apart (see ``takeover``)."""
+        return self is BoundaryKind.TAKEOVER
 
 
 # The kind under which the state at the instant of a rewind is banked. Not a boundary: banks

@@ -2,7 +2,7 @@
 
     refs/iterion/runs/<run>/base                       the commit the run started from (absent: unborn)
     refs/iterion/runs/<run>/head                       the chain head: the run's latest boundary commit
-    refs/iterion/runs/<run>/<kind>/<node>/<iter>       kind in pre|nodes|pause|fail|resume
+    refs/iterion/runs/<run>/<kind>/<node>/<iter>       kind in pre|nodes|pause|fail|resume|takeover
     refs/iterion/runs/<run>/rewind/<node>/<seq>        a bank taken when rewinding to <node>
     refs/iterion/runs/<run>/checkpoints/<seq>          a pushed workspace checkpoint (remote side)
 

@@ -8,14 +8,17 @@ pivot (``pre:<node>:<iter>``) to the run's last boundary - not a diff of the two
 file one node rewrote and a later node put back is identical at both ends yet is demonstrably
 a file this run writes to.
 
-Excluded: every interval that a ``pause:`` or ``fail:`` boundary opens and the next ``resume:``
-closes. Nothing of the run executes there, so whatever changed came from a person.
+Excluded: every interval that a ``pause:``, ``fail:`` or ``takeover:`` boundary opens and the next
+``resume:`` closes. Nothing of the run executes there, so whatever changed came from a person.
+Included, but reported by a rewind that restores its paths: the interval a ``takeover:`` boundary
+ENDS (``iterion.rewind.files.unattributable_paths``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from gitrefs.boundary import BoundaryLabel
 
@@ -95,9 +98,18 @@ def produced_scope(chain: Sequence[ChainEntry], pivot: BoundaryLabel, changed_pa
     if start is None:
         raise PivotNotRecorded(f"no boundary {pivot} was recorded for this run")
 
+    intervals = _intervals(chain, start, changed_paths)
+    scope: set[str] = set()
+    for iv in intervals:
+        if not iv.excluded:
+            scope |= iv.paths
+    return ProducedScope(pivot=pivot, paths=frozenset(scope), intervals=intervals)
+
+
+def _intervals(chain: Sequence[ChainEntry], start: int, changed_paths: ChangedPaths) -> tuple[ScopeInterval, ...]:
+    """The intervals between consecutive boundaries from ``chain[start]`` on, idle ones marked."""
     cache: dict[tuple[str, str], frozenset[str]] = {}
     idle = _idle_before(chain, start)
-    scope: set[str] = set()
     intervals: list[ScopeInterval] = []
     for j in range(start, len(chain) - 1):
         a, b = chain[j], chain[j + 1]
@@ -112,10 +124,43 @@ def produced_scope(chain: Sequence[ChainEntry], pivot: BoundaryLabel, changed_pa
                 cache[key] = frozenset(changed_paths(a.state, b.state))
             paths = cache[key]
         intervals.append(ScopeInterval(a, b, excluded, paths))
-        if not excluded:
-            scope |= paths
         if b.label.kind.opens_idle_interval:
             idle = True
         elif b.label.kind.closes_idle_interval:
             idle = False
-    return ProducedScope(pivot=pivot, paths=frozenset(scope), intervals=tuple(intervals))
+    return tuple(intervals)
+
+
+def recorded_paths(chain: Sequence[ChainEntry], changed_paths: ChangedPaths, *,
+                   counts: Callable[[ChainEntry, ChainEntry], bool] | None = None) -> frozenset[str]:
+    """Every path a run changed in its OWN recorded intervals, over its whole chain.
+
+    The same intervals ``produced_scope`` counts (idle ``pause:``/``fail:`` -> ``resume:``
+    intervals excluded: nothing of the run executed there), from the first boundary on, however
+    often a label repeats; ``counts(start, end)`` narrows them further (e.g. to intervals ending
+    after some moment) and is asked before ``changed_paths``, so an interval it rejects costs
+    no diff.
+    """
+    out: set[str] = set()
+    idle = False
+    for a, b in pairwise(chain):
+        if a.label.kind.opens_idle_interval:
+            idle = True
+        elif a.label.kind.closes_idle_interval:
+            idle = False
+        if not idle and a.state != b.state and (counts is None or counts(a, b)):
+            out |= set(changed_paths(a.state, b.state))
+    return frozenset(out)
+
+
+def other_runs_paths(scope: Iterable[str], others: Iterable[tuple[str, frozenset[str]]]) -> dict[str, str]:
+    """The paths of ``scope`` that another run of the same workspace produced in its own recorded
+    intervals: path -> that run's id (the last of ``others`` that produced it; pass them oldest
+    first). A rewind's produced scope leaves these in place: restoring them would undo another
+    run's work."""
+    wanted = set(scope)
+    out: dict[str, str] = {}
+    for run_id, paths in others:
+        for p in paths & wanted:
+            out[p] = run_id
+    return out

@@ -6,10 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from persist import VersionedModel
-
 from gitrefs.boundary import BoundaryLabel
-
+from persist import VersionedModel
 
 # --- persisted under <commondir>/iterion/runs/<run>/ ---------------------------------------
 

@@ -17,20 +17,43 @@ import pygit2
 
 from gitrefs import layout
 from gitrefs.boundary import BANK_KIND, BoundaryKind, BoundaryLabel
-from gitrefs.commits import (T_ITERATION, T_KIND, T_NODE, T_RUN, T_SEQ, CommitSpec, create_commit,
-                             parse_trailers)
-from gitrefs.errors import (GitRefsError, PushFailed, RunAlreadyStarted, UnknownBoundary, UnknownRevision,
-                            UnknownRun)
+from gitrefs.commits import (
+    T_ITERATION,
+    T_KIND,
+    T_NODE,
+    T_RUN,
+    T_SEQ,
+    CommitSpec,
+    create_commit,
+    parse_trailers,
+)
+from gitrefs.errors import (
+    GitRefsError,
+    PushFailed,
+    RunAlreadyStarted,
+    UnknownBoundary,
+    UnknownRevision,
+    UnknownRun,
+)
 from gitrefs.gitcli import run_git
 from gitrefs.ids import validate_id
+from gitrefs.private_index import snapshot_with_private_index
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope, produced_scope
+from gitrefs.records import (
+    BankRecord,
+    BoundaryRecord,
+    PushAttempt,
+    PushLog,
+    PushRecord,
+    RecoveryHint,
+    RevertPlan,
+    RevertResult,
+    RunRecord,
+)
 from gitrefs.remotes import check_remote
 from gitrefs.run_lock import run_lock
-from gitrefs.records import (BankRecord, BoundaryRecord, PushAttempt, PushLog, PushRecord, RecoveryHint,
-                             RevertPlan, RevertResult, RunRecord)
-from gitrefs.private_index import snapshot_with_private_index
 from gitrefs.workspace import Workspace, open_workspace
-from gitrefs.worktree_apply import apply_tree_diff
+from gitrefs.worktree_apply import apply_tree_diff, diff_path
 from persist import read_model, write_model
 
 # What a checkpoint push accepts: a label ("nodes:build:0"), a ref or commit, or a record.
@@ -224,8 +247,8 @@ class RunRefs:
         diff = self.repo[ta].peel(pygit2.Tree).diff_to_tree(self.repo[tb].peel(pygit2.Tree))
         paths: set[str] = set()
         for delta in diff.deltas:
-            paths.add(delta.old_file.path)
-            paths.add(delta.new_file.path)
+            paths.add(diff_path(delta.old_file))
+            paths.add(diff_path(delta.new_file))
         return paths
 
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:

@@ -8,12 +8,12 @@ ignored and never-captured files alone.
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 
-from persist import atomic_write_bytes
 from persist.killpoint import kill_point
 
 _GITLINK = 0o160000
@@ -37,6 +37,42 @@ def _remove_empty_tree(path: Path) -> bool:
     return True
 
 
+def diff_path(f: pygit2.DiffFile) -> str:
+    """A diff side's path as the OS spells it: its exact bytes (surrogateescape for bytes that
+    are not UTF-8; pygit2's ``path`` would replace them)."""
+    return os.fsdecode(f.raw_path)
+
+
+def _link_on_path(root: Path, rel: str) -> bool:
+    """Whether a directory on the way to ``rel`` is a symlink (writing would follow it)."""
+    cur = root
+    for part in rel.split("/")[:-1]:
+        cur = cur / part
+        if cur.is_symlink():
+            return True
+        if not cur.exists():
+            return False
+    return False
+
+
+def _write_file(dest: Path, data: bytes, mode: int) -> None:
+    """Atomic replace through a short temporary name (a 255-byte name cannot grow past NAME_MAX);
+    a symlink at ``dest`` is replaced, never followed. Not fsynced, as git checkout does not."""
+    tmp = dest.parent / f".iterion-restore.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _remove(root: Path, rel: str) -> bool:
     target = root / rel
     if target.is_symlink() or target.is_file():
@@ -57,19 +93,20 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
     for d in deltas:
         if d.status == pygit2.enums.DeltaStatus.DELETED or (
                 d.status == pygit2.enums.DeltaStatus.TYPECHANGE and d.old_file.mode != _GITLINK):
-            if d.old_file.mode == _GITLINK:
-                result.skipped.append(d.old_file.path)
-            elif _remove(root, d.old_file.path):
+            old_path = diff_path(d.old_file)
+            if d.old_file.mode == _GITLINK or _link_on_path(root, old_path):
+                result.skipped.append(old_path)
+            elif _remove(root, old_path):
                 if d.status == pygit2.enums.DeltaStatus.DELETED:
-                    result.removed.append(d.old_file.path)
+                    result.removed.append(old_path)
             else:
-                result.skipped.append(d.old_file.path)
+                result.skipped.append(old_path)
             kill_point("restore")  # test-only fault injection (persist/killpoint.py)
     for d in deltas:
         if d.status == pygit2.enums.DeltaStatus.DELETED:
             continue
-        rel, mode = d.new_file.path, d.new_file.mode
-        if mode == _GITLINK:
+        rel, mode = diff_path(d.new_file), d.new_file.mode
+        if mode == _GITLINK or _link_on_path(root, rel):
             # A submodule's content lives in another repository: report, never descend.
             result.skipped.append(rel)
             continue
@@ -87,7 +124,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
             if dest.is_symlink():
                 dest.unlink()
             # The umask applies, as it does for `git checkout`.
-            atomic_write_bytes(dest, data, mode=0o755 if mode == _EXEC else 0o644)
+            _write_file(dest, data, 0o755 if mode == _EXEC else 0o644)
         result.written.append(rel)
         kill_point("restore")
     # A type change (file <-> symlink) arrives as a delete plus an add: it is a restore.

@@ -35,6 +35,9 @@ class FailureCode(StrEnum):
     SCHEMA_VALIDATION = "SCHEMA_VALIDATION"
     NO_OUTGOING_EDGE = "NO_OUTGOING_EDGE"
     AUTH_FAILED = "AUTH_FAILED"
+    # the disk under the store or the workspace is full, over quota or read-only: a person frees
+    # space (nothing is retried on its own), then an ordinary resume continues from the checkpoint
+    STORAGE_UNWRITABLE = "STORAGE_UNWRITABLE"
     # deterministic: every attempt reaches the same verdict
     EXPRESSION_FAILED = "EXPRESSION_FAILED"
     CONTEXT_LENGTH_EXCEEDED = "CONTEXT_LENGTH_EXCEEDED"
@@ -108,6 +111,8 @@ _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.NO_OUTGOING_EDGE, Retry.OPERATOR, "no edge condition matched the node's output",
                in_run_retries=2, retry_origin=Origin.LLM_VERDICT),
     FailureRow(FailureCode.AUTH_FAILED, Retry.OPERATOR, "the provider rejected the credential", pause=Pause.ALWAYS),
+    FailureRow(FailureCode.STORAGE_UNWRITABLE, Retry.OPERATOR,
+               "the store or workspace disk is full, over quota or read-only (ENOSPC, EDQUOT, EROFS)"),
     FailureRow(FailureCode.EXPRESSION_FAILED, Retry.DETERMINISTIC, "a compute expression failed on fixed inputs"),
     FailureRow(FailureCode.CONTEXT_LENGTH_EXCEEDED, Retry.DETERMINISTIC, "the conversation no longer fits the model"),
     FailureRow(FailureCode.IR_UNLOADABLE, Retry.DETERMINISTIC, "the workflow could not be loaded or compiled"),

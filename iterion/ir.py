@@ -18,7 +18,7 @@ FAIL = "fail"
 TERMINALS = frozenset({DONE, FAIL})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     file: str
     line: int
@@ -96,7 +96,7 @@ class Attachment:
     required: bool = False
 
 
-@dataclass
+@dataclass(slots=True)  # many per workflow: no per-instance dict (memory linear and small)
 class Node:
     """One executable node. Only the fields of its kind are meaningful; others keep defaults."""
 
@@ -168,7 +168,7 @@ class Condition:
         return f'when "{self.expr}"'
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     index: int  # declaration order within the workflow: ties are broken by it
     src: str

@@ -5,6 +5,9 @@ the braces) or an include (`{{include "relative/file.md"}}`). Text outside marke
 a lone `{` or `}` is literal too. Reference shapes and their resolution are the expression
 language's (``iterion.expr``), so a template and a `when` read the scope identically.
 
+`{{!ref}}` is the raw form of a reference (dsl.md 5.3): it parses as a ``RawReference``, a
+``Reference`` whose value a tool command inserts unquoted (``iterion.shellquote`` holds the rule).
+
 Offsets: a ``Reference`` points at its first character (the namespace), an ``Include`` at the
 `{{` that opens its marker. Included files are inserted verbatim (their trailing newline kept).
 `${NAME}` environment substitution happens at compile time in the DSL, not here.
@@ -24,8 +27,9 @@ from iterion.expr import (
     Reference,
     parse_expr,
     resolve_reference,
-    to_text,
 )
+from iterion.shellquote import RenderMode, UnquotableValue, substitute
+from persist.inputs import SOURCE_LIMIT, InputFileError, read_text_bounded
 
 OPEN = "{{"
 CLOSE = "}}"
@@ -57,6 +61,13 @@ class Include:
     path: str
     offset: int
 
+
+@dataclass(frozen=True)
+class RawReference(Reference):
+    """`{{!ref}}`: the reference, inserted unquoted into a tool command (dsl.md 5.3)."""
+
+
+RAW = "!"
 
 Piece = str | Reference | Include
 
@@ -114,6 +125,12 @@ def parse_template(text: str) -> list[Piece]:
         head = body.strip()
         if head == "include" or head.startswith(("include ", 'include"', "include\t", "include\n")):
             piece: Piece = _parse_include(body, body_offset, start)
+        elif head.startswith(RAW):
+            bang = body.index(RAW)
+            if not body[bang + 1:].strip():
+                raise TemplateSyntaxError("empty raw template reference {{!}}", start)
+            ref = _parse_reference(body[bang + 1:], body_offset + bang + 1)
+            piece = RawReference(ref.namespace, ref.path, ref.offset)
         else:
             piece = _parse_reference(body, body_offset)
         lit = "".join(literal)
@@ -137,7 +154,7 @@ def template_includes(text: str) -> list[Include]:
 
 
 def _default_read(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+    return read_text_bounded(path, "include file", SOURCE_LIMIT)
 
 
 def relative_target(holder_dir: str | os.PathLike[str], rel: str) -> str:
@@ -160,7 +177,10 @@ def expand_includes(text: str, base_dir: Path,
         if path not in cache:
             try:
                 cache[path] = reader(path)
-            except (OSError, UnicodeDecodeError) as exc:
+            except InputFileError as exc:  # a FIFO, a device, too big: refused, never waited on
+                raise TemplateSyntaxError(f"include {marker.path!r}: cannot read {path}: {exc.reason}",
+                                          marker.offset, holder) from None
+            except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
                 reason = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
                 raise TemplateSyntaxError(f"include {marker.path!r}: cannot read {path}: {reason}",
                                           marker.offset, holder) from None
@@ -192,12 +212,20 @@ def expand_includes(text: str, base_dir: Path,
     return expand(text, Path(base_dir), (), None), order
 
 
-def render(text: str, scope: Mapping[str, Any]) -> str:
-    """Replace each reference by its value (strings as-is, everything else compact JSON).
+def render(text: str, scope: Mapping[str, Any], mode: RenderMode = "text") -> str:
+    """Replace each reference by its value, written as ``mode`` says (``iterion.shellquote``).
 
-    An unknown reference raises TemplateRenderError naming it; `{{outputs.NODE.history}}` reads
-    ``scope["outputs_history"][NODE]``. An include that was not expanded is an error too (the
-    compiler inlines includes before a template reaches the engine).
+    ``text`` (prompts, instructions, messages): strings as-is, everything else compact JSON, a
+    `{{!ref}}` left as written. ``with``: the same, `!` without effect. ``shell`` (a tool
+    `command:`, a sh/bash `script:`): each value one single-quoted shell word (lists: one word
+    per item), a null value leaves its marker in place, `{{!ref}}` unquoted. ``program`` (a
+    python/node `script:`): JSON literals, `{{!ref}}` raw.
+
+    One pass: a substituted value is never scanned for markers again. An unknown reference
+    raises TemplateRenderError naming it, and so does a value the mode cannot write (a NUL byte
+    in shell text); `{{outputs.NODE.history}}` reads ``scope["outputs_history"][NODE]``. An
+    include that was not expanded is an error too (the compiler inlines includes before a
+    template reaches the engine).
     """
     try:
         pieces = parse_template(text)
@@ -216,5 +244,16 @@ def render(text: str, scope: Mapping[str, Any]) -> str:
             def error(message: str, offset: int, _ref: Reference = ref) -> TemplateRenderError:
                 return TemplateRenderError(message, offset, _ref.dotted)
 
-            out.append(to_text(resolve_reference(ref, scope, error)))
+            value = resolve_reference(ref, scope, error)
+            try:
+                written = substitute(value, mode, isinstance(ref, RawReference))
+            except UnquotableValue as exc:
+                raise TemplateRenderError(f"{{{{{ref.dotted}}}}}: {exc}", ref.offset, ref.dotted) from None
+            out.append(_marker_text(text, ref) if written is None else written)
     return "".join(out)
+
+
+def _marker_text(text: str, ref: Reference) -> str:
+    """The marker holding ``ref`` exactly as written (no `{{` or `}}` occurs inside a marker)."""
+    start = text.rfind(OPEN, 0, ref.offset)
+    return text[start:text.index(CLOSE, ref.offset) + len(CLOSE)]

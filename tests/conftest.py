@@ -77,3 +77,25 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(iterion_cmd(*args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def store_fingerprint(path: Path) -> dict[str, str]:
+    """Every entry under ``path`` (a store, a workspace) -> the SHA-256 of a file's bytes, ``dir``,
+    or ``link:TARGET``: equal before and after a refused command means nothing was changed,
+    created or removed. A missing ``path`` is ``{}``."""
+    import hashlib
+
+    out: dict[str, str] = {}
+    if not path.exists():
+        return out
+    for entry in sorted(path.rglob("*")):
+        rel = entry.relative_to(path).as_posix()
+        if entry.is_symlink():
+            out[rel] = f"link:{os.readlink(entry)}"
+        elif entry.is_dir():
+            out[rel] = "dir"
+        elif entry.is_file():
+            out[rel] = hashlib.sha256(entry.read_bytes()).hexdigest()
+        else:
+            out[rel] = "special"
+    return out

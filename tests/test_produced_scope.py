@@ -119,3 +119,27 @@ def test_label_round_trip_and_bad_ids() -> None:
         BoundaryLabel(K.PRE, "a:b", 0)
     with pytest.raises(ValueError, match="unknown kind"):
         BoundaryLabel.parse("post:a:0")
+
+
+def test_recorded_paths_spans_the_whole_chain_without_idle_intervals_or_repeated_labels() -> None:
+    from gitrefs.produced_scope import recorded_paths
+
+    STATES.update({"s0": {}, "s1": {"mine": "1"}, "s2": {"mine": "1", "person": "p"},
+                   "s3": {"mine": "1", "person": "p", "later": "2"}, "s4": {"later": "2", "person": "p"}})
+    # pre:n1 repeats (a replay after a rewind): the whole chain still counts, not just from the repeat
+    chain = [entry(K.PRE, "n1", 0, "s0"), entry(K.NODES, "n1", 0, "s1"), entry(K.PAUSE, "g", 0, "s1"),
+             entry(K.RESUME, "g", 0, "s2"), entry(K.NODES, "g", 0, "s3"), entry(K.PRE, "n1", 0, "s3"),
+             entry(K.NODES, "n1", 0, "s4")]
+    assert recorded_paths(chain, changed) == {"mine", "later"}  # `person` changed while parked
+    # narrowed to the intervals ending at s3 or later
+    assert recorded_paths(chain, changed, counts=lambda a, b: b.state >= "s3") == {"later", "mine"}
+    assert recorded_paths(chain, changed, counts=lambda a, b: b.state == "s3") == {"later"}
+    assert recorded_paths([], changed) == frozenset()
+
+
+def test_other_runs_paths_names_the_last_run_that_produced_each_path() -> None:
+    from gitrefs.produced_scope import other_runs_paths
+
+    others = [("r1", frozenset({"a", "b"})), ("r2", frozenset({"b", "c"}))]
+    assert other_runs_paths({"a", "b", "mine"}, others) == {"a": "r1", "b": "r2"}
+    assert other_runs_paths(set(), others) == {}

@@ -70,6 +70,10 @@ class Capturer:
                 self._rows, self._rows_manifest = {}, None
         return self._rows
 
+    def rules_frozen(self) -> None:
+        """The rules were just fixed to what this capture read: outside sources no longer count."""
+        self._outside_fp = self.rules.outside_fingerprint()
+
     def forget_baseline(self) -> None:
         self._baseline = None
 
@@ -149,6 +153,11 @@ class Capturer:
             scan.rescan(p)
         for p in sorted(dirty):
             scan.rescan(p)
+        # a directory whose last entry went (or that gained its first) changes its empty-dir row
+        parents = {p.rpartition("/")[0] for p in gone} - {""}
+        for d in sorted(parents):
+            scan.note_if_empty_dir(d)
+        gone |= parents
         found = scan.found_rows()
         new_rows = dict(rows)
         entries, skipped = dict(base.entries), dict(base.skipped)

@@ -25,9 +25,14 @@ _ANY_DEPTH = "^(?:.+/)?"
 class Matcher:
     """The compiled patterns of one rule source: ``verdict`` is True (ignored), False (re-included) or None."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], origins: list[str] | None = None) -> None:
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
-        pats = [p for p in spec.patterns if p.include is not None and getattr(p, "regex", None) is not None]
+        kept = [(i, p) for i, p in enumerate(spec.patterns)
+                if p.include is not None and getattr(p, "regex", None) is not None]
+        pats = [p for _, p in kept]
+        # the source line of each alternative (reversed order, as the alternatives are)
+        self._lines = [(lines[i] if i < len(lines) else "", origins[i] if origins and i < len(origins) else "")
+                       for i, _ in reversed(kept)]
         regexes = [p.regex for p in pats if p.regex is not None]  # narrowed for the type checker
         self._spec = spec
         self._includes: list[bool] = []
@@ -65,6 +70,18 @@ class Matcher:
             path = path[path.rfind("/", 0, len(path) - 1) + 1:]
         return self.verdict_name(path)
 
+    def rule_for(self, path: str) -> str | None:
+        """The pattern line that decides ``path`` (as ``verdict`` probes it), if any."""
+        if self.empty or self._regex is None:
+            return None
+        if self.basename_only:
+            path = path[path.rfind("/", 0, len(path) - 1) + 1:]
+        m = self._regex.match(path)
+        if m is None:
+            return None
+        line, origin = self._lines[int(m.lastgroup[1:])]  # type: ignore[index]
+        return f"'{line}' in {origin}" if origin else f"'{line}'"
+
     def verdict_name(self, path: str) -> bool | None:
         """``verdict`` for a probe already reduced to what the matcher looks at."""
         if self._regex is not None:
@@ -83,6 +100,7 @@ class Level:
     strip: int
     prefix: str
     matcher: Matcher
+    source: str = ""  # the rule file(s) the patterns come from, for reports
 
 
 Levels = tuple[Level, ...]
@@ -125,7 +143,77 @@ class IgnoreRules:
         self._cache: dict[str, tuple[tuple[int, ...], Matcher | None]] = {}
         self.outside_sources: list[Path] = []
         self.root_levels: Levels = ()
+        # Frozen: the rule texts in force (absolute path -> text; a file absent from the map has
+        # no rules), whatever is on disk now. Recording: every rule text read is noted.
+        self._frozen: dict[str, str] | None = None
+        self._recorded: dict[str, str] | None = None
         self.reload_outside()
+
+    # -- the rules in force for a run: those at its start -----------------------------------
+    def record(self) -> None:
+        """Note every rule text read from now on (the run's first capture reads them all)."""
+        if self._frozen is not None:
+            return  # already fixed: ``recorded`` gives the frozen texts
+        self._recorded = {}
+        self._cache.clear()
+        self.reload_outside()
+
+    def recorded(self) -> dict[str, str]:
+        if self._frozen is not None:
+            return dict(self._frozen)
+        out, self._recorded = self._recorded or {}, None
+        return out
+
+    def freeze(self, texts: dict[str, str], *, just_read: bool = False) -> None:
+        """From now on, the rules are ``texts`` (what was on disk at the run's start): a rule a
+        node adds, edits or removes during the run changes nothing this run captures.
+
+        ``just_read``: ``texts`` are what ``recorded`` returned, so the compiled matchers stand
+        as they are (a walk's per-directory records stay valid: no slow walk follows)."""
+        self._frozen = dict(texts)
+        if just_read:
+            self._cache = {k: ((), m) for k, (_fp, m) in self._cache.items()}
+            return
+        self._cache.clear()
+        self.reload_outside()
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen is not None
+
+    def _lines(self, path: Path | str) -> list[str] | None:
+        key = str(path)
+        if self._frozen is not None:
+            text = self._frozen.get(key)
+            return None if text is None else text.splitlines()
+        lines = _read_lines(Path(key))
+        if lines is not None and self._recorded is not None:
+            self._recorded[key] = "\n".join(lines)
+        return lines
+
+    def explain(self, rel: str, is_dir: bool = False) -> str | None:
+        """Which rule excludes ``rel``: "'<pattern>' in <file>" (None: not excluded by a rule)."""
+        levels: Levels = self.root_levels
+        root = self.level_for_dir("")
+        if root is not None:
+            levels = (*levels, root)
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            d = i < len(parts) or is_dir
+            probe = sub + "/" if d else sub
+            for level in reversed(levels):
+                v = level.matcher.verdict(level.prefix + probe[level.strip:])
+                if v is not None:
+                    if v:
+                        rule = level.matcher.rule_for(level.prefix + probe[level.strip:])
+                        return rule or f"a rule in {level.source}"
+                    break
+            if i < len(parts):
+                lv = self.level_for_dir(sub)
+                if lv is not None:
+                    levels = (*levels, lv)
+        return None
 
     def reload_outside(self) -> None:
         """Re-read the rule sources outside the workspace tree (info/exclude, parent .gitignore)."""
@@ -157,24 +245,31 @@ class IgnoreRules:
                 common = c if c.is_absolute() else git_dir / c
             exclude = common / "info" / "exclude"
             self.outside_sources.append(exclude)
-            lines = _read_lines(exclude)
-            if lines:
+            ex_lines = self._lines(exclude)
+            if ex_lines:
                 prefix = os.path.relpath(self.workspace, repo_root)
                 prefix = "" if prefix == "." else prefix + "/"
-                levels.append(Level(0, prefix, Matcher(lines)))
+                levels.append(Level(0, prefix, Matcher(ex_lines, [str(exclude)] * len(ex_lines)), str(exclude)))
         # Directories from the repository root down to (excluding) the workspace itself.
         for d in [repo_root, *reversed(chain[1:])] if chain else []:
             for name in RULE_FILES:
                 self.outside_sources.append(d / name)
-            lines = [*(_read_lines(d / ".gitignore") or []), *(_read_lines(d / ".iterionignore") or [])]
+            lines: list[str] = []
+            origins: list[str] = []
+            for name in RULE_FILES:
+                got = self._lines(d / name) or []
+                lines += got
+                origins += [str(d / name)] * len(got)
             if lines:
                 prefix = os.path.relpath(self.workspace, d) + "/"
-                levels.append(Level(0, prefix, Matcher(lines)))
+                levels.append(Level(0, prefix, Matcher(lines, origins), f"{d}/{RULE_FILES[0]}"))
         return tuple(levels)
 
     def outside_fingerprint(self) -> tuple[tuple[int, int, int] | None, ...]:
         """Stat of the rule files no in-workspace watch sees (a change means: walk everything)."""
         out: list[tuple[int, int, int] | None] = []
+        if self._frozen is not None:
+            return ()  # frozen rules do not follow the disk
         for p in self.outside_sources:
             try:
                 st = os.lstat(p)
@@ -190,27 +285,32 @@ class IgnoreRules:
         base = f"{self._ws}/{rel_dir}" if rel_dir else self._ws
         lines: list[str] = []
         sig: list[int] = []
-        for name in RULE_FILES:
-            try:
-                st = os.stat(f"{base}/{name}")
-            except OSError:
-                sig += [0, 0, 0]
-                continue
-            sig += [st.st_mtime_ns, st.st_size, st.st_ino]
+        if self._frozen is None:
+            for name in RULE_FILES:
+                try:
+                    st = os.stat(f"{base}/{name}")
+                except OSError:
+                    sig += [0, 0, 0]
+                    continue
+                sig += [st.st_mtime_ns, st.st_size, st.st_ino]
         key = f"{base}\x00"
         cached = self._cache.get(key)
         fp = tuple(sig)
         if cached is not None and cached[0] == fp:
             matcher = cached[1]
         else:
+            origins: list[str] = []
+            where = f"{rel_dir}/" if rel_dir else ""
             for name in RULE_FILES:
-                lines += _read_lines(Path(base) / name) or []
-            matcher = Matcher(lines) if lines else None
+                got = self._lines(f"{base}/{name}") or []
+                lines += got
+                origins += [where + name] * len(got)
+            matcher = Matcher(lines, origins) if lines else None
             self._cache[key] = (fp, matcher)
         if matcher is None or matcher.empty:
             return None
         strip = len(rel_dir) + 1 if rel_dir else 0
-        return Level(strip, "", matcher)
+        return Level(strip, "", matcher, f"{rel_dir or '.'}/")
 
     def levels_for(self, rel: str) -> Levels | None:
         """Levels in effect for ``rel``'s directory, or None if an ancestor directory is ignored/.git."""
@@ -230,7 +330,7 @@ class IgnoreRules:
 
     def ignores(self, rel: str, is_dir: bool = False) -> bool:
         """Whether ``rel`` is outside what a capture records (ignored itself or under an ignored dir)."""
-        if rel.split("/")[-1] == ".git":
-            return True
+        if rel == ".git" or (is_dir and rel.endswith("/.git")):
+            return True  # a repository's own (a .git FILE in a subfolder is content)
         levels = self.levels_for(rel)
         return levels is None or is_ignored(levels, rel, is_dir)

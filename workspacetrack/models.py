@@ -25,6 +25,9 @@ SKIP_OVERSIZED = "oversized"
 SKIP_SPECIAL = "special_file"
 SKIP_UNENCODABLE = "unencodable_name"
 SKIP_UNREADABLE = "unreadable"
+# The "content id" of an empty directory's entry (st_mode S_IFDIR): recorded so a restore can
+# recreate a directory a node removed. Not an object id (never stored, never read).
+EMPTY_DIR = "dir"
 
 
 class Manifest(VersionedModel):
@@ -81,6 +84,9 @@ class RunState(VersionedModel):
     labels: dict[str, str] = Field(default_factory=dict)  # label -> snapshot id (latest occurrence)
     banks: list[str] = Field(default_factory=list)
     snapshots: dict[str, SnapshotRecord] = Field(default_factory=dict)
+    # object id of the ignore-rule texts in force for this run (those at its first capture,
+    # JSON {path: text} in wire form); None: a run recorded before rules were frozen (live rules)
+    ignore_rules: str | None = None
 
 
 class StatCacheDoc(VersionedModel):

@@ -10,11 +10,13 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import secrets
 from pathlib import Path
 
 import blake3
 
 from persist import atomic_write_bytes, fsync_dir
+from workspacetrack.bigfiles import copy_sparse, hasher
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -65,6 +67,52 @@ class ObjectStore:
             self._pending = True
         self._known.add(digest)
         return digest
+
+    def put_stream(self, fd: int, size: int) -> tuple[str, int]:
+        """Store the content of open file ``fd`` (``size`` bytes, from offset 0) streamed and
+        sparse; returns (digest, bytes stored). Never holds the content in memory."""
+        os.makedirs(self._root_str, exist_ok=True)
+        tmp = f"{self._root_str}/.stream.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        try:
+            h = hasher()
+            try:
+                done = copy_sparse(fd, out, size, h)
+            finally:
+                os.close(out)
+            digest = h.hexdigest()
+            path = f"{self._root_str}/{digest[:2]}/{digest[2:]}"
+            if digest in self._known or os.path.exists(path):
+                os.unlink(tmp)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.replace(tmp, path)
+                self._pending = True
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        self._known.add(digest)
+        return digest, done
+
+    def copy_to(self, digest: str, dst: int) -> None:
+        """Write object ``digest`` into open file ``dst`` (streamed, holes kept), verifying its
+        content against its name; CorruptStoreError (dst left partial) when it does not match."""
+        path = self.path_for(digest)
+        try:
+            src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UnknownSnapshotError(f"object {digest} is not in the store") from None
+        try:
+            h = hasher()
+            copy_sparse(src, dst, os.fstat(src).st_size, h)
+        finally:
+            os.close(src)
+        if h.hexdigest() != digest:
+            raise CorruptStoreError(f"object {digest} is corrupt (content does not match its name)",
+                                    hint=f"delete {path} and capture again")
 
     def read(self, digest: str) -> bytes:
         path = self.path_for(digest)

@@ -31,10 +31,11 @@ from pydantic import Field
 
 from persist import VersionedModel
 from persist.killpoint import kill_point
+from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.changes import changed_paths
 from workspacetrack.errors import TrackError
 from workspacetrack.ignore import IgnoreRules
-from workspacetrack.models import SKIP_OVERSIZED, Entry, Manifest
+from workspacetrack.models import EMPTY_DIR, SKIP_OVERSIZED, Entry, Manifest
 from workspacetrack.objects import ObjectStore, sync_filesystem
 from workspacetrack.paths import check_relpath, parent_dirs
 
@@ -113,6 +114,7 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
     else:
         paths = set(target.entries) | set(produced) | (set(last.entries) if last is not None else set())
     plan = Plan(scope=scope, scope_paths=len(paths))
+    target_dirs: set[str] | None = None
     for path in sorted(paths):
         check_relpath(path)
         t, c = target.entries.get(path), current.entries.get(path)
@@ -132,13 +134,27 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
                 plan.skipped[path] = link
                 continue
         if c is None and rules.ignores(path):
-            plan.skipped[path] = SKIP_IGNORED
+            why = rules.explain(path)
+            plan.skipped[path] = f"{SKIP_IGNORED} ({why})" if why else SKIP_IGNORED
             continue
         if _same(t, c):
             continue
+        if t is None and c is not None and c[0] == EMPTY_DIR:
+            if target_dirs is None:
+                target_dirs = {d for p in target.entries for d in parent_dirs(p)}
+            if path in target_dirs:
+                continue  # an emptied directory the pivot's files go back into: not a removal
         was = last.entries.get(path) if last is not None else c
         overwrites = c is not None and not _same(c, was)
         plan.actions.append(Action(path, t, overwrites))
+    if scope is not Scope.NONE:
+        # Over the size limit, a file's changes are invisible to the manifests (it stays
+        # "oversized" whatever its content): it may well be the run's, so it is named, never
+        # silently left out.
+        for m in (target, current, last):
+            for path, reason in (m.skipped.items() if m is not None else ()):
+                if reason == SKIP_OVERSIZED and not _is_protected(path, protected):
+                    plan.skipped.setdefault(path, SKIP_OVERSIZED)
     if last is not None:
         plan.left_in_place = sorted(p for p in changed_paths(last, current) if p not in paths)
     return plan
@@ -222,13 +238,12 @@ class _Writer:
             raise
 
     def _check_final(self, dir_fd: int, name: str, rel_dir: str) -> os.stat_result | None:
+        """lstat of the final component. A symlink there (a node replaced a file by a link, to
+        anywhere) is no obstacle: unlink and rename act on the link itself, never its target."""
         try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        if st_mod.S_ISLNK(st.st_mode) and self._link_reason(dir_fd, name, rel_dir) == SKIP_SYMLINK_ESCAPE:
-            raise _Refused(SKIP_SYMLINK_ESCAPE)
-        return st
 
     def remove(self, path: str) -> bool:
         fd = self.open_parent(path, create=False)
@@ -240,38 +255,54 @@ class _Writer:
             st = self._check_final(fd, name, rel_dir)
             if st is None:
                 return False
-            if st_mod.S_ISDIR(st.st_mode):
-                raise _Refused(SKIP_BLOCKED)
             self._note(fd, rel_dir)
+            if st_mod.S_ISDIR(st.st_mode):
+                try:
+                    os.rmdir(name, dir_fd=fd)  # an empty directory the pivot did not have
+                except OSError:
+                    raise _Refused(SKIP_BLOCKED) from None
+                return True
             os.unlink(name, dir_fd=fd)
             return True
         finally:
             os.close(fd)
 
-    def write(self, path: str, entry: Entry, data: bytes) -> None:
+    def write(self, path: str, entry: Entry, objects: ObjectStore) -> None:
         fd = self.open_parent(path, create=True)
         assert fd is not None
         name = path.rsplit("/", 1)[-1]
         rel_dir = path.rpartition("/")[0]
-        tmp = f".{name}.iterion-restore.{secrets.token_hex(4)}.tmp"
+        # Short and fixed-length: a 255-byte name must not make its temporary name too long.
+        tmp = f".iterion-restore.{secrets.token_hex(8)}.tmp"
         try:
             st = self._check_final(fd, name, rel_dir)
+            mode = entry[1]
+            if st_mod.S_ISDIR(mode):
+                self._note(fd, rel_dir)
+                _make_dir(fd, name, st, mode)
+                return
             if st is not None and st_mod.S_ISDIR(st.st_mode) and not _remove_empty_tree(fd, name):
                 raise _Refused(SKIP_BLOCKED)
-            mode = entry[1]
             self._note(fd, rel_dir)
             if st_mod.S_ISLNK(mode):
-                os.symlink(entry[3] or os.fsdecode(data), tmp, dir_fd=fd)
+                os.symlink(entry[3] or os.fsdecode(objects.read(entry[0])), tmp, dir_fd=fd)
             else:
                 wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                               0o600, dir_fd=fd)
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(wfd, view):]
-                    os.fchmod(wfd, st_mod.S_IMODE(mode))  # no fsync: apply_restore syncs the batch
-                finally:
-                    os.close(wfd)
+                    try:
+                        if entry[2] >= STREAM_MIN:
+                            objects.copy_to(entry[0], wfd)  # streamed, holes kept, verified
+                        else:
+                            view = memoryview(objects.read(entry[0]))
+                            while view:
+                                view = view[os.write(wfd, view):]
+                        os.fchmod(wfd, st_mod.S_IMODE(mode))  # no fsync: apply_restore syncs the batch
+                    finally:
+                        os.close(wfd)
+                except BaseException:
+                    os.unlink(tmp, dir_fd=fd)
+                    raise
             try:
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
             except BaseException:
@@ -282,6 +313,21 @@ class _Writer:
                 raise
         finally:
             os.close(fd)
+
+
+def _make_dir(dir_fd: int, name: str, st: os.stat_result | None, mode: int) -> None:
+    """Recreate directory ``name`` (an empty directory the pivot had); a file or link standing
+    there is removed first (it is in scope: the plan chose to put the directory back)."""
+    if st is not None and not st_mod.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        st = None
+    if st is None:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, st_mod.S_IMODE(mode))
+    finally:
+        os.close(fd)
 
 
 def _remove_empty_tree(dir_fd: int, name: str) -> bool:
@@ -332,7 +378,7 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
             if a.target is None:
                 continue
             try:
-                writer.write(a.path, a.target, objects.read(a.target[0]))
+                writer.write(a.path, a.target, objects)
                 report.restored.append(a.path)
                 if a.overwrites:
                     report.overwritten.append(a.path)

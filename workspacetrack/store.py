@@ -25,7 +25,8 @@ from gitrefs.ids import validate_id
 from persist import VersionedModel, atomic_write_bytes, file_lock, read_model, write_model
 from persist.atomic import is_temp_leftover
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
-from workspacetrack.models import Entry, Manifest, RunState, SnapshotRecord, StatCacheDoc
+from workspacetrack.models import CacheRow, Entry, Manifest, RunState, SnapshotRecord, StatCacheDoc
+from workspacetrack.names import from_wire, is_clean, keys_from_wire, list_from_wire, list_to_wire, to_wire
 from workspacetrack.objects import ObjectStore, digest_of
 
 _MANIFEST_CACHE_SIZE = 6
@@ -74,9 +75,17 @@ class TrackStore:
         path = self.run_dir / "state.json"
         if not path.exists():
             return None
-        return _read(path, RunState)
+        state = _read(path, RunState)
+        for rec in state.snapshots.values():
+            if any(t[:1] == "\x00" for t in rec.touched):
+                rec.touched = list_from_wire(rec.touched)
+        return state
 
     def save_state(self, state: RunState) -> None:
+        if any(not is_clean(t) for rec in state.snapshots.values() for t in rec.touched):
+            snaps = {k: rec.model_copy(update={"touched": list_to_wire(rec.touched)})
+                     for k, rec in state.snapshots.items()}
+            state = state.model_copy(update={"snapshots": snaps})
         write_model(self.run_dir / "state.json", state)
 
     # -- snapshots --------------------------------------------------------------------------
@@ -93,7 +102,7 @@ class TrackStore:
         if not presorted:
             entries, skipped = dict(sorted(entries.items())), dict(sorted(skipped.items()))
         m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries, skipped=skipped)
-        data = m.model_dump_json().encode("utf-8")
+        data = _wire_manifest(m).model_dump_json().encode("utf-8")
         digest = self.objects.put(data, digest_of(data))
         self._remember(digest, m)
         return digest
@@ -104,7 +113,7 @@ class TrackStore:
         m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=dict(sorted(entries.items())),
                                      skipped=dict(sorted(skipped.items())), base=base,
                                      removed=sorted(removed), depth=base_depth + 1)
-        data = m.model_dump_json().encode("utf-8")
+        data = _wire_manifest(m).model_dump_json().encode("utf-8")
         digest = self.objects.put(data, digest_of(data))
         self._remember(digest, full)
         self._depths[digest] = base_depth + 1
@@ -122,7 +131,7 @@ class TrackStore:
             self._manifests.move_to_end(digest)
             return m
         try:
-            raw = Manifest.model_validate_json(self.objects.read(digest))
+            raw = _unwire_manifest(Manifest.model_validate_json(self.objects.read(digest)))
         except ValueError as exc:
             raise CorruptStoreError(f"manifest {digest} is unreadable: {exc}") from None
         self._depths[digest] = raw.depth
@@ -154,11 +163,59 @@ class TrackStore:
     def load_cache(self) -> StatCacheDoc:
         path = self.run_dir / "statcache.json"
         try:
-            return read_model(path, StatCacheDoc)
+            doc = read_model(path, StatCacheDoc)
         except (FileNotFoundError, ValueError):
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
+        doc.rows = _rows_from_wire(doc.rows)
+        return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:
         # A cache: atomic (never torn) but not fsynced; a lost or unreadable one means a cold walk.
+        wire = _rows_to_wire(doc.rows)
+        if wire is not doc.rows:
+            doc = doc.model_copy(update={"rows": wire})
         data = doc.model_dump_json().encode("utf-8")
         atomic_write_bytes(self.run_dir / "statcache.json", data, durable=False)
+
+
+# -- wire form of names (workspacetrack.names): what JSON can carry --------------------------
+
+def _entry_clean(path: str, e: Entry) -> bool:
+    return (path.isascii() or is_clean(path)) and (e[3] is None or e[3].isascii() or is_clean(e[3]))
+
+
+def _wire_manifest(m: Manifest) -> Manifest:
+    """``m`` with non-UTF-8 names and link targets in wire form (``m`` itself if it has none)."""
+    entries, skipped, removed = m.entries, m.skipped, m.removed
+    if not all(_entry_clean(p, e) for p, e in entries.items()):
+        entries = {to_wire(p): (e if e[3] is None else (e[0], e[1], e[2], to_wire(e[3])))
+                   for p, e in entries.items()}
+    if not all(p.isascii() or is_clean(p) for p in skipped):
+        skipped = {to_wire(p): r for p, r in skipped.items()}
+    if not all(p.isascii() or is_clean(p) for p in removed):
+        removed = list_to_wire(removed)
+    if entries is m.entries and skipped is m.skipped and removed is m.removed:
+        return m
+    return m.model_copy(update={"entries": entries, "skipped": skipped, "removed": removed})
+
+
+def _unwire_manifest(m: Manifest) -> Manifest:
+    if any(p[:1] == "\x00" or (e[3] is not None and e[3][:1] == "\x00") for p, e in m.entries.items()):
+        m.entries = {from_wire(p): (e if e[3] is None else (e[0], e[1], e[2], from_wire(e[3])))
+                     for p, e in m.entries.items()}
+    m.skipped = keys_from_wire(m.skipped)
+    if any(p[:1] == "\x00" for p in m.removed):
+        m.removed = list_from_wire(m.removed)
+    return m
+
+
+def _rows_to_wire(rows: dict[str, CacheRow]) -> dict[str, CacheRow]:
+    if all((p.isascii() or is_clean(p)) and (r[3] is None or is_clean(r[3])) for p, r in rows.items()):
+        return rows
+    return {to_wire(p): (r if r[3] is None else (r[0], r[1], r[2], to_wire(r[3]))) for p, r in rows.items()}
+
+
+def _rows_from_wire(rows: dict[str, CacheRow]) -> dict[str, CacheRow]:
+    if not any(p[:1] == "\x00" or (r[3] is not None and r[3][:1] == "\x00") for p, r in rows.items()):
+        return rows
+    return {from_wire(p): (r if r[3] is None else (r[0], r[1], r[2], from_wire(r[3]))) for p, r in rows.items()}

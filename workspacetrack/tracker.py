@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -11,12 +12,16 @@ from typing import Literal
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
+from gitrefs.produced_scope import recorded_paths as compute_recorded_paths
+from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
 from workspacetrack.capture import Capturer, CaptureStats
 from workspacetrack.changes import Change, changed_paths, diff_manifests
 from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
+from workspacetrack.names import mapping_from_wire, mapping_to_wire
+from workspacetrack.objects import digest_of
 from workspacetrack.restore import (
     MissingObjectsError,
     PlannedRestore,
@@ -29,7 +34,7 @@ from workspacetrack.restore import (
 )
 from workspacetrack.store import TrackStore
 
-DEFAULT_SIZE_CAP = 10 * 2**20
+__all__ = ["DEFAULT_SIZE_CAP", "Tracker"]
 
 
 def _now() -> str:
@@ -38,7 +43,8 @@ def _now() -> str:
 
 def _ignored_inside(ws: Path, store: Path) -> bool:
     """A store inside the workspace is accepted only when the workspace's own ignore rules
-    exclude it (iterion's ``.iterion/`` run store carries a ``*`` .gitignore), so no capture or
+    exclude it (iterion's default store lives in ``.git/``, which no capture enters; a ``.iterion/``
+    store iterion created outside any repository carries a ``*`` .gitignore), so no capture or
     journal can ever version it. [engine addition: in-place runs with the default store]"""
     rules = IgnoreRules(ws)
     parts = store.relative_to(ws).parts
@@ -67,12 +73,15 @@ class Tracker:
     """Versions one in-place run's workspace in a store outside it."""
 
     def __init__(self, store_dir: Path | str, workspace: Path | str, run_id: str, *,
-                 size_cap: int = DEFAULT_SIZE_CAP) -> None:
+                 size_cap: int | None = None) -> None:
+        if size_cap is None:
+            size_cap = size_cap_from_env()
         if size_cap < 0:
             raise TrackError(f"size cap must be >= 0, got {size_cap}")
         store, ws = _check_layout(Path(store_dir), Path(workspace))
         self.workspace = ws
         self.run_id = run_id
+        self.size_cap = size_cap
         try:
             self.store = TrackStore(store, run_id)
         except ValueError as exc:
@@ -81,10 +90,28 @@ class Tracker:
         self.journal = Journal(str(ws))
         self._capturer = Capturer(self.store, ws, self.rules, self.journal, size_cap)
         self.last_capture: CaptureStats | None = None
+        # paths the last capture skipped that the previous head had not skipped (path -> reason)
+        self.newly_skipped: dict[str, str] = {}
         state = self.store.load_state()
         if state is not None and Path(state.workspace) != ws:
             raise StoreLayoutError(f"run {run_id} versions workspace {state.workspace}, not {ws}",
                                    hint="pass the run's own --workspace, or another --run-id")
+        if state is not None and state.ignore_rules is not None:
+            self._freeze_rules(state.ignore_rules)
+
+    # -- the ignore rules in force: those of the run's first capture ------------------------
+    def _freeze_rules(self, digest: str) -> None:
+        raw = json.loads(self.store.objects.read(digest))
+        self.rules.freeze(mapping_from_wire(raw))
+
+    def _record_rules(self, state: RunState) -> None:
+        """After the run's first capture: store the rule texts it read and freeze them, so a
+        node that adds or edits ignore rules cannot shrink what this run can restore."""
+        texts = self.rules.recorded()
+        data = json.dumps(mapping_to_wire(texts), sort_keys=True).encode("utf-8")
+        state.ignore_rules = self.store.objects.put(data, digest_of(data))
+        self.rules.freeze(texts, just_read=True)
+        self._capturer.rules_frozen()
 
     # -- watching ---------------------------------------------------------------------------
     def start_watching(self) -> None:
@@ -107,6 +134,7 @@ class Tracker:
 
     def capture(self, label: BoundaryLabel) -> SnapshotRecord:
         """Record a boundary. ``pre`` aliases the run's head (no walk) once the run has one."""
+        self.newly_skipped = {}
         with self.store.locked():
             state = self._state()
             text = str(label)
@@ -117,7 +145,12 @@ class Tracker:
                 head = self.store.snapshot(state, state.head)
                 self.last_capture = CaptureStats("alias", 0, 0, True)
                 return self._with_labels(head, state)
-            rec = self._record(state, kind="boundary", label=text)
+            first = state.head is None and state.ignore_rules is None
+            if first:
+                self.rules.record()
+            previous = self.store.snapshot(state, state.head).manifest if state.head else None
+            rec = self._record(state, kind="boundary", label=text, record_rules=first)
+            self.newly_skipped = self._newly_skipped(previous, rec.manifest)
             state.head = rec.id
             state.chain.append(_link(text, rec.id))
             state.labels[text] = rec.id
@@ -125,13 +158,25 @@ class Tracker:
             self._capturer.save_cache()
             return self._with_labels(rec, state)
 
+    def _newly_skipped(self, previous: str | None, current: str) -> dict[str, str]:
+        if previous == current:
+            return {}
+        now = self.store.read_manifest(current).skipped
+        if not now:
+            return {}
+        before = self.store.read_manifest(previous).skipped if previous else {}
+        return {p: r for p, r in now.items() if before.get(p) != r}
+
     def _record(self, state: RunState, *, kind: Literal["boundary", "bank"], label: str,
-                touched: list[str] | None = None, manifest: str | None = None) -> SnapshotRecord:
+                touched: list[str] | None = None, manifest: str | None = None,
+                record_rules: bool = False) -> SnapshotRecord:
         """Capture (unless ``manifest`` is given) and durably write a snapshot; not yet in the chain."""
         if manifest is None:
             manifest, stats = self._capturer.scan()
             self.last_capture = stats
             mode: str = stats.mode
+            if record_rules:
+                self._record_rules(state)
         else:
             mode = "given"
         rec = SnapshotRecord(id=secrets.token_hex(16), run_id=self.run_id, kind=kind,
@@ -210,11 +255,33 @@ class Tracker:
         except PivotNotRecorded as exc:
             raise UnknownSnapshotError(str(exc), hint="list the run's boundaries with: iterion track list") from None
 
+    def recorded_paths(self, after: str | None = None) -> frozenset[str]:
+        """Paths this run changed in its own recorded intervals (``gitrefs.produced_scope``'s
+        rule over the whole chain); with ``after`` (an ISO time), only intervals whose closing
+        boundary was captured after it."""
+        state = self._state()
+
+        def manifest_of(snap: str) -> str:
+            return self.store.snapshot(state, snap).manifest
+
+        def changed(a: str, b: str) -> set[str]:
+            ma, mb = manifest_of(a), manifest_of(b)
+            if ma == mb:
+                return set()
+            return changed_paths(self.store.read_manifest(ma), self.store.read_manifest(mb))
+
+        def counts(_start: ChainEntry, end: ChainEntry) -> bool:
+            return after is None or self.store.snapshot(state, end.state).created_at > after
+
+        return compute_recorded_paths(self.chain_entries(state), changed, counts=counts)
+
     def restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
-                protected: Iterable[str] = ()) -> RestoreReport:
-        """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first."""
+                protected: Iterable[str] = (), exclude: Iterable[str] = ()) -> RestoreReport:
+        """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first.
+
+        ``exclude``: paths taken out of a ``produced`` scope (another run's work: left in place)."""
         with self.store.locked():
-            planned = self._prepare_locked(pivot, Scope(scope), protected)
+            planned = self._prepare_locked(pivot, Scope(scope), protected, exclude)
             return apply_planned(self.workspace, self.store.objects, planned)
 
     def missing_for_restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
@@ -237,13 +304,13 @@ class Tracker:
                                    (p for p in paths if not any(p == g or p.startswith(g + "/") for g in guarded)))
 
     def prepare_restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
-                        protected: Iterable[str] = ()) -> PlannedRestore:
+                        protected: Iterable[str] = (), exclude: Iterable[str] = ()) -> PlannedRestore:
         """Plan a restore to ``pivot`` and bank the disk state it will change; write nothing.
 
         Refuses (MissingObjectsError) before banking when an object a write needs is missing
         or corrupt. The result is what ``apply_prepared`` applies, again if need be."""
         with self.store.locked():
-            return self._prepare_locked(pivot, Scope(scope), protected)
+            return self._prepare_locked(pivot, Scope(scope), protected, exclude)
 
     def apply_prepared(self, planned: PlannedRestore, *, completing: bool = False) -> RestoreReport:
         """Apply a plan ``prepare_restore`` made (``completing``: a killed apply may have begun it)."""
@@ -259,24 +326,39 @@ class Tracker:
                                        hint="list the run's boundaries with: iterion track list")
         return pivot_id
 
-    def _prepare_locked(self, pivot: BoundaryLabel, scope: Scope, protected: Iterable[str]) -> PlannedRestore:
+    def _prepare_locked(self, pivot: BoundaryLabel, scope: Scope, protected: Iterable[str],
+                        exclude: Iterable[str] = ()) -> PlannedRestore:
         state = self._state()
         pivot_id = self._pivot_id(state, pivot)
         produced = self.produced_scope(pivot, state)
         pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
         last_m = self.store.read_manifest(self.store.snapshot(state, state.head or pivot_id).manifest)
-        return self._prepare_to(state, pivot_m, last_m, scope, produced.paths, protected,
-                                label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+        # another run's work is taken out of a produced scope and named as left in place
+        kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
+        planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
+                                   label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+        planned.left_in_place = sorted(set(planned.left_in_place) | kept)
+        return planned
 
-    def undo(self, bank: str, protected: Iterable[str] = ()) -> RestoreReport:
-        """Put back what the restore that took ``bank`` changed, as it was when banked."""
+    def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
+        """Put back what the restore that took ``bank`` changed, as it was when banked; only
+        ``paths`` of it when given (each must be one that restore changed)."""
         with self.store.locked():
             state = self._state()
             rec = self.resolve(bank)
             if rec.kind != "bank":
                 raise TrackError(f"{bank} is not a bank snapshot (banks are taken by restore)")
+            touched = frozenset(rec.touched)
+            if paths is not None:
+                wanted = {p.strip("/") for p in paths}
+                foreign = sorted(wanted - touched)
+                if foreign:
+                    raise TrackError(f"the restore that took bank {rec.id[:12]} did not change "
+                                     f"{', '.join(foreign[:5])}: nothing of it to undo there",
+                                     hint="list what it changed with: iterion track list")
+                touched = frozenset(wanted)
             bank_m = self.store.read_manifest(rec.manifest)
-            planned = self._prepare_to(state, bank_m, None, Scope.PRODUCED, frozenset(rec.touched),
+            planned = self._prepare_to(state, bank_m, None, Scope.PRODUCED, touched,
                                        protected, label=f"undo:{rec.id[:12]}", pivot=rec.id)
             return apply_planned(self.workspace, self.store.objects, planned)
 

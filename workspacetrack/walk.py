@@ -21,11 +21,12 @@ import stat as st_mod
 import time
 from collections.abc import Callable
 
+from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
 from workspacetrack.models import (
+    EMPTY_DIR,
     SKIP_OVERSIZED,
     SKIP_SPECIAL,
-    SKIP_UNENCODABLE,
     SKIP_UNREADABLE,
     CacheRow,
     Entry,
@@ -42,16 +43,6 @@ OnDir = Callable[[str, str], None]  # (absolute dir, workspace-relative dir)
 # name, and the names of the files those rules excluded (None: a name was skipped without a
 # row, e.g. unencodable, so the record cannot vouch for the directory's listing).
 DirRecord = tuple[Levels, dict[str, CacheRow], frozenset[str] | None]
-
-
-def _encodable(name: str) -> bool:
-    if name.isascii():
-        return True
-    try:
-        name.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 class Scan:
@@ -111,6 +102,11 @@ class Scan:
             except OSError:
                 return self._skip(key, SKIP_UNREADABLE, False)
             try:
+                if st.st_size >= STREAM_MIN:
+                    # large: streamed into the store, holes kept (never whole in memory)
+                    h, total = self.objects.put_stream(fd, st.st_size)
+                    self.hashed += 1
+                    return (key, h, trusted and total == st.st_size, None)
                 chunks = []
                 total = 0
                 while True:
@@ -159,16 +155,25 @@ class Scan:
                 if d:
                     self.extra_skipped[d] = SKIP_UNREADABLE
                 continue
-            for e in ents:
-                if e.name in RULE_FILES:
-                    added = rules.level_for_dir(d, {e.name})
-                    if added is not None:
-                        lv = (*lv, added)
-                    break
+            if not ents:
+                if d:
+                    self._empty_dir(d, lv)
+                continue
+            if rules.frozen:  # the rules of the run's start, whatever the disk holds now
+                added = rules.level_for_dir(d)
+                if added is not None:
+                    lv = (*lv, added)
+            else:
+                for e in ents:
+                    if e.name in RULE_FILES:
+                        added = rules.level_for_dir(d, {e.name})
+                        if added is not None:
+                            lv = (*lv, added)
+                        break
             prefix = d + "/" if d else ""
             old = old_dirs.get(d)
             if old is not None and old[2] is not None and old[0] == lv:
-                subdirs = self._same_dir(ents, old)
+                subdirs = self._same_dir(ents, old, not d)
                 if subdirs is not None:
                     dirs[d] = old
                     for name, st in subdirs:
@@ -176,7 +181,41 @@ class Scan:
                     continue
             self._list_dir(stack, d, prefix, ents, lv)
 
-    def _same_dir(self, ents: list[os.DirEntry[str]], old: DirRecord) -> list[tuple[str, os.stat_result]] | None:
+    def _empty_dir(self, d: str, lv: Levels) -> None:
+        """Record empty directory ``d`` (so a restore recreates it): one row, under the name ''."""
+        try:
+            mode = os.lstat(f"{self.ws}/{d}").st_mode
+        except OSError:
+            return
+        row: CacheRow = ((0, 0, 0, 0, mode), EMPTY_DIR, True, None)
+        if self.old_rows.get(d) == row:
+            self.hits += 1
+        self.n_rows += 1
+        self.dirs[d] = (lv, {"": row}, frozenset())
+
+    def note_if_empty_dir(self, rel: str) -> None:
+        """For the journal: record ``rel`` if it is now an empty directory the walk would list."""
+        if not rel or rel in self.dirs:
+            return
+        parent = rel.rpartition("/")[0]
+        levels = self._levels_inside(parent)
+        if levels is None or rel.rsplit("/", 1)[-1] == ".git" or is_ignored(levels, rel, True):
+            return
+        try:
+            st = os.lstat(f"{self.ws}/{rel}")
+            if not st_mod.S_ISDIR(st.st_mode):
+                return
+            if self.store_id is not None and (st.st_dev, st.st_ino) == self.store_id:
+                return
+            with os.scandir(f"{self.ws}/{rel}") as it:
+                if next(it, None) is not None:
+                    return
+        except OSError:
+            return
+        self.rows[rel] = ((0, 0, 0, 0, st.st_mode), EMPTY_DIR, True, None)
+
+    def _same_dir(self, ents: list[os.DirEntry[str]], old: DirRecord,
+                  root: bool) -> list[tuple[str, os.stat_result]] | None:
         """The hot path of an unchanged directory under the same rules as its recorded walk:
         every file must match its trusted row by stat and no file may be new or gone; then the
         recorded rows stand as they are (no ignore check, no path string, no dict insert per
@@ -197,11 +236,12 @@ class Scan:
                         hits += 1
                         continue
                     return None
-                if name == ".git":
-                    continue
                 st = e.stat(follow_symlinks=False)
                 if st.st_mode & 0o170000 == 0o040000:
-                    subdirs.append((name, st))
+                    if name != ".git":
+                        subdirs.append((name, st))
+                elif name == ".git" and root:
+                    continue  # the root's .git file (a worktree's gitdir pointer)
                 elif name not in others:  # a file with no row that the rules did not exclude: new
                     return None
         except OSError:
@@ -254,13 +294,9 @@ class Scan:
         hits = 0
         for e in ents:
             name = e.name
-            if name == ".git":
-                continue
+            if name == ".git" and (not d or e.is_dir(follow_symlinks=False)):
+                continue  # a repository's own (a .git FILE in a subfolder is content)
             rel = prefix + name
-            if not name.isascii() and not _encodable(name):
-                self.extra_skipped[rel] = SKIP_UNENCODABLE
-                exact = False
-                continue
             try:
                 st = e.stat(follow_symlinks=False)
             except OSError:
@@ -307,7 +343,7 @@ class Scan:
         for d, (_, names, _) in self.dirs.items():
             prefix = d + "/" if d else ""
             for name, row in names.items():
-                out[prefix + name] = row
+                out[prefix + name if name else d] = row  # '' : the empty directory d itself
         out.update(self.rows)  # a journal capture visits single paths after their trees: later wins
         return out
 
@@ -315,18 +351,17 @@ class Scan:
     def rescan(self, rel: str) -> None:
         """Capture ``rel`` as the full walk would: nothing if it or an ancestor is excluded."""
         parts = rel.split("/")
-        if ".git" in parts:
+        if ".git" in parts[:-1] or rel == ".git":
             return
         levels = self._levels_inside(rel.rpartition("/")[0])
         if levels is None:
-            return
-        if not _encodable(parts[-1]):
-            self.extra_skipped[rel] = SKIP_UNENCODABLE
             return
         try:
             st = os.lstat(f"{self.ws}/{rel}")
         except OSError:
             return
+        if parts[-1] == ".git" and st_mod.S_ISDIR(st.st_mode):
+            return  # a nested repository's own; a .git FILE in a subfolder is content
         if st_mod.S_ISDIR(st.st_mode):
             if self.store_id is not None and (st.st_dev, st.st_ino) == self.store_id:
                 return

@@ -1,7 +1,7 @@
 """The ``claude_code`` backend: delegates a node to the ``claude`` CLI (Claude Code).
 
 Runs ``claude -p --output-format json`` in the run's workspace with the prompt on stdin, plus
-``--model``, ``--append-system-prompt``, ``--allowedTools`` and ``--resume <session>`` (the
+``--model=``, ``--append-system-prompt=``, ``--allowedTools=`` and ``--resume=<session>`` (the
 session id of an earlier ask_user turn) when they apply. The CLI's JSON result gives the text,
 ``session_id``, ``usage`` and ``total_cost_usd``. The earlier question and answer are also
 injected into the prompt, as the spec's compatibility fallback for a session the CLI lost.
@@ -66,16 +66,19 @@ class ClaudeCodeBackend(Backend):
         return (True, f"claude CLI at {found}") if found else (False, f"`{self.binary}` not found; {INSTALL_HINT}")
 
     def argv(self, request: BackendRequest) -> list[str]:
+        """No shell: each value is its own argv item, joined to its option as ``--opt=VALUE`` so
+        a value that starts with ``-`` (a system prompt that begins with a model's or a person's
+        text, a session id from an earlier reply) is never read as another option."""
         argv = [self.executable(), "-p", "--output-format", "json"]
         if request.model:
-            argv += ["--model", request.model]
+            argv.append(f"--model={request.model}")
         system = "\n\n".join(p for p in (request.system, output_instructions(request)) if p)
         if system:
-            argv += ["--append-system-prompt", system]
+            argv.append(f"--append-system-prompt={system}")
         if request.tools:
-            argv += ["--allowedTools", ",".join(request.tools)]
+            argv.append("--allowedTools=" + ",".join(request.tools))
         if request.session_id:
-            argv += ["--resume", request.session_id]
+            argv.append(f"--resume={request.session_id}")
         return argv
 
     def prompt(self, request: BackendRequest) -> str:

@@ -38,6 +38,7 @@ from iterion.backends.schema import check_output, selected_targets
 from iterion.datafile import DataFileError, read_mapping
 from iterion.failure_codes import FailureCode
 from persist import file_lock
+from persist.inputs import SOURCE_LIMIT
 
 SCRIPT_ENV = "ITERION_SCRIPT_FILE"
 _ENTRY_KEYS = frozenset({"output", "text", "tokens_in", "tokens_out", "cost_usd", "session_id", "ask_user",
@@ -72,7 +73,8 @@ class ScriptBackend(Backend):
             raise _unavailable(f"the script backend needs a script file: set ${SCRIPT_ENV} or the run's "
                                "script_file option")
         try:
-            return read_mapping(self.path, "script file", shape="must map node ids to answers")
+            return read_mapping(self.path, "script file", shape="must map node ids to answers", limit=SOURCE_LIMIT,
+                                fmt="yaml")
         except DataFileError as exc:
             raise _unavailable(str(exc)) from None
 

@@ -16,7 +16,7 @@ from iterion.ir import Span
 # --- values ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Literal:
     """A string, int, float, bool or null literal (strings still hold ``${ENV}`` and ``{{...}}``)."""
 
@@ -24,26 +24,26 @@ class Literal:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ident:
     name: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListValue:
     items: tuple[Value, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MapEntry:
     key: str
     value: Value
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MapValue:
     """An inline map ``{ key: value, ... }``; keys keep declaration order (duplicates too)."""
 
@@ -51,7 +51,7 @@ class MapValue:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RawText:
     """An indented raw block (a prompt or a script body), common indentation removed."""
 
@@ -60,7 +60,7 @@ class RawText:
     indent: int  # columns removed from each line (to map offsets back to columns)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Block:
     """A nested ``key:`` block whose body is more properties (budget:, expr:, sandbox:, ...)."""
 
@@ -71,7 +71,7 @@ class Block:
 Value = Union[Literal, Ident, ListValue, MapValue, RawText, Block]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Property:
     name: str
     value: Value
@@ -81,13 +81,13 @@ class Property:
 # --- declarations ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TypeRef:
     name: str  # string | bool | int | float | json | string[] | file (checked by the compiler)
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VarDecl:
     name: str
     type: TypeRef
@@ -95,26 +95,26 @@ class VarDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VarsDecl:
     vars: tuple[VarDecl, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PresetDecl:
     name: str
     values: tuple[Property, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PresetsDecl:
     presets: tuple[PresetDecl, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttachmentDecl:
     name: str
     kind: Ident  # file | image
@@ -122,26 +122,26 @@ class AttachmentDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttachmentsDecl:
     attachments: tuple[AttachmentDecl, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PromptDecl:
     name: str
     body: RawText
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EnumSpec:
     values: tuple[Literal, ...]
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SchemaFieldDecl:
     name: str
     type: TypeRef
@@ -149,7 +149,7 @@ class SchemaFieldDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SchemaDecl:
     name: str
     fields: tuple[SchemaFieldDecl, ...]
@@ -164,7 +164,7 @@ class _HasProperties:
         return next((p for p in self.properties if p.name == name), None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeDecl(_HasProperties):
     """agent, judge, router, human, tool, compute or fail (a named fail terminal)."""
 
@@ -175,13 +175,13 @@ class NodeDecl(_HasProperties):
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImportDecl:
     path: str
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WhenClause:
     kind: str  # field | not_field | expr (ir.ConditionKind values)
     field: str | None
@@ -189,14 +189,14 @@ class WhenClause:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LoopClause:
     name: str
     max: int
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeDecl:
     src: Ident
     dst: Ident
@@ -206,7 +206,7 @@ class EdgeDecl:
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkflowDecl(_HasProperties):
     name: str
     properties: tuple[Property, ...]  # entry, budget, worktree, default_backend, interaction, extensions
@@ -215,7 +215,7 @@ class WorkflowDecl(_HasProperties):
     span: Span
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExtensionDecl:
     """A declaration the language accepts but this version keeps without executing
     (mcp_server NAME:, cursor NAME:, sandbox:, compaction:, tool_policy:, capabilities:, mcp:, memory:)."""
@@ -233,7 +233,7 @@ Decl = Union[
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class File:
     path: str  # as shown in diagnostics
     decls: tuple[Decl, ...]

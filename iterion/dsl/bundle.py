@@ -19,12 +19,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from iterion import __version__
+from iterion.datafile import DataFileError, loads_yaml
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
 from iterion.dsl.sources import SourceTree, display
 from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
+from persist.inputs import InputFileError
 
 MANIFEST = "manifest.yaml"
 MAIN = "main.bot"
@@ -84,7 +86,7 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
         try:
             text = tree.read_text(mpath)
             out.texts.append(UnitFile(path=display(mpath), role=UnitRole.MANIFEST, text=text))
-            data = yaml.safe_load(text) or {}
+            data = loads_yaml(text, "the manifest") or {}
             if not isinstance(data, dict):
                 raise ValueError("the manifest must be a YAML mapping")
             if isinstance(data.get("version"), (int, float)):
@@ -93,6 +95,8 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
             if isinstance(req, dict) and isinstance(req.get("iterion"), (int, float)):
                 data["requires"] = {**req, "iterion": str(req["iterion"])}
             out.manifest = Manifest.model_validate(data)
+        except InputFileError as exc:
+            diags.append(make("L004", Span(display(mpath), 1, 1), f"bad bundle manifest: {exc.reason}", exc.hint))
         except (ValueError, yaml.YAMLError, ValidationError, UnicodeDecodeError) as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             diags.append(make("L004", Span(display(mpath), 1, 1), f"bad bundle manifest: {msg}",
@@ -130,6 +134,9 @@ def _markdown_files(tree: SourceTree, folder: Path, what: str, diags: list[Diagn
             continue
         try:
             text = tree.read_text(p)
+        except InputFileError as exc:  # a FIFO or device among the prompts: refused, not read
+            diags.append(make("L001", Span(display(p), 1, 1), f"cannot read bundle {what}: {exc.reason}", exc.hint))
+            continue
         except (OSError, UnicodeDecodeError) as exc:
             diags.append(make("L001", Span(display(p), 1, 1), f"cannot read bundle {what}: {exc}"))
             continue
@@ -157,9 +164,9 @@ def _front_matter(text: str) -> tuple[str, int]:
 def _preset_from_markdown(name: str, text: str, path: str) -> tuple[ast.PresetDecl | None, Diagnostic | None]:
     body, first = _front_matter(text)
     try:
-        data = yaml.safe_load(body) or {}
-    except yaml.YAMLError as exc:
-        return None, make("L004", Span(path, first, 1), f"preset {name!r} is not valid YAML: {str(exc).splitlines()[0]}",
+        data = loads_yaml(body, f"preset {name!r}") or {}
+    except DataFileError as exc:
+        return None, make("L004", Span(path, first, 1), str(exc),
                           "a preset file is YAML front matter (between '---' lines) of var: value pairs")
     if not isinstance(data, dict):
         return None, make("L004", Span(path, first, 1), f"preset {name!r} must be a mapping of var: value",

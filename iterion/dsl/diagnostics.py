@@ -36,9 +36,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     # loading
     "L001": (Severity.ERROR, "file not found or unreadable"),
     "L002": (Severity.ERROR, "import cycle"),
-    "L003": (Severity.ERROR, "include failed (missing file or cycle)"),
+    "L003": (Severity.ERROR, "include failed (missing, unreadable, outside the project, or a cycle)"),
     "L004": (Severity.ERROR, "bad bundle (manifest, layout or archive)"),
-    "L005": (Severity.ERROR, "unsafe path in a .botz archive"),
+    "L005": (Severity.ERROR, "unsafe path (a .botz member, or an import outside the project)"),
     FailureCode.BOT_REQUIRES_NEWER_ENGINE.value: (Severity.ERROR, "the bundle needs a newer iterion"),
     # compile / validate (numbers fixed by dsl.md)
     "C001": (Severity.ERROR, "edge names an undeclared node"),

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from iterion.dsl.errors import HintedError
 from iterion.dsl.loader import load_workflow
-from iterion.dsl.unit import PROGRAM_ROLES, UnitFile, UnitRole
+from iterion.dsl.unit import PROGRAM_ROLES, Unit, UnitFile, UnitRole
+from persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded
 
 __all__ = ["DigestError", "DigestResult", "UnitFile", "UnitRole", "bare_digest", "canonical_order",
            "digest_of_files", "workflow_digest"]
@@ -77,7 +78,9 @@ def digest_of_files(files: Sequence[UnitFile]) -> str:
 
 def _read_main(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, "workflow file", SOURCE_LIMIT)
+    except InputFileError as exc:
+        raise DigestError(exc.message, hint=exc.hint) from None
     except OSError as exc:
         raise DigestError(f"cannot read workflow {path}: {exc.strerror or exc}") from None
     try:
@@ -87,13 +90,15 @@ def _read_main(path: Path) -> str:
                           hint="save the workflow's files as UTF-8") from None
 
 
-def workflow_digest(main: Path, *, bundle_dir: Path | None = None) -> DigestResult:
+def workflow_digest(main: Path, *, bundle_dir: Path | None = None, unit: Unit | None = None) -> DigestResult:
     """Digest of the unit rooted at ``main`` (or of the bundle ``bundle_dir``: a directory or a
     ``.botz``). The files are discovered by the DSL loader, exactly as a launch reads them;
-    paths are relative to the main file's directory (the bundle root for a bundle)."""
-    target = Path(bundle_dir if bundle_dir is not None else main).absolute()
-    loaded = load_workflow(target, env={})
-    unit = loaded.unit
+    paths are relative to the main file's directory (the bundle root for a bundle). ``unit``:
+    the loader's result for this same path, when the caller has just loaded it (the unit is
+    then not loaded a second time: one parse, not two, held at once)."""
+    if unit is None:
+        target = Path(bundle_dir if bundle_dir is not None else main).absolute()
+        unit = load_workflow(target, env={}).unit
     root = Path(os.path.normpath(unit.main)).parent
     files: dict[str, UnitFile] = {}
     for f in unit.files:

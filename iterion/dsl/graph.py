@@ -1,13 +1,15 @@
 """Adjacency and reachability of a compiled workflow, built once.
 
 The IR's own helpers scan the edge list per call, which is quadratic on the 2,000-line
-workflows the validator must handle quickly; here reachability is one pass over the strongly
-connected components with Python ints as bitsets.
+workflows the validator must handle quickly; here the strongly connected components are
+computed once and reachability queries search only the part of the graph that can matter,
+in memory linear in the graph (see ``Graph``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from iterion.ir import TERMINALS, Edge, Workflow
 
@@ -60,6 +62,18 @@ def sccs(nodes: list[str], adj: dict[str, list[str]]) -> list[list[str]]:
 
 
 class Graph:
+    """Adjacency, plus reachability answered in memory linear in the graph.
+
+    No transitive closure is stored (one bitset per node is quadratic: a 250,000-node chain
+    needs gigabytes). Instead the strongly connected components are numbered once, in reverse
+    topological order, and a query searches forward only through components numbered between
+    the two ends (nothing else can lie on a path), stopping at the first hit. A consumer that is
+    asked about many times (a prompt reading many outputs) gets its ancestor set computed once
+    and kept until the next such consumer.
+    """
+
+    _ANCESTOR_CACHE_AFTER = 8  # queries for one destination before its ancestor set is worth computing
+
     def __init__(self, wf: Workflow) -> None:
         self.wf = wf
         self.out: dict[str, list[Edge]] = defaultdict(list)
@@ -70,57 +84,87 @@ class Graph:
             self.into[e.dst].append(e)
             if e.dst not in TERMINALS and e.dst in wf.nodes and e.src in self.adj:
                 self.adj[e.src].append(e.dst)
-        self._bit = {n: 1 << i for i, n in enumerate(wf.nodes)}
-        self._reach_bits: dict[str, int] | None = None
+        self._comp_of: dict[str, int] | None = None
+        self._comps: list[list[str]] = []
+        self._cyclic: list[bool] = []
+        self._radj: dict[str, list[str]] | None = None
+        self._asked: dict[str, int] = {}
+        self._ancestors_of: str | None = None
+        self._ancestors: set[str] = set()
         self._loop_nodes: frozenset[str] | None = None
 
     def succ(self, node_id: str) -> list[str]:
         return self.adj.get(node_id, [])
 
-    def _closure(self) -> dict[str, int]:
-        if self._reach_bits is None:
+    def _components(self) -> dict[str, int]:
+        if self._comp_of is None:
             comp_of: dict[str, int] = {}
-            comp_bits: list[int] = []
-            reach: list[int] = []
-            for ci, comp in enumerate(sccs(list(self.wf.nodes), self.adj)):
-                bits = 0
+            self._comps = sccs(list(self.wf.nodes), self.adj)
+            for ci, comp in enumerate(self._comps):
                 for n in comp:
                     comp_of[n] = ci
-                    bits |= self._bit[n]
-                comp_bits.append(bits)
-                r = 0
-                cyclic = len(comp) > 1
-                for n in comp:
-                    for s in self.adj[n]:
-                        cs = comp_of[s]  # emitted earlier (reverse topological order), or this one
-                        if cs != ci:
-                            r |= comp_bits[cs] | reach[cs]
-                        elif s == n:
-                            cyclic = True
-                reach.append(r | (bits if cyclic else 0))
-            self._reach_bits = {n: reach[c] for n, c in comp_of.items()}
-        return self._reach_bits
+            self._cyclic = [len(comp) > 1 or comp[0] in self.adj[comp[0]] for comp in self._comps]
+            self._comp_of = comp_of
+        return self._comp_of
+
+    def _search(self, starts: list[str], adj: dict[str, list[str]], keep: Callable[[str], bool],
+                goal: str | None = None) -> set[str] | bool:
+        """Nodes reached from ``starts`` through nodes ``keep`` accepts (or, with ``goal``, whether it is)."""
+        seen: set[str] = set()
+        stack = [s for s in starts if keep(s)]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            if n == goal:
+                return True
+            seen.add(n)
+            stack.extend(s for s in adj.get(n, ()) if s not in seen and keep(s))
+        return False if goal is not None else seen
 
     def reaches(self, src: str, dst: str) -> bool:
         """Is there a path of one or more edges from ``src`` to ``dst``?"""
-        bits = self._closure().get(src, 0)
-        return bool(bits & self._bit.get(dst, 0))
+        comp_of = self._components()
+        cs, cd = comp_of.get(src), comp_of.get(dst)
+        if cs is None or cd is None or cd > cs:
+            return False  # components reached are numbered lower
+        if cs == cd:
+            return self._cyclic[cs]
+        if self._ancestors_of == dst:
+            return src in self._ancestors
+        asked = self._asked[dst] = self._asked.get(dst, 0) + 1
+        if asked > self._ANCESTOR_CACHE_AFTER:
+            if self._radj is None:
+                self._radj = defaultdict(list)
+                for n, succs in self.adj.items():
+                    for s in succs:
+                        self._radj[s].append(n)
+            found = self._search(self._radj.get(dst, []), self._radj, lambda n: comp_of[n] >= cd)
+            assert isinstance(found, set)
+            self._ancestors_of, self._ancestors = dst, found
+            return src in found
+        return bool(self._search(self.adj[src], self.adj, lambda n: cd <= comp_of[n] <= cs, goal=dst))
 
     def reach(self, start: str) -> frozenset[str]:
         """Nodes forward-reachable from ``start`` (``start`` itself only via a cycle)."""
-        bits = self._closure().get(start, 0)
-        return frozenset(n for n, b in self._bit.items() if bits & b)
+        found = self._search(self.adj.get(start, []), self.adj, lambda n: True)
+        assert isinstance(found, set)
+        return frozenset(found)
 
     def loop_nodes(self) -> frozenset[str]:
-        """Nodes on some cycle closed by an ``as LOOP(N)`` edge (they have a ``.history``)."""
+        """Nodes on some cycle closed by an ``as LOOP(N)`` edge (they have a ``.history``).
+
+        Such a node lies on a path dst -> ... -> src of a loop edge src -> dst, which with the
+        edge itself is a cycle: exactly the strongly connected component holding both ends.
+        """
         if self._loop_nodes is None:
+            comp_of = self._components()
             found: set[str] = set()
             for e in self.wf.edges:
                 if e.loop is None or e.dst not in self.wf.nodes or e.src not in self.wf.nodes:
                     continue
-                for n in self.wf.nodes:
-                    after_dst = n == e.dst or self.reaches(e.dst, n)
-                    if after_dst and (n == e.src or self.reaches(n, e.src)):
-                        found.add(n)
+                ci = comp_of[e.dst]
+                if comp_of[e.src] == ci and self._cyclic[ci]:
+                    found.update(self._comps[ci])
             self._loop_nodes = frozenset(found)
         return self._loop_nodes

@@ -9,7 +9,9 @@ comment), so the lexer captures it whole and hands it to the header line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from sys import intern
 from typing import NoReturn
 
 from iterion.dsl.ast import RawText
@@ -38,7 +40,7 @@ _OPEN = {"[": "]", "{": "}", "(": ")"}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     kind: str
     value: object  # str for ident/string/punct, int, float
@@ -53,7 +55,7 @@ class Token:
         return self.kind == IDENT and (name is None or self.value == name)
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     indent: int
     tokens: list[Token]
@@ -104,9 +106,11 @@ class _Scanner:
             elif kind == "comment":
                 return  # a trailing comment
             elif kind == "ident":
-                tokens.append(Token(IDENT, m.group(), lineno, col, m.group()))
+                word = intern(m.group())  # keywords and names repeat: one string each, and one per token
+                tokens.append(Token(IDENT, word, lineno, col, word))
             elif kind == "string":
-                tokens.append(Token(STRING, self._unescape(m.group(), lineno, col), lineno, col, m.group()))
+                quoted = m.group()
+                tokens.append(Token(STRING, self._unescape(quoted, lineno, col), lineno, col, quoted))
             elif kind == "number":
                 tokens.append(self._number(text, m.group(), j, lineno, col))
             elif kind == "arrow":
@@ -184,10 +188,16 @@ def physical_lines(text: str) -> list[str]:
 
 def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
     """Split ``text`` into logical lines (flat, in order). Errors never raise: they are returned."""
+    diags: list[Diagnostic] = []
+    return list(iter_lines(text, file, diags)), diags
+
+
+def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
+    """``tokenize`` one logical line at a time (diagnostics appended to ``diags``): the parser
+    consumes each top-level block as it completes, so the tokens of a whole file are never
+    held at once (peak memory stays linear in the source, with a small factor)."""
     phys = physical_lines(text)
     sc = _Scanner(file, phys)
-    out: list[Line] = []
-    diags: list[Diagnostic] = []
     idx = 0
     total = len(phys)
     while idx < total:
@@ -201,7 +211,7 @@ def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
         if "\t" in lead:
             diags.append(make("P002", Span(file, idx + 1, lead.index("\t") + 1),
                               "tab character in indentation", "indent with two spaces per level"))
-            out.append(Line(indent, [], idx + 1, indent + 1, broken=True))
+            yield Line(indent, [], idx + 1, indent + 1, broken=True)
             idx += 1
             continue
         start_idx = idx
@@ -220,15 +230,14 @@ def tokenize(text: str, file: str) -> tuple[list[Line], list[Diagnostic]]:
                                       f"add the matching '{_OPEN[br]}'"))
         except _LineError as err:
             diags.append(err.diag)
-            out.append(Line(indent, [], start_idx + 1, indent + 1, broken=True))
+            yield Line(indent, [], start_idx + 1, indent + 1, broken=True)
             idx += 1
             continue
         idx += 1
         line = Line(indent, tokens, start_idx + 1, indent + 1)
         if _is_raw_header(tokens, indent):
             line.raw, idx = _raw_block(phys, idx, indent, file)
-        out.append(line)
-    return out, diags
+        yield line
 
 
 def _raw_block(phys: list[str], idx: int, header_indent: int, file: str) -> tuple[RawText, int]:

@@ -4,6 +4,15 @@ files, parsed, compiled, validated.
 Imports are resolved relative to the importing file (depth first, each file once, cycles are
 L002); a bundle's prompts and presets join the declarations; includes are read through the
 same source tree so a `.botz` never needs unpacking to be validated.
+
+Containment: an ``import`` or ``{{include}}`` resolves inside the project, or is refused
+before anything is opened: the bundle for a bundle (directory or ``.botz``), else the git
+repository holding the main file, else the main file's directory. Absolute paths are refused;
+``..`` and symlinks are judged by where they land (the resolved path must stay under the
+resolved root). An import outside is L005 (the spec's "unsafe path" code; it names no code
+for imports specifically), an include outside is L003 (the spec's include failure, which
+lists absolute paths among them). Every file is read through ``persist.inputs`` (regular
+files only, bounded size): a FIFO or ``/dev/zero`` is an L001/L003 diagnostic, not a hang.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from iterion.dsl.validate import validate
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
 from iterion.templates import relative_target
+from persist.inputs import InputFileError
 
 BOTZ_SUFFIX = ".botz"
 
@@ -39,18 +49,18 @@ def load_workflow(path: str | os.PathLike[str], *, env: Mapping[str, str] | None
             sink.add(exc.code, Span(display(p), 1, 1), exc.message, "a .botz is a tar.gz of a bundle directory")
             return CompileResult(None, sink.items, Unit(display(p)))
         tree: SourceTree = MemoryTree(p, files)
-        return _load(tree, p / MAIN, p, env, sink)
+        return _load(tree, p / MAIN, p, env, sink, root=p)
     tree = FileSystemTree()
     if p.is_dir():
-        return _load(tree, p / MAIN, p, env, sink)
+        return _load(tree, p / MAIN, p, env, sink, root=p)
     bundle_root = p.parent if p.name == MAIN and (p.parent / MANIFEST).exists() else None
-    return _load(tree, p, bundle_root, env, sink)
+    return _load(tree, p, bundle_root, env, sink, root=bundle_root or project_root(p))
 
 
 def load_source(text: str, *, file: str = "<memory>.bot", env: Mapping[str, str] | None = None) -> CompileResult:
     """Compile source held in memory (imports and includes resolve relative to ``file``)."""
     env = os.environ if env is None else env
-    return _Loader(FileSystemTree(), env, Sink()).run(Path(file), None, text=text)
+    return _Loader(FileSystemTree(), env, Sink(), project_root(Path(file))).run(Path(file), None, text=text)
 
 
 def load_tree(sources: Mapping[str, str], main: str, *, bundle_root: str | None = None,
@@ -70,31 +80,68 @@ def load_tree(sources: Mapping[str, str], main: str, *, bundle_root: str | None 
                  parse_only=parse_only)
 
 
+def project_root(main: Path) -> Path:
+    """Where the imports and includes of the file ``main`` (not a bundle) must stay: the git
+    repository holding it (a ``.git`` directory or file), else its own directory."""
+    start = Path(os.path.abspath(main)).parent
+    for d in (start, *start.parents):
+        if (d / ".git").exists():
+            return d
+    return start
+
+
 def resolve_import(importer: str, target: str) -> str:
     """The path an ``import "target"`` written in the file ``importer`` names (relative to it)."""
     return relative_target(os.path.dirname(importer), target)
 
 
 def _load(tree: SourceTree, main: Path, bundle_root: Path | None, env: Mapping[str, str], sink: Sink,
-          *, parse_only: bool = False) -> CompileResult:
+          *, parse_only: bool = False, root: Path | None = None) -> CompileResult:
     if bundle_root is not None and not tree.exists(main):
         sink.add("L004", Span(display(bundle_root), 1, 1), f"bundle {display(bundle_root)} has no {MAIN}",
                  f"a bundle holds {MAIN}, prompts/*.md, presets/*.md and {MANIFEST}")
         return CompileResult(None, sink.items, Unit(display(main), bundle_root=display(bundle_root)))
-    return _Loader(tree, env, sink).run(main, bundle_root, parse_only=parse_only)
+    return _Loader(tree, env, sink, root).run(main, bundle_root, parse_only=parse_only)
+
+
+class OutsideProject(PermissionError):
+    """An import or include that would leave the project root (its message says where)."""
 
 
 class _Loader:
-    def __init__(self, tree: SourceTree, env: Mapping[str, str], sink: Sink) -> None:
+    def __init__(self, tree: SourceTree, env: Mapping[str, str], sink: Sink, root: Path | None = None) -> None:
         self.tree = tree
         self.env = env
         self.sink = sink
+        self.root = root  # None: no containment (a run's recorded sources: only they can be read)
         self.decls: list[ast.Decl] = []
         self.loaded: set[str] = set()
         self.unit = Unit("")
 
+    def check_inside(self, path: Path, written: str | None = None) -> None:
+        """Refuse (OutsideProject) a target that is absolute as ``written`` or lands outside the root."""
+        if "\0" in str(path):
+            raise OutsideProject(f"path {written or str(path)!r} contains a NUL byte")
+        if written is not None and os.path.isabs(written):
+            raise OutsideProject(f"{written} is an absolute path; write it relative to the file that names it")
+        if self.root is None:
+            return
+        root = os.path.abspath(self.root)
+        target = os.path.abspath(path)
+        inside = os.path.commonpath([root, target]) == root
+        if inside and isinstance(self.tree, FileSystemTree):
+            real_root = os.path.realpath(root)  # a symlink is judged by where it lands
+            inside = os.path.commonpath([real_root, os.path.realpath(target)]) == real_root
+        if not inside:
+            what = f"{written} resolves to {display(path)}, which is" if written else f"{display(path)} is"
+            raise OutsideProject(f"{what} outside the project {display(self.root)}")
+
     def read_include(self, path: Path) -> str:
-        text = self.tree.read_text(path)
+        self.check_inside(path)
+        try:
+            text = self.tree.read_text(path)
+        except InputFileError as exc:
+            raise OSError(exc.reason) from None  # the includer words it (L003)
         self.unit.add(display(path), text, UnitRole.INCLUDE)
         return text
 
@@ -133,7 +180,8 @@ class _Loader:
         ok = wf is not None and not self.sink.has_errors
         return CompileResult(wf if ok else None, diags, self.unit)  # type: ignore[arg-type]
 
-    def load_file(self, path: Path, importer: Span | None, stack: tuple[str, ...], text: str | None = None) -> None:
+    def load_file(self, path: Path, importer: Span | None, stack: tuple[str, ...], text: str | None = None,
+                  written: str | None = None) -> None:
         key = display(path)
         where = importer or Span(key, 1, 1)
         if key in stack:
@@ -144,7 +192,17 @@ class _Loader:
             return  # imported twice through different paths: its declarations count once
         if text is None:
             try:
+                if written is not None:  # an import (the main file is what the user named)
+                    self.check_inside(path, written)
                 text = self.tree.read_text(path)
+            except OutsideProject as exc:
+                self.sink.add("L005", where, f"import refused: {exc}",
+                              "imports resolve inside the project (the bundle, else the git repository, "
+                              "else the main file's directory)")
+                return
+            except InputFileError as exc:
+                self.sink.add("L001", where, f"cannot read {key}: {exc.reason}", exc.hint)
+                return
             except UnicodeDecodeError:
                 self.sink.add("P010", where, f"{key} is not UTF-8 text")
                 return
@@ -162,6 +220,6 @@ class _Loader:
             self.unit.unparsed.append(key)
         for decl in file_ast.decls:
             if isinstance(decl, ast.ImportDecl):
-                self.load_file(Path(resolve_import(key, decl.path)), decl.span, (*stack, key))
+                self.load_file(Path(resolve_import(key, decl.path)), decl.span, (*stack, key), written=decl.path)
             else:
                 self.decls.append(decl)

@@ -6,7 +6,7 @@ offending line (or declaration) and carries on, so one typo yields one message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from iterion.dsl import ast
@@ -15,7 +15,7 @@ from iterion.dsl.grammar import (
     ATTACHMENT_PROPERTIES, NAMED_EXTENSIONS, NODE_KINDS, NODE_PROPERTIES,
     TOP_LEVEL_KEYWORDS, WORKFLOW_PROPERTIES, suggest,
 )
-from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, tokenize
+from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
 from iterion.ir import Span
 
 _T = TypeVar("_T")
@@ -28,24 +28,31 @@ class _Error(Exception):
 
 
 def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
-    lines, diags = tokenize(text, file)
-    roots = _build_tree(lines, diags, file)
-    p = _Parser(file, diags)
+    """The file's syntax tree and its diagnostics (lexer's, then indentation's, then parser's).
+
+    Streaming: each top-level block is parsed as soon as the lexer has produced its last line,
+    and its tokens are then dropped; only the syntax tree grows with the file.
+    """
+    lex_diags: list[Diagnostic] = []
+    tree_diags: list[Diagnostic] = []
+    parse_diags: list[Diagnostic] = []
+    p = _Parser(file, parse_diags)
     decls: list[ast.Decl] = []
-    for line in roots:
+    for line in _build_tree(iter_lines(text, file, lex_diags), tree_diags, file):
         if line.broken:
             continue
         try:
             decl = p.top_level(line)
         except _Error as err:
-            diags.append(err.diag)
+            parse_diags.append(err.diag)
             continue
         if decl is not None:
             decls.append(decl)
-    return ast.File(file, tuple(decls), Span(file, 1, 1)), diags
+    return ast.File(file, tuple(decls), Span(file, 1, 1)), [*lex_diags, *tree_diags, *parse_diags]
 
 
-def _build_tree(lines: list[Line], diags: list[Diagnostic], file: str) -> list[Line]:
+def _build_tree(lines: Iterable[Line], diags: list[Diagnostic], file: str) -> Iterator[Line]:
+    """The top-level lines with their children, each yielded once its block is complete."""
     root = Line(-2, [], 0, 0)
     stack: list[Line] = [root]
     for line in lines:
@@ -70,9 +77,12 @@ def _build_tree(lines: list[Line], diags: list[Diagnostic], file: str) -> list[L
                               f"unexpected indentation: expected {expected} spaces {where}, found {line.indent}",
                               "indent each level by exactly two spaces"))
             line.broken = True
+        if parent is root:
+            yield from root.children  # the previous block is complete: parse it, then drop it
+            root.children.clear()
         parent.children.append(line)
         stack.append(line)
-    return root.children
+    yield from root.children
 
 
 def _tok_span(file: str, t: Token) -> Span:

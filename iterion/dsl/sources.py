@@ -9,12 +9,15 @@ naturally (``bot.botz/main.bot:3:1``).
 
 from __future__ import annotations
 
+import io
 import os
 import posixpath
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from persist.inputs import ARCHIVE_LIMIT, SOURCE_LIMIT, InputFileError, read_bounded, read_text_bounded
 
 # A bundle is text and a few assets; anything bigger is refused rather than read into memory.
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
@@ -41,7 +44,8 @@ def display(path: Path) -> str:
 
 class FileSystemTree:
     def read_text(self, path: Path) -> str:
-        return path.read_bytes().decode("utf-8")
+        """A regular file of bounded size (persist.inputs), decoded as UTF-8."""
+        return read_text_bounded(path, "workflow file", SOURCE_LIMIT)
 
     def exists(self, path: Path) -> bool:
         return path.exists()
@@ -49,7 +53,9 @@ class FileSystemTree:
     def listdir(self, path: Path) -> list[Path]:
         if not path.is_dir():
             return []
-        return sorted(p for p in path.iterdir() if p.is_file())
+        # everything but directories: a FIFO among a bundle's prompts is refused when read,
+        # not skipped in silence
+        return sorted(p for p in path.iterdir() if not p.is_dir())
 
 
 def safe_member_name(name: str) -> str:
@@ -68,7 +74,13 @@ def read_archive(path: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
     try:
-        with tarfile.open(path, "r:gz") as tar:
+        packed = read_bounded(path, ".botz archive", ARCHIVE_LIMIT)
+    except InputFileError as exc:
+        raise SourceError(f"cannot read {path}: {exc.reason}") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {path} as a .botz (tar.gz) archive: {exc}") from None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(packed), mode="r:gz") as tar:
             for member in tar:
                 rel = safe_member_name(member.name)
                 if member.isdir():

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+from iterion.datafile import DataFileError, loads_json
 from iterion.engine.errors import NodeFailure
 from iterion.failure_codes import FailureCode
 from iterion.ir import FieldType, Schema, SchemaField
@@ -66,7 +68,9 @@ _FALSE = {"false", "no", "n", "0", "off"}
 
 
 class AnswerError(ValueError):
-    pass
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason  # why the value is refused, when more precise than "not a valid TYPE"
 
 
 def coerce_value(f: SchemaField, raw: Any) -> Any:
@@ -87,17 +91,28 @@ def coerce_value(f: SchemaField, raw: Any) -> Any:
         if t is FieldType.INT:
             return int(raw.strip())
         if t is FieldType.FLOAT:
-            return float(raw.strip())
+            value = float(raw.strip())
+            if not math.isfinite(value):
+                raise AnswerError(f"answer {f.name}={raw!r} is not a finite number", reason="is not a finite number")
+            return value
         if t is FieldType.STRING_LIST:
             text = raw.strip()
             if text.startswith("["):
-                return json.loads(text)
+                return loads_json(text, f"answer {f.name}")
             return [part.strip() for part in text.split(",") if part.strip()]
-        return json.loads(raw)
+        return loads_json(raw, f"answer {f.name}")
+    except DataFileError as exc:  # too deep, NaN/Infinity/1e999, not JSON: say which
+        reason = str(exc).removeprefix(f"answer {f.name} ")
+        raise AnswerError(f"answer {f.name}={_short(raw)} {reason}", reason=reason) from None
     except (ValueError, json.JSONDecodeError) as exc:
         if isinstance(exc, AnswerError):
             raise
-        raise AnswerError(f"answer {f.name}={raw!r} is not a valid {t.value}") from None
+        raise AnswerError(f"answer {f.name}={_short(raw)} is not a valid {t.value}") from None
+
+
+def _short(raw: str) -> str:
+    """``raw`` quoted for a one-line message (a 10 MB value is not echoed whole)."""
+    return repr(raw) if len(raw) <= 80 else repr(raw[:77] + "...")
 
 
 def coerce_answers(node: str, schema: Schema | None, answers: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from iterion.engine.state import Pending, RunState
 from iterion.engine.versioning import Versioning
 from iterion.failure_codes import FailureCode
 from iterion.ir import Edge, Node, Workflow
+from iterion.shellquote import RenderMode
 from iterion.store import Store
 from iterion.store.checkpoint import InteractionKind
 
@@ -110,13 +111,15 @@ class NodeResult:
     session_id: str | None = None
 
 
-def render_text(text: str | None, scope: dict[str, Any], node: str, what: str) -> str:
-    """A template rendered against the scope; an unresolvable reference is TEMPLATE_FAILED."""
+def render_text(text: str | None, scope: dict[str, Any], node: str, what: str,
+                mode: RenderMode = "text") -> str:
+    """A template rendered against the scope, values written as ``mode`` says (a tool command
+    quotes them: ``iterion.shellquote``); an unresolvable reference is TEMPLATE_FAILED."""
     if not text:
         return ""
     from iterion.templates import TemplateRenderError, render
 
     try:
-        return render(text, scope)
+        return render(text, scope, mode)
     except TemplateRenderError as exc:
         raise NodeFailure(FailureCode.TEMPLATE_FAILED, f"node {node}: {what}: {exc.message}", node=node) from None

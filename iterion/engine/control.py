@@ -8,7 +8,9 @@ execute, with nothing interrupted). A file rather than a signal: it needs no pid
 process that owns the run, and leaves an audit trail in the request itself.
 
 When no live process owns the run (no one holds its lock), a cancel just moves the status; the
-lock is taken for that write so a resume cannot claim the run in between.
+lock is taken for that write so a resume cannot claim the run in between. A ``running`` run
+cancelled that way lost its process mid-run: a ``takeover:`` boundary is recorded first, like
+every takeover (iterion.engine.takeover).
 """
 
 from __future__ import annotations
@@ -198,6 +200,8 @@ def _cancel_directly(store: Store, run_id: str, reason: str) -> ControlOutcome |
         check_command(Command.CANCEL, run_id, doc.status)
         _preflight_cancel(store, run_id)  # under the lock, before the first write
         previous = doc.status
+        if previous is RunStatus.RUNNING:
+            _record_cancel_takeover(store, doc)  # its process died mid-run: before the status moves
         store.update_run(run_id, lambda d: d.set_status(RunStatus.CANCELLED, failure_code=FailureCode.CANCELLED.value,
                                                         error=reason))
         store.events(run_id).append(ev.RUN_CANCELLED, payload={"reason": reason, "from_status": previous.value,
@@ -208,6 +212,20 @@ def _cancel_directly(store: Store, run_id: str, reason: str) -> ControlOutcome |
                               _restart_node(store, run_id), f"run was {previous.value}; no process executes it")
     finally:
         lock.release()
+
+
+def _record_cancel_takeover(store: Store, doc: Any) -> None:
+    """A ``running`` run whose lock is free lost its process: record the takeover boundary (what
+    changed since its last boundary is unattributable - see iterion.engine.takeover)."""
+    from iterion.engine.stale import owner_verdict  # (engine.execution imports this module)
+    from iterion.engine.takeover import BY_CANCEL, record_takeover
+
+    try:
+        cp = store.load_checkpoint(doc.id)
+    except Exception:  # noqa: BLE001 - unreadable: no anchor for the boundary
+        cp = None
+    proof = f"no process holds its lock ({owner_verdict(doc).reason})"
+    record_takeover(store, doc, cp, how=BY_CANCEL, proof=proof)
 
 
 def _wait_for(store: Store, run_id: str, timeout_s: float) -> RunStatus:
@@ -259,10 +277,13 @@ def pause_run(store: Store, run_id: str, *, wait_s: float = 30.0, reason: str | 
     doc = store.load_run(run_id)
     check_command(Command.PAUSE, run_id, doc.status)
     if not store.is_locked(run_id):
+        from iterion.engine.stale import owner_verdict  # (engine.execution imports this module)
+
+        dead = owner_verdict(doc).dead
+        take = f"`iterion resume --run-id {run_id}`" + ("" if dead else " --force-stale")
         raise StatusRefusedError(
             f"run {run_id} is running but no process executes it (its owner is gone): there is nothing to pause",
-            hint=f"cancel it (`iterion cancel --run-id {run_id}`) or take it over with "
-                 f"`iterion resume --run-id {run_id} --force-stale`")
+            hint=f"cancel it (`iterion cancel --run-id {run_id}`) or take it over with {take}")
     write_request(store, run_id, Action.PAUSE, reason)
     if wait_s <= 0:
         return ControlOutcome(run_id, Action.PAUSE.value, RunStatus.RUNNING.value, "pending",

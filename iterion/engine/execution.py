@@ -30,12 +30,19 @@ Listener = Callable[[Event], None]
 
 def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:
     log = store.events(run_id)
+    failed: list[str] = []  # one stderr line for the first lost event, not one per event
 
     def emit(type: str, node: str | None, iteration: int | None, payload: dict[str, Any]) -> None:
         try:
             event = log.append(type, node=node, iteration=iteration, payload=_jsonable(payload))
         except OSError as exc:  # the timeline is for people; the checkpoint is the state
-            print(f"iterion: could not append event {type}: {exc}", file=sys.stderr)
+            if not failed:
+                failed.append(type)
+                try:
+                    print(f"iterion: could not append event {type} (later ones may be lost too): {exc}",
+                          file=sys.stderr)
+                except (OSError, ValueError):
+                    pass
             return
         if listener is not None:
             try:

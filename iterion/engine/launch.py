@@ -5,8 +5,7 @@ A workflow with validation errors is refused BEFORE anything is created (Invalid
 
 from __future__ import annotations
 
-import os
-import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,15 @@ from iterion.engine.execution import Listener, drive, make_emit, open_run_versio
 from iterion.engine.result import RunResult
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
+from iterion.engine.storage import storage_oserror
+from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.ir import SchemaField, Workflow
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
+from iterion.store.errors import StoreFullError
 from iterion.store.ids import friendly_name, new_id
-from iterion.store.timeutil import utcnow
+from iterion.store.placement import prepare_store
 
 SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 
@@ -46,15 +48,8 @@ class LaunchOptions:
     run_id: str | None = None
     attachments: dict[str, Path] = field(default_factory=dict)  # --attach name=path (launch inputs)
     on_budget: str = "fail"                                 # --on-budget: BUDGET_EXCEEDED fails or pauses
-
-
-def ensure_store_ignored(store_root: Path) -> None:
-    """The store may live inside the project (``.iterion/``): a ``*`` .gitignore in it keeps it
-    out of `git add -A`, gitrefs snapshots and the workspace tracker (all read ignore rules)."""
-    store_root.mkdir(parents=True, exist_ok=True)
-    gi = store_root / ".gitignore"
-    if not gi.exists():
-        gi.write_text("# iterion's run store: never part of a workspace snapshot\n*\n")
+    wait_workspace: bool = True                             # in place: wait for a run executing there (--no-wait: refuse)
+    on_wait: Callable[[str], None] | None = None            # told who holds the workspace while waiting
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
@@ -71,8 +66,10 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[
             raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
         try:
             values[key] = coerce_value(SchemaField(key, var.type), text)
-        except AnswerError:
-            raise EngineError(f"--var {key}={text!r} is not a valid {var.type.value}") from None
+        except AnswerError as exc:
+            shown = text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "..."
+            why = exc.reason or f"is not a valid {var.type.value}"
+            raise EngineError(f"--var {key}={shown!r} {why}") from None
     missing = sorted(n for n in wf.vars if n not in values)
     if missing:
         raise EngineError(f"var {', '.join(missing)} has no default and was not given",
@@ -114,14 +111,15 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     check_attachments(wf, options.attachments)
     ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
     workspace = Path(options.workspace or Path.cwd()).resolve()
-    if options.workspace is not None and not workspace.exists():
-        workspace.mkdir(parents=True)  # an explicit fresh workspace (e.g. for the demo)
+    if not workspace.exists():  # never created: a typo must not become a fresh empty workspace
+        raise EngineError(f"workspace {workspace} does not exist",
+                          hint=f"create it first (mkdir -p {workspace}) or pass an existing directory")
     if not workspace.is_dir():
         raise EngineError(f"workspace {workspace} is not a directory")
     script_file = options.script_file or find_script_file(src.path)
     run_id = options.run_id or new_id()
     name = friendly_name(wf.name)
-    ensure_store_ignored(store.root)
+    prepare_store(store.root, store.origin, workspace)  # refused inside the working tree unless ignored
 
     worktree_info = None
     mode = WorkspaceMode.IN_PLACE
@@ -142,18 +140,28 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
                           "answers": options.answers, "on_budget": options.on_budget},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
-                 owner=OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow()))
+                 owner=OwnerInfo.this_process())
     doc.record_sources(src.main_path, src.sources)
-    store.create_run(doc)
-    lock = store.lock(run_id)
-    lock.acquire()
-    for att_name, att_path in options.attachments.items():
-        store.attachments(run_id).stage(att_name, Path(att_path))
-    versioning = None
+    # in place: wait for (or, --no-wait, refuse) another run executing here BEFORE the run exists
+    ws_lock = None if wf.worktree else hold_workspace(store, workspace, run_id, wait=options.wait_workspace,
+                                                      on_wait=options.on_wait)
     try:
+        store.create_run(doc)  # a full disk here leaves no run directory behind (StoreFullError)
+    except BaseException:
+        release_workspace(ws_lock)
+        raise
+    lock = store.lock(run_id)
+    versioning = None
+    started = False  # until the entry checkpoint exists, a full disk discards the whole run
+    try:
+        lock.acquire()
+        for att_name, att_path in options.attachments.items():
+            store.attachments(run_id).stage(att_name, Path(att_path))
         try:
             versioning = open_run_versioning(store, doc, start=True, watch=options.watch)
         except Exception as exc:
+            if storage_oserror(exc) is not None:
+                raise
             # the run exists but cannot execute: leave it terminal, not "running" with no owner
             message = f"the workspace cannot be versioned: {getattr(exc, 'message', None) or exc}"
             store.update_run(run_id, lambda d: d.set_status(RunStatus.FAILED, failure_code="WORKSPACE_SAFETY",
@@ -168,12 +176,24 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
                                                     restart_node=wf.entry, restart_iteration=0))
+        started = True
         emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
         run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
                                  watch=options.watch, on_budget=options.on_budget)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, emit=emit)
+    except OSError as exc:
+        err = storage_oserror(exc)
+        if started or err is None:
+            raise
+        if versioning is not None:
+            versioning.close()
+            versioning = None
+        lock.release()
+        store.discard_new_run(run_id)  # nothing executed: no half-made run is left
+        raise StoreFullError.from_os_error(err, store.root, "no run was created") from None
     finally:
         if versioning is not None:
             versioning.close()
         lock.release()
+        release_workspace(ws_lock)

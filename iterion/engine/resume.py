@@ -1,39 +1,58 @@
 """``resume_run``: continue a parked run under the same id from its checkpoint.
 
 Order matters: the per-run lock, the status table, the source digest (refused unless --force,
-showing both digests) and the answers are all checked BEFORE anything executes. Then the state
+showing both digests) and the answers are all checked BEFORE anything executes. A ``running``
+run whose process died is taken over (``stale.admit_takeover``: at once when its owner is provably
+dead here, else with --force-stale past the grace window), and a ``takeover:`` boundary is
+recorded before the claim (``engine.takeover``). Then the state
 is restored from the checkpoint (budget consumption included), a ``resume:`` boundary is
 written and the checkpoint node re-executes (a human pause: the answers become its output).
 """
 
 from __future__ import annotations
 
-import os
-import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
-from iterion.engine.cancel import CancelToken
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
+from iterion.engine.cancel import CancelToken
 from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
 from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
 from iterion.engine.recovery import ACK_FIELD
 from iterion.engine.result import RunResult
-from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
-from iterion.engine.resume_checks import (check_budget_raised, check_checkpoint_present, check_no_interrupted_rewind,
-                                          check_workspace_usable, check_worktree_link)
+from iterion.engine.resume_checks import (
+    check_budget_raised,
+    check_checkpoint_present,
+    check_no_interrupted_rewind,
+    check_workspace_usable,
+    check_worktree_link,
+)
 from iterion.engine.source import CompiledSource, compile_source
-from iterion.engine.stale import check_takeover
+from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
+from iterion.engine.takeover import record_takeover
+from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.ir import NodeKind
-from iterion.store import Checkpoint, Command, OwnerInfo, RunDoc, RunStatus, Store, check_command
+from iterion.store import (
+    Checkpoint,
+    Command,
+    OwnerInfo,
+    RunDoc,
+    RunStatus,
+    Store,
+    WorkspaceMode,
+    check_command,
+)
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
-from iterion.store.timeutil import utcnow
+from iterion.store.placement import check_store_placement
+from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 
 @dataclass
@@ -46,6 +65,8 @@ class ResumeOptions:
     script_file: str | None = None
     force_stale: bool = False
     watch: bool = True
+    wait_workspace: bool = True       # in place: wait for a run executing there (--no-wait: refuse)
+    on_wait: Callable[[str], None] | None = None  # told who holds the workspace while waiting
 
 
 class SourceChanged(EngineError):
@@ -61,15 +82,22 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                token: CancelToken | None = None, listener: Listener | None = None) -> RunResult:
     options = options or ResumeOptions()
     run_id = store.resolve_run(run_id)
-    if not store.is_locked(run_id):  # (a held lock is reported by acquire, naming its owner)
+    if options.file is not None and not Path(options.file).is_dir():
+        check_regular_file(options.file, "workflow file", SOURCE_LIMIT)  # before the lock records an owner
+    if not store.is_locked(run_id):  # (a held lock is refused by try_acquire below, naming its owner)
         _preflight(store, run_id, options)  # check first: a refusal writes nothing, not even the lock record
+    store.ensure_reserve(run_id)  # room to record its end on a full disk; a full disk refuses here
     lock = store.lock(run_id)
-    lock.acquire()  # two processes never execute one run
+    if not lock.try_acquire():  # two processes never execute one run
+        raise held_refusal(store, run_id)
     versioning = None
+    ws_lock = None
     try:
         doc, cp = _preflight(store, run_id, options)  # again under the lock: authoritative
+        admission = None
         if doc.status is RunStatus.RUNNING:
-            check_takeover(store, run_id, lock)  # --force-stale: no live owner, no flush for 60 s
+            # its process died: at once when provably dead here, else --force-stale past 60 s
+            admission = admit_takeover(store, run_id, doc, lock, force_stale=options.force_stale)
         src = _recompile(doc, options)
         digest_changed = src.digest != doc.workflow_digest
         legacy = digest_changed and doc.workflow_digest == src.bare_digest
@@ -101,7 +129,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         def claim(d: Any) -> None:
             d.set_status(RunStatus.RUNNING)
             d.budget = ask  # the merged ask persists, so a later retry keeps the raised cap
-            d.owner = OwnerInfo(pid=os.getpid(), host=socket.gethostname(), started=utcnow())
+            d.owner = OwnerInfo.this_process()
             d.explicit_resume_required = False
             if digest_changed and not legacy:
                 # re-stamp: the next rewind --auto diffs against what actually runs now
@@ -117,7 +145,14 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
         # the run keeps its parked status
         check_worktree_link(doc)
+        if doc.workspace_mode is WorkspaceMode.IN_PLACE:
+            check_store_placement(store.root, store.origin, Path(doc.workspace_dir))
+            # one run executes in an in-place workspace at a time: wait (or refuse) before claiming
+            ws_lock = hold_workspace(store, Path(doc.workspace_dir), run_id, wait=options.wait_workspace,
+                                     on_wait=options.on_wait)
         versioning = open_run_versioning(store, doc, start=False, watch=options.watch)
+        if admission is not None:  # what changed since its last boundary is unattributable
+            record_takeover(store, doc, cp, how=admission.how, proof=admission.proof, versioning=versioning)
         answers = stage_pending_answers(store, run_id, state, wf, answers, emit)  # key=@./path uploads
         doc = store.update_run(run_id, claim)
         restart = state.next_node
@@ -125,6 +160,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
              {"restart_node": restart, "from_status": from_status.value, "forced": bool(digest_changed and options.force),
               "resumed_from": "human_pause" if state.pending is not None else from_status.value,
               "raised_caps": raised, "answers": bool(answers),
+              "taken_over": admission.how if admission is not None else None,
               **({"resumed_from": "recovery_pause", "recovery_code": cp.recovery_code}
                  if cp is not None and cp.recovery_pause else {})})
         run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,
@@ -136,6 +172,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     finally:
         if versioning is not None:
             versioning.close()
+        release_workspace(ws_lock)
         lock.release()
 
 
@@ -143,7 +180,8 @@ def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDo
     """What a resume needs, checked while only reading (iterion/engine/preflight.py)."""
     check_no_interrupted_rewind(store, run_id)
     doc = store.load_run(run_id)
-    check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
+    if doc.status is not RunStatus.RUNNING:  # a running run is admitted (or not) as a takeover
+        check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
     events = check_event_log(store, run_id)
     check_run_dir(store, run_id)
     cp = check_checkpoint(store, run_id)

@@ -21,14 +21,16 @@ from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.budget import BudgetExceeded
 from iterion.engine.context import ExecContext, NodeCall, render_text
 from iterion.engine.control import OperatorPause, park_operator, pause_point
-from iterion.engine.fork import record_turn
 from iterion.engine.edges import note_loop_output, select_edge, take_edge
 from iterion.engine.errors import Cancelled, NodeFailure
+from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
 from iterion.engine.recovery import Action, RecoveryDispatcher, RecoveryPause, park_recovery
 from iterion.engine.result import RunResult
 from iterion.engine.scope import build_scope
 from iterion.engine.state import Pending, to_checkpoint
+from iterion.engine.storage import park_storage_failure, storage_failure, storage_oserror, write_status
+from iterion.engine.versioning import capture_skipped_payload
 from iterion.failure_codes import FailureCode
 from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, RouterMode
 from iterion.store import AnchorReason, RunStatus
@@ -63,6 +65,7 @@ class Runner:
         self.on_finish = on_finish
         self._fail_written: set[tuple[str, int]] = set()
         self._current_it: int | None = None  # iteration of the node the main loop is executing
+        self.storage_error: OSError | None = None  # a full/read-only disk met by a checkpoint write
         self.recovery = RecoveryDispatcher(ctx)
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -119,6 +122,12 @@ class Runner:
             return self._checkpoint_lost(exc)
         except NodeFailure as exc:
             return self._failed(current, exc)
+        except OSError as exc:  # a write outside a node failed: a full/read-only disk parks resumable
+            self.storage_error = storage_oserror(exc)
+            parked = park_storage_failure(self, None, str(exc)) if self.storage_error else None
+            if parked is None:
+                raise
+            return parked
 
     # -- one node ---------------------------------------------------------------------------------
     def _attempt(self, nid: str, it: int, *, resumed: bool = False, answers: dict[str, Any] | None = None,
@@ -194,13 +203,14 @@ class Runner:
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": exc.code, "error": exc.message, **exc.details})
             raise
         except Exception as exc:  # noqa: BLE001 - an unexpected error is still a typed node failure
-            failure = NodeFailure(FailureCode.EXECUTION_FAILED, f"node {nid}: {type(exc).__name__}: {exc}", node=nid)
+            failure = storage_failure(exc, f"node {nid}", nid) or NodeFailure(
+                FailureCode.EXECUTION_FAILED, f"node {nid}: {type(exc).__name__}: {exc}", node=nid)
             self._fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": failure.code, "error": failure.message})
             raise failure from exc
 
     def _render_with(self, edge: Edge, scope: dict[str, Any]) -> dict[str, Any]:
-        return {key: render_text(tpl, scope, edge.src, f"with {key} on edge {edge.src} -> {edge.dst}")
+        return {key: render_text(tpl, scope, edge.src, f"with {key} on edge {edge.src} -> {edge.dst}", "with")
                 for key, tpl in edge.with_map}
 
     def _commit(self, node: Node, it: int, output: dict[str, Any]) -> None:
@@ -334,10 +344,15 @@ class Runner:
         try:
             mark = self.ctx.versioning.mark(label)
         except Exception as exc:  # noqa: BLE001 - reported as the node's failure
-            raise NodeFailure(FailureCode.EXECUTION_FAILED,
-                              f"workspace boundary {label} could not be written: {exc}", node=node) from exc
+            what = f"workspace boundary {label} could not be written"
+            raise storage_failure(exc, what, node) or NodeFailure(
+                FailureCode.EXECUTION_FAILED, f"{what}: {exc}", node=node) from exc
         self.ctx.emit(ev.BOUNDARY_WRITTEN, node, it, {"label": str(label), "state": mark.state,
                                                       "mechanism": self.ctx.versioning.mechanism})
+        skipped = self.ctx.versioning.capture_skipped()
+        if skipped:
+            self.ctx.emit(ev.WORKSPACE_CAPTURE_SKIPPED, node, it, capture_skipped_payload(
+                str(label), skipped, getattr(self.ctx.versioning.backend, "size_cap", None)))
 
     def _fail_boundary(self, node: str, it: int) -> None:
         """Best effort: the node did not complete (never masks the failure being reported)."""
@@ -366,6 +381,7 @@ class Runner:
                                restart_iteration=restart_it, recovery_code=recovery_code)
             ctx.store.save_checkpoint(ctx.run_id, cp)
         except Exception as exc:  # noqa: BLE001 - a lost checkpoint ends the run as failed
+            self.storage_error = storage_oserror(exc) or self.storage_error
             cause = f"{type(exc).__name__}: {exc}"
             ctx.emit(ev.CHECKPOINT_LOST, restart, None, {"error": cause, "anchor": anchor.value})
             if strict:
@@ -379,7 +395,7 @@ class Runner:
         def mutate(doc: Any) -> None:
             doc.set_status(status, failure_code=code, error=error)
 
-        self.ctx.store.update_run(self.ctx.run_id, mutate)
+        write_status(self.ctx.store, self.ctx.run_id, mutate)  # a full disk: released reserve, once more
 
     def _result(self, **extra: Any) -> RunResult:
         doc = self.ctx.store.load_run(self.ctx.run_id)
@@ -503,7 +519,11 @@ class Runner:
         return self._lost(None, "the run could not continue")
 
     def _lost(self, code: str | None, what: str) -> RunResult:
-        """The checkpoint could not be written: nothing resumable exists, so the run is failed."""
+        """The checkpoint could not be written: nothing resumable exists, so the run is failed
+        (unless a full disk is why: the previous checkpoint is intact, see engine/storage.py)."""
+        parked = park_storage_failure(self, code, what)
+        if parked is not None:
+            return parked
         error = f"checkpoint could not be written; {what}" + (f" ({code})" if code else "")
         self._set_status(RunStatus.FAILED, code=FailureCode.CHECKPOINT_LOST.value, error=error)
         self.ctx.emit(ev.RUN_FAILED, None, None, {"code": FailureCode.CHECKPOINT_LOST.value, "error": error})

@@ -8,6 +8,7 @@ from typing import Any
 
 from iterion.engine.errors import EngineError
 from iterion.ir import Workflow
+from persist.inputs import SOURCE_LIMIT, check_regular_file, read_bounded
 
 
 class InvalidWorkflow(EngineError):
@@ -48,6 +49,8 @@ def compile_source(path: Path | str) -> CompiledSource:
     p = Path(path)
     if not p.exists():
         raise EngineError(f"workflow file {p} does not exist", hint="give the path of a .bot file or bundle")
+    if not p.is_dir():  # a FIFO or /dev/zero is refused here, at once, as bad input (exit 2)
+        check_regular_file(p, "workflow file", SOURCE_LIMIT)
     result = _load(p)
     if result.workflow is None:
         raise InvalidWorkflow(str(p), list(result.diagnostics))
@@ -59,8 +62,8 @@ def compile_source(path: Path | str) -> CompiledSource:
     elif p.is_dir():
         main = p / "main.bot"
     try:
-        digest = workflow_digest(main, bundle_dir=bundle_root)
-        main_bytes = main.read_bytes()
+        digest = workflow_digest(main, bundle_dir=bundle_root, unit=unit)
+        main_bytes = read_bounded(main, "workflow file", SOURCE_LIMIT)
     except (DigestError, OSError) as exc:
         raise EngineError(f"cannot record the workflow source: {exc}") from None
     files = digest.files

@@ -1,7 +1,13 @@
 """Running a tool's shell command or script as a child process in its own process group.
 
 Its own group (``start_new_session``) is what lets a cancel kill the whole pipeline the command
-started - ``sh -c "a | b"`` forks grandchildren a plain ``proc.kill()`` would orphan.
+started - ``sh -c "a | b"`` forks grandchildren a plain ``proc.kill()`` would orphan - and what
+finds the background children a shell leaves behind when it exits (``procgroup``).
+
+The command text reaching ``sh -c`` is already safe: every substituted value was written as a
+single-quoted shell word by ``iterion.templates.render`` (``iterion.shellquote``). The argv is
+fixed (``/bin/sh -c TEXT`` or ``INTERPRETER FILE``); the script file is a fresh temporary file
+outside the workspace, created with ``mkstemp`` (no name a value could choose).
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from iterion.engine.cancel import CancelToken, kill_group
 from iterion.engine.errors import Cancelled
+from iterion.engine.procgroup import ChildrenLeft, GraceSettingError, child_grace_s, settle_group
 
 # script languages -> the interpreter that runs a script file
 _INTERPRETERS: dict[str, list[str]] = {
@@ -33,6 +42,8 @@ class ProcResult:
     stdout: str
     stderr: str
     exit_code: int
+    # background children the shell left in its group when it exited (reported, by default killed)
+    children_left: ChildrenLeft | None = None
 
 
 class ToolLaunchError(Exception):
@@ -51,37 +62,65 @@ def script_argv(language: str, script_path: Path) -> list[str]:
 
 def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], token: CancelToken,
                 poll: float = 0.1, check: Callable[[], None] | None = None) -> ProcResult:
-    """Run ``argv`` to completion, or kill its process group and raise Cancelled on cancel.
+    """Run ``argv`` until it exits, or kill its process group and raise Cancelled on cancel.
+
+    The call ends when ``argv[0]`` (the shell) exits, not when its output closes: stdout and
+    stderr go to unnamed temporary files, so a background child holding them open cannot hold
+    the node. What the process wrote by the time it exited is its output. Children still in the
+    group then are settled by ``procgroup.settle_group`` (grace, then killed) and returned in
+    ``children_left``.
 
     ``check`` is called while the process runs (e.g. the run's duration cap); whatever it raises
     kills the process group and propagates."""
     token.check()
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-    except OSError as exc:
-        raise ToolLaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
-    with token.process_group(proc.pid):
-        while True:
+        grace = child_grace_s()
+    except GraceSettingError as exc:
+        raise ToolLaunchError(str(exc)) from None
+    with ExitStack() as files:
+        try:
+            out_f, err_f = (files.enter_context(tempfile.TemporaryFile()) for _ in range(2))
+        except OSError as exc:
+            raise ToolLaunchError(f"cannot create the files that capture the tool's output in "
+                                  f"{tempfile.gettempdir()}: {exc.strerror or exc}") from None
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f,
+                                    start_new_session=True)
+        except OSError as exc:
+            raise ToolLaunchError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+        except ValueError as exc:  # a NUL byte or an unencodable character in argv or env
+            raise ToolLaunchError(f"cannot start {argv[0]}: {exc}") from None
+
+        def tick() -> None:
+            if token.cancelled:
+                raise Cancelled(token.reason or "cancelled")
+            if check is not None:
+                check()
+
+        with token.process_group(proc.pid):
             try:
-                out, err = proc.communicate(timeout=poll)
-                break
-            except subprocess.TimeoutExpired:
-                if token.cancelled:
-                    kill_group(proc.pid)
-                    proc.communicate()
-                    raise Cancelled(token.reason or "cancelled") from None
-                if check is not None:
+                while True:
                     try:
-                        check()
-                    except BaseException:
-                        kill_group(proc.pid)
-                        proc.communicate()
-                        raise
+                        proc.wait(timeout=poll)
+                        break
+                    except subprocess.TimeoutExpired:
+                        tick()
+                out, err = _read_all(out_f), _read_all(err_f)
+                left = settle_group(proc.pid, grace, tick=tick)
+            except BaseException:
+                kill_group(proc.pid)
+                proc.wait()
+                raise
     if token.cancelled:
         # finished in the same instant as the cancel: the cancel still wins (the run stops)
         raise Cancelled(token.reason or "cancelled")
-    return ProcResult(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode)
+    return ProcResult(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode, left)
+
+
+def _read_all(fh: IO[bytes]) -> bytes:
+    fh.flush()
+    fh.seek(0)
+    return fh.read()
 
 
 def run_command(command: str, *, cwd: Path, env: dict[str, str], token: CancelToken,
@@ -95,7 +134,8 @@ def run_script(script: str, language: str, *, cwd: Path, env: dict[str, str], to
     lang = (language or "sh").lower()
     fd, name = tempfile.mkstemp(prefix="iterion-tool-", suffix=_SUFFIX.get(lang, ""))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # surrogateescape: a substituted value's undecodable bytes go back out as the same bytes
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(script)
         return run_process(script_argv(lang, Path(name)), cwd=cwd, env=env, token=token, check=check)
     finally:

@@ -4,7 +4,8 @@
 * in-place runs: snapshots through ``workspacetrack.Tracker``, whose store lives under the
   run's directory in the run store - never in the operator's workspace.
 
-The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)``.
+The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)``; a
+takeover of a run whose process died marks a ``takeover`` boundary (``iterion.engine.takeover``).
 Boundary writes are serialized: parallel branches share one workspace and one chain.
 """
 
@@ -21,6 +22,16 @@ from gitrefs.produced_scope import ChainEntry, ProducedScope
 
 GITREFS = "gitrefs"
 WORKSPACETRACK = "workspacetrack"
+
+
+def capture_skipped_payload(label: str, skipped: dict[str, str], size_cap: int | None = None) -> dict[str, Any]:
+    """The ``workspace_capture_skipped`` event: what a boundary's capture left out, and why."""
+    from workspacetrack.names import display, raw_paths
+    from workspacetrack.reasons import describe
+
+    return {"label": label,
+            "skipped": [{"path": display(p), "reason": describe(r, size_cap)} for p, r in sorted(skipped.items())],
+            "raw_paths": raw_paths(skipped)}
 
 
 @dataclass(frozen=True)
@@ -48,11 +59,19 @@ class Versioning(ABC):
     @abstractmethod
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope: ...
 
+    @abstractmethod
+    def changed_paths(self, a: str, b: str) -> set[str]:
+        """Paths that differ between two recorded states (ids from ``chain()`` / ``mark()``)."""
+
     def has(self, label: BoundaryLabel) -> bool:
         return any(entry.label == label for entry in self.chain())
 
     def labels(self) -> list[str]:
         return [str(entry.label) for entry in self.chain()]
+
+    def capture_skipped(self) -> dict[str, str]:
+        """Paths the last ``mark`` newly left out of its capture (path -> reason); {} if none."""
+        return {}
 
     def close(self) -> None:
         """Release watchers/handles (idempotent)."""
@@ -81,6 +100,9 @@ class GitVersioning(Versioning):
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:
         return self._refs.produced_scope(pivot)
 
+    def changed_paths(self, a: str, b: str) -> set[str]:
+        return set(self._refs.changed_paths(a, b))
+
     @property
     def backend(self) -> Any:
         return self._refs
@@ -105,11 +127,17 @@ class TrackVersioning(Versioning):
     def _write(self, label: BoundaryLabel) -> str:
         return str(self._tracker.capture(label).id)
 
+    def capture_skipped(self) -> dict[str, str]:
+        return dict(self._tracker.newly_skipped)
+
     def chain(self) -> list[ChainEntry]:
         return list(self._tracker.chain_entries())
 
     def produced_scope(self, pivot: BoundaryLabel) -> ProducedScope:
         return self._tracker.produced_scope(pivot)
+
+    def changed_paths(self, a: str, b: str) -> set[str]:
+        return {c.path for c in self._tracker.changes(a, b)}
 
     def close(self) -> None:
         if self._watching:

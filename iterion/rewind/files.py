@@ -13,16 +13,22 @@ another. The workflow source files are always protected.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from gitrefs.boundary import BoundaryLabel
-from persist import atomic_write_bytes
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
+from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
+from persist import atomic_write_bytes
+from workspacetrack.names import display, raw_paths
+from workspacetrack.reasons import describe
 
 
 class RestoreScope(StrEnum):
@@ -55,6 +61,15 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class LeftInPlace:
+    """Why a path the rewind saw was not restored (``run_id``: the other run that produced it)."""
+
+    path: str
+    reason: str
+    run_id: str | None = None
+
+
 @dataclass
 class FilesReport:
     mechanism: str  # gitrefs | workspacetrack
@@ -66,12 +81,18 @@ class FilesReport:
     skipped: list[Skipped] = field(default_factory=list)
     overwritten: list[str] = field(default_factory=list)  # matched neither side of the recorded range
     left_in_place: list[str] = field(default_factory=list)  # changed since the last boundary, out of scope
+    # one entry per left_in_place path: why, and which other run of the workspace produced it
+    left_in_place_details: list[LeftInPlace] = field(default_factory=list)
     # a dry run: what the scope covers (the preview); a restore: every path it touched or skipped
     in_scope: list[str] = field(default_factory=list)
     ref: str | None = None  # gitrefs: the anchor ref; workspacetrack: the anchor snapshot id
     revert_commit: str | None = None
     backup_ref: str | None = None  # gitrefs: the bank ref; workspacetrack: the bank snapshot id
     skip_reason: str | None = None  # why nothing was restored
+    # paths above whose names are not UTF-8: display form (\xNN escapes) -> hex of the exact bytes
+    raw_paths: dict[str, str] = field(default_factory=dict)
+    # a shell command that puts the banked content of every ``overwritten`` path back
+    undo: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,12 +119,15 @@ OnPlanned = Callable[[FilesPlan], None]
 
 def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *, workspace: Path,
                   protected: list[str], dry_run: bool = False, on_planned: OnPlanned | None = None,
-                  planned: FilesPlan | None = None) -> FilesReport:
+                  planned: FilesPlan | None = None,
+                  other_runs: list[tuple[str, frozenset[str]]] | None = None) -> FilesReport:
     """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``.
 
     ``on_planned`` is called once the restore is decided and banked, before its first write (the
     rewind records its intent there). ``planned``: apply that recorded decision again instead of
-    deciding anew - finishing a restore a killed process began (every step is idempotent)."""
+    deciding anew - finishing a restore a killed process began (every step is idempotent).
+    ``other_runs``: (run id, paths) other in-place runs of the workspace produced after the
+    anchor (``iterion.rewind.other_runs``); a produced scope leaves those paths in place."""
     mechanism = versioning.mechanism
     report = FilesReport(mechanism=mechanism, scope=scope.value, anchor=str(anchor))
     if scope is RestoreScope.NONE:
@@ -119,8 +143,67 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
                      dry_run=dry_run, on_planned=on_planned, planned=planned)
     else:
         _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
-                         on_planned=on_planned, planned=planned)
+                         on_planned=on_planned, planned=planned, other_runs=other_runs or [])
+    if not dry_run:
+        flag_unattributable(versioning, anchor, report)
+        report.undo = undo_command(versioning, report, workspace)
     return report
+
+
+# --- authorship after a crash: the takeover interval ---------------------------------------
+
+def unattributable_paths(versioning: Any, anchor: BoundaryLabel) -> set[str]:
+    """Paths changed, after ``anchor``, in an interval a ``takeover:`` boundary ends: the run's
+    process died inside it, so its writes and a person's edits there cannot be told apart
+    (gitrefs.boundary). Only those intervals are diffed, so this costs nothing without one."""
+    chain = versioning.chain()
+    start = max((i for i, e in enumerate(chain) if e.label == anchor), default=None)
+    if start is None:
+        return set()
+    out: set[str] = set()
+    for prev, entry in zip(chain[start:], chain[start + 1:]):
+        if entry.label.kind.ends_unattributable_interval and prev.state != entry.state:
+            out |= versioning.changed_paths(prev.state, entry.state)
+    return out
+
+
+def flag_unattributable(versioning: Any, anchor: BoundaryLabel, report: FilesReport) -> None:
+    """Whatever the restore wrote or removed among the unattributable paths is reported in
+    ``overwritten`` (its pre-rewind content is in the bank): never silently taken for the run's."""
+    touched = set(report.restored) | set(report.removed)
+    if touched:
+        report.overwritten = sorted(set(report.overwritten) | (touched & unattributable_paths(versioning, anchor)))
+
+
+def undo_command(versioning: Any, report: FilesReport, workspace: Path) -> str | None:
+    """The command that brings the bank's content of the ``overwritten`` paths back, ready to paste
+    (every argument shell-quoted). A path the bank did not have is removed again."""
+    if not report.overwritten or not report.backup_ref:
+        return None
+    backend = versioning.backend
+    q = shlex.quote
+    if versioning.mechanism == GITREFS:
+        tree = backend.repo.revparse_single(report.backup_ref).peel(pygit2.Tree)
+        banked = [p for p in report.overwritten if _in_tree(tree, p)]
+        absent = [p for p in report.overwritten if p not in banked]
+        steps = []
+        if banked:
+            steps.append(f"git -C {q(str(workspace))} restore --source={q(report.backup_ref)} --worktree -- "
+                         + " ".join(q(p) for p in banked))
+        if absent:
+            steps.append("rm -f -- " + " ".join(q(str(workspace / p)) for p in absent))
+        return " && ".join(steps)
+    paths = " ".join(f"--path {q(p)}" for p in report.overwritten)
+    return (f"iterion track undo --store {q(str(backend.store.root))} --workspace {q(str(backend.workspace))} "
+            f"--run-id {q(backend.run_id)} --bank {q(report.backup_ref)} {paths}")
+
+
+def _in_tree(tree: Any, path: str) -> bool:
+    try:
+        tree[path]
+    except KeyError:
+        return False
+    return True
 
 
 # --- worktree runs: gitrefs ----------------------------------------------------------------
@@ -138,6 +221,7 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
             report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
             return
         if dry_run:
+            _display_paths(report)
             return
         # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
         saved = {rel: (workspace / rel).read_bytes() for rel in guarded
@@ -166,6 +250,22 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
     bank = result.bank.commit
     differs = refs.changed_paths(bank, anchor_commit) & refs.changed_paths(bank, last)
     report.overwritten = sorted(touched & differs)
+    _display_paths(report)
+
+
+def _display_paths(report: FilesReport) -> None:
+    """Non-UTF-8 names in their printable form, with their exact bytes in ``raw_paths``."""
+    every = [*report.restored, *report.removed, *(s.path for s in report.skipped), *report.overwritten,
+             *report.left_in_place, *report.in_scope]
+    report.raw_paths = raw_paths(every)
+    if not report.raw_paths:
+        return
+    report.restored = [display(p) for p in report.restored]
+    report.removed = [display(p) for p in report.removed]
+    report.skipped = [Skipped(display(s.path), s.reason) for s in report.skipped]
+    report.overwritten = [display(p) for p in report.overwritten]
+    report.left_in_place = [display(p) for p in report.left_in_place]
+    report.in_scope = [display(p) for p in report.in_scope]
 
 
 def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
@@ -178,13 +278,18 @@ def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
 
 def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, report: FilesReport, *,
                      protected: list[str], dry_run: bool, on_planned: OnPlanned | None = None,
-                     planned: FilesPlan | None = None) -> None:
+                     planned: FilesPlan | None = None,
+                     other_runs: list[tuple[str, frozenset[str]]] | None = None) -> None:
+    other_runs = other_runs or []
     report.ref = tracker.resolve(str(anchor)).id
+    theirs = frozenset().union(*(paths for _, paths in other_runs)) if scope is RestoreScope.PRODUCED \
+        else frozenset()
     if dry_run:
         # (a real restore computes the scope itself: computing it here too would double the cost)
         produced = tracker.produced_scope(anchor)
         if scope is RestoreScope.PRODUCED:
-            report.in_scope = sorted(set(produced.paths) - set(protected))
+            report.in_scope = sorted(set(produced.paths) - set(protected) - theirs)
+            _name_left_in_place(report, sorted(set(produced.paths) & theirs), other_runs)
         else:
             # every path that differs between the anchor and the run's last boundary (a dry run
             # does not capture the disk, so edits after that boundary are not previewed)
@@ -193,25 +298,47 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
         if not report.in_scope:
             report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
                                   else f"the run recorded no change from {anchor} on")
+        _display_paths(report)
         return
     completing = planned is not None and planned.tracked is not None
     if planned is None or planned.tracked is None:
-        planned = FilesPlan(tracked=tracker.prepare_restore(anchor, scope=scope.value, protected=protected))
+        planned = FilesPlan(tracked=tracker.prepare_restore(anchor, scope=scope.value, protected=protected,
+                                                            exclude=theirs))
         if on_planned is not None:
             on_planned(planned)
     assert planned.tracked is not None
     rr = tracker.apply_prepared(planned.tracked, completing=completing)
-    report.restored = sorted(rr.restored)
-    report.removed = sorted(rr.removed)
-    report.skipped = [Skipped(s["path"], s["reason"]) for s in rr.skipped]
-    report.overwritten = sorted(rr.overwritten)
-    report.left_in_place = sorted(rr.left_in_place)
+    report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
+                                  *rr.overwritten, *rr.left_in_place])
+    report.restored = sorted(map(display, rr.restored))
+    report.removed = sorted(map(display, rr.removed))
+    report.skipped = [Skipped(display(s["path"]), describe_skip(s["reason"], tracker)) for s in rr.skipped]
+    report.overwritten = sorted(map(display, rr.overwritten))
+    _name_left_in_place(report, sorted(rr.left_in_place), other_runs)
+    report.left_in_place = [display(p) for p in report.left_in_place]
+    report.left_in_place_details = [LeftInPlace(display(d.path), d.reason, d.run_id)
+                                    for d in report.left_in_place_details]
     report.backup_ref = rr.bank
     report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
     report.reverted = bool(report.restored or report.removed)
     if not report.reverted:
         already = f"the workspace already matches {anchor}: nothing to restore"
         report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
+        if any(d.run_id for d in report.left_in_place_details) and rr.scope_empty:
+            report.skip_reason = ("every path in scope was produced by another run of this workspace too: "
+                                  "left in place")
+
+
+def _name_left_in_place(report: FilesReport, paths: list[str], other_runs: list[tuple[str, frozenset[str]]]) -> None:
+    """``left_in_place`` (paths, as before) plus one detail per path naming the other run, if any."""
+    by_run = attribute(paths, other_runs)
+    report.left_in_place = paths
+    report.left_in_place_details = [
+        LeftInPlace(p, OTHER_RUN, by_run[p]) if p in by_run else LeftInPlace(p, CHANGED_SINCE) for p in paths]
+
+
+def describe_skip(reason: str, tracker: Any) -> str:
+    return describe(reason, getattr(tracker, "size_cap", None))
 
 
 def _empty_scope_reason(anchor: BoundaryLabel) -> str:

@@ -24,20 +24,37 @@ from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.errors import GitRefsError
+from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
 from iterion.engine.versioning import open_versioning
+from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.auto import AutoSelection, select_pivot
 from iterion.rewind.auto_detect import DetectedEdit, detect_edit
 from iterion.rewind.errors import RewindError
-from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
-from iterion.rewind.files import (GITREFS, NONE_REASON, WORKSPACETRACK, FilesReport, OnPlanned, RestoreScope,
-                                  check_scope, default_scope, protected_paths, restore_files)
+from iterion.rewind.files import (
+    GITREFS,
+    NONE_REASON,
+    WORKSPACETRACK,
+    FilesReport,
+    OnPlanned,
+    RestoreScope,
+    check_scope,
+    default_scope,
+    protected_paths,
+    restore_files,
+)
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.intent import RewindIntent, clear_intent, has_intent, load_intent, write_intent
 from iterion.rewind.invalidation import in_execution_order, invalidated_nodes, require_node
+from iterion.rewind.other_runs import other_runs_production
 from iterion.rewind.promotion import promote
 from iterion.rewind.sources import load_current_workflow
-from iterion.rewind.state_edit import (current_attempt, executed_nodes, park_run, resolve_anchor,
-                                       rewind_checkpoint)
+from iterion.rewind.state_edit import (
+    current_attempt,
+    executed_nodes,
+    park_run,
+    resolve_anchor,
+    rewind_checkpoint,
+)
 from iterion.rewind.worktree import check_worktree, ensure_worktree
 from iterion.store import Checkpoint, Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
@@ -96,9 +113,10 @@ class RewindResult:
             "promoted_from": self.promoted_from,
             "files_reverted": f.reverted, "files_ref": f.ref, "files_revert_commit": f.revert_commit,
             "files_backup_ref": f.backup_ref, "files_skip_reason": f.skip_reason,
-            "files_overwritten": f.overwritten, "files_left_in_place": f.left_in_place,
+            "files_overwritten": f.overwritten, "files_left_in_place": f.left_in_place, "files_undo": f.undo,
+            "files_left_in_place_details": [asdict(d) for d in f.left_in_place_details],
             "files_restored": f.restored, "files_removed": f.removed,
-            "files_skipped": [asdict(s) for s in f.skipped],
+            "files_skipped": [asdict(s) for s in f.skipped], "files_raw_paths": f.raw_paths,
             "files_mechanism": f.mechanism, "files_scope": f.scope,
             "auto": asdict(self.auto) if self.auto else None,
         }
@@ -149,7 +167,10 @@ def rewind_run(store: Store, req: RewindRequest, *, on_detected: OnDetected | No
         on_detected = None  # printed once
     lock = store.lock(run_id)
     lock.acquire()  # LockHeldError names the owner: a live engine or a resume owns the run
+    ws_lock = None
     try:
+        if req.restore_scope is not RestoreScope.NONE:
+            ws_lock = hold_for_restore(store, run_id)  # refused while another run executes there
         pending = load_intent(store, run_id)
         if pending is not None:
             finished = _finish_interrupted(store, pending)
@@ -158,6 +179,7 @@ def rewind_run(store: Store, req: RewindRequest, *, on_detected: OnDetected | No
         # under the lock: the authoritative check (the run may have changed since the first one)
         return _commit(store, _decide(store, run_id, req, on_detected))
     finally:
+        release_workspace(ws_lock)
         lock.release()
 
 
@@ -444,7 +466,8 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
     versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
                                  run_id=doc.id, watch=False)
     try:
+        others = [] if worktree else other_runs_production(store, doc, versioning.backend, anchor)
         return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
-                             dry_run=dry_run, on_planned=on_planned, planned=planned)
+                             dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)
     finally:
         versioning.close()

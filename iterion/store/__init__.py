@@ -1,16 +1,21 @@
 """The run store: run documents, checkpoints, events, artifacts, interactions, attachments, locks.
 
-Layout (default ``.iterion/`` at the project root)::
+Layout (where the store is: ``iterion.store.layout.locate_store``; by default
+``.git/iterion/store`` in a git repository)::
 
     runs/<run>/run.json          RunDoc (CAS on ``version``)
     runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)
     runs/<run>/events.jsonl      the timeline (append-only)
     runs/<run>/lock              the execution lock (flock)
     runs/<run>/rewind-intent.json  an unfinished rewind (iterion/rewind/intent.py)
+    runs/<run>/.space-reserve    preallocated room to record the run's end on a full disk (reserve.py)
+    runs/<run>/events.jsonl.corrupt-<time>   unreadable timeline lines moved aside, byte for byte
     runs/<run>/artifacts/<name>/<version>.json
     runs/<run>/interactions/<id>.json
     runs/<run>/attachments/
     runs/<run>/track/            workspacetrack data of an in-place run
+    workspaces/<hash>.lock       the workspace lock of an in-place workspace (workspace_lock.py)
+    worktrees/<run>/             the git worktree of a `worktree: auto` run
 """
 
 from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore

@@ -15,9 +15,8 @@ from pydantic import ConfigDict, Field
 
 from gitrefs.ids import validate_id
 from iterion.store.errors import StoreError
-from persist import file_lock
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel, read_model, write_model
+from persist import VersionedModel, file_lock, read_model, write_model
 
 ARTIFACTS_DIR = "artifacts"
 

@@ -45,10 +45,23 @@ class StatusRefusedError(StoreError):
 
 
 class CorruptDocumentError(StoreError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=1)
+    """A stored document cannot be read or parsed. ``detail`` is the reason alone (no path)."""
+
+    def __init__(self, message: str, *, detail: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, exit_code=1)
+        self.detail = detail or message
 
 
 class LockHeldError(StoreError):
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint, exit_code=1)
+
+
+class StoreFullError(StoreError):
+    """The store's disk is full (or read-only): nothing was changed, exit 2."""
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, root: object, outcome: str = "nothing was changed") -> StoreFullError:
+        where = exc.filename or root
+        return cls(f"cannot write the run store at {where}: {exc.strerror or exc}; {outcome}",
+                   hint="free space on that disk (or make it writable), then retry")

@@ -1,10 +1,19 @@
 """The run timeline (``runs/<run>/events.jsonl``): event names, an appender and a tolerant reader.
 
 Append-only, one JSON object per line: ``{seq, time, type, node, iteration, payload}``. Each
-append is flushed and fsynced before it returns. A writer killed mid-line leaves a torn last
-line: readers ignore it and the next append truncates it away (it never reached a reader, so
-nothing is lost that was ever observed). ``seq`` continues across processes: an appender reads
-the last complete line before its first write, and again whenever the file changed under it.
+append is flushed and fsynced before it returns (a failed write takes its partial line back). A
+writer killed mid-line leaves a torn last line: the next reader or appender moves it aside, under
+the file's flock, so never the line of an append in progress. ``seq`` continues across processes:
+an appender reads the last complete line before its first write, and again whenever the file
+changed under it.
+
+Garbage never blocks a command: a complete line that is not an event (anywhere in the file) and
+a dead writer's torn tail are MOVED ASIDE, byte for byte, to ``events.jsonl.corrupt-<UTC time>``
+with a one-line warning; the timeline keeps every valid line in order. The move happens under
+the file's flock (so no live append is torn apart): first the aside file is written durably,
+then the cleaned timeline replaces the old one atomically; a crash between the two leaves the
+bad bytes in both places, never in neither. An appender that finds the file replaced under its
+lock (another process cleaned it) reopens the new one, so no append lands in a dead inode.
 
 The timeline is for people and audits; the checkpoint, not this file, is the execution state.
 """
@@ -13,15 +22,17 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iterion.store.errors import CorruptDocumentError
 from iterion.store.timeutil import utcnow
+from persist import atomic_write_bytes
 
 EVENTS_FILE = "events.jsonl"
 
@@ -34,6 +45,7 @@ RUN_FAILED = "run_failed"
 RUN_CANCELLED = "run_cancelled"
 RUN_REWOUND = "run_rewound"
 RUN_ORPHAN_PROMOTED = "run_orphan_promoted"
+RUN_TAKEN_OVER = "run_taken_over"  # a process took over a run whose process died (engine/takeover.py)
 RUN_RETRY_SCHEDULED = "run_retry_scheduled"
 RUN_RETRY_SKIPPED = "run_retry_skipped"
 RUN_WORKSPACE_RESET = "run_workspace_reset"
@@ -49,6 +61,9 @@ NODE_RETRY_SCHEDULED = "node_retry_scheduled"
 RECOVERY_PAUSED = "recovery_paused"
 RECOVERY_DECLINED = "recovery_declined"
 BOUNDARY_WRITTEN = "boundary_written"
+# a boundary's capture left paths out (over the size limit, unreadable, special files):
+# {label, skipped: [{path, reason}], raw_paths}; only paths newly skipped since the last boundary
+WORKSPACE_CAPTURE_SKIPPED = "workspace_capture_skipped"
 CHECKPOINT_WRITTEN = "checkpoint_written"
 CHECKPOINT_LOST = "checkpoint_lost"
 ARTIFACT_PUBLISHED = "artifact_published"
@@ -63,6 +78,9 @@ BRANCH_FAILED = "branch_failed"
 EDGE_SELECTED = "edge_selected"
 LOOP_ITERATION = "loop_iteration"
 BACKEND_CALL = "backend_call"
+# a tool's shell exited leaving background children in its process group: {pids, count, action,
+# grace_s, killed} (engine/procgroup.py)
+TOOL_CHILDREN_LEFT = "tool_children_left"
 BUDGET_EXCEEDED = "budget_exceeded"
 SOURCE_CHANGE_ACCEPTED = "source_change_accepted"
 WARNING = "warning"
@@ -93,23 +111,132 @@ def _split_complete(data: bytes) -> tuple[list[bytes], int]:
     return [ln for ln in data[:end].split(b"\n") if ln.strip()], end
 
 
-def _parse(line: bytes, path: Path, lineno: int) -> Event:
+def _try_parse(line: bytes) -> Event | None:
     try:
         return Event.model_validate_json(line)
-    except ValueError as exc:
-        raise CorruptDocumentError(f"{path}:{lineno}: not a valid event line ({exc.__class__.__name__})") from None
+    except ValueError:
+        return None
+
+
+def warn(message: str) -> None:
+    """The store's one-line warnings (stderr): the command goes on."""
+    try:
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # a closed stderr never stops a command
+        pass
+
+
+@dataclass(frozen=True)
+class MovedAside:
+    """What ``repair_events`` moved out of the timeline (``aside`` None: it could not be moved)."""
+
+    aside: Path | None
+    lines: int
+    size: int
+    error: str | None = None
+
+    def message(self, path: Path) -> str:
+        what = f"{self.lines} unreadable line(s) ({self.size} bytes)"
+        if self.aside is None:
+            return f"{path}: skipped {what}; could not move them aside: {self.error}"
+        return f"{path}: moved {what} aside to {self.aside.name}; the timeline goes on without them"
+
+
+def _partition(data: bytes) -> tuple[bytes, bytes, int]:
+    """(kept, moved, moved line count): invalid complete lines and a torn tail are moved."""
+    end = data.rfind(b"\n") + 1
+    kept: list[bytes] = []
+    moved: list[bytes] = []
+    for line in data[:end].split(b"\n")[:-1]:
+        if line.strip() and _try_parse(line) is None:
+            moved.append(line + b"\n")
+        else:
+            kept.append(line + b"\n")
+    if end < len(data):
+        moved.append(data[end:] + b"\n")  # the torn tail: every byte kept, on its own line
+    return b"".join(kept), b"".join(moved), len(moved)
+
+
+def _aside_path(path: Path) -> Path:
+    stamp = utcnow().strftime("%Y%m%dT%H%M%S.%fZ")
+    candidate = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    return candidate
+
+
+def _read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks: list[bytes] = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _truncate_quietly(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
+def _repair_locked(path: Path, fd: int) -> MovedAside | None:
+    """With the flock held on ``fd`` (the current file): move bad lines aside (see module doc).
+    Raises OSError when the aside file or the cleaned timeline cannot be written (nothing moved)."""
+    kept, moved, count = _partition(_read_fd(fd))
+    if not count:
+        return None
+    aside = _aside_path(path)
+    atomic_write_bytes(aside, moved)
+    try:
+        atomic_write_bytes(path, kept)
+    except OSError:
+        aside.unlink(missing_ok=True)  # the bad bytes are still in the timeline: keep one copy
+        raise
+    return MovedAside(aside, count, len(moved))
+
+
+def repair_events(run_dir: Path) -> MovedAside | None:
+    """Move every invalid line and a dead writer's torn tail out of the timeline (None: clean)."""
+    path = events_path(run_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for a live append to finish: its line is not torn
+        return _repair_locked(path, fd)
+    finally:
+        os.close(fd)
 
 
 def read_events(run_dir: Path, *, after_seq: int = 0) -> list[Event]:
-    """Every complete event (seq > ``after_seq``), in order. A torn last line is ignored."""
+    """Every complete event (seq > ``after_seq``), in order. An invalid line, and a torn tail whose
+    writer is gone, are moved aside with a warning (``repair_events``), never fatal."""
     path = events_path(run_dir)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    lines, _ = _split_complete(data)
-    out = [_parse(ln, path, i + 1) for i, ln in enumerate(lines)]
-    return [e for e in out if e.seq > after_seq]
+    lines, end = _split_complete(data)
+    parsed = [_try_parse(ln) for ln in lines]
+    # a tail without its newline may be an append in progress: repair_events takes the file's
+    # flock first, so it only ever moves a tail whose writer is gone
+    if any(e is None for e in parsed) or end < len(data):
+        try:
+            report = repair_events(run_dir)
+        except OSError as exc:
+            report = MovedAside(None, sum(e is None for e in parsed), 0, exc.strerror or str(exc))
+        if report is not None:
+            warn(report.message(path))
+    return [e for e in parsed if e is not None and e.seq > after_seq]
 
 
 def last_flush_time(run_dir: Path) -> float | None:
@@ -137,29 +264,51 @@ class EventLog:
                payload: dict[str, Any] | None = None) -> Event:
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            while True:
+                fd = self._open_current()
+                try:
+                    size = os.fstat(fd).st_size
+                    if size != self._size:
+                        resynced = self._resync(fd, size)
+                        if resynced is None:  # garbage was moved aside: the file was replaced
+                            continue
+                        self._seq, size = resynced
+                    event = Event(seq=self._seq + 1, time=utcnow(), type=type, node=node,
+                                  iteration=iteration, payload=payload or {})
+                    line = event.model_dump_json().encode("utf-8") + b"\n"
+                    os.lseek(fd, size, os.SEEK_SET)
+                    view = memoryview(line)
+                    try:
+                        while view:
+                            view = view[os.write(fd, view):]
+                        os.fsync(fd)
+                    except OSError:  # e.g. ENOSPC mid-line: our own partial line is taken back
+                        _truncate_quietly(fd, size)
+                        raise
+                    self._seq, self._size = event.seq, size + len(line)
+                    return event
+                finally:
+                    os.close(fd)  # closing releases the flock
+
+    def _open_current(self) -> int:
+        """The timeline's fd with its flock held; reopened if a repair replaced the file meanwhile."""
+        while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                size = os.fstat(fd).st_size
-                if size != self._size:
-                    self._seq, size = self._resync(fd, size)
-                event = Event(seq=self._seq + 1, time=utcnow(), type=type, node=node,
-                              iteration=iteration, payload=payload or {})
-                line = event.model_dump_json().encode("utf-8") + b"\n"
-                os.lseek(fd, size, os.SEEK_SET)
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-                self._seq, self._size = event.seq, size + len(line)
-                return event
-            finally:
-                os.close(fd)  # closing releases the flock
+                current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                return fd
+            os.close(fd)
 
-    def _resync(self, fd: int, size: int) -> tuple[int, int]:
-        """Read the last seq from the file's tail; truncate a torn tail a killed writer left.
+    def _resync(self, fd: int, size: int) -> tuple[int, int] | None:
+        """Read the last seq from the file's tail. A torn tail a killed writer left, or an invalid
+        last line, is moved aside (``_repair_locked``) and the cleaned file read again.
 
-        Reads backwards in growing chunks so a long timeline costs one small read. -> (seq, size)
+        Reads backwards in growing chunks so a long timeline costs one small read. -> (seq, size),
+        or None when garbage was moved aside (the file was replaced: reopen it).
         """
         chunk = 64 * 1024
         while True:
@@ -176,8 +325,13 @@ class EventLog:
                 continue
             last = data[prev:end].strip()
             break
-        if complete != size:
-            os.ftruncate(fd, complete)
-            os.fsync(fd)
-        seq = _parse(last, self.path, 0).seq if last else 0
-        return seq, complete
+        event = _try_parse(last) if last else None
+        if complete == size and (event is not None or not last):
+            return (event.seq if event else 0), complete
+        # garbage at the end (a torn tail, an invalid last line): move it aside; the caller
+        # reopens the cleaned file
+        report = _repair_locked(self.path, fd)  # OSError (a full disk): this append fails, nothing moved
+        if report is not None:
+            warn(report.message(self.path))
+        self._size = -1
+        return None

@@ -13,6 +13,7 @@ import threading
 import time
 
 from gitrefs.ids import validate_id
+from iterion.store.errors import StoreError
 
 _ADJECTIVES = (
     "amber", "brave", "calm", "clever", "crisp", "dapper", "eager", "fancy", "gentle", "glad",
@@ -63,3 +64,28 @@ def friendly_name(workflow: str) -> str:
 def validate_run_id(run_id: str) -> str:
     """A run id must be one path component and one git ref component."""
     return validate_id(run_id, "run id")
+
+
+# A run id or name becomes a directory name and a ref component: a filesystem name is at most
+# 255 bytes, so a longer reference can name no run.
+MAX_RUN_REF_BYTES = 255
+_SHOWN_CHARS = 64
+
+
+def display_ref(ref: str, limit: int = _SHOWN_CHARS) -> str:
+    """``ref`` made safe for a one-line message: control characters escaped, long text cut."""
+    escaped = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in ref)
+    if len(escaped) <= limit:
+        return escaped
+    return f"{escaped[:limit]}... ({len(ref)} characters)"
+
+
+def check_run_ref(ref: str) -> str:
+    """Refuse a run reference (id, prefix or name) that can name no run: too long, control characters."""
+    if len(ref.encode("utf-8", "surrogateescape")) > MAX_RUN_REF_BYTES:
+        raise StoreError(f"run id {display_ref(ref)} is too long to name a run (at most {MAX_RUN_REF_BYTES} bytes)",
+                         hint="list runs with `iterion inspect`")
+    if any(not ch.isprintable() for ch in ref):
+        raise StoreError(f"run id {display_ref(ref)} contains a control character, which no run id or name has",
+                         hint="list runs with `iterion inspect`")
+    return ref

@@ -1,13 +1,76 @@
-"""Where the store lives and the file names inside one run's directory."""
+"""Where the store lives and the file names inside one run's directory.
+
+The store is found like git finds its repository (``locate_store``), first match wins:
+
+1. ``--store-dir`` (relative to the current directory), then ``$ITERION_STORE_DIR``;
+2. inside a git repository, a store from before the move: the nearest ``.iterion/`` holding
+   runs, from the current directory up to the repository's top level;
+3. inside a git repository: ``$(git rev-parse --git-common-dir)/iterion/store`` - never
+   versioned, never touched by ``git clean``, the same from every subdirectory and every linked
+   worktree. (``store/``, not the ``iterion/`` directory itself: gitrefs already keeps its own
+   per-run records in ``<git common dir>/iterion/runs/<run>/run.json``, which the store's
+   ``runs/<run>/run.json`` would collide with.);
+4. outside a repository: ``.iterion/`` at the project root (the nearest ancestor holding one,
+   else the current directory).
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 STORE_DIR_NAME = ".iterion"
+GIT_STORE_PATH = ("iterion", "store")  # under the repository's common git directory
 STORE_ENV = "ITERION_STORE_DIR"
+
+# how a store was found (``StoreLocation.origin``)
+EXPLICIT = "explicit"    # --store-dir
+ENV = "env"              # $ITERION_STORE_DIR
+LEGACY = "legacy"        # an existing .iterion/ with runs (the pre-move default)
+GIT = "git"              # <git common dir>/iterion/store
+PROJECT = "project"      # .iterion/ at the project root, outside any repository
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    root: Path
+    origin: str
+
+    @property
+    def chosen_by_user(self) -> bool:
+        return self.origin in (EXPLICIT, ENV)
+
+
+def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
+    """(working-tree top level, common git directory) of the repository holding ``cwd``, or None."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--show-toplevel",
+                               "--git-common-dir"], check=False, cwd=cwd, capture_output=True, text=True)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        return None  # not a repository, or a bare one / inside .git (no working tree)
+    return Path(lines[0]).resolve(), Path(lines[1]).resolve()
+
+
+def _has_runs(store: Path) -> bool:
+    try:
+        return any((store / "runs").iterdir())
+    except OSError:
+        return False
+
+
+def _legacy_store(cwd: Path, top: Path) -> Path | None:
+    """The nearest ``.iterion/`` holding runs from ``cwd`` up to the repository's ``top`` (inclusive)."""
+    for d in (cwd, *cwd.parents):
+        if _has_runs(d / STORE_DIR_NAME):
+            return d / STORE_DIR_NAME
+        if d == top:
+            break
+    return None
 
 
 def project_root(cwd: Path) -> Path:
@@ -20,18 +83,26 @@ def project_root(cwd: Path) -> Path:
     return cwd
 
 
-def resolve_store_dir(explicit: Path | None, cwd: Path) -> Path:
-    """The store directory: ``explicit``, else $ITERION_STORE_DIR, else ``<project root>/.iterion``.
+def locate_store(explicit: Path | None, cwd: Path) -> StoreLocation:
+    """The store directory and how it was found (see the module doc)."""
+    cwd = Path(cwd)
+    if explicit is not None or os.environ.get(STORE_ENV):
+        origin = EXPLICIT if explicit is not None else ENV
+        chosen = Path(explicit if explicit is not None else os.environ[STORE_ENV])
+        return StoreLocation(chosen if chosen.is_absolute() else (cwd / chosen).resolve(), origin)
+    here = cwd.resolve()
+    repo = git_dirs(here)
+    if repo is None:
+        return StoreLocation(project_root(here) / STORE_DIR_NAME, PROJECT)
+    legacy = _legacy_store(here, repo[0])
+    if legacy is not None:
+        return StoreLocation(legacy, LEGACY)
+    return StoreLocation(repo[1].joinpath(*GIT_STORE_PATH), GIT)
 
-    Relative paths are taken against ``cwd``.
-    """
-    if explicit is not None:
-        chosen = Path(explicit)
-    elif os.environ.get(STORE_ENV):
-        chosen = Path(os.environ[STORE_ENV])
-    else:
-        return project_root(cwd) / STORE_DIR_NAME
-    return chosen if chosen.is_absolute() else (Path(cwd) / chosen).resolve()
+
+def resolve_store_dir(explicit: Path | None, cwd: Path) -> Path:
+    """The store directory ``locate_store`` picks. Relative paths are taken against ``cwd``."""
+    return locate_store(explicit, cwd).root
 
 
 @dataclass(frozen=True)

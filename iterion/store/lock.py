@@ -15,7 +15,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from iterion.store.errors import LockHeldError
+from iterion.store.errors import LockHeldError, StoreError
+from iterion.store.liveness import process_start
 from iterion.store.timeutil import utcnow
 
 LOCK_FILE = "lock"
@@ -23,6 +24,18 @@ LOCK_FILE = "lock"
 
 def lock_path(run_dir: Path) -> Path:
     return Path(run_dir) / LOCK_FILE
+
+
+def check_lock_path(path: Path) -> None:
+    """A directory (or any non-file) where the lock file belongs is a one-line refusal (exit 2)."""
+    if path.is_dir() or (path.exists() and not path.is_file()):
+        raise StoreError(f"run {path.parent.name}: its lock file {path} is not a regular file",
+                         hint=f"remove it (it is not iterion's; `rm -r {path}`) and retry: the lock file is recreated")
+
+
+def _open_lock(path: Path, flags: int) -> int:
+    check_lock_path(path)
+    return os.open(path, flags, 0o644)
 
 
 def _flock_nb(fd: int) -> bool:
@@ -37,7 +50,7 @@ def is_held(run_dir: Path) -> bool:
     """Does some open file description (any process, this one included) hold the run's lock?"""
     path = lock_path(run_dir)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_lock(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -54,7 +67,7 @@ def read_owner(run_dir: Path) -> dict[str, Any] | None:
     try:
         text = lock_path(run_dir).read_text()
         data = json.loads(text) if text.strip() else None
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -76,11 +89,12 @@ class RunLock:
         if self._fd is not None:
             return True
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self.path, os.O_RDWR | os.O_CREAT)
         if not _flock_nb(fd):
             os.close(fd)
             return False
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": utcnow().isoformat()}
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": utcnow().isoformat(),
+                 "proc_start": process_start()}
         data = json.dumps(owner).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)

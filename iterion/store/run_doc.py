@@ -6,6 +6,7 @@ a writer whose read is stale. The execution state lives in the checkpoint, not h
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from iterion.budget import BudgetAsk
+from iterion.store.liveness import process_start, this_host
 from iterion.store.status import RunStatus, check_transition
 from iterion.store.timeutil import utcnow
 from persist import VersionedModel
@@ -43,6 +45,13 @@ class OwnerInfo(BaseModel):
     pid: int
     host: str
     started: datetime
+    # ``<boot id>/<pid namespace>/<start ticks>`` (iterion.store.liveness): tells the owner from a
+    # later process that reused its pid. Absent in documents written before it was recorded.
+    proc_start: str | None = None
+
+    @classmethod
+    def this_process(cls) -> OwnerInfo:
+        return cls(pid=os.getpid(), host=this_host(), started=utcnow(), proc_start=process_start())
 
 
 class RunDoc(VersionedModel):

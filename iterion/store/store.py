@@ -7,9 +7,11 @@ check and the rename happen under a short flock so two processes cannot both win
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,16 +26,18 @@ from iterion.store.errors import (
     RunNotFoundError,
     StaleWriteError,
     StatusRefusedError,
+    StoreFullError,
 )
 from iterion.store.events import Event, EventLog, last_flush_time, read_events
-from persist import file_lock
-from iterion.store.ids import validate_run_id
+from iterion.store.ids import check_run_ref, display_ref, validate_run_id
 from iterion.store.interactions import InteractionStore
-from iterion.store.layout import RunPaths, resolve_store_dir
+from iterion.store.layout import EXPLICIT, RunPaths, locate_store
+from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
+from iterion.store.reserve import ensure_reserve, is_storage_error, release_reserve, reserve_size
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
-from persist import FormatVersionError, read_model, write_model
+from persist import FormatVersionError, file_lock, read_model, write_model
 
 RUNS_DIR = "runs"
 STALE_AFTER_S = 60.0  # the spec's --force-stale guard: no event flush for this long
@@ -48,25 +52,42 @@ def _read(path: Path, cls: type[M]) -> M:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise CorruptDocumentError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        detail = f"cannot be read ({exc.strerror or exc})"
+        raise CorruptDocumentError(f"{path}: {detail}", detail=detail) from None
     except FormatVersionError as exc:
-        raise CorruptDocumentError(f"{path}: {exc}") from None
+        raise CorruptDocumentError(f"{path}: {exc}", detail=str(exc)) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-        raise CorruptDocumentError(f"{path}: unreadable {cls.__name__} ({where}: {first.get('msg')})") from None
+        detail = f"unreadable {cls.__name__} ({where}: {first.get('msg')})"
+        raise CorruptDocumentError(f"{path}: {detail}", detail=detail) from None
+
+
+@dataclass(frozen=True)
+class CorruptRun:
+    """A run directory whose run.json cannot be read: listed as status ``corrupt``, never hidden."""
+
+    id: str
+    path: Path
+    detail: str
+    status: str = "corrupt"
 
 
 class Store:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, origin: str = EXPLICIT) -> None:
         self.root = Path(root)
+        self.origin = origin  # how it was found (iterion.store.layout: explicit, env, legacy, git, project)
         self.runs_dir = self.root / RUNS_DIR
         self._logs: dict[str, EventLog] = {}
         self._logs_lock = threading.Lock()
 
     @classmethod
     def open(cls, explicit: Path | None = None, cwd: Path | None = None) -> Store:
-        return cls(resolve_store_dir(explicit, cwd or Path.cwd()))
+        """The store a command names (or the default one, found like git finds its repository); a
+        path that cannot be a store directory (a file, a device, a path under a file) is refused
+        here, before anything is written."""
+        where = locate_store(explicit, cwd or Path.cwd())
+        return cls(check_store_dir(where.root), origin=where.origin)
 
     # -- layout -----------------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:
@@ -83,20 +104,61 @@ class Store:
 
     # -- the run document -------------------------------------------------------------------------
     def create_run(self, doc: RunDoc) -> RunDoc:
-        """Persist a new run (version 1). Refuses an id that already exists."""
+        """Persist a new run (version 1) with its space reserve. Refuses an id that already exists.
+
+        A full (or read-only) disk while creating it removes the partial run directory and raises
+        StoreFullError: no half-made run is left behind."""
         paths = self.paths(doc.id)
-        paths.dir.mkdir(parents=True, exist_ok=True)
-        with file_lock(paths.cas_lock):
-            if paths.run_json.exists():
-                raise RunExistsError(f"run {doc.id} already exists")
-            doc.version = 1
-            doc.created_at = doc.updated_at = utcnow()
-            write_model(paths.run_json, doc)
+        created = not paths.dir.exists()
+        try:
+            paths.dir.mkdir(parents=True, exist_ok=True)
+            with file_lock(paths.cas_lock):
+                if paths.run_json.exists():
+                    raise RunExistsError(f"run {doc.id} already exists")
+                doc.version = 1
+                doc.created_at = doc.updated_at = utcnow()
+                write_model(paths.run_json, doc)
+            ensure_reserve(paths.dir, reserve_size(paths.run_json))
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            if created:
+                self.discard_new_run(doc.id)
+            raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
         return doc
 
-    def load_run(self, run_id: str) -> RunDoc:
+    def discard_new_run(self, run_id: str) -> None:
+        """Remove a run that never started (its creation failed half-way): every file of it."""
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
+    def ensure_reserve(self, run_id: str) -> None:
+        """(Re)make the run's space reserve (resume does, before it claims the run)."""
+        paths = self.paths(run_id)
         try:
-            return _read(self.paths(run_id).run_json, RunDoc)
+            ensure_reserve(paths.dir, reserve_size(paths.run_json))
+        except OSError as exc:
+            if not is_storage_error(exc):
+                raise
+            raise StoreFullError.from_os_error(exc, self.root) from None
+
+    def release_reserve(self, run_id: str) -> bool:
+        return release_reserve(self.run_dir(run_id))
+
+    def load_run(self, run_id: str) -> RunDoc:
+        path = self.paths(run_id).run_json
+        try:
+            return _read(path, RunDoc)
+        except CorruptDocumentError as exc:
+            if "newer than this iterion" in exc.detail:
+                raise  # a format from a newer iterion: not corrupt, the message says what to do
+            raise CorruptDocumentError(f"run {run_id}: its run.json is corrupt ({exc.detail}): {path}",
+                                       detail=exc.detail,
+                                       hint="restore run.json from a backup, or move the run directory aside; "
+                                            "`iterion inspect` lists the run as corrupt") from None
+        except IsADirectoryError:
+            raise CorruptDocumentError(f"run {run_id}: its run.json is not a regular file: {path}",
+                                       detail="not a regular file",
+                                       hint="move the run directory aside") from None
         except FileNotFoundError:
             raise RunNotFoundError(f"run {run_id} not found in {self.runs_dir}",
                                    hint="list runs with `iterion inspect`, or pass --store-dir") from None
@@ -133,34 +195,52 @@ class Store:
         raise AssertionError("unreachable")
 
     def list_runs(self) -> list[RunDoc]:
-        """Every run, oldest first (ids are time-ordered). Unreadable documents are skipped."""
+        """Every run, oldest first (ids are time-ordered). Unreadable documents are skipped
+        (``corrupt_runs`` lists them)."""
+        return [r for r in self.list_entries() if isinstance(r, RunDoc)]
+
+    def list_entries(self) -> list[RunDoc | CorruptRun]:
+        """Every run directory holding a run.json, oldest first: its document, or a CorruptRun
+        (id from the directory name) when run.json cannot be read or parsed."""
         if not self.runs_dir.is_dir():
             return []
-        out: list[RunDoc] = []
+        out: list[RunDoc | CorruptRun] = []
         for d in sorted(self.runs_dir.iterdir()):
-            if (d / "run.json").is_file():
+            run_json = d / "run.json"
+            if run_json.is_file():
                 try:
                     out.append(self.load_run(d.name))
-                except (CorruptDocumentError, ValueError):
+                except CorruptDocumentError as exc:
+                    out.append(CorruptRun(d.name, run_json, exc.detail))
+                except ValueError:  # a directory name that is no run id: not a run
                     continue
+            elif run_json.exists() or run_json.is_symlink():
+                out.append(CorruptRun(d.name, run_json, "not a regular file"))
         return out
 
+    def corrupt_runs(self) -> list[CorruptRun]:
+        return [r for r in self.list_entries() if isinstance(r, CorruptRun)]
+
     def resolve_run(self, ref: str) -> str:
-        """A run id from an id, a unique id prefix (>= 6 chars) or a unique friendly name."""
+        """A run id from an id, a unique id prefix (>= 6 chars) or a unique friendly name.
+
+        A reference no run can have (too long for a file name, control characters) is refused
+        first, and every message shows it escaped and cut, so it stays on one line."""
+        check_run_ref(ref)
         try:
             if self.exists(ref):
                 return ref
         except ValueError:  # not even a valid id: it can only be a (non-matching) name
             pass
-        runs = self.list_runs()
-        hits = [r.id for r in runs if r.name == ref] or (
-            [r.id for r in runs if r.id.startswith(ref)] if len(ref) >= 6 else [])
+        entries = self.list_entries()  # a corrupt run still owns its id (its prefix is not "unique" elsewhere)
+        hits = [r.id for r in entries if isinstance(r, RunDoc) and r.name == ref] or (
+            [r.id for r in entries if r.id.startswith(ref)] if len(ref) >= 6 else [])
         if len(hits) == 1:
             return hits[0]
         if not hits:
-            raise RunNotFoundError(f"run {ref} not found in {self.runs_dir}",
+            raise RunNotFoundError(f"run {display_ref(ref)} not found in {self.runs_dir}",
                                    hint="list runs with `iterion inspect`, or pass --store-dir")
-        raise RunNotFoundError(f"run {ref} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
+        raise RunNotFoundError(f"run {display_ref(ref)} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
                                hint="pass the full run id")
 
     # -- checkpoint -------------------------------------------------------------------------------

@@ -82,10 +82,10 @@ def test_delegates_and_accounts(fake_claude: Path, tmp_path: Path, monkeypatch: 
     argv = call["argv"]
     assert isinstance(argv, list)
     assert argv[:3] == ["-p", "--output-format", "json"]
-    assert argv[argv.index("--model") + 1] == "sonnet"
-    assert argv[argv.index("--allowedTools") + 1] == "Read,Grep"
-    assert "Be strict." in argv[argv.index("--append-system-prompt") + 1]
-    assert "--resume" not in argv
+    assert "--model=sonnet" in argv and "--allowedTools=Read,Grep" in argv
+    system = [a for a in argv if a.startswith("--append-system-prompt=")]
+    assert len(system) == 1 and "Be strict." in system[0]
+    assert not any(a.startswith("--resume") for a in argv)
     assert call["stdin"] == "Review the diff."
     assert Path(str(call["cwd"])).resolve() == ws.resolve()
 
@@ -101,8 +101,19 @@ def test_session_reuse_after_ask_user(fake_claude: Path, monkeypatch: pytest.Mon
                                        prior_answer="store"))
     assert second.ask_user is None and second.text == "done"
     argv = calls(fake_claude)[1]["argv"]
-    assert isinstance(argv, list) and argv[argv.index("--resume") + 1] == "sess-42"
+    assert isinstance(argv, list) and "--resume=sess-42" in argv
     assert "The user answered: store" in str(calls(fake_claude)[1]["stdin"])
+
+
+def test_values_that_look_like_options_stay_values(fake_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system prompt that starts with a model's text, or a session id from an earlier reply, is
+    joined to its option (``--opt=VALUE``): `--dangerously-skip-permissions` cannot become a flag."""
+    reply(monkeypatch, result="ok")
+    hostile = "--dangerously-skip-permissions"
+    ClaudeCodeBackend({}).complete(BackendRequest(node_id="n", system=hostile, user="hi", session_id="-x"))
+    argv = calls(fake_claude)[0]["argv"]
+    assert isinstance(argv, list) and hostile not in argv and "-x" not in argv
+    assert f"--append-system-prompt={hostile}" in argv and "--resume=-x" in argv
 
 
 @pytest.mark.parametrize("text,code", [

@@ -49,3 +49,34 @@ def test_mutated_fixtures_never_raise(src: str, edits: list[tuple[float, str, in
     tree, diags = parse(src, "m.bot")
     assert tree.path == "m.bot"
     _well_formed(diags)
+
+
+# Include and import paths holding NUL bytes (a ValueError escaped the include reader once),
+# mixed with traversal and absolute pieces: always diagnostics, never an exception.
+path_piece = st.one_of(st.sampled_from(["\0", "a\0b", "..", "../", "/", "/etc/passwd", "x.md", ".", "\0/..", "é"]),
+                       st.text(max_size=4))
+nul_path = st.lists(path_piece, min_size=1, max_size=6).map("".join).filter(lambda p: "\0" in p)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nul_path, st.booleans())
+def test_nul_bytes_in_include_and_import_paths_are_diagnostics(path: str, as_import: bool) -> None:
+    quoted = path.replace("\\", "/").replace('"', "'")
+    if as_import:
+        src = f'import "{quoted}"\n' + MINIMAL
+    else:
+        src = f'prompt p:\n  before {{{{include "{quoted}"}}}} after\n' + MINIMAL
+    result = load_source(src, file=str(ROOT / "fixtures" / "workflows" / "nul.bot"), env={})
+    _well_formed(result.diagnostics)
+    assert result.workflow is None
+    assert any(d.code in ("L001", "L003", "L005", "C004", "P003", "P004", "P008") for d in result.diagnostics)
+
+
+MINIMAL = """
+tool t:
+  command: "echo {{prompts_unused}}"
+
+workflow w:
+  entry: t
+  t -> done
+""".replace("{{prompts_unused}}", "hi")

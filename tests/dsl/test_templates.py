@@ -197,3 +197,40 @@ def test_relative_target_is_the_one_resolution_rule_for_includes_and_imports() -
     assert relative_target("prompts", "../shared/x.md") == "shared/x.md"
     assert relative_target("", "../x.md") == "../x.md"
     assert resolve_import("lib/main.bot", "../common/x.bot") == relative_target("lib", "../common/x.bot") == "common/x.bot"
+
+
+def test_render_modes_of_the_substitution_rule() -> None:
+    """dsl.md 5.3: how each mode writes a value (the end-to-end proof is tests/security/)."""
+    scope: dict[str, Any] = {**SCOPE, "vars": {**SCOPE["vars"], "q": "it's", "empty": [], "none": None,
+                                               "deep": [["a"], "b"], "bad": "a\x00b"}}
+    assert render("x {{vars.q}}", scope, "shell") == "x 'it'\\''s'"
+    assert render("{{vars.tags}}|{{vars.empty}}|{{vars.n}}", scope, "shell") == "'a' 'b'||'2'"
+    assert render("{{vars.deep}} {{outputs.review}}", scope, "shell") == \
+        """'[["a"],"b"]' '{"approved":true,"summary":"é"}'"""
+    assert render("{{ vars.none }} {{!vars.none}}", scope, "shell") == "{{ vars.none }} {{!vars.none}}"
+    assert render("{{!vars.q}} {{ !vars.tags }}", scope, "shell") == """it's ["a","b"]"""
+    assert render("{{vars.q}} {{vars.tags}} {{vars.none}} {{!vars.q}}", scope, "program") == \
+        """"it's" ["a","b"] null it's"""
+    # prompts keep a raw marker as written; in `with` values `!` has no effect
+    assert render("{{!vars.q}} {{vars.q}}", scope) == "{{!vars.q}} it's"
+    assert render("{{!vars.q}} {{vars.n}}", scope, "with") == "it's 2"
+    # one pass: a value that looks like a marker is never expanded
+    assert render("{{vars.m}}", {"vars": {"m": "{{vars.q}}"}}, "shell") == "'{{vars.q}}'"
+    with pytest.raises(TemplateRenderError, match="NUL") as info:
+        render("echo {{vars.bad}}", scope, "shell")
+    assert info.value.reference == "vars.bad"
+    with pytest.raises(TemplateRenderError, match="surrogate"):
+        render("echo {{!vars.s}}", {"vars": {"s": "a\ud800"}}, "shell")
+    assert render("{{vars.s}}", {"vars": {"s": "a\ud800"}}, "program") == '"a\\ud800"'
+
+
+def test_raw_markers_parse_as_references() -> None:
+    from iterion.templates import RawReference
+
+    text = "a {{!vars.x}} {{ ! outputs.n.f }}"
+    assert template_references(text) == [RawReference("vars", ("x",), text.index("vars")),
+                                         RawReference("outputs", ("n", "f"), text.index("outputs"))]
+    with pytest.raises(TemplateSyntaxError, match="empty raw"):
+        parse_template("x {{!}}")
+    with pytest.raises(TemplateSyntaxError, match="not an expression"):
+        parse_template("{{!vars.x + 1}}")

@@ -49,21 +49,22 @@ def test_in_place_chain_holds_pre_and_nodes_for_each_node(tmp_path: Path, ws: Pa
     assert git(ws, "rev-parse", "HEAD") == head_before
 
 
-def test_store_inside_the_project_is_ignored_by_git_and_the_tracker(tmp_path: Path, ws: Path) -> None:
-    store = Store(ws / ".iterion")  # the default layout: the store lives in the project
+def test_default_store_lives_in_the_git_directory_unseen_by_git_and_the_tracker(tmp_path: Path, ws: Path) -> None:
+    store = Store.open(None, ws)  # the default layout: the store lives in the repository's git directory
+    assert store.root == (ws / ".git" / "iterion" / "store").resolve()
     r = launch(store, write_bot(tmp_path / "src", THREE), ws)
     assert r.status is RunStatus.FINISHED, r.error
     status = git(ws, "status", "--porcelain", "--untracked-files=all")
-    assert ".iterion" not in status
+    assert "iterion" not in status and not (ws / ".iterion").exists()
     tracker = Tracker(store.track_dir(r.run_id), ws, r.run_id)
     last = tracker.chain_entries()[-1].state
     paths = set(tracker.manifest(last).entries)
-    assert not any(p.startswith(".iterion") for p in paths)
+    assert not any(p.startswith((".iterion", ".git")) for p in paths)
     assert "three.txt" in paths
 
 
 def test_worktree_run_boundaries_final_branch_and_fast_forward(tmp_path: Path, ws: Path) -> None:
-    store = Store(ws / ".iterion")
+    store = Store.open(None, ws)
     bot = write_bot(tmp_path / "src", THREE.replace("  entry: one", "  entry: one\n  worktree: auto"))
     index_before = (ws / ".git" / "index").read_bytes()
     base = git(ws, "rev-parse", "HEAD").strip()
@@ -89,7 +90,7 @@ def test_worktree_run_boundaries_final_branch_and_fast_forward(tmp_path: Path, w
 
 
 def test_worktree_run_with_no_auto_merge_leaves_the_branch_alone(tmp_path: Path, ws: Path) -> None:
-    store = Store(ws / ".iterion")
+    store = Store.open(None, ws)
     bot = write_bot(tmp_path / "src", THREE.replace("  entry: one", "  entry: one\n  worktree: auto"))
     base = git(ws, "rev-parse", "HEAD").strip()
     r = launch(store, bot, ws, auto_merge=False, branch_name="feature/bot")
@@ -103,7 +104,7 @@ def test_worktree_run_with_no_auto_merge_leaves_the_branch_alone(tmp_path: Path,
 def test_worktree_run_pauses_and_resumes_in_its_worktree(tmp_path: Path, ws: Path) -> None:
     from .conftest import resume
 
-    store = Store(ws / ".iterion")
+    store = Store.open(None, ws)
     bot = write_bot(tmp_path / "src", """
         schema ok:
           go: bool

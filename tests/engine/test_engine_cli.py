@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..conftest import git
 from .conftest import write_bot
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "demo.bot"
@@ -67,7 +68,8 @@ def test_demo_runs_to_its_gate_then_resume_answers_and_finishes(tmp_path: Path, 
 def test_run_json_and_answers_file(tmp_path: Path, ws: Path) -> None:
     answers = tmp_path / "answers.json"
     answers.write_text(json.dumps({"approve": {"approved": False, "note": "not today"}}))
-    fresh = tmp_path / "fresh-ws"  # an explicit --workspace that does not exist yet is created
+    fresh = tmp_path / "fresh-ws"  # an explicit --workspace must exist (issue 10: never created)
+    fresh.mkdir()
     p = cli("run", str(DEMO), "--store-dir", str(tmp_path / "store"), "--answers-file", str(answers),
             "--json", "--var", "out=elsewhere", "--workspace", str(fresh), cwd=ws)
     assert p.returncode == 0, p.stderr
@@ -107,6 +109,10 @@ def test_init_scaffolds_a_runnable_demo(tmp_path: Path, ws: Path) -> None:
     assert (ws / "mydemo" / "demo.bot").exists() and (ws / "mydemo" / "demo.script.yaml").exists()
     p3 = cli("run", "demo.bot", cwd=ws / "mydemo")
     assert p3.returncode == 4, p3.stderr
-    assert (ws / ".iterion" / ".gitignore").exists()  # the project's store, ignored by git
+    # the project's store: in the repository's git directory, never versioned, nothing written into the tree
+    assert any((ws / ".git" / "iterion" / "store" / "runs").iterdir())
+    assert not (ws / ".iterion").exists() and not (ws / "mydemo" / ".gitignore").exists()
+    status = git(ws, "status", "--porcelain", "--untracked-files=all")
+    assert "mydemo/demo.bot" in status and "iterion/" not in status and ".gitignore" not in status
     again = cli("init", "mydemo", cwd=ws)
     assert again.returncode == 2 and "not empty" in again.stderr

@@ -16,7 +16,7 @@ schema verdict:
   summary: string
 
 tool implement:
-  command: "echo 'attempt {{loop.fix.iteration}} prev={{loop.fix.previous_output.summary}}' >> log.txt && echo '{{outputs.verify.history}}' > history.json && echo ok"
+  command: "echo attempt {{loop.fix.iteration}} prev={{loop.fix.previous_output.summary}} >> log.txt && echo {{outputs.verify.history}} > history.json && echo ok"
 
 agent verify:
   backend: "script"
@@ -39,7 +39,8 @@ def test_loop_previous_output_history_and_counters(tmp_path: Path, ws: Path, sto
     r = launch(store, write_bot(tmp_path / "src", LOOP, script), ws)
     assert r.status is RunStatus.FINISHED, r.error
     assert (ws / "log.txt").read_text().splitlines() == [
-        "attempt 0 prev=null", "attempt 1 prev=s0", "attempt 2 prev=s1"]
+        # values are quoted shell words; a null one leaves its marker (dsl.md 5.3)
+        "attempt 0 prev={{loop.fix.previous_output.summary}}", "attempt 1 prev=s0", "attempt 2 prev=s1"]
     assert json.loads((ws / "history.json").read_text()) == [  # every earlier verify output, in order
         {"approved": False, "summary": "s0"}, {"approved": False, "summary": "s1"}]
     cp = store.load_checkpoint(r.run_id)
@@ -184,7 +185,7 @@ router spread:
   mode: fan_out_all
 
 tool one:
-  command: "{{vars.cmd1}}"
+  command: "{{!vars.cmd1}}"
 
 tool two:
   command: "sleep 0.2; echo two > two.txt; echo two"

@@ -277,7 +277,7 @@ def test_artifacts_are_readable_after_a_resume(tmp_path: Path, ws: Path, store: 
           output: ok
 
         tool use:
-          command: "echo 'got {{artifacts.report.stdout}}'"
+          command: "echo got {{artifacts.report.stdout}}"
 
         workflow a:
           entry: make

@@ -41,7 +41,7 @@ tool a:
   command: "echo A > a.tmp && mv a.tmp a.txt && echo alpha"
 
 tool b:
-  command: "echo '{{outputs.a.stdout}}-B' > b.tmp && mv b.tmp b.txt && echo beta"
+  command: "echo {{outputs.a.stdout}}-B > b.tmp && mv b.tmp b.txt && echo beta"
 
 compute c:
   output: num
@@ -49,7 +49,7 @@ compute c:
     n: "2 + 3"
 
 tool d:
-  command: "echo '{{outputs.b.stdout}}{{outputs.c.n}}' > d.tmp && mv d.tmp d.txt && echo delta"
+  command: "echo {{outputs.b.stdout}}{{outputs.c.n}} > d.tmp && mv d.tmp d.txt && echo delta"
 
 tool e:
   command: "cat a.txt b.txt d.txt > e.tmp && mv e.tmp e.txt && echo epsilon"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iterion.store import CorruptDocumentError, EventLog, RunDoc, Store, last_flush_time, read_events
+from iterion.store import EventLog, RunDoc, Store, last_flush_time, read_events
 from iterion.store import events as ev
 
 from .helpers import spawn, wait_for
@@ -89,12 +89,16 @@ def test_torn_last_line_is_ignored_then_repaired(store: Store, run: RunDoc) -> N
     assert [e.type for e in read_events(store.run_dir(run.id))] == ["run_started", "node_started", "run_resumed"]
 
 
-def test_corrupt_complete_line_is_reported(store: Store, run: RunDoc) -> None:
+def test_corrupt_complete_line_is_moved_aside(store: Store, run: RunDoc, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 10 point 7: garbage never blocks a reader; it is moved aside byte for byte."""
     store.events(run.id).append(ev.RUN_STARTED)
     with store.paths(run.id).events_jsonl.open("ab") as f:
         f.write(b"not json\n")
-    with pytest.raises(CorruptDocumentError, match="events.jsonl:2"):
-        read_events(store.run_dir(run.id))
+    store.events(run.id).append(ev.RUN_FINISHED)
+    assert [e.type for e in read_events(store.run_dir(run.id))] == ["run_started", "run_finished"]
+    aside = list(store.run_dir(run.id).glob("events.jsonl.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == b"not json\n"
+    assert capsys.readouterr().err.count("warning:") == 1
 
 
 _APPENDER = """

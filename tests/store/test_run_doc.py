@@ -22,6 +22,7 @@ from iterion.store import (
     WorktreeInfo,
     new_id,
 )
+from iterion.store.reserve import RESERVE_FILE
 from iterion.store.run_doc import set_sources
 from persist.atomic import is_temp_leftover
 
@@ -170,7 +171,7 @@ def test_sigkilled_writer_leaves_a_complete_document(store: Store, run: RunDoc, 
     raw = json.loads(store.paths(run.id).run_json.read_text())
     assert raw["version"] == doc.version
     for leftover in store.run_dir(run.id).iterdir():
-        assert leftover.name in {"run.json", ".run.json.cas"} or is_temp_leftover(leftover), leftover
+        assert leftover.name in {"run.json", ".run.json.cas", RESERVE_FILE} or is_temp_leftover(leftover), leftover
     # and the next writer is not blocked by the dead one's CAS lock
     doc.error = "after"
     store.save_run(doc, doc.version)

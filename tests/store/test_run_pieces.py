@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,36 @@ def test_ids_sort_by_creation_and_resolve(store: Store, run: RunDoc) -> None:
         store.resolve_run("nope-nope")
     with pytest.raises(RunNotFoundError):
         store.resolve_run("../etc")
+
+
+def test_locate_store_like_git_finds_its_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from iterion.store.layout import locate_store
+    from tests.conftest import git, make_checkout
+
+    monkeypatch.delenv("ITERION_STORE_DIR", raising=False)
+    repo = make_checkout(tmp_path / "repo")
+    sub = repo / "a" / "b"
+    sub.mkdir(parents=True)
+    git_store = (repo / ".git" / "iterion" / "store").resolve()
+    assert locate_store(None, sub) == locate_store(None, repo)
+    assert (locate_store(None, sub).root, locate_store(None, sub).origin) == (git_store, "git")
+    git(repo, "worktree", "add", "-q", str(tmp_path / "linked"), "HEAD")
+    assert locate_store(None, tmp_path / "linked").root == git_store  # the common git directory
+    # an empty .iterion/ is not a store from before the move; one holding runs is, from below too
+    (repo / ".iterion").mkdir()
+    assert locate_store(None, sub).root == git_store
+    (repo / ".iterion" / "runs" / "r1").mkdir(parents=True)
+    assert (locate_store(None, sub).root, locate_store(None, sub).origin) == ((repo / ".iterion").resolve(), "legacy")
+    # a .iterion/ above the repository is not this repository's store
+    outer = tmp_path / ".iterion" / "runs" / "x"
+    outer.mkdir(parents=True)
+    shutil.rmtree(repo / ".iterion")
+    assert locate_store(None, sub).root == git_store
+    # outside any repository: .iterion/ at the project root (the nearest ancestor holding one), as before
+    plain = tmp_path / "plain" / "deep"
+    plain.mkdir(parents=True)
+    assert locate_store(None, plain).root == (tmp_path / ".iterion").resolve()
+    shutil.rmtree(tmp_path / ".iterion")
+    assert locate_store(None, plain).root == (plain / ".iterion").resolve()
+    assert locate_store(None, plain).origin == "project"
+    assert locate_store(Path("st"), sub).origin == "explicit"

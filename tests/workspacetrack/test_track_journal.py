@@ -16,9 +16,12 @@ from workspacetrack import Manifest, Tracker
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify journal is Linux-only")
 
 
-def walk_state(store: Path, ws: Path, run: str, size_cap: int = 2048) -> Manifest:
-    """The same state captured the slow way: a fresh tracker with no journal and no cache."""
+def walk_state(store: Path, ws: Path, run: str, size_cap: int = 2048, rules_of: Tracker | None = None) -> Manifest:
+    """The same state captured the slow way: a fresh tracker with no journal and no cache
+    (under the ignore rules in force for ``rules_of``'s run: those of its start)."""
     t = Tracker(store, ws, run, size_cap=size_cap)
+    if rules_of is not None:
+        t.rules.freeze(rules_of.rules.recorded())
     rec = t.capture(L("nodes:check:0"))
     assert t.last_capture is not None and t.last_capture.mode == "full"
     return t.manifest(rec.id)
@@ -62,7 +65,7 @@ def test_journal_capture_equals_full_walk_after_every_kind_of_change(ws: Path, s
             edit()
             rec = t.capture(L(f"nodes:n:{i}"))
             modes.append(t.last_capture.mode)
-            assert same_state(t, rec.id, walk_state(store, ws, f"check-{i}")), f"edit {i} diverged"
+            assert same_state(t, rec.id, walk_state(store, ws, f"check-{i}", rules_of=t)), f"edit {i} diverged"
         # every edit but the rule change (and the capture after it re-establishing) used the journal
         assert modes.count("journal") >= len(modes) - 2
     finally:
@@ -142,17 +145,22 @@ def test_a_new_process_never_trusts_a_journal(ws: Path, store: Path) -> None:
         resumed.stop_watching()
 
 
-def test_info_exclude_change_forces_a_walk(repo: Path, tmp_path: Path) -> None:
+def test_info_exclude_added_mid_run_does_not_shrink_the_capture(repo: Path, tmp_path: Path) -> None:
+    """The rules in force are those of the run's start: info/exclude edited by a node later
+    excludes nothing this run captures (so nothing it can restore is lost)."""
     t = Tracker(tmp_path / "store", repo, "live")
     t.start_watching()
     try:
         write(repo, "secret.env", "s")
         rec = t.capture(L("pre:n:0"))
         assert "secret.env" in t.manifest(rec.id).entries
-        write(repo, ".git/info/exclude", "secret.env\n")  # no watch sees .git; the fingerprint does
+        write(repo, ".git/info/exclude", "secret.env\n")
+        write(repo, "secret.env", "changed by the node")
         rec = t.capture(L("nodes:n:0"))
-        assert t.last_capture is not None and t.last_capture.mode == "full"
-        assert "secret.env" not in t.manifest(rec.id).entries
+        assert "secret.env" in t.manifest(rec.id).entries
+        # a new run starts under the new rules
+        fresh = Tracker(tmp_path / "store", repo, "next")
+        assert "secret.env" not in fresh.manifest(fresh.capture(L("pre:n:0")).id).entries
     finally:
         t.stop_watching()
 

@@ -1,5 +1,10 @@
 """tool: a shell command (or a script in a language) run in the workspace, templates resolved.
 
+Substituted values are quoted (`command:` and sh/bash scripts: shell words; python/node
+scripts: JSON literals; ``iterion.shellquote``). The node ends when the tool's shell exits;
+children it left in its process group are reported as a ``tool_children_left`` event and, by
+default, killed after a grace (``iterion.engine.procgroup``).
+
 With an output schema, stdout must be one JSON object matching it; without, the output is
 ``{stdout, stderr, exit_code}``. A non-zero exit fails the node with its code and output.
 """
@@ -13,6 +18,8 @@ from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_tex
 from iterion.engine.errors import NodeFailure
 from iterion.engine.toolproc import ToolLaunchError, run_command, run_script
 from iterion.failure_codes import FailureCode
+from iterion.shellquote import script_mode
+from iterion.store import events as ev
 
 # sysexits.h EX_TEMPFAIL: the conventional "try again later" exit status
 EX_TEMPFAIL = 75
@@ -29,14 +36,16 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     check = ctx.duration_guard(node.id)
     try:
         if node.script is not None:
-            script = render_text(node.script, call.scope, node.id, "script")
+            script = render_text(node.script, call.scope, node.id, "script", script_mode(node.language))
             result = run_script(script, node.language or "sh", cwd=ctx.workspace, env=env, token=ctx.token,
                                 check=check)
         else:
-            command = render_text(node.command, call.scope, node.id, "command")
+            command = render_text(node.command, call.scope, node.id, "command", "shell")
             result = run_command(command, cwd=ctx.workspace, env=env, token=ctx.token, check=check)
     except ToolLaunchError as exc:
         raise NodeFailure(FailureCode.TOOL_FAILED_PERMANENT, f"tool {node.id}: {exc}", node=node.id) from None
+    if result.children_left is not None:
+        ctx.emit(ev.TOOL_CHILDREN_LEFT, node.id, call.iteration, result.children_left.payload())
     if result.exit_code != 0:
         code = FailureCode.TOOL_FAILED_TRANSIENT if result.exit_code == EX_TEMPFAIL else FailureCode.TOOL_FAILED_PERMANENT
         detail = _tail(result.stderr.strip() or result.stdout.strip())

@@ -1,0 +1,92 @@
+"""Checks a command makes before it changes anything: the environment it needs is usable.
+
+Every refusal here is one ``error:`` line naming the path and the fix (exit 2), raised before a
+run document, a lock, an event or a workspace file is written, so the store and the workspace
+are left exactly as they were. The store's own shape (a file, a device, a path under a file) is
+checked by ``Store.open``; this module adds what only a writing command needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli.errors import CliError
+from iterion.backends.base import BackendError
+from iterion.backends.registry import canonical_name
+from iterion.store import Store
+from iterion.store.location import check_store_space, check_store_writable
+from iterion.store.lock import check_lock_path, lock_path
+from iterion.store.reserve import MIN_RESERVE_BYTES, reserve_size
+from persist.writable import nearest_existing, unwritable_reason
+
+WRITABLE_HINT = "remount it read-write or fix its permissions, then retry"
+
+
+def open_store(store_dir: Path | None, *, write: bool) -> Store:
+    """The command's store; ``write``: refuse a read-only one before anything is written."""
+    store = Store.open(store_dir, Path.cwd())
+    if write:
+        check_store_writable(store.root, store.runs_dir)
+        check_store_space(nearest_existing(store.root), MIN_RESERVE_BYTES)
+    return store
+
+
+def check_backend(backend: str | None) -> None:
+    if backend is None:
+        return
+    try:
+        canonical_name(backend)
+    except BackendError as exc:
+        raise CliError(f"--backend: {exc.message}", hint="pick one of the known backends, or drop --backend") from None
+
+
+def check_script(script: Path | None) -> None:
+    if script is None:
+        return
+    if not script.exists():
+        raise CliError(f"--script {script}: no such file", hint="give the path of the script backend's answers file")
+    if not script.is_file():
+        raise CliError(f"--script {script} is not a regular file",
+                       hint="give the path of the script backend's answers file")
+
+
+def check_workspace(workspace: Path, what: str = "workspace") -> Path:
+    """An existing, writable directory that is not the filesystem root (never created here)."""
+    resolved = workspace.resolve()
+    if resolved == Path(resolved.anchor):
+        raise CliError(f"{what} {resolved} is the filesystem root: a run there would version and write the whole "
+                       "system", hint="pass --workspace a project directory")
+    if not resolved.exists():
+        raise CliError(f"{what} {resolved} does not exist",
+                       hint=f"create it first (mkdir -p {resolved}) or pass --workspace an existing directory")
+    if not resolved.is_dir():
+        raise CliError(f"{what} {resolved} is not a directory", hint="pass --workspace a directory")
+    reason = unwritable_reason(resolved)
+    if reason is not None:
+        raise CliError(f"{what} {resolved} cannot be written: {reason}", hint=WRITABLE_HINT)
+    return resolved
+
+
+def check_launch(workspace: Path | None, backend: str | None, script: Path | None) -> None:
+    """`iterion run`: everything checked before the store is opened or a run document exists."""
+    check_backend(backend)
+    check_script(script)
+    check_workspace(workspace if workspace is not None else Path.cwd())
+
+
+def check_run_writable(store: Store, run_ref: str, *, workspace: bool = True) -> str:
+    """resume/rewind/cancel of an existing run: its store files (and, with ``workspace``, the run's
+    workspace) can be written. Returns the resolved run id."""
+    run_id = store.resolve_run(run_ref)
+    run_dir = store.run_dir(run_id)
+    check_store_writable(store.root, store.runs_dir, run_dir)
+    check_lock_path(lock_path(run_dir))
+    check_store_space(run_dir, reserve_size(store.paths(run_id).run_json))
+    if workspace:
+        doc = store.load_run(run_id)
+        if doc.workspace_dir:
+            where = Path(doc.workspace_dir)
+            reason = unwritable_reason(where) if where.is_dir() else None  # a vanished one: resume says so
+            if reason is not None:
+                raise CliError(f"workspace {where} of run {run_id} cannot be written: {reason}", hint=WRITABLE_HINT)
+    return run_id

@@ -1,0 +1,140 @@
+"""What a tool's shell left behind in its process group when it exited, and ending it.
+
+A tool runs in its own process group (``toolproc``). The node ends when the shell ends; a
+background child (`sleep 20 & echo started`) is still in the group then. Such children are
+listed here and, by the default policy, given a short grace to exit on their own and then
+terminated with the whole group: SIGTERM, and SIGKILL for whatever is left a moment later.
+
+Policy: ``$ITERION_TOOL_CHILD_GRACE_S`` (read by the iterion process, not the tool) is the
+grace in seconds (default 2; 0 = terminate at once), or ``keep`` to leave the children
+running (they are still reported). Two seconds lets a child that is about to finish (a
+flush, a last write) do so without making every node that forgot a `&` wait for long.
+
+A child that left the group (``setsid``, a daemon's double fork) is not seen: it is no longer
+the tool's to end, as with any process supervisor that works by process group.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+GRACE_ENV = "ITERION_TOOL_CHILD_GRACE_S"
+DEFAULT_GRACE_S = 2.0
+KEEP = "keep"
+# after SIGTERM at the end of the grace, how long before SIGKILL; then how long to wait for it
+_TERM_WAIT_S = 1.0
+_KILL_WAIT_S = 5.0
+
+
+class GraceSettingError(ValueError):
+    """``$ITERION_TOOL_CHILD_GRACE_S`` is neither a number of seconds nor ``keep``."""
+
+
+@dataclass(frozen=True)
+class ChildrenLeft:
+    """The children a tool's shell left in its process group when it exited."""
+
+    pids: list[int]
+    grace_s: float | None          # None: the `keep` policy (left running)
+    killed: list[int] = field(default_factory=list)  # still alive at the end of the grace
+
+    def payload(self) -> dict[str, object]:
+        return {"pids": self.pids, "count": len(self.pids),
+                "action": "kept" if self.grace_s is None else ("killed" if self.killed else "exited"),
+                "grace_s": self.grace_s, "killed": self.killed}
+
+
+def child_grace_s(environ: Mapping[str, str] | None = None) -> float | None:
+    """The grace in seconds, or None for ``keep``; raises GraceSettingError on a bad value."""
+    raw = (os.environ if environ is None else environ).get(GRACE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_GRACE_S
+    if raw.lower() == KEEP:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise GraceSettingError(f"${GRACE_ENV}={raw!r} is not a number of seconds >= 0 or {KEEP!r}")
+    return value
+
+
+def _stat_fields(pid: str) -> tuple[str, int] | None:
+    """(state, process group) of /proc/PID, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parens
+    try:
+        return rest[0].decode("ascii", "replace"), int(rest[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``, sorted.
+
+    Read from /proc; without it, ``[pgid]`` stands for "the group still has members"."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(entry)
+        if fields is not None and fields[1] == pgid and fields[0] != "Z":
+            found.append(int(entry))
+    return sorted(found)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_empty(pgid: int, seconds: float, poll: float, tick: Callable[[], None] | None) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        if not group_pids(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        if tick is not None:
+            tick()
+        time.sleep(poll)
+
+
+def settle_group(pgid: int, grace_s: float | None, *, poll: float = 0.05,
+                 tick: Callable[[], None] | None = None) -> ChildrenLeft | None:
+    """After the group's leader exited: None if the group is empty; else wait up to ``grace_s``
+    for it to empty, then SIGTERM it, then SIGKILL it. ``tick`` runs while waiting (a cancel or
+    the run's duration cap may raise from it; the caller then kills the group)."""
+    pids = group_pids(pgid)
+    if not pids:
+        return None
+    if grace_s is None:
+        return ChildrenLeft(pids, None)
+    if _wait_empty(pgid, grace_s, poll, tick):
+        return ChildrenLeft(pids, grace_s)
+    alive = group_pids(pgid)
+    _signal_group(pgid, signal.SIGTERM)
+    if not _wait_empty(pgid, _TERM_WAIT_S, poll, None):
+        _signal_group(pgid, signal.SIGKILL)
+        _wait_empty(pgid, _KILL_WAIT_S, poll, None)
+    return ChildrenLeft(pids, grace_s, killed=alive)

@@ -1,0 +1,139 @@
+"""Helpers of the environment-failure tests (issue 10, points 5 and 7).
+
+Every case runs the real CLI in a subprocess and checks three things: the exit code, exactly one
+``error:`` line on stderr (never ``internal error`` or a traceback), and that the store is
+unchanged (``store_hash`` before and after: every file's bytes and mode, every directory).
+Read-only and full disks are real: a read-only bind mount or a small tmpfs (the tests run as
+root, who ignores permission bits; without root a chmod makes the read-only directory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ..conftest import run_cli, write_bot
+
+IS_ROOT = os.geteuid() == 0
+
+GATED = """
+schema ok:
+  approved: bool
+
+tool a:
+  command: "echo alpha > a.txt && echo alpha"
+
+human gate:
+  instructions: "ok?"
+  output: ok
+
+tool b:
+  command: "echo beta > b.txt && echo beta"
+
+workflow w:
+  entry: a
+  a -> gate
+  gate -> b
+  b -> done
+"""
+
+
+def store_hash(root: Path) -> dict[str, str]:
+    """Every file (content + mode) and directory under ``root``; a regular file hashes itself."""
+    root = Path(root)
+    if root.is_file():
+        return {".": hashlib.sha256(root.read_bytes()).hexdigest()}
+    out: dict[str, str] = {}
+    if not root.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        d = Path(dirpath)
+        out[str(d.relative_to(root)) + "/"] = "dir"
+        for name in filenames:
+            p = d / name
+            st = p.lstat()
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "special"
+            out[str(p.relative_to(root))] = f"{st.st_mode:o}:{digest}"
+        dirnames.sort()
+    return out
+
+
+def error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+
+
+def assert_one_error(proc: subprocess.CompletedProcess[str], code: int = 2, *, mentions: str | None = None) -> str:
+    """Exit ``code``, exactly one ``error:`` line (returned), no internal error, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    errors = error_lines(proc)
+    assert len(errors) == 1, proc.stderr
+    if mentions is not None:
+        assert mentions in errors[0], errors[0]
+    return errors[0]
+
+
+class Mounts:
+    """Mounts made by one test, unmounted (latest first) at its end."""
+
+    def __init__(self) -> None:
+        self.points: list[Path] = []
+
+    def _run(self, *args: str) -> None:
+        subprocess.run(list(args), check=True, capture_output=True)
+
+    def tmpfs(self, where: Path, size: str) -> Path:
+        where.mkdir(parents=True, exist_ok=True)
+        self._run("mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
+        self.points.append(where)
+        return where
+
+    def read_only(self, where: Path) -> Path:
+        """Make the directory ``where`` read-only for this process (bind+remount as root, else chmod)."""
+        if not IS_ROOT:
+            for dirpath, dirnames, _ in os.walk(where):
+                for d in (dirpath, *(os.path.join(dirpath, n) for n in dirnames)):
+                    os.chmod(d, 0o555)
+            return where
+        self._run("mount", "--bind", str(where), str(where))
+        self.points.append(where)
+        self._run("mount", "-o", "remount,ro,bind", str(where))
+        return where
+
+    def release(self) -> None:
+        for point in reversed(self.points):
+            subprocess.run(["umount", str(point)], capture_output=True, check=False)
+            if os.path.ismount(point):
+                subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+        self.points.clear()
+
+
+@pytest.fixture
+def mounts(tmp_path: Path) -> Iterator[Mounts]:
+    m = Mounts()
+    try:
+        yield m
+    finally:
+        m.release()
+        if not IS_ROOT:
+            for dirpath, dirnames, _ in os.walk(tmp_path):
+                for d in (dirpath, *(os.path.join(dirpath, n) for n in dirnames)):
+                    os.chmod(d, 0o755)
+
+
+def launch_paused(ws: Path, store: Path) -> str:
+    """A run parked paused_waiting_human at ``gate`` (node a executed); returns its id."""
+    bot = write_bot(ws, GATED)
+    p = run_cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
+    assert p.returncode == 4, p.stderr
+    return str(json.loads(p.stdout)["run_id"])
+
+
+def status_of(store: Path, run_id: str) -> dict[str, object]:
+    return dict(json.loads((store / "runs" / run_id / "run.json").read_text()))

@@ -1,0 +1,97 @@
+"""Issue 10 point 7: a damaged store never silently does the wrong thing.
+
+A paused run without its checkpoint refuses to resume (answers or not, the same words) instead of
+restarting from the entry; garbage in events.jsonl is moved aside byte for byte and the command
+goes on; a run whose run.json is unreadable is listed as `corrupt` and named as such.
+Damaged-store refusals exit 1 (cli/errors.py: "the command ran and found a problem")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ..conftest import run_cli
+from .conftest import assert_one_error, launch_paused, status_of, store_hash
+
+MISSING = "checkpoint missing: nothing to resume from"
+
+
+@pytest.mark.parametrize("answers", [[], ["--answer", "approved=true"], ["--answers-file", "ANSWERS"]],
+                         ids=["no-answers", "answer", "answers-file"])
+def test_paused_run_without_checkpoint_refuses_resume(tmp_path: Path, ws: Path, answers: list[str]) -> None:
+    store = tmp_path / "store"
+    run_id = launch_paused(ws, store)
+    (store / "runs" / run_id / "checkpoint.json").unlink()
+    (ws / "a.txt").unlink()
+    answers_file = tmp_path / "answers.json"
+    answers_file.write_text(json.dumps({"approved": True}))
+    argv = [str(answers_file) if a == "ANSWERS" else a for a in answers]
+    before = store_hash(store)
+    p = run_cli("resume", "--run-id", run_id, *argv, "--store-dir", str(store), cwd=ws)
+    line = assert_one_error(p, 1, mentions=MISSING)
+    assert str(store / "runs" / run_id / "checkpoint.json") in line
+    assert store_hash(store) == before  # not even the lock's owner record
+    assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()  # nothing restarted from the entry
+    assert status_of(store, run_id)["status"] == "paused_waiting_human"
+
+
+def _garbage(store: Path, run_id: str, where: str) -> bytes:
+    path = store / "runs" / run_id / "events.jsonl"
+    lines = path.read_bytes().split(b"\n")[:-1]
+    junk = b'{"seq": 9999, "ty\xff\xfe garbage [/] \x00'
+    if where == "middle":
+        lines.insert(len(lines) // 2, junk)
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        return junk + b"\n"
+    path.write_bytes(b"\n".join(lines) + b"\n" + junk)  # a torn tail: no newline
+    return junk + b"\n"
+
+
+@pytest.mark.parametrize("where", ["middle", "torn-tail"])
+@pytest.mark.parametrize("command", ["inspect", "resume", "cancel"])
+def test_garbage_in_events_never_blocks(tmp_path: Path, ws: Path, command: str, where: str) -> None:
+    store = tmp_path / "store"
+    run_id = launch_paused(ws, store)
+    events = store / "runs" / run_id / "events.jsonl"
+    good = [ln for ln in events.read_bytes().split(b"\n") if ln]
+    junk = _garbage(store, run_id, where)
+    argv = {"inspect": ["--events"], "resume": ["--answer", "approved=true"], "cancel": []}[command]
+    p = run_cli(command, "--run-id", run_id, *argv, "--store-dir", str(store), cwd=ws)
+    assert p.returncode == 0, p.stderr
+    assert "error:" not in p.stderr and "Traceback" not in p.stderr
+    aside = sorted(events.parent.glob("events.jsonl.corrupt-*"))
+    if command != "inspect" and where == "middle":
+        # an append reads only the tail: the middle line waits for the next reader, which moves it
+        assert not aside
+        p = run_cli("inspect", "--run-id", run_id, "--store-dir", str(store), cwd=ws)
+        assert p.returncode == 0, p.stderr
+        aside = sorted(events.parent.glob("events.jsonl.corrupt-*"))
+    assert [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")].__len__() == 1, p.stderr
+    assert len(aside) == 1 and aside[0].read_bytes() == junk  # every byte kept
+    kept = [ln for ln in events.read_bytes().split(b"\n") if ln]
+    assert kept[: len(good)] == good and all(json.loads(ln) for ln in kept)
+    expected = {"inspect": "paused_waiting_human", "resume": "finished", "cancel": "cancelled"}[command]
+    assert status_of(store, run_id)["status"] == expected
+
+
+def test_corrupt_run_json_is_listed_and_named(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    good = launch_paused(ws, store)
+    bad = launch_paused(ws, store)
+    run_json = store / "runs" / bad / "run.json"
+    run_json.write_bytes(b'{"id": "oops", garbage')
+    before = store_hash(store)
+    listing = run_cli("inspect", "--store-dir", str(store), "--json", cwd=ws)
+    assert listing.returncode == 0, listing.stderr
+    rows = {r["id"]: r for r in json.loads(listing.stdout)}
+    assert rows[good]["status"] == "paused_waiting_human"
+    assert rows[bad]["status"] == "corrupt" and str(run_json) in rows[bad]["error"]
+    table = run_cli("inspect", "--store-dir", str(store), cwd=ws)
+    assert table.returncode == 0 and bad in table.stdout and "corrupt" in table.stdout
+    for ref in (bad, bad[:10]):  # the full id, and a prefix
+        p = run_cli("inspect", "--run-id", ref, "--store-dir", str(store), cwd=ws)
+        line = assert_one_error(p, 1, mentions="run.json is corrupt")
+        assert str(run_json) in line
+    assert store_hash(store) == before
