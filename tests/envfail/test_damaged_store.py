@@ -3,7 +3,8 @@
 A paused run without its checkpoint refuses to resume (answers or not, the same words) instead of
 restarting from the entry; garbage in events.jsonl is moved aside byte for byte and the command
 goes on; a run whose run.json is unreadable is listed as `corrupt` and named as such.
-Damaged-store refusals exit 1 (cli/errors.py: "the command ran and found a problem")."""
+A missing checkpoint is refused by resume's check-first preflight (exit 2, nothing written); a
+corrupt run.json exits 1 (cli/errors.py: "the command ran and found a problem")."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_paused_run_without_checkpoint_refuses_resume(tmp_path: Path, ws: Path, 
     argv = [str(answers_file) if a == "ANSWERS" else a for a in answers]
     before = store_hash(store)
     p = run_cli("resume", "--run-id", run_id, *argv, "--store-dir", str(store), cwd=ws)
-    line = assert_one_error(p, 1, mentions=MISSING)
+    line = assert_one_error(p, 2, mentions=MISSING)
     assert str(store / "runs" / run_id / "checkpoint.json") in line
     assert store_hash(store) == before  # not even the lock's owner record
     assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()  # nothing restarted from the entry
