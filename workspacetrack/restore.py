@@ -36,6 +36,7 @@ from workspacetrack.changes import changed_paths
 from workspacetrack.errors import TrackError
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.models import EMPTY_DIR, SKIP_OVERSIZED, Entry, Manifest
+from workspacetrack.names import from_wire, to_wire
 from workspacetrack.objects import ObjectStore, sync_filesystem
 from workspacetrack.paths import check_relpath, parent_dirs
 
@@ -440,14 +441,17 @@ class PlannedRestore(VersionedModel):
 
     @classmethod
     def of(cls, plan: Plan, *, pivot: str, bank: str | None) -> PlannedRestore:
+        # paths in wire form: a name that is not UTF-8 survives JSON (workspacetrack/names.py)
         return cls(pivot=pivot, scope=plan.scope, scope_paths=plan.scope_paths, bank=bank,
-                   actions=[(a.path, a.target, a.overwrites) for a in plan.actions],
-                   skipped=dict(plan.skipped), left_in_place=list(plan.left_in_place))
+                   actions=[(to_wire(a.path), a.target, a.overwrites) for a in plan.actions],
+                   skipped={to_wire(k): v for k, v in plan.skipped.items()},
+                   left_in_place=[to_wire(p) for p in plan.left_in_place])
 
     def plan(self) -> Plan:
         return Plan(scope=self.scope, scope_paths=self.scope_paths,
-                    actions=[Action(path, target, overwrites) for path, target, overwrites in self.actions],
-                    skipped=dict(self.skipped), left_in_place=list(self.left_in_place))
+                    actions=[Action(from_wire(path), target, overwrites) for path, target, overwrites in self.actions],
+                    skipped={from_wire(k): v for k, v in self.skipped.items()},
+                    left_in_place=[from_wire(p) for p in self.left_in_place])
 
 
 class MissingObjectsError(TrackError):
@@ -470,7 +474,7 @@ def missing_objects(objects: ObjectStore, target: Manifest, paths: Iterable[str]
     out: list[tuple[str, str]] = []
     for path in sorted(set(paths)):
         entry = target.entries.get(path)
-        if entry is not None and not objects.has(entry[0]):
+        if entry is not None and entry[0] != EMPTY_DIR and not objects.has(entry[0]):
             out.append((path, entry[0]))
     return out
 
@@ -480,7 +484,7 @@ def unreadable_objects(objects: ObjectStore, plan: Plan) -> list[tuple[str, str,
     out: list[tuple[str, str, str]] = []
     seen: dict[str, str | None] = {}
     for a in plan.actions:
-        if a.target is None:
+        if a.target is None or a.target[0] == EMPTY_DIR:  # an empty directory reads no object
             continue
         digest = a.target[0]
         if digest not in seen:

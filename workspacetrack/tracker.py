@@ -20,7 +20,7 @@ from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotE
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
-from workspacetrack.names import mapping_from_wire, mapping_to_wire
+from workspacetrack.names import mapping_from_wire, mapping_to_wire, to_wire
 from workspacetrack.objects import digest_of
 from workspacetrack.restore import (
     MissingObjectsError,
@@ -337,7 +337,7 @@ class Tracker:
         kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
         planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
                                    label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
-        planned.left_in_place = sorted(set(planned.left_in_place) | kept)
+        planned.left_in_place = sorted(set(planned.left_in_place) | {to_wire(p) for p in kept})  # wire form
         return planned
 
     def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:

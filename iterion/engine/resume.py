@@ -185,7 +185,7 @@ def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDo
     events = check_event_log(store, run_id)
     check_run_dir(store, run_id)
     cp = check_checkpoint(store, run_id)
-    check_checkpoint_present(doc, cp, events)
+    check_checkpoint_present(doc, cp, events, store.paths(run_id).checkpoint_json)
     check_workspace_usable(doc)
     return doc, cp
 

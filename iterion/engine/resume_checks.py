@@ -110,14 +110,18 @@ def check_no_interrupted_rewind(store: Store, run_id: str) -> None:
                           f"finish it with `iterion rewind --run-id {run_id}`, then resume", exit_code=2)
 
 
-def check_checkpoint_present(doc: RunDoc, cp: Checkpoint | None, events: list[ev.Event]) -> None:
-    """A checkpoint that existed (or must exist: a paused run) and is gone: nothing to resume from."""
+def check_checkpoint_present(doc: RunDoc, cp: Checkpoint | None, events: list[ev.Event],
+                             path: Path | None = None) -> None:
+    """A checkpoint that existed (or must exist: a paused run) and is gone: nothing to resume from.
+
+    ``path``: where the checkpoint should be, named in the refusal."""
     if cp is not None:
         return
     written = any(e.type == ev.CHECKPOINT_WRITTEN for e in events)
     paused = doc.status in (RunStatus.PAUSED_WAITING_HUMAN, RunStatus.PAUSED_OPERATOR)
     if written or paused:
-        raise PreflightError(f"run {doc.id}: checkpoint missing: nothing to resume from; {UNCHANGED}",
+        where = f" ({path})" if path is not None else ""
+        raise PreflightError(f"run {doc.id}: checkpoint missing: nothing to resume from{where}; {UNCHANGED}",
                              hint=f"rewind it (`iterion rewind --run-id {doc.id} --node NODE`) or start a new run")
 
 

@@ -27,7 +27,7 @@ from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
 from persist import atomic_write_bytes
-from workspacetrack.names import display, raw_paths
+from workspacetrack.names import display, from_wire, raw_paths, to_wire
 from workspacetrack.reasons import describe
 
 
@@ -227,12 +227,16 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
         saved = {rel: (workspace / rel).read_bytes() for rel in guarded
                  if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
         last = refs.chain_head()
-        planned = FilesPlan(revert=refs.prepare_revert(anchor), in_scope=report.in_scope, guarded=guarded,
-                            saved={rel: FilesPlan.encode(data) for rel, data in saved.items()}, last=last)
+        planned = FilesPlan(revert=refs.prepare_revert(anchor), in_scope=[to_wire(p) for p in report.in_scope],
+                            guarded=[to_wire(p) for p in guarded],
+                            saved={to_wire(rel): FilesPlan.encode(data) for rel, data in saved.items()}, last=last)
         if on_planned is not None:
             on_planned(planned)
     else:  # finishing a recorded revert: the scope is the recorded one, not the half-restored tree's
-        report.in_scope, guarded, saved, last = planned.in_scope, planned.guarded, planned.saved_bytes(), planned.last
+        report.in_scope = [from_wire(p) for p in planned.in_scope]
+        guarded = [from_wire(p) for p in planned.guarded]
+        saved = {from_wire(rel): data for rel, data in planned.saved_bytes().items()}
+        last = planned.last
     assert planned.revert is not None
     result = refs.apply_revert(planned.revert)
     for rel, data in saved.items():
