@@ -12,6 +12,7 @@ from cli.output import echo, echo_json
 from cli.preflight import check_run_writable, open_store
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
+from iterion.rewind.intent import has_intent
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
 from persist.inputs import SOURCE_LIMIT, check_regular_file
 
@@ -24,6 +25,7 @@ Examples:
   iterion rewind --run-id RUN --auto              # after editing the .bot: find the edited node
   iterion rewind --run-id RUN --node implement    # name the pivot yourself
   iterion rewind --run-id RUN --node implement --restore-scope none --dry-run --json
+  iterion rewind --run-id RUN                     # finish a rewind that was killed mid-way
 """
 
 
@@ -68,6 +70,9 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
 
 
 def _print_result(r: RewindResult) -> None:
+    if r.completed_interrupted:
+        verb = "would finish" if r.dry_run else "finished"
+        echo(f"{verb} the interrupted rewind of run {r.run_id} (a killed rewind had begun restoring its files)")
     head = "dry run: would rewind" if r.dry_run else "rewound"
     promoted = f" (promoted from {r.promoted_from}: the whole fan-out replays)" if r.promoted_from else ""
     echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
@@ -90,7 +95,8 @@ def register(app: typer.Typer) -> None:
                  short_help="Back a parked run up to an earlier node; restore the files it produced.")
     def rewind(
         run_id: str = typer.Option(..., "--run-id", help="The run to rewind (id, unique prefix or name)."),
-        node: str = typer.Option(None, "--node", help="The node to replay from."),
+        node: str = typer.Option(None, "--node", help="The node to replay from (omit it to finish an "
+                                                      "interrupted rewind)."),
         auto: bool = typer.Option(False, "--auto", help="Diff the executed source against the source on disk "
                                                         "and rewind to the earliest node the edit affects."),
         restore_scope: RestoreScope = typer.Option(
@@ -106,7 +112,7 @@ def register(app: typer.Typer) -> None:
                                                                   "else .git/iterion/store in a git repository, "
                                                                   "else .iterion/ at the project root)."),
     ) -> None:
-        if bool(node) == bool(auto):
+        if node and auto:
             raise CliError("give exactly one of --node NODE or --auto",
                            hint="--auto finds the node your edit affects; --node names it")
         if keep_files:
@@ -117,6 +123,10 @@ def register(app: typer.Typer) -> None:
         if file is not None and not file.is_dir():  # a FIFO or /dev/zero: bad input, before the run is locked
             check_regular_file(file, "workflow file", SOURCE_LIMIT)
         store = open_store(store_dir, write=not dry_run)  # a read-only store is refused before the sweep
+        if not node and not auto and not has_intent(store, store.resolve_run(run_id)):
+            # neither is accepted only to finish an interrupted rewind (the run records one)
+            raise CliError("give exactly one of --node NODE or --auto",
+                           hint="--auto finds the node your edit affects; --node names it")
         if not dry_run:  # nothing is written before the store and the workspace are known writable
             check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)
         store = sweep_orphans(store)  # stale `running` runs promoted first

@@ -29,6 +29,7 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
+from iterion.rewind.intent import has_intent, inspect_view
 from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 from iterion.store.store import CorruptRun
@@ -321,12 +322,13 @@ def _age(created: datetime) -> str:
     return f"{secs}s"
 
 
-def _list_row(r: RunDoc | CorruptRun) -> dict[str, Any]:
+def _list_row(r: RunDoc | CorruptRun, store: Store) -> dict[str, Any]:
     if isinstance(r, CorruptRun):
         return {"id": r.id, "name": "-", "status": r.status, "workflow": "-", "age": "-", "failure_code": None,
                 "error": f"run.json is corrupt ({r.detail}): {r.path}"}
     return {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
-            "age": _age(r.created_at), "failure_code": r.failure_code}
+            "age": _age(r.created_at), "failure_code": r.failure_code,
+            "rewind_interrupted": has_intent(store, r.id)}
 
 
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
@@ -346,7 +348,7 @@ def inspect_cmd(
     """
     store = _store(store_dir)
     if run_id is None:
-        rows = [_list_row(r) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
+        rows = [_list_row(r, store) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
         if as_json:
             echo_json(rows)
             return
@@ -354,7 +356,8 @@ def inspect_cmd(
             echo(f"no runs in {store.root}")
             return
         for line in table(("id", "name", "status", "workflow", "age"),
-                          [(r["id"], r["name"], r["status"], r["workflow"], r["age"]) for r in rows]):
+                          [(r["id"], r["name"], f"{r['status']}{' (rewind interrupted)' if r.get('rewind_interrupted') else ''}",
+                            r["workflow"], r["age"]) for r in rows]):
             echo(line)
         return
     rid = store.resolve_run(run_id)
@@ -373,6 +376,7 @@ def inspect_cmd(
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
         "boundaries": _boundaries(store, doc),
     }
+    detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
     timeline = store.read_events(rid) if events else []
     if as_json:
         if events:
@@ -382,6 +386,8 @@ def inspect_cmd(
     echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
     if doc.failure_code or doc.error:
         echo(f"failure: {doc.failure_code}: {doc.error}")
+    if interrupted:
+        echo(interrupted)
     echo(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
     echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
     if detail["pending"]:

@@ -12,11 +12,27 @@ vocabulary ``boundary``, ``ids`` and the ``produced_scope`` algorithm.
 """
 
 from gitrefs.bank_restore import restore_bank
-from gitrefs.errors import (BareRepository, GitCommandFailed, GitRefsError, MissingRemote, NotARepository,
-                            PushFailed, RefLayoutError, RunAlreadyStarted, UnknownBoundary, UnknownRevision,
-                            UnknownRun)
-from gitrefs.records import (BankRecord, BankRestoreResult, BoundaryRecord, PushRecord, RecoveryHint,
-                             RevertResult)
+from gitrefs.errors import (
+                            BareRepository,
+                            GitCommandFailed,
+                            GitRefsError,
+                            MissingRemote,
+                            NotARepository,
+                            PushFailed,
+                            RefLayoutError,
+                            RunAlreadyStarted,
+                            UnknownBoundary,
+                            UnknownRevision,
+                            UnknownRun,
+)
+from gitrefs.records import (
+                            BankRecord,
+                            BankRestoreResult,
+                            BoundaryRecord,
+                            PushRecord,
+                            RecoveryHint,
+                            RevertResult,
+)
 from gitrefs.run_refs import RunRefs, list_runs
 
 __all__ = [

@@ -6,10 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from persist import VersionedModel
-
 from gitrefs.boundary import BoundaryLabel
-
+from persist import VersionedModel
 
 # --- persisted under <commondir>/iterion/runs/<run>/ ---------------------------------------
 
@@ -78,6 +76,18 @@ class BankRecord(_Jsonable):
     ref: str
     commit: str
     tree: str
+
+
+class RevertPlan(VersionedModel):
+    """A revert prepared (bank taken, revert commit created) but not yet applied: what a
+    rewind's intent record holds so a killed apply can be finished (``RunRefs.apply_revert``)."""
+
+    label: str                  # the boundary reverted to, e.g. pre:build:0
+    target_commit: str
+    target_tree: str
+    bank: dict[str, Any]        # the BankRecord's fields
+    old_head: str | None        # HEAD when the revert was prepared (None: unborn)
+    revert_commit: str
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ boundary is not a commit: its ref is an alias of the chain head (one ref update,
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import shlex
 from pathlib import Path
@@ -16,18 +17,41 @@ import pygit2
 
 from gitrefs import layout
 from gitrefs.boundary import BANK_KIND, BoundaryKind, BoundaryLabel
-from gitrefs.commits import (T_ITERATION, T_KIND, T_NODE, T_RUN, T_SEQ, CommitSpec, create_commit,
-                             parse_trailers)
-from gitrefs.errors import (GitRefsError, PushFailed, RunAlreadyStarted, UnknownBoundary, UnknownRevision,
-                            UnknownRun)
+from gitrefs.commits import (
+    T_ITERATION,
+    T_KIND,
+    T_NODE,
+    T_RUN,
+    T_SEQ,
+    CommitSpec,
+    create_commit,
+    parse_trailers,
+)
+from gitrefs.errors import (
+    GitRefsError,
+    PushFailed,
+    RunAlreadyStarted,
+    UnknownBoundary,
+    UnknownRevision,
+    UnknownRun,
+)
 from gitrefs.gitcli import run_git
 from gitrefs.ids import validate_id
+from gitrefs.private_index import snapshot_with_private_index
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope, produced_scope
+from gitrefs.records import (
+    BankRecord,
+    BoundaryRecord,
+    PushAttempt,
+    PushLog,
+    PushRecord,
+    RecoveryHint,
+    RevertPlan,
+    RevertResult,
+    RunRecord,
+)
 from gitrefs.remotes import check_remote
 from gitrefs.run_lock import run_lock
-from gitrefs.records import (BankRecord, BoundaryRecord, PushAttempt, PushLog, PushRecord, RecoveryHint,
-                             RevertResult, RunRecord)
-from gitrefs.private_index import snapshot_with_private_index
 from gitrefs.workspace import Workspace, open_workspace
 from gitrefs.worktree_apply import apply_tree_diff, diff_path
 from persist import read_model, write_model
@@ -269,6 +293,30 @@ class RunRefs:
 
     def revert_to(self, label: BoundaryLabel) -> RevertResult:
         """Bank the workspace, commit the boundary's tree on top of HEAD, and make the tree match it."""
+        return self.apply_revert(self.prepare_revert(label))
+
+    def missing_objects(self, label: BoundaryLabel) -> list[str]:
+        """Paths of the boundary's tree whose object the repository lacks (read only)."""
+        missing: list[str] = []
+
+        def walk(tree_id: pygit2.Oid, prefix: str) -> None:
+            try:
+                tree = self.repo[tree_id].peel(pygit2.Tree)
+            except (KeyError, ValueError, pygit2.GitError):
+                missing.append(prefix or ".")
+                return
+            for entry in tree:
+                path = f"{prefix}{entry.name}"
+                if entry.filemode == pygit2.enums.FileMode.TREE:
+                    walk(entry.id, path + "/")
+                elif entry.filemode != pygit2.enums.FileMode.COMMIT and not self.repo.odb.exists(entry.id):
+                    missing.append(path)
+
+        walk(pygit2.Oid(hex=self._tree_of(self.resolve(label))), "")
+        return missing
+
+    def prepare_revert(self, label: BoundaryLabel) -> RevertPlan:
+        """Bank the workspace and create (not apply) the revert commit; HEAD and the tree stay."""
         target = self.resolve(label)
         target_tree = self._tree_of(target)
         bank = self.bank(label.node)
@@ -277,10 +325,22 @@ class RunRefs:
             f"iterion: revert workspace to {label} (run {self.run_id})",
             {T_RUN: self.run_id, T_NODE: label.node, T_ITERATION: str(label.iteration), T_KIND: "revert"},
             target_tree, (old_head,) if old_head else ()))
-        # update-ref with the old value: refuses if HEAD moved since we read it (another writer).
-        run_git(self.ws.workdir, ["update-ref", "-m", f"iterion: revert to {label} (run {self.run_id})",
-                                  "HEAD", revert, old_head or ""])
-        applied = apply_tree_diff(self.repo, self.ws.workdir, bank.tree, target_tree)
+        return RevertPlan(label=str(label), target_commit=target, target_tree=target_tree,
+                          bank=dataclasses.asdict(bank), old_head=old_head, revert_commit=revert)
+
+    def apply_revert(self, plan: RevertPlan) -> RevertResult:
+        """Move HEAD to the revert commit and the tree to its content; idempotent, so a killed
+        apply of the same plan is finished by calling it again (HEAD already moved is kept,
+        paths already written or removed are written/removed again harmlessly)."""
+        label = BoundaryLabel.parse(plan.label)
+        bank = BankRecord(**plan.bank)
+        revert = plan.revert_commit
+        head = self._head_commit()
+        if head != revert:
+            # update-ref with the old value: refuses if HEAD moved since we read it (another writer).
+            run_git(self.ws.workdir, ["update-ref", "-m", f"iterion: revert to {label} (run {self.run_id})",
+                                      "HEAD", revert, plan.old_head or ""])
+        applied = apply_tree_diff(self.repo, self.ws.workdir, bank.tree, plan.target_tree)
         # Index := the revert commit's tree, keeping stat data of untouched entries.
         # (exit 1 only says paths still differ, e.g. a skipped submodule: reported in `skipped`.)
         proc = run_git(self.ws.workdir, ["reset", "-q"], env={"GIT_OPTIONAL_LOCKS": "1"}, check=False)
@@ -288,7 +348,7 @@ class RunRefs:
             raise GitRefsError(f"reverted HEAD to {revert[:12]} but could not reset the index: "
                                f"{proc.stderr.decode('utf-8', 'replace').strip()}")
         chain_commit = self._chain_revert_step(label)
-        return RevertResult(label, target, revert, bank, tuple(sorted(applied.written)),
+        return RevertResult(label, plan.target_commit, revert, bank, tuple(sorted(applied.written)),
                             tuple(sorted(applied.removed)), tuple(sorted(applied.skipped)), chain_commit)
 
     def _chain_revert_step(self, label: BoundaryLabel) -> str:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pygit2
 
+from persist.killpoint import kill_point
+
 _GITLINK = 0o160000
 _LINK = 0o120000
 _EXEC = 0o100755
@@ -99,6 +101,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
                     result.removed.append(old_path)
             else:
                 result.skipped.append(old_path)
+            kill_point("restore")  # test-only fault injection (persist/killpoint.py)
     for d in deltas:
         if d.status == pygit2.enums.DeltaStatus.DELETED:
             continue
@@ -123,6 +126,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
             # The umask applies, as it does for `git checkout`.
             _write_file(dest, data, 0o755 if mode == _EXEC else 0o644)
         result.written.append(rel)
+        kill_point("restore")
     # A type change (file <-> symlink) arrives as a delete plus an add: it is a restore.
     rewritten = set(result.written)
     result.removed = [p for p in result.removed if p not in rewritten]

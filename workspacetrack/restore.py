@@ -22,14 +22,21 @@ import errno
 import os
 import secrets
 import stat as st_mod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from pydantic import Field
+
+from persist import VersionedModel
+from persist.killpoint import kill_point
 from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.changes import changed_paths
+from workspacetrack.errors import TrackError
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.models import EMPTY_DIR, SKIP_OVERSIZED, Entry, Manifest
+from workspacetrack.names import from_wire, to_wire
 from workspacetrack.objects import ObjectStore, sync_filesystem
 from workspacetrack.paths import check_relpath, parent_dirs
 
@@ -364,6 +371,7 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
                         report.overwritten.append(a.path)
             except _Refused as r:
                 skipped[a.path] = r.reason
+            kill_point("restore")  # test-only fault injection (persist/killpoint.py)
         # Emptied directories stay: manifests record files, not directories, so an empty
         # directory an earlier node made (`mkdir -p out`) cannot be told from one a dropped node
         # made; removing it would break the replay of every node that writes into it.
@@ -377,6 +385,7 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
                     report.overwritten.append(a.path)
             except _Refused as r:
                 skipped[a.path] = r.reason
+            kill_point("restore")
     finally:
         writer.sync()  # the batch durable at once, before anyone is told it is done
         writer.close()
@@ -393,4 +402,147 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
     else:
         report.message = (f"restored {len(report.restored)}, removed {len(report.removed)}, "
                           f"skipped {len(report.skipped)} of {plan.scope_paths} path(s) in scope")
+    return report
+
+
+# --- a restore planned ahead, recorded, and applied (again) from the record -------------------
+#
+# ``iterion rewind`` plans a restore, checks that every object it needs is present, records the
+# plan (its intent record, iterion/rewind/intent.py) and only then writes. If the process dies
+# mid-way, the next rewind applies the SAME plan again: every step is idempotent (a write
+# replaces the path with the recorded content, a removal of an absent path is a no-op, the temp
+# file a killed write left is removed first), so re-applying converges on the tree a clean
+# restore produces, whatever subset of the plan had landed.
+
+RESTORE_TMP_MARK = ".iterion-restore."
+
+
+def is_restore_temp(name: str) -> bool:
+    """A temp file a write of ``_Writer`` creates before its rename (a killed write leaves one)."""
+    return name.startswith(".") and RESTORE_TMP_MARK in name and name.endswith(".tmp")
+
+
+# (path, entry to write or None to remove, overwrites): rows, not models, so a 20,000-path
+# plan loads in one pass of pydantic's core
+PlannedAction = tuple[str, Entry | None, bool]
+
+
+class PlannedRestore(VersionedModel):
+    """A restore decided and banked, not necessarily applied: what a rewind's intent records."""
+
+    FORMAT_VERSION = 1
+    pivot: str                 # the label (or bank id, for an undo) restored to
+    scope: Scope
+    scope_paths: int
+    bank: str | None = None    # the snapshot holding the disk state before the first write
+    actions: list[PlannedAction] = Field(default_factory=list)
+    skipped: dict[str, str] = Field(default_factory=dict)
+    left_in_place: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, plan: Plan, *, pivot: str, bank: str | None) -> PlannedRestore:
+        # paths in wire form: a name that is not UTF-8 survives JSON (workspacetrack/names.py)
+        return cls(pivot=pivot, scope=plan.scope, scope_paths=plan.scope_paths, bank=bank,
+                   actions=[(to_wire(a.path), a.target, a.overwrites) for a in plan.actions],
+                   skipped={to_wire(k): v for k, v in plan.skipped.items()},
+                   left_in_place=[to_wire(p) for p in plan.left_in_place])
+
+    def plan(self) -> Plan:
+        return Plan(scope=self.scope, scope_paths=self.scope_paths,
+                    actions=[Action(from_wire(path), target, overwrites) for path, target, overwrites in self.actions],
+                    skipped={from_wire(k): v for k, v in self.skipped.items()},
+                    left_in_place=[from_wire(p) for p in self.left_in_place])
+
+
+class MissingObjectsError(TrackError):
+    """Objects a restore must read are missing or corrupt: refused before anything is written."""
+
+    def __init__(self, bad: list[tuple[str, str, str]]) -> None:
+        path, _digest, problem = bad[0]
+        more = f" (and {len(bad) - 1} more path(s))" if len(bad) > 1 else ""
+        super().__init__(f"the snapshot store cannot restore {path}{more}: {problem}",
+                         hint="the store is damaged; nothing was changed")
+        self.bad = bad
+
+
+def missing_objects(objects: ObjectStore, target: Manifest, paths: Iterable[str]) -> list[tuple[str, str]]:
+    """(path, object id) of every ``paths`` entry of ``target`` whose content object is absent.
+
+    A superset of what any restore to ``target`` over ``paths`` reads; checked before the disk
+    is even scanned, so a damaged store refuses with nothing changed anywhere.
+    """
+    out: list[tuple[str, str]] = []
+    for path in sorted(set(paths)):
+        entry = target.entries.get(path)
+        if entry is not None and entry[0] != EMPTY_DIR and not objects.has(entry[0]):
+            out.append((path, entry[0]))
+    return out
+
+
+def unreadable_objects(objects: ObjectStore, plan: Plan) -> list[tuple[str, str, str]]:
+    """(path, object id, problem) of every write of ``plan`` whose object cannot be read intact."""
+    out: list[tuple[str, str, str]] = []
+    seen: dict[str, str | None] = {}
+    for a in plan.actions:
+        if a.target is None or a.target[0] == EMPTY_DIR:  # an empty directory reads no object
+            continue
+        digest = a.target[0]
+        if digest not in seen:
+            try:
+                objects.read(digest)
+                seen[digest] = None
+            except (TrackError, OSError) as exc:
+                seen[digest] = str(getattr(exc, "message", None) or exc)
+        problem = seen[digest]
+        if problem is not None:
+            out.append((a.path, digest, problem))
+    return out
+
+
+def _remove_temp_leftovers(writer: _Writer, plan: Plan) -> None:
+    """Remove the temp files killed writes left in the directories ``plan`` writes into."""
+    dirs = {a.path.rpartition("/")[0]: a.path for a in plan.actions if a.target is not None}
+    for probe in dirs.values():
+        try:
+            fd = writer.open_parent(probe, create=False)
+        except (_Refused, OSError):
+            continue  # refused again by the write itself, with its reason
+        if fd is None:
+            continue
+        try:
+            with os.scandir(fd) as it:
+                names = [e.name for e in it if is_restore_temp(e.name) and not e.is_dir(follow_symlinks=False)]
+            for name in names:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    pass
+        finally:
+            os.close(fd)
+
+
+def apply_planned(workspace: Path, objects: ObjectStore, planned: PlannedRestore, *,
+                  completing: bool = False) -> RestoreReport:
+    """Apply a recorded plan; ``completing``: a killed apply of the same plan may have run before.
+
+    A completion first clears the temp files a killed write left behind, and reports every
+    planned removal whose path is gone as removed (the killed process removed some of them),
+    so its report is the one the uninterrupted restore would have given.
+    """
+    plan = planned.plan()
+    if completing:
+        writer = _Writer(workspace)
+        try:
+            _remove_temp_leftovers(writer, plan)
+        finally:
+            writer.close()
+    report = apply_restore(workspace, objects, plan, pivot=planned.pivot, bank=planned.bank)
+    if completing:
+        refused = {s["path"] for s in report.skipped}
+        gone = [a for a in plan.actions if a.target is None and a.path not in refused]
+        report.removed = sorted(a.path for a in gone)
+        report.overwritten = sorted({*report.overwritten, *(a.path for a in gone if a.overwrites)})
+        if report.restored or report.removed:
+            report.message = (f"restored {len(report.restored)}, removed {len(report.removed)}, "
+                              f"skipped {len(report.skipped)} of {plan.scope_paths} path(s) in scope")
     return report

@@ -20,9 +20,18 @@ from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotE
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
-from workspacetrack.names import mapping_from_wire, mapping_to_wire
+from workspacetrack.names import mapping_from_wire, mapping_to_wire, to_wire
 from workspacetrack.objects import digest_of
-from workspacetrack.restore import RestoreReport, Scope, apply_restore, plan_restore
+from workspacetrack.restore import (
+    MissingObjectsError,
+    PlannedRestore,
+    RestoreReport,
+    Scope,
+    apply_planned,
+    missing_objects,
+    plan_restore,
+    unreadable_objects,
+)
 from workspacetrack.store import TrackStore
 
 __all__ = ["DEFAULT_SIZE_CAP", "Tracker"]
@@ -271,23 +280,65 @@ class Tracker:
         """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first.
 
         ``exclude``: paths taken out of a ``produced`` scope (another run's work: left in place)."""
+        with self.store.locked():
+            planned = self._prepare_locked(pivot, Scope(scope), protected, exclude)
+            return apply_planned(self.workspace, self.store.objects, planned)
+
+    def missing_for_restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
+                            protected: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(path, object id) of every object a restore to ``pivot`` may read and the store lacks.
+
+        Reads only: checked before a restore scans the disk or banks anything."""
         scope = Scope(scope)
+        if scope is Scope.NONE:
+            return []
         with self.store.locked():
             state = self._state()
-            if state.head is None:
-                raise UnknownSnapshotError(f"run {self.run_id} has recorded nothing to restore")
-            pivot_id = state.labels.get(str(pivot))
-            if pivot_id is None:
-                raise UnknownSnapshotError(f"no boundary {pivot} was recorded for run {self.run_id}",
-                                           hint="list the run's boundaries with: iterion track list")
-            produced = self.produced_scope(pivot, state)
-            pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
-            last_m = self.store.read_manifest(self.store.snapshot(state, state.head).manifest)
-            kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
-            report = self._restore_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
-                                      label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
-            report.left_in_place = sorted(set(report.left_in_place) | kept)  # not restored: named
-            return report
+            pivot_id = self._pivot_id(state, pivot)
+            target = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
+            paths = set(self.produced_scope(pivot, state).paths)
+            if scope is Scope.FULL:
+                paths |= set(target.entries)
+            guarded = self._relative(protected)
+            return missing_objects(self.store.objects, target,
+                                   (p for p in paths if not any(p == g or p.startswith(g + "/") for g in guarded)))
+
+    def prepare_restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
+                        protected: Iterable[str] = (), exclude: Iterable[str] = ()) -> PlannedRestore:
+        """Plan a restore to ``pivot`` and bank the disk state it will change; write nothing.
+
+        Refuses (MissingObjectsError) before banking when an object a write needs is missing
+        or corrupt. The result is what ``apply_prepared`` applies, again if need be."""
+        with self.store.locked():
+            return self._prepare_locked(pivot, Scope(scope), protected, exclude)
+
+    def apply_prepared(self, planned: PlannedRestore, *, completing: bool = False) -> RestoreReport:
+        """Apply a plan ``prepare_restore`` made (``completing``: a killed apply may have begun it)."""
+        with self.store.locked():
+            return apply_planned(self.workspace, self.store.objects, planned, completing=completing)
+
+    def _pivot_id(self, state: RunState, pivot: BoundaryLabel) -> str:
+        if state.head is None:
+            raise UnknownSnapshotError(f"run {self.run_id} has recorded nothing to restore")
+        pivot_id = state.labels.get(str(pivot))
+        if pivot_id is None:
+            raise UnknownSnapshotError(f"no boundary {pivot} was recorded for run {self.run_id}",
+                                       hint="list the run's boundaries with: iterion track list")
+        return pivot_id
+
+    def _prepare_locked(self, pivot: BoundaryLabel, scope: Scope, protected: Iterable[str],
+                        exclude: Iterable[str] = ()) -> PlannedRestore:
+        state = self._state()
+        pivot_id = self._pivot_id(state, pivot)
+        produced = self.produced_scope(pivot, state)
+        pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
+        last_m = self.store.read_manifest(self.store.snapshot(state, state.head or pivot_id).manifest)
+        # another run's work is taken out of a produced scope and named as left in place
+        kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
+        planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
+                                   label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+        planned.left_in_place = sorted(set(planned.left_in_place) | {to_wire(p) for p in kept})  # wire form
+        return planned
 
     def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
         """Put back what the restore that took ``bank`` changed, as it was when banked; only
@@ -307,12 +358,13 @@ class Tracker:
                                      hint="list what it changed with: iterion track list")
                 touched = frozenset(wanted)
             bank_m = self.store.read_manifest(rec.manifest)
-            return self._restore_to(state, bank_m, None, Scope.PRODUCED, touched,
-                                    protected, label=f"undo:{rec.id[:12]}", pivot=rec.id)
+            planned = self._prepare_to(state, bank_m, None, Scope.PRODUCED, touched,
+                                       protected, label=f"undo:{rec.id[:12]}", pivot=rec.id)
+            return apply_planned(self.workspace, self.store.objects, planned)
 
-    def _restore_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
+    def _prepare_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
-                    pivot: str) -> RestoreReport:
+                    pivot: str) -> PlannedRestore:
         # The bank IS the current disk state: capturing it first gives both the undo point and
         # the evidence (what changed since the last boundary) the report needs.
         manifest, stats = self._capturer.scan()
@@ -320,6 +372,9 @@ class Tracker:
         current = self.store.read_manifest(manifest)
         plan = plan_restore(self.workspace, self.rules, target, last, current, scope, produced,
                             self._relative(protected))
+        bad = unreadable_objects(self.store.objects, plan)
+        if bad:
+            raise MissingObjectsError(bad)  # before the bank: nothing recorded, nothing written
         bank_id: str | None = None
         if plan.actions:
             rec = self._record(state, kind="bank", label=label, manifest=manifest,
@@ -328,8 +383,7 @@ class Tracker:
             self.store.save_state(state)
             bank_id = rec.id
         self._capturer.save_cache()
-        report = apply_restore(self.workspace, self.store.objects, plan, pivot=pivot, bank=bank_id)
-        return report
+        return PlannedRestore.of(plan, pivot=pivot, bank=bank_id)
 
     def _relative(self, paths: Iterable[str]) -> set[str]:
         """Protected paths as workspace-relative strings (absolute ones must lie inside it)."""

@@ -20,7 +20,13 @@ import httpx
 
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.backends.pricing import cost_usd
-from iterion.backends.schema import effective_schema, finish_structured, json_schema, output_instructions, prior_exchange
+from iterion.backends.schema import (
+    effective_schema,
+    finish_structured,
+    json_schema,
+    output_instructions,
+    prior_exchange,
+)
 from iterion.failure_codes import FailureCode
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -20,17 +20,44 @@ from gitrefs.ids import InvalidIdError, validate_id
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import (
-    ATTACHMENT_KINDS, AWAIT_MODES, BLOCK_EXTENSIONS, BUDGET_PROPERTIES, INTERACTIONS, LANGUAGES,
-    LLM_ROUTER_ONLY, REASONING_EFFORTS, ROUTER_MODES, SESSIONS, TERMINAL_NAMES, TYPES, VAR_TYPES,
-    WORKFLOW_EXTENSIONS, WORKTREE_MODES, suggest,
+    ATTACHMENT_KINDS,
+    AWAIT_MODES,
+    BLOCK_EXTENSIONS,
+    BUDGET_PROPERTIES,
+    INTERACTIONS,
+    LANGUAGES,
+    LLM_ROUTER_ONLY,
+    REASONING_EFFORTS,
+    ROUTER_MODES,
+    SESSIONS,
+    TERMINAL_NAMES,
+    TYPES,
+    VAR_TYPES,
+    WORKFLOW_EXTENSIONS,
+    WORKTREE_MODES,
+    suggest,
 )
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
-    Attachment, AwaitMode, Budget, Condition, ConditionKind, Edge, FieldType, Loop, Node, NodeKind,
-    RouterMode, Schema, SchemaField, Span, Var, Workflow,
+    Attachment,
+    AwaitMode,
+    Budget,
+    Condition,
+    ConditionKind,
+    Edge,
+    FieldType,
+    Loop,
+    Node,
+    NodeKind,
+    RouterMode,
+    Schema,
+    SchemaField,
+    Span,
+    Var,
+    Workflow,
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 

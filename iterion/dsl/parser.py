@@ -12,8 +12,13 @@ from typing import TypeVar
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
 from iterion.dsl.grammar import (
-    ATTACHMENT_PROPERTIES, NAMED_EXTENSIONS, NODE_KINDS, NODE_PROPERTIES,
-    TOP_LEVEL_KEYWORDS, WORKFLOW_PROPERTIES, suggest,
+    ATTACHMENT_PROPERTIES,
+    NAMED_EXTENSIONS,
+    NODE_KINDS,
+    NODE_PROPERTIES,
+    TOP_LEVEL_KEYWORDS,
+    WORKFLOW_PROPERTIES,
+    suggest,
 )
 from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
 from iterion.ir import Span

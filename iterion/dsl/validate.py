@@ -14,7 +14,14 @@ from iterion.dsl.diagnostics import Sink
 from iterion.dsl.graph import Graph, sccs
 from iterion.dsl.references import check_references
 from iterion.ir import (
-    TERMINALS, ConditionKind, Edge, FanOutRegion, FieldType, NodeKind, RouterMode, Workflow,
+    TERMINALS,
+    ConditionKind,
+    Edge,
+    FanOutRegion,
+    FieldType,
+    NodeKind,
+    RouterMode,
+    Workflow,
 )
 
 _TOOL_FIELDS = {"stdout": FieldType.STRING, "stderr": FieldType.STRING, "exit_code": FieldType.INT}

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from iterion.engine.cancel import CancelToken
+from iterion.engine.preflight import check_event_log, check_run_dir
 from iterion.failure_codes import FailureCode
 from iterion.store import AnchorReason, Command, RunStatus, Store, check_command
 from iterion.store import events as ev
@@ -179,6 +180,13 @@ def _restart_node(store: Store, run_id: str) -> str | None:
     return cp.restart_node if cp else None
 
 
+def _preflight_cancel(store: Store, run_id: str) -> None:
+    """What a cancel writes must be usable: the event log (read and appended) and the run directory
+    (the run document, the request). Reading only (iterion/engine/preflight.py)."""
+    check_event_log(store, run_id)
+    check_run_dir(store, run_id)
+
+
 def _cancel_directly(store: Store, run_id: str, reason: str) -> ControlOutcome | None:
     """Move a run no process executes to ``cancelled`` (None if a live process owns it)."""
     lock = store.lock(run_id)
@@ -190,6 +198,7 @@ def _cancel_directly(store: Store, run_id: str, reason: str) -> ControlOutcome |
             return ControlOutcome(run_id, Action.CANCEL.value, doc.status.value, "direct",
                                   _restart_node(store, run_id), "already cancelled")
         check_command(Command.CANCEL, run_id, doc.status)
+        _preflight_cancel(store, run_id)  # under the lock, before the first write
         previous = doc.status
         if previous is RunStatus.RUNNING:
             _record_cancel_takeover(store, doc)  # its process died mid-run: before the status moves
@@ -235,6 +244,7 @@ def cancel_run(store: Store, run_id: str, *, wait_s: float = 30.0, reason: str |
     doc = store.load_run(run_id)
     if doc.status is not RunStatus.CANCELLED:
         check_command(Command.CANCEL, run_id, doc.status)
+        _preflight_cancel(store, run_id)  # check first: a refusal writes nothing, not even the lock record
     direct = _cancel_directly(store, run_id, reason)
     if direct is not None:
         return direct

@@ -19,21 +19,36 @@ from typing import Any
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
-from iterion.engine.checkpoint_guard import require_checkpoint
 from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
 from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
 from iterion.engine.recovery import ACK_FIELD
 from iterion.engine.result import RunResult
-from iterion.engine.resume_checks import check_budget_raised, check_worktree_link
+from iterion.engine.resume_checks import (
+    check_budget_raised,
+    check_checkpoint_present,
+    check_no_interrupted_rewind,
+    check_workspace_usable,
+    check_worktree_link,
+)
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.engine.takeover import record_takeover
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.ir import NodeKind
-from iterion.store import Command, OwnerInfo, RunStatus, Store, WorkspaceMode, check_command
+from iterion.store import (
+    Checkpoint,
+    Command,
+    OwnerInfo,
+    RunDoc,
+    RunStatus,
+    Store,
+    WorkspaceMode,
+    check_command,
+)
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.placement import check_store_placement
@@ -69,7 +84,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     run_id = store.resolve_run(run_id)
     if options.file is not None and not Path(options.file).is_dir():
         check_regular_file(options.file, "workflow file", SOURCE_LIMIT)  # before the lock records an owner
-    require_checkpoint(store, run_id, store.load_run(run_id).status)  # refused before the lock is taken
+    if not store.is_locked(run_id):  # (a held lock is refused by try_acquire below, naming its owner)
+        _preflight(store, run_id, options)  # check first: a refusal writes nothing, not even the lock record
     store.ensure_reserve(run_id)  # room to record its end on a full disk; a full disk refuses here
     lock = store.lock(run_id)
     if not lock.try_acquire():  # two processes never execute one run
@@ -77,15 +93,11 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
     versioning = None
     ws_lock = None
     try:
-        doc = store.load_run(run_id)
+        doc, cp = _preflight(store, run_id, options)  # again under the lock: authoritative
         admission = None
         if doc.status is RunStatus.RUNNING:
             # its process died: at once when provably dead here, else --force-stale past 60 s
             admission = admit_takeover(store, run_id, doc, lock, force_stale=options.force_stale)
-        else:
-            check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
-        cp = store.load_checkpoint(run_id)
-        require_checkpoint(store, run_id, doc.status)  # a paused run never restarts from the entry
         src = _recompile(doc, options)
         digest_changed = src.digest != doc.workflow_digest
         legacy = digest_changed and doc.workflow_digest == src.bare_digest
@@ -162,6 +174,20 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
             versioning.close()
         release_workspace(ws_lock)
         lock.release()
+
+
+def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDoc, Checkpoint | None]:
+    """What a resume needs, checked while only reading (iterion/engine/preflight.py)."""
+    check_no_interrupted_rewind(store, run_id)
+    doc = store.load_run(run_id)
+    if doc.status is not RunStatus.RUNNING:  # a running run is admitted (or not) as a takeover
+        check_command(Command.RESUME, run_id, doc.status, force_stale=options.force_stale)
+    events = check_event_log(store, run_id)
+    check_run_dir(store, run_id)
+    cp = check_checkpoint(store, run_id)
+    check_checkpoint_present(doc, cp, events, store.paths(run_id).checkpoint_json)
+    check_workspace_usable(doc)
+    return doc, cp
 
 
 def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:

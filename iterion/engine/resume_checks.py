@@ -4,17 +4,26 @@
   lifts it is refused up front with the real cause: re-executing the node would only hit the
   same guard (and spend again doing it);
 * a worktree whose ``.git`` pointer names a gitdir that no longer exists (the repository that
-  registered it is gone) is refused explicitly: every git command there would fail.
+  registered it is gone) is refused explicitly: every git command there would fail;
+* a run with an interrupted rewind (its intent record exists, iterion/rewind/intent.py) is
+  refused: its workspace may be half-restored, and the fix is to finish the rewind;
+* a run whose checkpoint is gone (one was written, or the run is paused) is refused rather than
+  silently restarted from the entry; an in-place run's workspace must exist and be writable.
+
+All of them only read, and run before the resume claims the run or opens its workspace.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from iterion.budget import Budget, BudgetAsk, BudgetExceeded, raised_axes
 from iterion.engine.errors import EngineError
+from iterion.engine.preflight import UNCHANGED, PreflightError, check_workspace
 from iterion.failure_codes import FailureCode
-from iterion.store import Checkpoint, RunDoc, RunStatus, WorkspaceMode
+from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
+from iterion.store import events as ev
 
 _FLAG = {"max_tokens": "--max-tokens", "max_cost_usd": "--max-cost-usd", "max_duration": "--max-duration",
          "max_duration_s": "--max-duration", "max_iterations": "--max-iterations",
@@ -92,3 +101,33 @@ def check_worktree_link(doc: RunDoc) -> None:
             "would fail",
             hint="restore the repository at its old path (or repair the pointer with `git worktree repair`), "
                  "then resume", exit_code=1)
+
+
+def check_no_interrupted_rewind(store: Store, run_id: str) -> None:
+    """Refuse a run whose rewind was killed mid-way: ``iterion rewind`` finishes it first."""
+    if os.path.lexists(store.paths(run_id).rewind_intent):
+        raise EngineError(f"run {run_id} has an interrupted rewind and its workspace may be half-restored; "
+                          f"finish it with `iterion rewind --run-id {run_id}`, then resume", exit_code=2)
+
+
+def check_checkpoint_present(doc: RunDoc, cp: Checkpoint | None, events: list[ev.Event],
+                             path: Path | None = None) -> None:
+    """A checkpoint that existed (or must exist: a paused run) and is gone: nothing to resume from.
+
+    ``path``: where the checkpoint should be, named in the refusal."""
+    if cp is not None:
+        return
+    written = any(e.type == ev.CHECKPOINT_WRITTEN for e in events)
+    paused = doc.status in (RunStatus.PAUSED_WAITING_HUMAN, RunStatus.PAUSED_OPERATOR)
+    if written or paused:
+        where = f" ({path})" if path is not None else ""
+        raise PreflightError(f"run {doc.id}: checkpoint missing: nothing to resume from{where}; {UNCHANGED}",
+                             hint=f"rewind it (`iterion rewind --run-id {doc.id} --node NODE`) or start a new run")
+
+
+def check_workspace_usable(doc: RunDoc) -> None:
+    """An in-place run executes in its recorded workspace: it must exist and be writable."""
+    if doc.workspace_mode is WorkspaceMode.WORKTREE:
+        return  # check_worktree_link (a released worktree is rebuilt by a rewind)
+    path = Path(doc.workspace_dir) if doc.workspace_dir else None
+    check_workspace(path, doc.id, fix="restore the workspace at that path, or start a new run")

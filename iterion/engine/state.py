@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iterion.budget import Usage
-from iterion.store.checkpoint import AnchorReason, Checkpoint, ExecutedNode, InteractionKind, PendingInteraction
+from iterion.store.checkpoint import (
+    AnchorReason,
+    Checkpoint,
+    ExecutedNode,
+    InteractionKind,
+    PendingInteraction,
+)
 
 
 @dataclass

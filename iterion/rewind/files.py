@@ -14,6 +14,7 @@ another. The workflow source files are always protected.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -23,9 +24,10 @@ import pygit2
 
 from gitrefs.boundary import BoundaryLabel
 from iterion.rewind.errors import RewindError
+from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
 from persist import atomic_write_bytes
-from workspacetrack.names import display, raw_paths
+from workspacetrack.names import display, from_wire, raw_paths, to_wire
 from workspacetrack.reasons import describe
 
 
@@ -112,11 +114,18 @@ def protected_paths(workspace: Path, sources: list[Path]) -> list[str]:
 NONE_REASON = "--restore-scope none: the node replays against the tree as it stands"
 
 
+OnPlanned = Callable[[FilesPlan], None]
+
+
 def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *, workspace: Path,
-                  protected: list[str], dry_run: bool = False,
+                  protected: list[str], dry_run: bool = False, on_planned: OnPlanned | None = None,
+                  planned: FilesPlan | None = None,
                   other_runs: list[tuple[str, frozenset[str]]] | None = None) -> FilesReport:
     """Restore (or, with ``dry_run``, preview) the workspace to ``anchor`` through ``versioning``.
 
+    ``on_planned`` is called once the restore is decided and banked, before its first write (the
+    rewind records its intent there). ``planned``: apply that recorded decision again instead of
+    deciding anew - finishing a restore a killed process began (every step is idempotent).
     ``other_runs``: (run id, paths) other in-place runs of the workspace produced after the
     anchor (``iterion.rewind.other_runs``); a produced scope leaves those paths in place."""
     mechanism = versioning.mechanism
@@ -131,10 +140,10 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
         )
     if mechanism == GITREFS:
         _restore_git(versioning.backend, anchor, report, workspace=workspace, protected=protected,
-                     dry_run=dry_run)
+                     dry_run=dry_run, on_planned=on_planned, planned=planned)
     else:
         _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
-                         other_runs=other_runs or [])
+                         on_planned=on_planned, planned=planned, other_runs=other_runs or [])
     if not dry_run:
         flag_unattributable(versioning, anchor, report)
         report.undo = undo_command(versioning, report, workspace)
@@ -200,23 +209,36 @@ def _in_tree(tree: Any, path: str) -> bool:
 # --- worktree runs: gitrefs ----------------------------------------------------------------
 
 def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, workspace: Path,
-                 protected: list[str], dry_run: bool) -> None:
+                 protected: list[str], dry_run: bool, on_planned: OnPlanned | None = None,
+                 planned: FilesPlan | None = None) -> None:
     anchor_commit = refs.resolve(anchor)
     report.ref = _anchor_ref(refs, anchor)
-    changed = refs.changed_paths(anchor_commit, refs.snapshot())
-    report.in_scope = sorted(changed - set(protected))
-    guarded = sorted(changed & set(protected))
-    if not report.in_scope:
-        report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
-        return
-    if dry_run:
-        _display_paths(report)
-        return
-    # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
-    saved = {rel: (workspace / rel).read_bytes() for rel in guarded
-             if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
-    last = refs.chain_head()
-    result = refs.revert_to(anchor)
+    if planned is None or planned.revert is None:
+        changed = refs.changed_paths(anchor_commit, refs.snapshot())
+        report.in_scope = sorted(changed - set(protected))
+        guarded = sorted(changed & set(protected))
+        if not report.in_scope:
+            report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
+            return
+        if dry_run:
+            _display_paths(report)
+            return
+        # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
+        saved = {rel: (workspace / rel).read_bytes() for rel in guarded
+                 if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
+        last = refs.chain_head()
+        planned = FilesPlan(revert=refs.prepare_revert(anchor), in_scope=[to_wire(p) for p in report.in_scope],
+                            guarded=[to_wire(p) for p in guarded],
+                            saved={to_wire(rel): FilesPlan.encode(data) for rel, data in saved.items()}, last=last)
+        if on_planned is not None:
+            on_planned(planned)
+    else:  # finishing a recorded revert: the scope is the recorded one, not the half-restored tree's
+        report.in_scope = [from_wire(p) for p in planned.in_scope]
+        guarded = [from_wire(p) for p in planned.guarded]
+        saved = {from_wire(rel): data for rel, data in planned.saved_bytes().items()}
+        last = planned.last
+    assert planned.revert is not None
+    result = refs.apply_revert(planned.revert)
     for rel, data in saved.items():
         atomic_write_bytes(workspace / rel, data)
     report.reverted = True
@@ -259,8 +281,10 @@ def _anchor_ref(refs: Any, anchor: BoundaryLabel) -> str:
 # --- in-place runs: workspacetrack ---------------------------------------------------------
 
 def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, report: FilesReport, *,
-                     protected: list[str], dry_run: bool,
-                     other_runs: list[tuple[str, frozenset[str]]]) -> None:
+                     protected: list[str], dry_run: bool, on_planned: OnPlanned | None = None,
+                     planned: FilesPlan | None = None,
+                     other_runs: list[tuple[str, frozenset[str]]] | None = None) -> None:
+    other_runs = other_runs or []
     report.ref = tracker.resolve(str(anchor)).id
     theirs = frozenset().union(*(paths for _, paths in other_runs)) if scope is RestoreScope.PRODUCED \
         else frozenset()
@@ -280,7 +304,14 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
                                   else f"the run recorded no change from {anchor} on")
         _display_paths(report)
         return
-    rr = tracker.restore(anchor, scope=scope.value, protected=protected, exclude=theirs)
+    completing = planned is not None and planned.tracked is not None
+    if planned is None or planned.tracked is None:
+        planned = FilesPlan(tracked=tracker.prepare_restore(anchor, scope=scope.value, protected=protected,
+                                                            exclude=theirs))
+        if on_planned is not None:
+            on_planned(planned)
+    assert planned.tracked is not None
+    rr = tracker.apply_prepared(planned.tracked, completing=completing)
     report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
                                   *rr.overwritten, *rr.left_in_place])
     report.restored = sorted(map(display, rr.restored))

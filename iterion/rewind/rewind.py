@@ -1,17 +1,18 @@
 """``iterion rewind``: move a parked run's checkpoint back onto a node it already executed.
 
-Order of operations, each step refusing before anything is changed where it can:
+Check first, then change. ``_decide`` checks and decides everything while only reading: the
+per-run status table, a checkpoint with something executed, the pivot (``--node`` or
+``--auto``, promoted out of any fan-out body; invalidated nodes computed against the workflow
+source as it is NOW - no hash check: you rewind precisely because you edited it), the event log,
+the run directory, the workspace, and every object the restore may read. It runs once before
+the per-run lock is taken (so a refusal writes nothing at all) and again under it.
 
-1. take the per-run execution lock (a resume or a live engine holds it: refused);
-2. read the run document and check its status against the status table;
-3. require a checkpoint with something executed;
-4. resolve the pivot (``--node`` or ``--auto``), promote it out of any fan-out body, compute the
-   invalidated nodes against the workflow source as it is NOW (no hash check: you rewind
-   precisely because you edited it);
-5. claim the run with a compare-and-swap on its document (a concurrent writer loses the race
-   instead of being rewound out from under itself);
-6. restore the files, rewind the checkpoint, park the run (``paused_operator`` +
-   explicit-resume-required) with a second compare-and-swap, append ``run_rewound``.
+``_commit`` then claims the run (a compare-and-swap on its document: a concurrent writer loses
+the race instead of being rewound out from under itself), plans and banks the restore, records
+the intent (THE commit point), restores the files, writes the rewound checkpoint, parks the run
+(``paused_operator`` + explicit-resume-required) and appends ``run_rewound``. What holds after a
+SIGKILL between any two of those steps, and how the next ``iterion rewind`` finishes a killed
+one, is written in iterion/rewind/intent.py.
 """
 
 from __future__ import annotations
@@ -23,22 +24,41 @@ from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.errors import GitRefsError
+from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
 from iterion.engine.versioning import open_versioning
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.auto import AutoSelection, select_pivot
 from iterion.rewind.auto_detect import DetectedEdit, detect_edit
 from iterion.rewind.errors import RewindError
-from iterion.rewind.files import (GITREFS, NONE_REASON, WORKSPACETRACK, FilesReport, RestoreScope,
-                                  check_scope, default_scope, protected_paths, restore_files)
-from iterion.rewind.other_runs import other_runs_production
+from iterion.rewind.files import (
+    GITREFS,
+    NONE_REASON,
+    WORKSPACETRACK,
+    FilesReport,
+    OnPlanned,
+    RestoreScope,
+    check_scope,
+    default_scope,
+    protected_paths,
+    restore_files,
+)
+from iterion.rewind.files_plan import FilesPlan
+from iterion.rewind.intent import RewindIntent, clear_intent, has_intent, load_intent, write_intent
 from iterion.rewind.invalidation import in_execution_order, invalidated_nodes, require_node
+from iterion.rewind.other_runs import other_runs_production
 from iterion.rewind.promotion import promote
 from iterion.rewind.sources import load_current_workflow
-from iterion.rewind.state_edit import (current_attempt, executed_nodes, park_run, resolve_anchor,
-                                       rewind_checkpoint)
-from iterion.rewind.worktree import ensure_worktree
-from iterion.store import Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
+from iterion.rewind.state_edit import (
+    current_attempt,
+    executed_nodes,
+    park_run,
+    resolve_anchor,
+    rewind_checkpoint,
+)
+from iterion.rewind.worktree import check_worktree, ensure_worktree
+from iterion.store import Checkpoint, Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
+from persist.killpoint import kill_point
 from workspacetrack.errors import TrackError
 
 
@@ -81,6 +101,7 @@ class RewindResult:
     dry_run: bool = False
     status: str = "paused_operator"
     warnings: list[str] = field(default_factory=list)
+    completed_interrupted: bool = False  # this finished a rewind a killed process had committed
 
     def event_payload(self) -> dict[str, Any]:
         f = self.files
@@ -109,24 +130,65 @@ class RewindResult:
 OnDetected = Callable[[DetectedEdit], None]
 
 
+@dataclass
+class _Decision:
+    """Everything a rewind decided while only reading (step 0 of iterion/rewind/intent.py)."""
+
+    doc: RunDoc
+    expected: int  # the document version the claim compares against
+    worktree: bool
+    scope: RestoreScope
+    anchor: BoundaryLabel
+    workspace: Path | None
+    protected: list[str]
+    unit_files: list[Path]
+    asked: str
+    cp: Checkpoint  # the rewound checkpoint (not yet written)
+    dropped_set: frozenset[str]
+    result: RewindResult  # files not yet known
+
+
 def rewind_run(store: Store, req: RewindRequest, *, on_detected: OnDetected | None = None) -> RewindResult:
-    """Rewind ``req.run_id``; ``on_detected`` sees what ``--auto`` detected before anything changes."""
+    """Rewind ``req.run_id``; ``on_detected`` sees what ``--auto`` detected before anything changes.
+
+    A run with an interrupted rewind (its intent record exists) has that rewind finished first;
+    with no pivot argument, or the same one, that is all; with another pivot, a new rewind follows.
+    """
     run_id = store.resolve_run(req.run_id)
+    if req.dry_run:
+        pending = load_intent(store, run_id)
+        if pending is not None:
+            return _preview_intent(store, pending)
+        return _dry_run(store, run_id, req, on_detected)
+    if not has_intent(store, run_id) and not store.is_locked(run_id):
+        # check first, before even the lock's owner record is written: a refusal changes nothing
+        # (a held lock is reported by acquire, naming its owner)
+        _decide(store, run_id, req, on_detected)
+        on_detected = None  # printed once
     lock = store.lock(run_id)
+    lock.acquire()  # LockHeldError names the owner: a live engine or a resume owns the run
     ws_lock = None
-    if not req.dry_run:
-        lock.acquire()  # LockHeldError names the owner: a live engine or a resume owns the run
     try:
-        if not req.dry_run and req.restore_scope is not RestoreScope.NONE:
+        if req.restore_scope is not RestoreScope.NONE:
             ws_lock = hold_for_restore(store, run_id)  # refused while another run executes there
-        return _rewind_locked(store, run_id, req, on_detected)
+        pending = load_intent(store, run_id)
+        if pending is not None:
+            finished = _finish_interrupted(store, pending)
+            if not _asks_another_pivot(req, pending):
+                return finished
+        # under the lock: the authoritative check (the run may have changed since the first one)
+        return _commit(store, _decide(store, run_id, req, on_detected))
     finally:
         release_workspace(ws_lock)
         lock.release()
 
 
-def _rewind_locked(store: Store, run_id: str, req: RewindRequest,
-                   on_detected: OnDetected | None) -> RewindResult:
+def _asks_another_pivot(req: RewindRequest, intent: RewindIntent) -> bool:
+    return bool(req.node) and req.node not in (intent.asked, intent.pivot)
+
+
+def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> _Decision:
+    """Check everything the rewind needs and decide it, reading only (a refusal changes nothing)."""
     doc = store.load_run(run_id)
     check_command(Command.REWIND, run_id, doc.status)
     cp = store.load_checkpoint(run_id)
@@ -134,6 +196,8 @@ def _rewind_locked(store: Store, run_id: str, req: RewindRequest,
         raise RewindError(f"run {run_id} has no checkpoint - nothing to rewind",
                           hint="a run that failed before checkpoints were kept cannot be recovered; "
                                "start a new run")
+    check_event_log(store, run_id)
+    check_run_dir(store, run_id)
     worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
     scope = req.restore_scope or default_scope(worktree)
     check_scope(worktree, scope)
@@ -155,7 +219,7 @@ def _rewind_locked(store: Store, run_id: str, req: RewindRequest,
     elif req.node:
         asked = req.node
     else:
-        raise RewindError("name the pivot with --node NODE, or let iterion find it with --auto")
+        raise RewindError("name the pivot with --node NODE, or let iterion find it with --auto", exit_code=2)
     require_node(wf, asked)
     promotion = promote(wf, asked)
     pivot = promotion.pivot
@@ -174,43 +238,180 @@ def _rewind_locked(store: Store, run_id: str, req: RewindRequest,
         # refused before the claim: nothing about the run changes
         raise RewindError(f"the run recorded no workspace boundary {anchor}, so its files cannot be restored",
                           hint="rewind with --restore-scope none to move the checkpoint alone")
-    from_node = cp.restart_node
-
     workspace = Path(doc.workspace_dir) if doc.workspace_dir else None
-    expected = doc.version
-    if not req.dry_run:
-        # The claim: a concurrent resume/cancel that read the document before us now loses its
-        # compare-and-swap, and a queued delivery sees the explicit-resume marker already.
-        doc.explicit_resume_required = True
-        store.save_run(doc, expected)
-        if worktree:
-            workspace = ensure_worktree(doc)
-    files = _files(store, doc, workspace, anchor, scope, unit_files, req.dry_run, worktree)
+    protected: list[str] = []
+    if scope is not RestoreScope.NONE:
+        workspace = _check_workspace(doc, workspace, worktree)
+        protected = protected_paths(workspace, unit_files)
+        _check_objects(store, doc, workspace, anchor, scope, protected, worktree)
 
+    from_node = cp.restart_node
     artifacts = store.artifacts(run_id)
     docs = [artifacts.read(n, v) for n in artifacts.names() for v in artifacts.versions(n)]
     res = rewind_checkpoint(cp, target, dropped_set, docs, predecessors=set(wf.predecessors(pivot)))
     orphaned = {n: doc.subbot_children[n] for n in dropped if n in doc.subbot_children}
+    mechanism = GITREFS if worktree else WORKSPACETRACK
     result = RewindResult(run_id=run_id, from_node=from_node, to_node=pivot, to_iteration=iteration,
                           replay_iteration=res.restart_iteration,
                           promoted_from=promotion.promoted_from, dropped_nodes=dropped,
-                          tombstoned_artifacts=res.tombstoned, orphaned_child_runs=orphaned, files=files,
-                          auto=auto_report, dry_run=req.dry_run,
-                          status=doc.status.value if req.dry_run else "paused_operator")
-    if req.dry_run:
-        return result
-    store.save_checkpoint(run_id, cp)
-    park_run(doc, dropped_set)
+                          tombstoned_artifacts=res.tombstoned, orphaned_child_runs=orphaned,
+                          files=FilesReport(mechanism=mechanism, scope=scope.value, anchor=str(anchor)),
+                          auto=auto_report)
+    return _Decision(doc=doc, expected=doc.version, worktree=worktree, scope=scope, anchor=anchor,
+                     workspace=workspace, protected=protected, unit_files=unit_files, asked=asked, cp=cp,
+                     dropped_set=dropped_set, result=result)
+
+
+def _check_workspace(doc: RunDoc, workspace: Path | None, worktree: bool) -> Path:
+    if worktree:
+        path = check_worktree(doc)  # a worktree iterion released is rebuilt by the commit
+        if not path.is_dir():
+            return path
+    return check_workspace(workspace, doc.id, fix="rewind with --restore-scope none to move the checkpoint "
+                                                  "alone, or restore the workspace at that path")
+
+
+def _check_objects(store: Store, doc: RunDoc, workspace: Path, anchor: BoundaryLabel, scope: RestoreScope,
+                   protected: list[str], worktree: bool) -> None:
+    """Every object the restore may read must be present: refused here, before anything changes."""
+    if not workspace.is_dir():
+        return  # a released worktree: rebuilt at its base commit, read from git's own objects
+    versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
+                                 run_id=doc.id, watch=False)
+    try:
+        if not versioning.has(anchor):
+            return  # refused by the restore itself, before it changes anything
+        if worktree:
+            missing = [(p, "") for p in versioning.backend.missing_objects(anchor)]
+            where = "the repository"
+        else:
+            missing = versioning.backend.missing_for_restore(anchor, scope.value, protected)
+            where = f"the snapshot store {store.track_dir(doc.id)}"
+    finally:
+        versioning.close()
+    if missing:
+        path, digest = missing[0]
+        more = f" and {len(missing) - 1} more path(s)" if len(missing) > 1 else ""
+        obj = f" (object {digest[:16]})" if digest else ""
+        raise RewindError(f"cannot rewind run {doc.id}: {where} lacks the content of {path}{obj}{more}, which "
+                          f"the restore to {anchor} needs; {UNCHANGED}",
+                          hint="the store is damaged: restore it from a backup, or rewind with "
+                               "--restore-scope none to move the checkpoint alone", exit_code=2)
+
+
+def _dry_run(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> RewindResult:
+    d = _decide(store, run_id, req, on_detected)
+    d.result.files = _files(store, d.doc, d.workspace, d.anchor, d.scope, d.protected, True, d.worktree)
+    d.result.dry_run = True
+    d.result.status = d.doc.status.value
+    return d.result
+
+
+def _commit(store: Store, d: _Decision) -> RewindResult:
+    """Steps 1-8 of iterion/rewind/intent.py."""
+    doc, run_id = d.doc, d.doc.id
+    workspace = d.workspace
+    if d.worktree:
+        workspace = ensure_worktree(doc)  # rebuilt if iterion released it (recorded by the claim)
+    # The claim: a concurrent resume/cancel that read the document before us now loses its
+    # compare-and-swap, and a queued delivery sees the explicit-resume marker already.
+    doc.explicit_resume_required = True
+    store.save_run(doc, d.expected)
+    r = d.result
+    intent = RewindIntent(run_id=run_id, asked=None if r.auto else d.asked, auto=r.auto is not None,
+                          pivot=r.to_node, iteration=r.to_iteration, anchor=str(d.anchor), scope=d.scope.value,
+                          mechanism=r.files.mechanism, workspace=str(workspace) if workspace else None,
+                          protected=d.protected, from_node=r.from_node, replay_iteration=r.replay_iteration,
+                          promoted_from=r.promoted_from, dropped_nodes=r.dropped_nodes,
+                          dropped_set=sorted(d.dropped_set), tombstoned_artifacts=r.tombstoned_artifacts,
+                          orphaned_child_runs=r.orphaned_child_runs,
+                          auto_report=asdict(r.auto) if r.auto else None,
+                          checkpoint=d.cp.model_dump(mode="json"))
+    committed = False
+
+    def commit(plan: FilesPlan | None) -> None:
+        nonlocal committed
+        intent.files = plan
+        write_intent(store, intent)  # THE COMMIT POINT: durable before the first file is touched
+        committed = True
+        kill_point("rewind-intent")
+
+    files = _files(store, doc, workspace, d.anchor, d.scope, d.protected, False, d.worktree, on_planned=commit)
+    if not committed:
+        commit(None)  # no file to change: the intent still makes steps 5-8 finishable
+    return _finish(store, intent, files, doc=doc)
+
+
+def _finish(store: Store, intent: RewindIntent, files: FilesReport, *, doc: RunDoc | None = None,
+            completed: bool = False) -> RewindResult:
+    """Steps 5-8 (after the files): each idempotent, a function of the intent record alone."""
+    run_id = intent.run_id
+    kill_point("rewind-files")
+    store.save_checkpoint(run_id, Checkpoint.model_validate(intent.checkpoint))
+    kill_point("rewind-checkpoint")
+    if doc is None:
+        doc = store.load_run(run_id)
+    park_run(doc, intent.dropped_set)
     try:
         store.save_run(doc, doc.version)
     except StaleWriteError as exc:
         raise RewindError(
             f"run {run_id} was modified concurrently while it was being rewound: {exc.message}",
-            hint=("the checkpoint was rewound and workspace restoration may already be applied; inspect "
-                  "the workspace and the run before retrying"),
+            hint=(f"the files and the checkpoint are rewound; finish with `iterion rewind --run-id {run_id}` "
+                  "once the other writer is done"),
         ) from None
-    store.events(run_id).append(ev.RUN_REWOUND, node=pivot, iteration=iteration,
-                                payload=result.event_payload())
+    kill_point("rewind-parked")
+    result = _result_of(intent, files)
+    result.completed_interrupted = completed
+    if not any(e.type == ev.RUN_REWOUND and e.payload.get("rewind_id") == intent.id
+               for e in store.read_events(run_id)):
+        store.events(run_id).append(ev.RUN_REWOUND, node=intent.pivot, iteration=intent.iteration,
+                                    payload={**result.event_payload(), "rewind_id": intent.id,
+                                             "completed_after_interrupt": completed})
+    kill_point("rewind-event")
+    clear_intent(store, run_id)
+    return result
+
+
+def _result_of(intent: RewindIntent, files: FilesReport) -> RewindResult:
+    auto = AutoReport(**intent.auto_report) if intent.auto_report else None
+    return RewindResult(run_id=intent.run_id, from_node=intent.from_node, to_node=intent.pivot,
+                        to_iteration=intent.iteration, replay_iteration=intent.replay_iteration,
+                        promoted_from=intent.promoted_from, dropped_nodes=list(intent.dropped_nodes),
+                        tombstoned_artifacts=dict(intent.tombstoned_artifacts),
+                        orphaned_child_runs=dict(intent.orphaned_child_runs), files=files, auto=auto)
+
+
+def _finish_interrupted(store: Store, intent: RewindIntent) -> RewindResult:
+    """Run steps 4-8 again from the record of a rewind a killed process committed."""
+    doc = store.load_run(intent.run_id)
+    worktree = intent.mechanism == GITREFS
+    workspace = Path(intent.workspace) if intent.workspace else None
+    scope = RestoreScope(intent.scope)
+    if scope is not RestoreScope.NONE:
+        check_workspace(workspace, doc.id, fix="restore the workspace at that path, then finish the rewind")
+    check_event_log(store, doc.id)
+    anchor = BoundaryLabel.parse(intent.anchor)
+    files = _files(store, doc, workspace, anchor, scope, list(intent.protected), False, worktree,
+                   planned=intent.files)
+    return _finish(store, intent, files, completed=True)
+
+
+def _preview_intent(store: Store, intent: RewindIntent) -> RewindResult:
+    """--dry-run on a run with an interrupted rewind: what finishing it would do; nothing changes."""
+    doc = store.load_run(intent.run_id)
+    report = FilesReport(mechanism=intent.mechanism, scope=intent.scope, anchor=intent.anchor)
+    plan = intent.files
+    if plan is not None and plan.tracked is not None:
+        report.in_scope = sorted(a[0] for a in plan.tracked.actions)
+        report.backup_ref = plan.tracked.bank
+    elif plan is not None:
+        report.in_scope = list(plan.in_scope)
+    result = _result_of(intent, report)
+    result.dry_run = True
+    result.status = doc.status.value
+    result.completed_interrupted = True
+    result.warnings.append(intent.describe())
     return result
 
 
@@ -253,7 +454,8 @@ def _source_path(doc: RunDoc, explicit: Path | None) -> Path:
 
 
 def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLabel, scope: RestoreScope,
-           unit_files: list[Path], dry_run: bool, worktree: bool) -> FilesReport:
+           protected: list[str], dry_run: bool, worktree: bool, *, on_planned: OnPlanned | None = None,
+           planned: FilesPlan | None = None) -> FilesReport:
     if scope is RestoreScope.NONE:
         return FilesReport(mechanism=GITREFS if worktree else WORKSPACETRACK, scope=scope.value,
                            anchor=str(anchor), skip_reason=NONE_REASON)
@@ -265,8 +467,7 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
                                  run_id=doc.id, watch=False)
     try:
         others = [] if worktree else other_runs_production(store, doc, versioning.backend, anchor)
-        return restore_files(versioning, anchor, scope, workspace=workspace,
-                             protected=protected_paths(workspace, unit_files), dry_run=dry_run, other_runs=others)
+        return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
+                             dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)
     finally:
         versioning.close()
-

@@ -30,6 +30,23 @@ def _operator_repo(doc: RunDoc) -> Path:
                       hint="run the rewind from inside that repository")
 
 
+def check_worktree(doc: RunDoc) -> Path:
+    """The refusals of ``ensure_worktree``, reading only: the path (absent only if released)."""
+    wt = doc.worktree
+    path = Path(wt.path if wt else doc.workspace_dir)
+    if path.is_dir():
+        if _git(path, "rev-parse", "--git-dir").returncode != 0:
+            raise RewindError(f"the worktree of run {doc.id} ({path}) has a broken git link",
+                              hint="repair it with `git worktree repair`, "
+                                   "or rewind with --restore-scope none")
+        return path
+    if wt is None or not wt.released:
+        raise RewindError(f"the worktree of run {doc.id} ({path}) is missing and was not released by iterion",
+                          hint="restore the checkout, or start a new run")
+    _operator_repo(doc)
+    return path
+
+
 def ensure_worktree(doc: RunDoc) -> Path:
     """The run's worktree path, rebuilt at its launch commit if it was released. Mutates ``doc``."""
     wt = doc.worktree

@@ -7,6 +7,7 @@ Layout (where the store is: ``iterion.store.layout.locate_store``; by default
     runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)
     runs/<run>/events.jsonl      the timeline (append-only)
     runs/<run>/lock              the execution lock (flock)
+    runs/<run>/rewind-intent.json  an unfinished rewind (iterion/rewind/intent.py)
     runs/<run>/.space-reserve    preallocated room to record the run's end on a full disk (reserve.py)
     runs/<run>/events.jsonl.corrupt-<time>   unreadable timeline lines moved aside, byte for byte
     runs/<run>/artifacts/<name>/<version>.json

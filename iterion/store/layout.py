@@ -145,6 +145,12 @@ class RunPaths:
         return self.dir / "attachments"
 
     @property
+    def rewind_intent(self) -> Path:
+        """A rewind's intent record: present exactly while a rewind is committed and unfinished
+        (iterion/rewind/intent.py); resume refuses the run while it exists."""
+        return self.dir / "rewind-intent.json"
+
+    @property
     def track(self) -> Path:
         """workspacetrack's data for an in-place run (the engine hands it over)."""
         return self.dir / "track"

@@ -26,12 +26,22 @@ def is_storage_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS
 
 
-def reserve_size(run_json: Path) -> int:
+def _size_of(path: Path) -> int:
     try:
-        size = run_json.stat().st_size
+        return path.stat().st_size
     except OSError:
-        size = 0
-    return 2 * size + MIN_RESERVE_BYTES
+        return 0
+
+
+def reserve_size(run_json: Path) -> int:
+    """What a new reserve holds: two rewrites of run.json plus room for a few events."""
+    return 2 * _size_of(run_json) + MIN_RESERVE_BYTES
+
+
+def reserve_floor(run_json: Path) -> int:
+    """The least an existing reserve must hold (one rewrite plus the events): above it a reserve is
+    kept as it is, so a resume that is then refused leaves the store byte-for-byte unchanged."""
+    return _size_of(run_json) + MIN_RESERVE_BYTES
 
 
 def _fill(fd: int, size: int) -> None:
@@ -47,11 +57,12 @@ def _fill(fd: int, size: int) -> None:
         written += os.write(fd, block[: min(len(block), size - written)])
 
 
-def ensure_reserve(run_dir: Path, size: int) -> None:
-    """Make ``run_dir/.space-reserve`` at least ``size`` bytes (raises OSError, e.g. ENOSPC)."""
+def ensure_reserve(run_dir: Path, size: int, floor: int | None = None) -> None:
+    """Make ``run_dir/.space-reserve`` ``size`` bytes unless it already holds ``floor`` (default
+    ``size``) or more (raises OSError, e.g. ENOSPC)."""
     path = Path(run_dir) / RESERVE_FILE
     try:
-        if path.stat().st_size >= size:
+        if path.stat().st_size >= (size if floor is None else floor):
             return
     except FileNotFoundError:
         pass

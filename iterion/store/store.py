@@ -34,7 +34,13 @@ from iterion.store.interactions import InteractionStore
 from iterion.store.layout import EXPLICIT, RunPaths, locate_store
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
-from iterion.store.reserve import ensure_reserve, is_storage_error, release_reserve, reserve_size
+from iterion.store.reserve import (
+    ensure_reserve,
+    is_storage_error,
+    release_reserve,
+    reserve_floor,
+    reserve_size,
+)
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
 from persist import FormatVersionError, file_lock, read_model, write_model
@@ -132,10 +138,11 @@ class Store:
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
     def ensure_reserve(self, run_id: str) -> None:
-        """(Re)make the run's space reserve (resume does, before it claims the run)."""
+        """(Re)make the run's space reserve (resume does, before it claims the run); one that still
+        holds its floor is left untouched."""
         paths = self.paths(run_id)
         try:
-            ensure_reserve(paths.dir, reserve_size(paths.run_json))
+            ensure_reserve(paths.dir, reserve_size(paths.run_json), reserve_floor(paths.run_json))
         except OSError as exc:
             if not is_storage_error(exc):
                 raise
