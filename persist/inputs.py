@@ -57,8 +57,9 @@ class InputFileError(UserError):
         self.reason = reason  # the message without the "<what> <path>" prefix (for diagnostics)
 
 
-def _kind(mode: int) -> str | None:
-    """What a non-regular file is, in words (None for a regular file)."""
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file): the one wording every
+    refusal of a path by its type uses."""
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISDIR(mode):
@@ -83,7 +84,7 @@ def _refuse(what: str, path: Path, reason: str, hint: str | None) -> InputFileEr
 
 
 def _check_mode(what: str, path: Path, mode: int) -> None:
-    kind = _kind(mode)
+    kind = file_kind(mode)
     if kind is not None:
         reason = f"is {kind}, not a regular file" if kind != "not a regular file" else "is not a regular file"
         raise _refuse(what, path, reason, "give the path of a regular file")

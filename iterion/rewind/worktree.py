@@ -49,17 +49,11 @@ def check_worktree(doc: RunDoc) -> Path:
 
 def ensure_worktree(doc: RunDoc) -> Path:
     """The run's worktree path, rebuilt at its launch commit if it was released. Mutates ``doc``."""
-    wt = doc.worktree
-    path = Path(wt.path if wt else doc.workspace_dir)
+    path = check_worktree(doc)  # the same refusals, one home
     if path.is_dir():
-        if _git(path, "rev-parse", "--git-dir").returncode != 0:
-            raise RewindError(f"the worktree of run {doc.id} ({path}) has a broken git link",
-                              hint="repair it with `git worktree repair`, "
-                                   "or rewind with --restore-scope none")
         return path
-    if wt is None or not wt.released:
-        raise RewindError(f"the worktree of run {doc.id} ({path}) is missing and was not released by iterion",
-                          hint="restore the checkout, or start a new run")
+    wt = doc.worktree
+    assert wt is not None  # check_worktree refused a missing worktree that iterion did not release
     repo = _operator_repo(doc)
     _git(repo, "worktree", "prune")
     add = _git(repo, "worktree", "add", "-q", "-B", wt.branch, str(path), wt.base_commit)

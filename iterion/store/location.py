@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 
 from iterion.store.errors import StoreError, StoreFullError
+from persist.inputs import file_kind
 from persist.writable import unwritable_reason
 
 STORE_HINT = "pass --store-dir a directory (or set $ITERION_STORE_DIR to one)"
@@ -28,15 +28,7 @@ def _kind(path: Path) -> str:
         mode = path.stat().st_mode
     except OSError:
         return "not a directory"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a directory"
+    return file_kind(mode) or "a regular file"
 
 
 def check_store_dir(root: Path) -> Path:
