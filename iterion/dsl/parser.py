@@ -15,7 +15,7 @@ from iterion.dsl.grammar import (
     ATTACHMENT_PROPERTIES, NAMED_EXTENSIONS, NODE_KINDS, NODE_PROPERTIES,
     TOP_LEVEL_KEYWORDS, WORKFLOW_PROPERTIES, suggest,
 )
-from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
+from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
 from iterion.ir import Span
 
 _T = TypeVar("_T")
@@ -188,6 +188,8 @@ class _Parser:
                 return ast.Literal(False, sp), pos + 1
             if t.value == "null":
                 return ast.Literal(None, sp), pos + 1
+            return ast.Ident(str(t.value), sp), pos + 1
+        if t.kind == DOTTED:  # a tool reference such as mcp.github.get_issue or mcp.github.*
             return ast.Ident(str(t.value), sp), pos + 1
         if t.is_punct("["):
             items: list[ast.Value] = []

@@ -125,8 +125,11 @@ def test_budget_values() -> None:
     assert result.workflow is not None
     b = result.workflow.budget
     assert (b.max_duration_s, b.max_tokens, b.max_iterations, b.max_cost_usd) == (5400.0, 1000, 5, 1.5)
-    bad = src.replace('"1h30m"', '"soon"').replace("1.5", "1e999")
-    assert sorted(_codes(bad)) == [("C046", 9), ("C103", 6)]
+    bad = src.replace('"1h30m"', '"soon"')
+    assert sorted(_codes(bad)) == [("C103", 6)]
+    # numbers have no sign and no exponent (dsl.md 1.6): C046 is not reachable from source text
+    assert _codes(src.replace("1.5", "1e999")) == [("P008", 9)]
+    assert _codes(src.replace("1.5", "-1")) == [("P003", 9)]
     assert parse_duration("90s") == 90 and parse_duration("2d") == 172800 and parse_duration("5") is None
 
 

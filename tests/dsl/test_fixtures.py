@@ -44,9 +44,15 @@ def test_fixture_compiles_without_errors(path: Path) -> None:
     assert result.unit.asts, "the parsed files are part of the unit"
 
 
-def _expectations(path: Path) -> list[tuple[str, int]]:
-    head = path.read_text().splitlines()[0]
-    return [(c, int(n)) for c, n in re.findall(r"([A-Z]\d{3}) line (\d+)", head)]
+def _expectations(path: Path) -> list[tuple[str, int, int | None]]:
+    """``CODE line N[ col M]`` items of the comment lines opening the file."""
+    head = []
+    for ln in path.read_text().splitlines():
+        if not ln.startswith("##"):
+            break
+        head.append(ln)
+    return [(c, int(n), int(col) if col else None)
+            for c, n, col in re.findall(r"([A-Z]\d{3}) line (\d+)(?: col (\d+))?", "\n".join(head))]
 
 
 @pytest.mark.parametrize("path", sorted(INVALID.glob("*.bot")), ids=lambda p: p.stem)
@@ -54,8 +60,11 @@ def test_invalid_fixture_reports_its_code_at_its_line(path: Path) -> None:
     expected = _expectations(path)
     assert expected, f"{path.name} must say what it expects on its first line"
     result: CompileResult = load_workflow(path, env={})
-    got = [(d.code, d.span.line) for d in result.diagnostics]
-    assert sorted(got) == sorted(expected), [d.format() for d in result.diagnostics]
+    got = [(d.code, d.span.line, d.span.column if col is not None else None)
+           for d, col in zip(sorted(result.diagnostics, key=lambda d: (d.code, d.span.line, d.span.column)),
+                             [c for _, _, c in sorted(expected, key=lambda e: (e[0], e[1], e[2] or 0))])]
+    assert len(result.diagnostics) == len(expected), [d.format() for d in result.diagnostics]
+    assert sorted(got, key=str) == sorted(expected, key=str), [d.format() for d in result.diagnostics]
     for d in result.diagnostics:
         assert d.span.file == str(path)
         assert d.message and "\n" not in d.message
