@@ -3,7 +3,7 @@
 This module resolves names and types (schemas, prompts, vars, presets, attachments, node
 properties, edges, loops, budget). Graph-level rules and template/expression references are
 checked by ``iterion.dsl.validate`` over what this produces. Prompts are resolved to text
-(includes inlined, ``${ENV}`` substituted); ``{{...}}`` stays for the engine.
+(includes inlined; ``${ENV}`` kept as written, expanded at run time); ``{{...}}`` stays for the engine.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from iterion.dsl.grammar import (
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
+from iterion.envsubst import unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
     Attachment, AwaitMode, Budget, Condition, ConditionKind, Edge, FieldType, Loop, Node, NodeKind,
@@ -34,7 +35,6 @@ from iterion.ir import (
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
 
@@ -86,19 +86,14 @@ class Compiler:
             yield p
 
     def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
-        if "${" not in text:
-            return text
-
-        def repl(m: re.Match[str]) -> str:
-            name = m.group(1)
-            if name in self.env:
-                return self.env[name]
-            if warn and loc is not None:
-                self.sink.add("C110", loc.span_at(m.start()), f"environment variable {name} is not set; using ''",
-                              f"export {name}=... before running, or remove ${{{name}}}")
-            return ""
-
-        return _ENV.sub(repl, text)
+        """``text`` as written: the compiler never expands ``${...}`` (dsl.md 1.7; the run does,
+        through ``iterion.envsubst``). Only warns (C110) for a ``${NAME}`` without default whose
+        variable is unset in the validation environment."""
+        if warn and loc is not None and "${" in text:
+            for offset, name in unset_plain_refs(text, self.env):
+                self.sink.add("C110", loc.span_at(offset), f"environment variable {name} is not set",
+                              f"export {name}=... before running, or give a default: ${{{name}:-value}}")
+        return text
 
     def string(self, prop: ast.Property, owner: str, *, idents: bool = False) -> tuple[str, Located] | None:
         """A string property (env substituted) and where its text sits; idents allowed when asked."""
@@ -218,9 +213,6 @@ class Compiler:
                     self.err("C004", span, exc.message,
                              "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
                 # else: malformed in the prompt body itself, reported (once) by the reference check
-        for one in locs:  # warn for unset ${ENV} where it is written
-            self.env_subst(one.text, one)
-        text = self.env_subst(text, None, warn=False)
         self.prompt_cache[decl.name] = (text, locs)
         self.sources.prompts[decl.name] = locs
         return text, locs
@@ -444,7 +436,11 @@ class Compiler:
             mode = self.choice(p, owner, AWAIT_MODES)
             node.await_mode = AwaitMode(mode) if mode else None
         elif name == "reasoning_effort":
-            node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
+            v = p.value
+            if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
+                node.reasoning_effort = v.value  # expanded when the node runs; not checked (dsl.md 1.7)
+            else:
+                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
         elif name == "tools":
             node.tools = self.str_list(p, owner) or ()
         elif name in ("tool_max_steps", "max_tokens", "min_answers"):
@@ -641,7 +637,7 @@ class Compiler:
                     if isinstance(v, ast.Literal) and isinstance(v.value, str):
                         loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
                         templates.append((entry.key, loc))
-                        with_map.append((entry.key, self.env_subst(v.value, loc)))
+                        with_map.append((entry.key, v.value))  # never env-expanded (dsl.md 1.7)
                     else:
                         py = to_py(v)
                         with_map.append((entry.key, py if isinstance(py, str) else json.dumps(py, separators=(",", ":"))))
