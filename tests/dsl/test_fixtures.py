@@ -19,8 +19,7 @@ ENV = {"MODEL": "claude-test", "DEPLOY_TARGET": "prod", "DEFAULT_BACKEND": "claw
 
 VALID = sorted([*WORKFLOWS.glob("*.bot"), *WORKFLOWS.glob("*.iter"), WORKFLOWS / "imports" / "main.bot",
                 WORKFLOWS / "bundle_dir"])
-# the dsl.md example keeps its fail node unreachable on purpose (the text says it "could replace" the loop)
-EXPECTED_WARNINGS = {"tidy.bot": ["C016"]}
+EXPECTED_WARNINGS: dict[str, list[str]] = {}
 
 
 def _load(name: str) -> Workflow:
@@ -103,7 +102,7 @@ def test_loops_have_bounds_and_closing_edges() -> None:
 def test_edges_keep_declaration_order_and_index() -> None:
     wf = _load("tidy.bot")
     assert [(e.index, e.src, e.dst) for e in wf.edges] == [
-        (0, "edit", "review"), (1, "review", "done"), (2, "review", "edit")]
+        (0, "edit", "review"), (1, "review", "done"), (2, "review", "edit"), (3, "review", "rejected")]
     assert wf.budget.max_cost_usd == 2.0
 
 
