@@ -18,7 +18,7 @@ from typing import Any
 
 from gitrefs.ids import InvalidIdError, validate_id
 from iterion.dsl import ast
-from iterion.dsl.diagnostics import Sink
+from iterion.dsl.diagnostics import Severity, Sink
 from iterion.dsl.grammar import (
     ATTACHMENT_KINDS, AWAIT_MODES, BLOCK_EXTENSIONS, BUDGET_PROPERTIES, INTERACTIONS, LANGUAGES,
     LLM_ROUTER_ONLY, REASONING_EFFORTS, ROUTER_MODES, SESSIONS, TERMINAL_NAMES, TYPES, VAR_TYPES,
@@ -76,14 +76,17 @@ class Compiler:
         self.sink.add(code, span, message, hint)
 
     def each_once(self, props: Iterable[ast.Property], owner: str, noun: str = "property ") -> Iterator[ast.Property]:
-        """``props`` without repeats: a property set twice is C105, and its repeat is skipped."""
+        """``props`` without repeats: a property set twice is C105 (a warning) and the last value
+        wins (dsl.md 2.1)."""
+        items = list(props)
+        last = {p.name: i for i, p in enumerate(items)}
         seen: set[str] = set()
-        for p in props:
+        for i, p in enumerate(items):
             if p.name in seen:
-                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}")
-                continue
+                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}; the last value wins")
             seen.add(p.name)
-            yield p
+            if last[p.name] == i:
+                yield p
 
     def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
         """``text`` as written: the compiler never expands ``${...}`` (dsl.md 1.7; the run does,
@@ -242,11 +245,9 @@ class Compiler:
                      "a unit holds exactly one workflow; move the other to its own file")
         wf_decl = workflows[0] if workflows else None
         for v in [x for x in d if isinstance(x, ast.VarsDecl)]:
-            for var in v.vars:
-                self.var(var)
+            self.var_block(v.vars)
         if wf_decl:
-            for var in wf_decl.vars:
-                self.var(var)
+            self.var_block(wf_decl.vars)  # workflow vars override same-named file vars (no C113)
             p = wf_decl.prop("default_backend")
             if p is not None:
                 got = self.string(p, f"workflow '{wf_decl.name}'", idents=True)
@@ -309,10 +310,19 @@ class Compiler:
             fields.append(SchemaField(f.name, FieldType(f.type.name), enum))
         self.schemas[s.name] = Schema(s.name, tuple(fields))
 
+    def var_block(self, block: tuple[ast.VarDecl, ...]) -> None:
+        """One ``vars:`` block: a name twice in it is C113 (W) and the last wins; a name already
+        declared by an earlier block is overridden (type and default)."""
+        seen: set[str] = set()
+        for v in block:
+            if v.name in seen:
+                self.err("C113", v.span, f"var '{v.name}' is declared twice in one vars: block; the last wins",
+                         "rename or remove one of them")
+            seen.add(v.name)
+            self.vars.pop(v.name, None)
+            self.var(v)
+
     def var(self, v: ast.VarDecl) -> None:
-        if v.name in self.vars:
-            self.err("C113", v.span, f"var '{v.name}' is declared twice", "rename or remove one of them")
-            return
         if v.type.name not in VAR_TYPES:
             self.err("C102", v.type.span, f"unknown type '{v.type.name}' for var '{v.name}'", suggest(v.type.name, VAR_TYPES))
             return
@@ -322,11 +332,12 @@ class Compiler:
             if isinstance(default, str) and isinstance(v.default, ast.Literal):
                 default = self.env_subst(default, Located(default, Span(v.default.span.file, v.default.span.line,
                                                                          v.default.span.column + 1)))
-            if not type_matches(default, v.type.name):
-                self.err("C100", v.default.span,
-                         f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
-                         f"give a {v.type.name} default, or change the type")
-                return
+            written_as_text = isinstance(default, str) and v.type.name in ("json", "string[]")
+            if not type_matches(default, v.type.name) and not written_as_text:
+                # not checked by the original (dsl.md 2.2): a warning, and the default is kept
+                self.sink.add("C100", v.default.span,
+                              f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
+                              f"give a {v.type.name} default, or change the type", Severity.WARNING)
             if v.type.name == "float" and isinstance(default, int):
                 default = float(default)
         self.vars[v.name] = Var(v.name, FieldType(v.type.name), default, v.default is not None)
@@ -452,7 +463,7 @@ class Compiler:
             mode = self.choice(p, owner, ROUTER_MODES)
             node.mode = RouterMode(mode) if mode else None
         elif name == "language":
-            node.language = self.choice(p, owner, LANGUAGES)
+            node.language = self.choice(p, owner, LANGUAGES, code="C004")
         elif name == "expr":
             self.compute_exprs(node, nd, p, owner)
         elif name == "code":
@@ -470,8 +481,9 @@ class Compiler:
                          f'write {fp.name}: "vars.x + 1"')
                 continue
             if fp.name in node.exprs:
-                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}")
-                continue
+                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}; the last wins")
+                exprs = [x for x in exprs if x[0] != fp.name]
+                del node.exprs[fp.name]
             node.exprs[fp.name] = v.value
             exprs.append((fp.name, Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))))
         self.sources.node_exprs[nd.name] = exprs
@@ -497,23 +509,15 @@ class Compiler:
                      'add model: "..." or backend: NAME (or default_backend: in the workflow)')
         if kind == "router":
             if "mode" not in has:
-                self.err("C104", nd.name_span, f"{owner} has no mode", "expected mode: " + " | ".join(ROUTER_MODES))
-            elif node.mode is not None and node.mode is not RouterMode.LLM:
+                node.mode = RouterMode.FAN_OUT_ALL  # the default when omitted (dsl.md 2.5)
+            if node.mode is not None and node.mode is not RouterMode.LLM:
                 for prop in nd.properties:
                     if prop.name in LLM_ROUTER_ONLY:
                         self.err("C023", prop.span, f"'{prop.name}' is only valid on an llm router; {owner} is {node.mode.value}",
                                  "remove it, or use mode: llm")
         if kind == "tool":
-            if node.command is None and node.script is None and not ({"command", "script"} & has):
-                self.err("C104", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
-            if {"command", "script"} <= has:
-                self.err("C105", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
-            if "script" in has and "language" not in has:
-                self.err("C104", nd.name_span, f"{owner} has a script: but no language:",
-                         "add language: " + " | ".join(LANGUAGES))
+            self.tool_shape(node, nd, owner, has)
         if kind == "compute":
-            if "output" not in has:
-                self.err("C104", nd.name_span, f"{owner} has no output:", "declare output: SCHEMA; expr: fills its fields")
             if not node.exprs and not any(p.name == "expr" and isinstance(p.value, ast.Block) and p.value.properties
                                           for p in nd.properties):
                 self.err("C039", nd.name_span, f"{owner} has no expressions",
@@ -524,6 +528,18 @@ class Compiler:
                         self.err("C111", loc.origin, f"{owner} computes '{fname}', which is not a field of schema '{node.output_schema.name}'")
         if kind == "fail" and "code" not in has:
             self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
+
+    def tool_shape(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
+        """C004 (dsl.md 2.7): exactly one of command:/script:; language: only with script:
+        (absent: sh)."""
+        if not ({"command", "script"} & has):
+            self.err("C004", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
+        if {"command", "script"} <= has:
+            self.err("C004", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+        lang = next((p for p in nd.properties if p.name == "language"), None)
+        if lang is not None and "script" not in has:
+            self.err("C004", lang.span, f"{owner} has language: without script:",
+                     "language: names the interpreter of a script:; a command: runs with bash")
 
     # --- workflow -----------------------------------------------------------------------------
 

@@ -111,7 +111,9 @@ def test_tool_and_router_property_rules() -> None:
            'workflow w:\n  entry: r\n  r -> both\n  r -> neither\n  r -> nolang\n  r -> nomode\n'
            '  nomode -> done\n')
     got = sorted(_codes(src))
-    assert got == [("C103", 11), ("C104", 5), ("C104", 7), ("C104", 12), ("C105", 1)]
+    # dsl.md 2.7/2.5: command+script or neither is C004; a script without language is sh; a
+    # router without mode is fan_out_all
+    assert got == [("C004", 1), ("C004", 5), ("C103", 11)]
 
 
 def test_fail_code_must_be_upper_snake_and_present() -> None:
