@@ -195,11 +195,14 @@ def test_vars_presets_attachments() -> None:
 def test_extensions_are_kept_not_executed() -> None:
     wf = _load("extensions.bot")
     assert wf.extra["mcp_server"]["github"]["args"] == ["--read-only"]
-    assert wf.extra["cursor"] == {"main_cursor": {"scope": "repo"}}
-    assert wf.extra["sandbox"] == {"driver": "docker"}  # the workflow's own setting wins over the file's
-    assert wf.extra["memory"] == {"kind": "file"} and wf.extra["compaction"] == "auto"
+    assert wf.extra["mcp_server"]["tracker"]["auth"]["type"] == "oauth2"
+    assert wf.extra["cursor"]["scrutiny"]["values"]["deep"].startswith("Also read")
+    assert wf.extra["sandbox"] == "none" and wf.extra["compaction"] == {"threshold": 1.0}
     node = wf.nodes["researcher"]
-    assert node.extra["mcp"] == {"servers": ["github"]} and node.extra["tool_policy"] == {"allow": ["read_file"]}
+    assert node.tools == ("read_file", "mcp.github.get_issue", "mcp.github.*", "board.read")
+    assert node.extra["mcp"] == {"servers": ["github"], "inherit": True}
+    assert node.extra["tool_policy"] == ["read_file", "mcp.github.*"]
+    assert node.extra["memory"] == {"enabled": True, "scope": "research"}
     assert wf.worktree is True and wf.default_backend == "claw" and wf.interaction == "none"
 
 
@@ -207,12 +210,13 @@ def test_workflow_permission_is_kept_not_executed() -> None:
     from iterion.dsl import load_tree
 
     text = (WORKFLOWS / "extensions.bot").read_text().replace(
-        "  compaction: \"auto\"\n", '  compaction: "auto"\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
+        "  sandbox: none\n", '  sandbox: none\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
     result = load_tree({"extensions.bot": text}, "extensions.bot", env={})
     assert result.ok, result.diagnostics
     assert result.workflow.extra["permission"] == {"allow": ["read_file"], "ask": ["bash"]}
     # only as a workflow setting: on a node or at the top level it stays unknown
     on_node = text.replace("  tool_max_steps: 20\n", '  tool_max_steps: 20\n  permission: "ask"\n')
+    assert on_node != text
     assert [d.code for d in load_tree({"x.bot": on_node}, "x.bot", env={}).diagnostics] == ["P007"]
     top = 'permission:\n  allow: ["x"]\n' + text
     assert [d.code for d in load_tree({"x.bot": top}, "x.bot", env={}).diagnostics] == ["P006"]
