@@ -1,7 +1,7 @@
 """Checks of the shared blocks and of the mcp_server / cursor declarations (dsl.md 2.9, 2.10, 2.13).
 
 Read from the syntax tree (the blocks are parsed generically), so the rules hold whatever the
-compiler keeps of them: unknown properties inside a block (P007), mcp_server (C024, C025,
+compiler keeps of them: backend codex (C030), unknown properties inside a block (P007), mcp_server (C024, C025,
 C038, C060), compaction (C043), sandbox (C044), memory (C047, C048), capabilities (C080,
 C081, C082), cursors (C083, C084, C085, C086), a node's max_tokens above the budget's (C037),
 attachment mime types (C052). A check of a construct that does not parse yet (cursor bands,
@@ -334,6 +334,9 @@ def check_blocks(decls: Iterable[ast.Decl], sink: Sink) -> None:
                 c.capabilities(p, owner, sandboxed)
             elif p.name == "cursors":
                 c.cursor_uses(p, owner)
+            elif p.name == "backend" and _word(p.value) == "codex":
+                sink.add("C030", p.value.span, f"{owner} uses backend codex, which is discouraged",
+                         "prefer claw or claude_code")
             elif p.name == "max_tokens" and budget_tokens is not None:
                 n = _number(p.value)
                 if n is not None and n > budget_tokens:

@@ -14,12 +14,11 @@ from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import suggest
 from iterion.dsl.graph import Graph
 from iterion.dsl.located import Located
-from iterion.expr import ExprSyntaxError, Reference, expr_references, parse_expr
+from iterion.expr import ATTACHMENT_FIELDS, ExprSyntaxError, Reference, expr_references, parse_expr
 from iterion.ir import NodeKind, Span, Workflow
 from iterion.templates import TemplateSyntaxError, template_references
 
 _TOOL_OUTPUT = ("result", "stdout", "stderr", "exit_code")
-ATTACHMENT_FIELDS = ("path", "url", "mime", "size", "sha256")
 
 
 class _Checker:
@@ -75,8 +74,8 @@ class _Checker:
             if name not in wf.attachments:
                 self.sink.add("C053", span, f"unknown attachment '{name}'",
                               suggest(name, tuple(wf.attachments)) if wf.attachments else "declare it under attachments:")
-            elif len(path) >= 2 and path[1] not in ATTACHMENT_FIELDS:
-                self.sink.add("C054", span, f"unknown attachment field '{path[1]}' in {{{{attachments.{name}.{path[1]}}}}}",
+            elif len(path) >= 2 and (path[1] not in ATTACHMENT_FIELDS or len(path) > 2):
+                self.sink.add("C054", span, f"unknown attachment field '{'.'.join(path[1:])}' in {{{{attachments.{'.'.join(path)}}}}}",
                               "expected one of: " + ", ".join(ATTACHMENT_FIELDS))
         elif ns == "loop":
             if name not in wf.loops:
