@@ -343,13 +343,13 @@ def check_blocks(decls: Iterable[ast.Decl], sink: Sink) -> None:
                     sink.add("C037", p.value.span, f"max_tokens of {owner} ({n:g}) is above the workflow budget "
                              f"({budget_tokens:g})", "the budget stops the run first; lower one of them")
     if sandboxed and image is not None and not any(b in image for b in BROWSER_IMAGES):
-        for d in ext:
-            if d.keyword == "mcp_server" and _mentions_playwright(d):
-                sink.add("C060", d.span, f"mcp_server '{d.name}' runs Playwright, but the workflow sandbox image "
+        for x in ext:
+            if x.keyword == "mcp_server" and _mentions_playwright(x):
+                sink.add("C060", x.span, f"mcp_server '{x.name}' runs Playwright, but the workflow sandbox image "
                          f"'{image}' has no browser", "use a sandbox-browser or sandbox-full-browser image")
-    for d in decls:
-        if isinstance(d, ast.AttachmentsDecl):
-            for a in d.attachments:
+    for decl in decls:
+        if isinstance(decl, ast.AttachmentsDecl):
+            for a in decl.attachments:
                 for p in a.properties:
                     if p.name == "accept_mime" and isinstance(p.value, ast.ListValue):
                         for item in p.value.items:

@@ -85,7 +85,7 @@ def test_mutated_lexical_forms_never_raise(strict: bool, edits: list[tuple[float
         src = src[:pos] + insert + src[pos + delete:]
     result = load_source(src, file="fuzz/lexical.bot", env={})
     _well_formed(result.diagnostics)
-    tree, diags = parse(src, "l.bot")
+    _tree, diags = parse(src, "l.bot")
     _well_formed(diags)
 
 
