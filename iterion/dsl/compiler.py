@@ -507,6 +507,7 @@ class Compiler:
         if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
             self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
                      'add model: "..." or backend: NAME (or default_backend: in the workflow)')
+        self.model_needed(node, nd, owner, has)
         if kind == "router":
             if "mode" not in has:
                 node.mode = RouterMode.FAN_OUT_ALL  # the default when omitted (dsl.md 2.5)
@@ -528,6 +529,20 @@ class Compiler:
                         self.err("C111", loc.origin, f"{owner} computes '{fname}', which is not a field of schema '{node.output_schema.name}'")
         if kind == "fail" and "code" not in has:
             self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
+
+    def model_needed(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
+        """C018 beyond agents and judges (dsl.md 7): an llm router without model or backend is a
+        warning (a default model applies at run time); a human answered by a model
+        (interaction llm or llm_or_human) needs a model and an output."""
+        if nd.kind == "router" and node.mode is RouterMode.LLM and not ({"model", "backend"} & has) \
+                and not self.default_backend:
+            self.sink.add("C018", nd.name_span, f"{owner} is an llm router without model or backend",
+                          'add model: "..."; until then a default model is used', Severity.WARNING)
+        if nd.kind == "human" and node.interaction in ("llm", "llm_or_human"):
+            missing = [k for k in ("model", "output") if k not in has and not (k == "model" and "interaction_model" in has)]
+            if missing:
+                self.err("C018", nd.name_span, f"{owner} is answered by a model (interaction {node.interaction}) "
+                         f"but has no {' and no '.join(missing)}", "add model: \"...\" and output: SCHEMA")
 
     def tool_shape(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
         """C004 (dsl.md 2.7): exactly one of command:/script:; language: only with script:
