@@ -43,7 +43,8 @@ class _Checker:
 
     def expression(self, loc: Located, what: str) -> list[Reference]:
         try:
-            return expr_references(parse_expr(loc.text))
+            # bare names (fields of the implicit input) are not checked (dsl.md §3.1)
+            return [r for r in expr_references(parse_expr(loc.text)) if not r.implicit]
         except ExprSyntaxError as exc:
             self.sink.add("C040", loc.span_at(exc.offset), f"{what} does not parse: {exc.message}",
                           'expressions look like "outputs.node.count > 2 && vars.strict"')
