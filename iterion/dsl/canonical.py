@@ -309,6 +309,8 @@ def _add_decl(unit: UnitAst, path: str, decl: object) -> None:
             unit.add(DeclKey("workflow", prop.name), path, prop)
         for v in decl.vars:
             unit.add(DeclKey("var", v.name), path, v)
+        for a in decl.attachments:
+            unit.add(DeclKey("attachment", a.name), path, a)
         by_src: dict[str, list[ast.EdgeDecl]] = {}
         for e in decl.edges:
             by_src.setdefault(e.src.name, []).append(e)

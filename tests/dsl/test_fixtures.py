@@ -186,11 +186,15 @@ def test_vars_presets_attachments() -> None:
 def test_extensions_are_kept_not_executed() -> None:
     wf = _load("extensions.bot")
     assert wf.extra["mcp_server"]["github"]["args"] == ["--read-only"]
-    assert wf.extra["cursor"] == {"main_cursor": {"scope": "repo"}}
-    assert wf.extra["sandbox"] == {"driver": "docker"}  # the workflow's own setting wins over the file's
-    assert wf.extra["memory"] == {"kind": "file"} and wf.extra["compaction"] == "auto"
+    assert wf.extra["mcp_server"]["tracker"]["auth"]["scopes"] == ["issues:read"]
+    assert wf.extra["cursor"]["tone"]["values"] == {"terse": "One line per finding.", "detailed": "Explain each finding."}
+    assert wf.extra["sandbox"] == "none" and wf.extra["compaction"] == {"threshold": 0.9}
     node = wf.nodes["researcher"]
-    assert node.extra["mcp"] == {"servers": ["github"]} and node.extra["tool_policy"] == {"allow": ["read_file"]}
+    assert node.extra["mcp"] == {"autoload_project": True, "servers": ["github", "tracker"]}
+    assert node.extra["tool_policy"] == ["read_file"] and node.extra["capabilities"] == ["board"]
+    assert node.extra["sandbox"]["network"] == {"mode": "allowlist", "rules": ["pypi.org"]}
+    assert node.cursors == {"scrutiny": 0.8, "tone": "terse"}
+    assert node.provider == "anthropic" and node.interaction_model == "m-answers"
     assert wf.worktree is True and wf.default_backend == "claw" and wf.interaction == "none"
 
 
@@ -198,7 +202,7 @@ def test_workflow_permission_is_kept_not_executed() -> None:
     from iterion.dsl import load_tree
 
     text = (WORKFLOWS / "extensions.bot").read_text().replace(
-        "  compaction: \"auto\"\n", '  compaction: "auto"\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
+        "  mcp:\n    inherit: false\n", '  mcp:\n    inherit: false\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
     result = load_tree({"extensions.bot": text}, "extensions.bot", env={})
     assert result.ok, result.diagnostics
     assert result.workflow.extra["permission"] == {"allow": ["read_file"], "ask": ["bash"]}
