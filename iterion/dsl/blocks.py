@@ -169,7 +169,7 @@ class BlockChecker:
             ok = isinstance(v, ast.ListValue) and all(
                 isinstance(i, ast.Ident) or (isinstance(i, ast.Literal) and isinstance(i.value, str)) for i in v.items)
         elif kind == "map":
-            ok = isinstance(v, ast.MapValue) or isinstance(v, ast.Block)
+            ok = isinstance(v, (ast.MapValue, ast.Block))
             if isinstance(v, ast.Block):
                 for entry in v.properties:
                     if isinstance(entry.value, (ast.Block, ast.ListValue, ast.MapValue)):
@@ -358,7 +358,7 @@ def cursor_fragment(cursor: dict[str, Any], value: Any) -> str | None:
             return None
         if isinstance(values, dict) and values:
             items = list(values.values())
-            return str(items[min(int(math.floor(number * len(items))), len(items) - 1)])
+            return str(items[min(math.floor(number * len(items)), len(items) - 1)])
         return None
     if isinstance(values, dict) and isinstance(value, str) and value in values:
         return str(values[value])

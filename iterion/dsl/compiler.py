@@ -21,18 +21,45 @@ from iterion.dsl import ast
 from iterion.dsl.blocks import BlockChecker, check_unit
 from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import (
-    ATTACHMENT_KINDS, AWAIT_MODES, BLOCK_EXTENSIONS, BUDGET_PROPERTIES, INTERACTIONS, LANGUAGE_INTERPRETERS,
+    ATTACHMENT_KINDS,
+    AWAIT_MODES,
+    BLOCK_EXTENSIONS,
+    BUDGET_PROPERTIES,
+    INTERACTIONS,
+    LANGUAGE_INTERPRETERS,
     LANGUAGES,
-    LLM_ROUTER_ONLY, REASONING_EFFORTS, ROUTER_MODES, SESSIONS, TERMINAL_NAMES, TYPES, VAR_TYPES,
-    WORKFLOW_EXTENSIONS, WORKTREE_MODES, suggest,
+    LLM_ROUTER_ONLY,
+    REASONING_EFFORTS,
+    ROUTER_MODES,
+    SESSIONS,
+    TERMINAL_NAMES,
+    TYPES,
+    VAR_TYPES,
+    WORKFLOW_EXTENSIONS,
+    WORKTREE_MODES,
+    suggest,
 )
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
-    Attachment, AwaitMode, Budget, Condition, ConditionKind, Edge, FieldType, Loop, Node, NodeKind,
-    RouterMode, Schema, SchemaField, Span, Var, Workflow,
+    Attachment,
+    AwaitMode,
+    Budget,
+    Condition,
+    ConditionKind,
+    Edge,
+    FieldType,
+    Loop,
+    Node,
+    NodeKind,
+    RouterMode,
+    Schema,
+    SchemaField,
+    Span,
+    Var,
+    Workflow,
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
@@ -686,7 +713,7 @@ class Compiler:
                              "one loop has one bound; use the same bound or another loop name")
                 else:
                     loops.setdefault(e.loop.name, (e.loop.max, e.loop.span))
-            elif e.loop is not None:
+            elif e.loop is not None and isinstance(e.loop.max, int):
                 loop_name, loop_max = e.loop.name, e.loop.max
                 if e.loop.max < 1:
                     self.err("C026", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max}; it must be at least 1")

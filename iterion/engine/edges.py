@@ -7,6 +7,7 @@ exhausted and never taken; when that leaves nothing, the failure names the loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -105,7 +106,7 @@ def _as_bound(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return int(value) if value == value and abs(value) < 2 ** 63 else None
+        return int(value) if math.isfinite(value) and abs(value) < 2 ** 63 else None
     if isinstance(value, str):
         text = value.strip()
         try:
