@@ -17,7 +17,7 @@ from iterion.expr import ExprSyntaxError, Reference, expr_references, parse_expr
 from iterion.ir import NodeKind, Span, Workflow
 from iterion.templates import TemplateSyntaxError, template_references
 
-_TOOL_OUTPUT = ("stdout", "stderr", "exit_code")
+_TOOL_OUTPUT = ("result", "stdout", "stderr", "exit_code")
 
 
 class _Checker:
@@ -114,8 +114,11 @@ class _Checker:
                     self.sink.add("C031", span, f"'outputs.{name}.{f}': '{f}' is not a field of schema '{node.output_schema.name}'",
                                   suggest(f, tuple(x.name for x in node.output_schema.fields)))
             elif node.kind is NodeKind.TOOL:
+                # schemaless: a JSON object on stdout is the output, else {result, stdout, stderr,
+                # exit_code} (dsl.md §2.7): another field cannot be checked (C032, a warning)
                 if f not in _TOOL_OUTPUT:
-                    self.sink.add("C031", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so its output is {{stdout, stderr, exit_code}}",
+                    self.sink.add("C032", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so '{f}' "
+                                  "cannot be checked (its text output is {result, stdout, stderr, exit_code})",
                                   "declare output: SCHEMA on the tool")
             else:
                 self.sink.add("C032", span, f"'outputs.{name}.{f}': '{name}' has no output schema, so '{f}' cannot be checked",
