@@ -77,7 +77,7 @@ def test_cursor_fragments_are_appended_to_the_system_prompt(tmp_path: Path, ws: 
 def test_a_when_that_fails_skips_its_edge_with_a_warning(tmp_path: Path, ws: Path) -> None:
     detail = _run(tmp_path, ws, """
         tool t:
-          command: "echo '{\\"n\\": \\"x\\", \\"ok\\": true}'"
+          command: "python3 -c 'import json; print(json.dumps(dict(n=chr(120), ok=True)))'"
 
         tool yes:
           command: "echo yes"
@@ -127,7 +127,7 @@ def test_a_loop_bound_from_a_template_is_resolved_at_run_time(tmp_path: Path, ws
           rounds: string
 
         tool plan:
-          command: "echo '{\\"rounds\\": \\"3\\"}'"
+          command: "python3 -c 'import json; print(json.dumps(dict(rounds=str(3))))'"
           output: plan_out
 
         tool polish:
@@ -155,7 +155,7 @@ def test_a_tool_text_output_carries_result_beside_stdout(tmp_path: Path, ws: Pat
           command: "echo '  hello world  '"
 
         tool obj:
-          command: "echo '{\\"k\\": 1}'"
+          command: "python3 -c 'import json; print(json.dumps(dict(k=1)))'"
 
         workflow w:
           entry: say
