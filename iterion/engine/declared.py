@@ -128,3 +128,33 @@ def not_enforced(wf: Workflow) -> list[dict[str, Any]]:
                               "message": f"{key}: of node {nid} is parsed and checked but not enforced by this engine"
                               + (" (the node runs unsandboxed)" if key == "sandbox" else "")})
     return found
+
+
+def with_value(template: str, scope: Mapping[str, Any], source_output: Mapping[str, Any], node: str,
+               what: str) -> Any:
+    """One `with` value (dsl.md §3.6): exactly one ``{{ref}}`` and nothing else is the value
+    itself, typed (map, list, number...); otherwise the rendered string (text around a
+    reference and several references are rendered: a deliberate difference, §9).
+    ``{{input.X}}`` reads the edge source's output, falling back to the scope's input."""
+    from iterion.engine.context import render_text
+    from iterion.engine.errors import NodeFailure
+    from iterion.expr import Reference, resolve_reference
+    from iterion.failure_codes import FailureCode
+    from iterion.templates import RawReference, TemplateRenderError, TemplateSyntaxError, parse_template
+
+    local = {**scope, "input": {**dict(scope.get("input") or {}), **dict(source_output)}}
+    try:
+        pieces = parse_template(template)
+    except TemplateSyntaxError:
+        pieces = []
+    if len(pieces) == 1 and isinstance(pieces[0], Reference) and not isinstance(pieces[0], RawReference):
+        ref = pieces[0]
+
+        def error(message: str, offset: int) -> TemplateRenderError:
+            return TemplateRenderError(message, offset, ref.dotted)
+
+        try:
+            return resolve_reference(ref, local, error)
+        except TemplateRenderError as exc:
+            raise NodeFailure(FailureCode.TEMPLATE_FAILED, f"node {node}: {what}: {exc.message}", node=node) from None
+    return render_text(template, dict(local), node, what, "with")

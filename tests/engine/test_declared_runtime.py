@@ -198,3 +198,33 @@ def test_blocks_the_engine_does_not_execute_are_announced_once(tmp_path: Path, w
     assert got == [("compaction", None), ("mcp_server", None), ("sandbox", "build")]
     sandbox = next(g for g in gaps if g["payload"]["feature"] == "sandbox")
     assert "unsandboxed" in sandbox["payload"]["message"]
+
+
+def test_with_values_are_typed_or_rendered_as_section_3_6_says(tmp_path: Path, ws: Path) -> None:
+    detail = _run(tmp_path, ws, """
+        schema shown:
+          total: int
+          size: int
+          text: string
+          literal: string
+
+        tool obj:
+          command: "python3 -c 'import json; print(json.dumps(dict(k=1, items=[1, 2])))'"
+
+        compute show:
+          output: shown
+          expr:
+            total: "n + 1"
+            size: "length(whole.items)"
+            text: "text"
+            literal: "literal"
+
+        workflow w:
+          entry: obj
+          obj -> show with { whole: "{{outputs.obj}}", n: "{{input.k}}", text: "k={{outputs.obj.k}} and {{outputs.obj.items}}", literal: "as written" }
+          show -> done
+    """)
+    assert detail["status"] == "finished", detail
+    # one reference alone: the value itself (1 stays a number, the map a map); text around or
+    # several references: the rendered string; no reference: the string as written
+    assert detail["outputs"]["show"] == {"total": 2, "size": 2, "text": "k=1 and [1,2]", "literal": "as written"}
