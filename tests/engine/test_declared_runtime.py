@@ -221,10 +221,11 @@ def test_with_values_are_typed_or_rendered_as_section_3_6_says(tmp_path: Path, w
 
         workflow w:
           entry: obj
-          obj -> show with { whole: "{{outputs.obj}}", n: "{{input.k}}", text: "k={{outputs.obj.k}} and {{outputs.obj.items}}", literal: "as written" }
+          obj -> show with { whole: "{{outputs.obj}}", n: "{{input.k}}", literal: "as written", text: "k={{outputs.obj.k}} and {{outputs.obj.items}}" }
           show -> done
     """)
     assert detail["status"] == "finished", detail
     # one reference alone: the value itself (1 stays a number, the map a map); text around or
     # several references: the rendered string; no reference: the string as written
-    assert detail["outputs"]["show"] == {"total": 2, "size": 2, "text": "k=1 and [1,2]", "literal": "as written"}
+    assert detail["outputs"]["show"] == {"total": 2, "size": 2, "text": "k=1 and [1,2]",
+                                         "literal": "as written"}
