@@ -7,15 +7,15 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from cli.exit_codes import EXIT_INTERNAL, EXIT_REFUSED, cli_exit_code
 from cli.output import echo_err
 from persist import UserError
 from persist.oserror import environment_error
 
-# Exit codes: 1 = the command ran and found a problem (validation errors, refused operation),
-# 2 = bad input (usage, unknown run, invalid id, not a repository), 3 = internal error.
-EXIT_PROBLEM = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
+# The exit-code table lives in cli/exit_codes.py. A problem the command found (an invalid
+# workflow, a refused operation) is a refusal: exit 2 like bad input; 1 means a run failed.
+EXIT_PROBLEM = EXIT_REFUSED
+EXIT_BAD_INPUT = EXIT_REFUSED
 
 
 class CliError(UserError):
@@ -40,7 +40,7 @@ def report(exc: BaseException) -> int:
         echo_err(f"error: {_one_line(str(exc.message or exc))}")
         if exc.hint:
             echo_err(f"hint: {_one_line(exc.hint)}")
-        return exc.exit_code
+        return cli_exit_code(exc.exit_code)
     echo_err(f"internal error: {type(exc).__name__}: {exc}")
     echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")
     return EXIT_INTERNAL

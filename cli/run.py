@@ -1,7 +1,6 @@
 """`iterion run`, `iterion resume`, `iterion inspect`, `iterion init`: executing workflows.
 
-Exit codes of run/resume (documented in --help): 0 finished, 1 failed, 4 paused (waiting for a
-person or an operator), 5 failed_resumable, 6 cancelled; 2 bad input, 3 internal error.
+Exit codes of run/resume: the table in cli/exit_codes.py (shown in --help and the README).
 """
 
 from __future__ import annotations
@@ -17,8 +16,10 @@ import typer
 
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
+from cli.exit_codes import EXIT_FAILED, EXIT_HELP, STATUS_EXIT
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
+from cli.parked import answer_command, field_line, inspect_command, resume_command
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -33,22 +34,6 @@ from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 from iterion.store.store import CorruptRun
 
-EXIT_FINISHED = 0
-EXIT_FAILED = 1
-EXIT_PAUSED = 4
-EXIT_FAILED_RESUMABLE = 5
-EXIT_CANCELLED = 6
-
-STATUS_EXIT = {
-    RunStatus.FINISHED: EXIT_FINISHED,
-    RunStatus.FAILED: EXIT_FAILED,
-    RunStatus.PAUSED_WAITING_HUMAN: EXIT_PAUSED,
-    RunStatus.PAUSED_OPERATOR: EXIT_PAUSED,
-    RunStatus.FAILED_RESUMABLE: EXIT_FAILED_RESUMABLE,
-    RunStatus.CANCELLED: EXIT_CANCELLED,
-}
-EXIT_HELP = ("Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, "
-             "6 cancelled, 2 bad input.")
 
 STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
@@ -135,9 +120,9 @@ class Progress:
             echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
 
 
-def _store_flag(store: Store) -> str:
-    """`` --store-dir D`` when a follow-up command run from here would not find this store."""
-    return "" if resolve_store_dir(None, Path.cwd()) == store.root else f" --store-dir {store.root}"
+def _store_args(store: Store) -> list[str]:
+    """``["--store-dir", D]`` when a follow-up command run from here would not find this store."""
+    return [] if resolve_store_dir(None, Path.cwd()) == store.root else ["--store-dir", str(store.root)]
 
 
 def _summary(result: RunResult, store: Store) -> None:
@@ -150,18 +135,18 @@ def _summary(result: RunResult, store: Store) -> None:
     if result.final_branch:
         merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
         echo_err(f"  final tree on branch {result.final_branch}{merged}")
+    where = _store_args(store)
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
-        fields = result.pending.get("fields") or []
         if result.pending.get("instructions"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
         if result.pending.get("question"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
-        answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
-        echo_err(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
-    elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
-        echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
-                   + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
-    echo_err(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+        for f in result.pending.get("fields") or []:
+            echo_err(f"    {field_line(f)}")
+        echo_err(f"  answer with: {answer_command(result.run_id, result.pending, where)}")
+    elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        echo_err(f"  resume with: {resume_command(result.run_id, result.failure_code, result.error, where)}")
+    echo_err(f"  details: {inspect_command(result.run_id, where)}")
     echo_err(f"  stored in: {store.run_dir(result.run_id)}")
 
 
@@ -206,7 +191,7 @@ def run_cmd(
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
 
-    Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, 6 cancelled, 2 bad input.
+    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 7 paused_operator.
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
@@ -268,7 +253,7 @@ def resume_cmd(
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
 
-    Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, 6 cancelled, 2 bad input.
+    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 7 paused_operator.
 
     Examples:
 
@@ -334,6 +319,15 @@ def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
             for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
 
 
+def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
+    """The exact command that continues a parked run (None for a running or ended run)."""
+    if doc.status is RunStatus.PAUSED_WAITING_HUMAN and cp is not None and cp.pending_interaction:
+        return answer_command(doc.id, cp.pending_interaction.model_dump(), where)
+    if doc.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        return resume_command(doc.id, doc.failure_code, doc.error, where)
+    return None
+
+
 def inspect_cmd(
     run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
     events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline."),
@@ -372,6 +366,7 @@ def inspect_cmd(
         "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
         "boundaries": _boundaries(store, doc),
+        "continue_with": _continue_with(doc, cp, _store_args(store)),
     }
     timeline = store.read_events(rid) if events else []
     if as_json:
@@ -389,6 +384,13 @@ def inspect_cmd(
         asks = (detail["pending"].get("questions") or {}).get("instructions")
         if asks:
             echo(f"  asks: {str(asks).strip()}")
+        question = (detail["pending"].get("questions") or {}).get("question")
+        if question:
+            echo(f"  asks: {str(question).strip()}")
+        for f in (detail["pending"].get("questions") or {}).get("fields") or []:
+            echo(f"    {field_line(f)}")
+    if detail["continue_with"]:
+        echo(f"continue with: {detail['continue_with']}")
     echo("executed: " + (" ".join(detail["executed"]) or "-"))
     consumed = detail["budget"]["consumed"] or {}
     echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
