@@ -33,6 +33,7 @@ def _root(
 # --- command registration: one line per area module (keep this block sorted) ---
 # (each module exposes `register(app)`)
 import cli.backends; cli.backends.register(app)  # noqa: E402,E702
+import cli.bundle; cli.bundle.register(app)  # noqa: E402,E702
 import cli.control; cli.control.register(app)  # noqa: E402,E702
 import cli.refs; cli.refs.register(app)  # noqa: E402,E702
 import cli.rewind; cli.rewind.register(app)  # noqa: E402,E702

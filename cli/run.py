@@ -19,7 +19,7 @@ from cli.errors import EXIT_PROBLEM, CliError
 from cli.exit_codes import EXIT_FAILED, EXIT_HELP, STATUS_EXIT
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
-from cli.parked import answer_command, field_line, inspect_command, resume_command
+from cli.parked import answer_command, answers_for_pending, field_line, inspect_command, resume_command
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -232,10 +232,23 @@ def run_cmd(
     _finish(result, store, as_json)
 
 
+def _answers_for_resume(store: Store, run_ref: str, raw: dict[str, Any], source: Path) -> dict[str, Any]:
+    """An answers file node-keyed (as `run` takes it) or flat, for the node the run waits on."""
+    try:
+        cp = store.load_checkpoint(store.resolve_run(run_ref))
+    except Exception:  # noqa: BLE001 - an unknown or damaged run is reported by the resume itself
+        return raw
+    pending = cp.pending_interaction if cp is not None else None
+    if pending is None:
+        return raw
+    names = {str(f.get("name")) for f in (pending.questions or {}).get("fields") or []}
+    return answers_for_pending(raw, pending.node, names, str(source))
+
+
 def resume_cmd(
     run_id: str = typer.Option(..., "--run-id", help="The run to continue (id, unique prefix or name). Example: --run-id 01a2b3"),
     answer: list[str] = typer.Option([], "--answer", help="Answer a paused human node, coerced to its output schema (repeatable); a file field takes @path (a literal leading @ is written @@). Example: --answer approved=true --answer music=@./theme.mp3"),
-    answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object, JSON types kept; --answer flags override its keys. Example: --answers-file answers.json"),
+    answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as JSON (or YAML), JSON types kept: {\"field\": value} for the paused node, or node-keyed {\"node\": {\"field\": value}} as run takes it; --answer flags override its keys. Example: --answers-file answers.json"),
     file: Path | None = typer.Option(None, "--file", help="The workflow source (default: the path recorded at launch). Example: --file workflow.bot"),
     force: bool = typer.Option(False, "--force", help="Resume even though the workflow source changed (both digests are shown when refused). Example: --force"),
     force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose owner cannot be proven gone (another host, no start time recorded) once no event was flushed for 60 s; a run whose owner is provably dead on this host is taken over at once without it. Example: --force-stale"),
@@ -275,7 +288,7 @@ def resume_cmd(
     check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
-        answers.update(_read_mapping(answers_file, "answers file"))
+        answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
     answers.update(_pairs(answer, "--answer"))  # explicit flags override the file
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
