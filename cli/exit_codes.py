@@ -12,7 +12,8 @@ Every code means one thing, so a script can branch on it:
 4     `run`/`resume`: paused_waiting_human (answers needed)
 5     `run`/`resume`: failed_resumable
 6     `run`/`resume`: cancelled
-7     `run`/`resume`: paused_operator (resume it, no answers needed)
+7     `cancel`/`pause`: requested, takes effect at the run's next node boundary
+8     `run`/`resume`: paused_operator (resume it, no answers needed)
 ====  =================================================================================
 
 Lower layers raise ``persist.UserError`` with exit code 1 for "refused operation" and 2 for
@@ -29,7 +30,8 @@ EXIT_INTERNAL = 3
 EXIT_PAUSED_HUMAN = 4
 EXIT_FAILED_RESUMABLE = 5
 EXIT_CANCELLED = 6
-EXIT_PAUSED_OPERATOR = 7
+EXIT_CONTROL_PENDING = 7
+EXIT_PAUSED_OPERATOR = 8
 
 # keyed by status value (RunStatus is a StrEnum, so its members look up here): importing the
 # store to name them would slow every command's start-up
@@ -43,7 +45,7 @@ STATUS_EXIT: dict[str, int] = {
 }
 
 EXIT_HELP = ("Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow, refusal), "
-             "3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 7 paused_operator.")
+             "3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 8 paused_operator.")
 
 
 def cli_exit_code(user_error_code: int) -> int:

@@ -10,6 +10,7 @@ from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.output import echo, echo_json
 from cli.preflight import check_run_writable, open_store
+from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
@@ -80,7 +81,7 @@ def _print_result(r: RewindResult) -> None:
         echo(f"orphaned child runs: {kids} - cancel any that is still running")
     _print_files(r.files, r.dry_run)
     if not r.dry_run:
-        echo(f"status: {r.status}; continue with `iterion resume --run-id {r.run_id}` "
+        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', r.run_id)}` "
              "(add --force after editing the workflow)")
 
 

@@ -34,7 +34,6 @@ from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 from iterion.store.store import CorruptRun
 
-
 STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
 MAX_COST = typer.Option(None, "--max-cost-usd", help="Cap (or raise the cap on) the run's cost in USD.")
@@ -191,7 +190,7 @@ def run_cmd(
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
 
-    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 7 paused_operator.
+    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 8 paused_operator.
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
@@ -266,7 +265,7 @@ def resume_cmd(
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
 
-    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 7 paused_operator.
+    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 8 paused_operator.
 
     Examples:
 
