@@ -45,6 +45,16 @@ def field_line(field: dict[str, Any]) -> str:
     return f"{field.get('name')}: {kind}" + (f", one of {', '.join(map(str, enum))}" if enum else "")
 
 
+def store_args(store: Any) -> list[str]:
+    """``["--store-dir", D]`` when a command run from the current directory would not find
+    ``store`` by itself (README "Where things live"), else nothing."""
+    from pathlib import Path
+
+    from iterion.store import resolve_store_dir
+
+    return [] if resolve_store_dir(None, Path.cwd()) == store.root else ["--store-dir", str(store.root)]
+
+
 def answer_command(run_id: str, pending: dict[str, Any], store_args: list[str]) -> str:
     """The `resume` command answering ``pending`` (its questions' fields, example values)."""
     fields = list(pending.get("fields") or (pending.get("questions") or {}).get("fields") or [])

@@ -9,6 +9,7 @@ import typer
 from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.output import echo, echo_json
+from cli.parked import store_args
 from cli.preflight import check_run_writable, open_store
 from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
@@ -68,7 +69,7 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
         echo(f"  pre-rewind state banked as {f.backup_ref}")
 
 
-def _print_result(r: RewindResult) -> None:
+def _print_result(r: RewindResult, where: list[str] | None = None) -> None:
     head = "dry run: would rewind" if r.dry_run else "rewound"
     promoted = f" (promoted from {r.promoted_from}: the whole fan-out replays)" if r.promoted_from else ""
     echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
@@ -81,7 +82,7 @@ def _print_result(r: RewindResult) -> None:
         echo(f"orphaned child runs: {kids} - cancel any that is still running")
     _print_files(r.files, r.dry_run)
     if not r.dry_run:
-        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', r.run_id)}` "
+        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', r.run_id, *(where or []))}` "
              "(add --force after editing the workflow)")
 
 
@@ -127,4 +128,4 @@ def register(app: typer.Typer) -> None:
         if json_out:
             echo_json(result.to_json())
         else:
-            _print_result(result)
+            _print_result(result, store_args(store))

@@ -19,7 +19,14 @@ from cli.errors import EXIT_PROBLEM, CliError
 from cli.exit_codes import EXIT_FAILED, EXIT_HELP, STATUS_EXIT
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
-from cli.parked import answer_command, answers_for_pending, field_line, inspect_command, resume_command
+from cli.parked import (
+    answer_command,
+    answers_for_pending,
+    field_line,
+    inspect_command,
+    resume_command,
+    store_args,
+)
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -30,7 +37,7 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
-from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
+from iterion.store import Event, RunDoc, RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.store import CorruptRun
 
@@ -119,11 +126,6 @@ class Progress:
             echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
 
 
-def _store_args(store: Store) -> list[str]:
-    """``["--store-dir", D]`` when a follow-up command run from here would not find this store."""
-    return [] if resolve_store_dir(None, Path.cwd()) == store.root else ["--store-dir", str(store.root)]
-
-
 def _summary(result: RunResult, store: Store) -> None:
     colour = {"finished": "green", "failed": "red", "failed_resumable": "yellow", "cancelled": "yellow",
               "paused_waiting_human": "yellow"}.get(result.status.value, "bold")
@@ -134,7 +136,7 @@ def _summary(result: RunResult, store: Store) -> None:
     if result.final_branch:
         merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
         echo_err(f"  final tree on branch {result.final_branch}{merged}")
-    where = _store_args(store)
+    where = store_args(store)
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
         if result.pending.get("instructions"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
@@ -378,7 +380,7 @@ def inspect_cmd(
         "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
         "boundaries": _boundaries(store, doc),
-        "continue_with": _continue_with(doc, cp, _store_args(store)),
+        "continue_with": _continue_with(doc, cp, store_args(store)),
     }
     timeline = store.read_events(rid) if events else []
     if as_json:

@@ -23,6 +23,11 @@ os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 # The recovery dispatcher's in-run retry backoff (iterion/engine/recovery.py, test-only override):
 # no real waits between retries; tests that check the backoff's shape set their own base.
 os.environ.setdefault("ITERION_RETRY_BACKOFF_S", "0")
+# Printed commands name the program as invoked (iterion/invocation.py): tests run the CLI as
+# `python -m cli.main`, so hints would read `<python> -m cli.main resume ...`. Tests that check
+# hint wording expect `iterion ...`; the tests of the spelling itself (tests/cli/
+# test_printed_commands.py, test_readme_tour.py) remove this variable.
+os.environ.setdefault("ITERION_PROG", "iterion")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"

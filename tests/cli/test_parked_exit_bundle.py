@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,9 @@ import time
 from pathlib import Path
 
 from tests.conftest import FIXTURES, run_cli, write_bot
+
+# the commands these tests execute as printed must name a program sh can find
+PROG = {"ITERION_PROG": f"{shlex.quote(sys.executable)} -m cli.main"}
 
 GATE = """
 schema pick:
@@ -48,13 +52,13 @@ def test_inspect_of_a_waiting_run_shows_fields_types_enum_and_the_command(tmp_pa
         raise AssertionError(p.stderr)
     assert p.returncode == 4, p.stdout + p.stderr
     rid = _run_id(p.stderr)
-    i = run_cli("inspect", "--run-id", rid, cwd=tmp_path)
+    i = run_cli("inspect", "--run-id", rid, cwd=tmp_path, env=PROG)
     assert i.returncode == 0, i.stderr
     assert "Which level?" in i.stdout
     assert "level: string, one of low, high" in i.stdout and "ok: bool" in i.stdout
     cmd = re.search(r"^continue with: (.+)$", i.stdout, re.M)
     assert cmd and f"resume --run-id {rid} --answer level=low --answer ok=true" in cmd.group(1)
-    assert json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path).stdout)["continue_with"] == cmd.group(1)
+    assert json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path, env=PROG).stdout)["continue_with"] == cmd.group(1)
     done = subprocess.run(["sh", "-c", cmd.group(1)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -64,7 +68,7 @@ def test_inspect_of_a_budget_failure_names_code_message_and_the_raised_cap(tmp_p
     p = run_cli("run", str(demo / "demo.bot"), "--workspace", str(demo), "--max-iterations", "3", cwd=tmp_path)
     assert p.returncode == 5, p.stderr
     rid = _run_id(p.stderr)
-    i = run_cli("inspect", "--run-id", rid, cwd=tmp_path)
+    i = run_cli("inspect", "--run-id", rid, cwd=tmp_path, env=PROG)
     assert "failure: BUDGET_EXCEEDED: budget exceeded: max_iterations cap 3" in i.stdout, i.stdout
     cmd = re.search(r"^continue with: (.+)$", i.stdout, re.M)
     assert cmd and cmd.group(1).endswith(f"resume --run-id {rid} --max-iterations 6"), i.stdout

@@ -78,8 +78,8 @@ def test_every_printed_hint_runs_as_printed(tmp_path: Path, how: str) -> None:
     assert r.returncode == 0, r.stderr
     cont = re.search(r"continue with `([^`]+)`", r.stdout)
     assert cont and cont.group(1).startswith(expected), r.stdout
-    # printed without --store-dir (rewind does not know how it was found): pass it as the hint says
-    again = sh(cont.group(1) + f" --store-dir {shlex.quote(str(store))}", cwd, env)
+    assert "--store-dir" in cont.group(1)
+    again = sh(cont.group(1), cwd, env)
     assert again.returncode == 4, again.stderr
     # the answer command printed by that resume runs as printed and finishes the run
     final = sh(printed(again.stderr, "answer with"), cwd, env)

@@ -29,7 +29,7 @@ def test_run_with_validation_errors_prints_diagnostics_and_creates_nothing(tmp_p
           a -> nowhere
     """)
     p = cli("run", str(bot), "--store-dir", str(tmp_path / "store"), cwd=ws)
-    assert p.returncode == 1
+    assert p.returncode == 2
     assert "C001" in p.stdout and "wf.bot:" in p.stdout  # the same lines `iterion validate` prints
     assert p.stderr.startswith("error: ") and "Traceback" not in p.stderr
     assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
