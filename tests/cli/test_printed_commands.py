@@ -29,11 +29,11 @@ def _env(path_prefix: str | None = None) -> dict[str, str]:
 
 
 def sh(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(["sh", "-c", cmd], cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=180)
 
 
 def printed(text: str, label: str) -> str:
-    m = re.search(rf"{label}:? `?(.+?)`?(?: \(add --force.*)?$", text, re.M)
+    m = re.search(rf"{label}:? `?(.+?)`?(?: \(add --force.*)?$", text, re.MULTILINE)
     assert m, f"no {label!r} line in:\n{text}"
     return m.group(1)
 
@@ -69,7 +69,7 @@ def test_every_printed_hint_runs_as_printed(tmp_path: Path, how: str) -> None:
     # an error's hint names a command too: it runs
     e = sh(f"{prog} inspect --run-id 0123456789abcdef --store-dir {shlex.quote(str(store))}", cwd, env)
     assert e.returncode == 2
-    hint = re.search(r"^hint: .*?`([^`]+)`", e.stderr, re.M)
+    hint = re.search(r"^hint: .*?`([^`]+)`", e.stderr, re.MULTILINE)
     assert hint and hint.group(1).startswith(expected), e.stderr
     assert sh(hint.group(1), cwd, env).returncode == 0
     # rewind's "continue with" and the resume it prints
