@@ -112,3 +112,17 @@ def answers_for_pending(raw: dict[str, Any], pending_node: str | None, field_nam
                        f"but the run waits on {pending_node} ({', '.join(sorted(field_names))})",
                        hint=f'give {{"{pending_node}": {{...}}}} or the fields of {pending_node} as one flat object')
     return raw
+
+
+def answers_for_launch(raw: dict[str, Any], human_nodes: list[str], source: str) -> dict[str, dict[str, Any]]:
+    """`run --answers-file`: node-keyed (``{"approve": {"approved": true}}``), or flat
+    (``{"approved": true}``) when the workflow has exactly one human node to give it to."""
+    if raw and all(isinstance(v, dict) for v in raw.values()):
+        return {str(k): dict(v) for k, v in raw.items()}
+    if raw and not any(isinstance(v, dict) for v in raw.values()) and len(human_nodes) == 1:
+        return {human_nodes[0]: dict(raw)}
+    bad = next((str(k) for k, v in raw.items() if not isinstance(v, dict)), "?")
+    where = (f"the workflow has {len(human_nodes)} human nodes ({', '.join(human_nodes)})" if human_nodes
+             else "the workflow has no human node")
+    raise CliError(f"answers file {source}: {bad} must map fields to values ({where})",
+                   hint='key the answers by node, e.g. {"approve": {"approved": true}}')

@@ -21,6 +21,7 @@ from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
 from cli.parked import (
     answer_command,
+    answers_for_launch,
     answers_for_pending,
     field_line,
     inspect_command,
@@ -37,6 +38,7 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
+from iterion.ir import NodeKind
 from iterion.store import Event, RunDoc, RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.store import CorruptRun
@@ -176,7 +178,7 @@ def run_cmd(
     preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
     backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claude_code)."),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
-    answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}.'),
+    answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}, or {"field": value} when the workflow has one human node.'),
     attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),
     workspace: Path | None = typer.Option(None, "--workspace", help="Where the run executes in place (default: the current directory)."),
     branch_name: str | None = typer.Option(None, "--branch-name", help="worktree runs: the persistent branch (default iterion/run/<name>)."),
@@ -198,14 +200,8 @@ def run_cmd(
     """
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
     store = _store(store_dir, write=True)
-    answers: dict[str, dict[str, Any]] = {}
-    if answers_file is not None:
-        raw = _read_mapping(answers_file, "answers file")
-        for node, value in raw.items():
-            if not isinstance(value, dict):
-                raise CliError(f"answers file {answers_file}: {node} must map fields to values",
-                               hint='e.g. {"approve": {"approved": true}}')
-            answers[str(node)] = value
+    answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
+    raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
     options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
@@ -219,6 +215,9 @@ def run_cmd(
     except InvalidWorkflow as exc:
         _print_invalid(exc, as_json)
         raise
+    if raw_answers is not None:
+        humans = [n.id for n in compiled.workflow.nodes.values() if n.kind is NodeKind.HUMAN]
+        answers.update(answers_for_launch(raw_answers, humans, str(answers_file)))
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
             echo_err(d.format())

@@ -207,3 +207,15 @@ def test_bundle_pack_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:
     p = run_cli("bundle", "pack", str(b), cwd=tmp_path)
     assert p.returncode == 2 and "does not validate" in p.stderr and not (tmp_path / "bot.botz").exists()
     assert run_cli("bundle", "pack", str(tmp_path / "nosuch"), cwd=tmp_path).returncode == 2
+
+
+def test_run_answers_file_node_keyed_and_flat(tmp_path: Path) -> None:
+    demo = _demo(tmp_path)
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"approved": True, "note": "flat"}))
+    for answers in (FIXTURES / "demo" / "answers.json", flat):
+        ws = tmp_path / f"ws-{answers.name}"
+        ws.mkdir()
+        p = run_cli("run", str(demo / "demo.bot"), "--workspace", str(ws), "--answers-file", str(answers), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert (ws / "demo-out" / "published.md").is_file()
