@@ -95,7 +95,7 @@ def test_validate_and_diagram_report_a_fifo_as_l001(setup: tuple[Path, Path, str
     fifo = ws / "pipe.bot"
     os.mkfifo(fifo)
     p = cli("validate", str(fifo), cwd=ws)
-    assert p.returncode == 1 and "L001" in p.stdout and "FIFO" in p.stdout, (p.stdout, p.stderr)
+    assert p.returncode == 2 and "L001" in p.stdout and "FIFO" in p.stdout, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     d = cli("diagram", str(fifo), cwd=ws)
     assert "does not compile" in refused(d, 1)
@@ -122,7 +122,7 @@ def test_resume_file_that_is_a_fifo_is_refused(setup: tuple[Path, Path, str]) ->
 def _validate(ws: Path, path: Path, env: dict[str, str] | None = None) -> str:
     t0 = time.monotonic()
     p = cli("validate", str(path), cwd=ws, env=env)
-    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert p.returncode == 2, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     assert time.monotonic() - t0 < TIMEOUT
     return p.stdout
