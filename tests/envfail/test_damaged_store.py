@@ -30,7 +30,7 @@ def test_paused_run_without_checkpoint_refuses_resume(tmp_path: Path, ws: Path, 
     argv = [str(answers_file) if a == "ANSWERS" else a for a in answers]
     before = store_hash(store)
     p = run_cli("resume", "--run-id", run_id, *argv, "--store-dir", str(store), cwd=ws)
-    line = assert_one_error(p, 1, mentions=MISSING)
+    line = assert_one_error(p, 2, mentions=MISSING)
     assert str(store / "runs" / run_id / "checkpoint.json") in line
     assert store_hash(store) == before  # not even the lock's owner record
     assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()  # nothing restarted from the entry
@@ -92,6 +92,6 @@ def test_corrupt_run_json_is_listed_and_named(tmp_path: Path, ws: Path) -> None:
     assert table.returncode == 0 and bad in table.stdout and "corrupt" in table.stdout
     for ref in (bad, bad[:10]):  # the full id, and a prefix
         p = run_cli("inspect", "--run-id", ref, "--store-dir", str(store), cwd=ws)
-        line = assert_one_error(p, 1, mentions="run.json is corrupt")
+        line = assert_one_error(p, 2, mentions="run.json is corrupt")
         assert str(run_json) in line
     assert store_hash(store) == before
