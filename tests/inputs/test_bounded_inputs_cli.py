@@ -135,7 +135,7 @@ def test_import_of_dev_zero_is_refused_without_reading_it(setup: tuple[Path, Pat
     assert "L005" in out and "/dev/zero" in out and "absolute" in out
     before = store_fingerprint(store)
     p = cli("run", str(bot), "--store-dir", str(store), cwd=ws)
-    assert refused(p, 1).startswith("error:") and "L005" in p.stdout
+    assert refused(p, 2).startswith("error:") and "L005" in p.stdout
     assert store_fingerprint(store) == before
 
 
