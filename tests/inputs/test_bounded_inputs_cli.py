@@ -98,7 +98,7 @@ def test_validate_and_diagram_report_a_fifo_as_l001(setup: tuple[Path, Path, str
     assert p.returncode == 2 and "L001" in p.stdout and "FIFO" in p.stdout, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     d = cli("diagram", str(fifo), cwd=ws)
-    assert "does not compile" in refused(d, 1)
+    assert "does not compile" in refused(d, 2)
 
 
 def test_oversized_workflow_names_path_size_and_limit(setup: tuple[Path, Path, str]) -> None:
