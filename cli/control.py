@@ -139,7 +139,7 @@ def fork_cmd(
         return
     echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
          f"new run {result.run_id} ({result.name}), {result.status}")
-    echo(f"continue it with: iterion resume --run-id {result.run_id}")
+    echo(f"continue it with: iterion resume --run-id {result.name or result.run_id}")
 
 
 def reconcile_cmd(

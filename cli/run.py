@@ -19,6 +19,7 @@ from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
+from cli.runlist import add_short_ids, print_runs
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -157,11 +158,11 @@ def _summary(result: RunResult, store: Store) -> None:
         if result.pending.get("question"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
         answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
-        echo_err(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
+        echo_err(f"  answer with: iterion resume --run-id {result.name or result.run_id}{_store_flag(store)} {answers}")
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
-        echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
+        echo_err(f"  resume with: iterion resume --run-id {result.name or result.run_id}{_store_flag(store)}"
                    + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
-    echo_err(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+    echo_err(f"  details: iterion inspect --run-id {result.name or result.run_id}{_store_flag(store)}")
     echo_err(f"  stored in: {store.run_dir(result.run_id)}")
 
 
@@ -347,15 +348,14 @@ def inspect_cmd(
     store = _store(store_dir)
     if run_id is None:
         rows = [_list_row(r) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
+        add_short_ids(rows)
         if as_json:
             echo_json(rows)
             return
         if not rows:
             echo(f"no runs in {store.root}")
             return
-        for line in table(("id", "name", "status", "workflow", "age"),
-                          [(r["id"], r["name"], r["status"], r["workflow"], r["age"]) for r in rows]):
-            echo(line)
+        print_runs(rows)
         return
     rid = store.resolve_run(run_id)
     doc = store.load_run(rid)

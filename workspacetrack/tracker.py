@@ -22,7 +22,7 @@ from workspacetrack.journal import Journal
 from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
 from workspacetrack.names import mapping_from_wire, mapping_to_wire
 from workspacetrack.objects import digest_of
-from workspacetrack.restore import RestoreReport, Scope, apply_restore, plan_restore
+from workspacetrack.restore import Plan, RestoreReport, Scope, apply_restore, plan_restore
 from workspacetrack.store import TrackStore
 
 __all__ = ["DEFAULT_SIZE_CAP", "Tracker"]
@@ -267,27 +267,43 @@ class Tracker:
         return compute_recorded_paths(self.chain_entries(state), changed, counts=counts)
 
     def restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
-                protected: Iterable[str] = (), exclude: Iterable[str] = ()) -> RestoreReport:
+                protected: Iterable[str] = (), exclude: Iterable[str] = (), *,
+                dry_run: bool = False) -> RestoreReport:
         """Put the workspace back to ``pivot`` for the paths ``scope`` selects; bank first.
 
-        ``exclude``: paths taken out of a ``produced`` scope (another run's work: left in place)."""
+        ``exclude``: paths taken out of a ``produced`` scope (another run's work: left in place).
+        ``dry_run``: the same plan against the disk as it is now (captured as the restore would
+        capture it: the scan may add unreferenced objects to the track store, nothing else) and
+        the same report, with no bank taken and nothing written to the workspace."""
         scope = Scope(scope)
         with self.store.locked():
             state = self._state()
-            if state.head is None:
-                raise UnknownSnapshotError(f"run {self.run_id} has recorded nothing to restore")
-            pivot_id = state.labels.get(str(pivot))
-            if pivot_id is None:
-                raise UnknownSnapshotError(f"no boundary {pivot} was recorded for run {self.run_id}",
-                                           hint="list the run's boundaries with: iterion track list")
-            produced = self.produced_scope(pivot, state)
-            pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
-            last_m = self.store.read_manifest(self.store.snapshot(state, state.head).manifest)
-            kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
-            report = self._restore_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
-                                      label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+            manifest, plan, kept = self.plan(state, pivot, scope, protected, exclude)
+            if dry_run:
+                report = apply_restore(self.workspace, self.store.objects, plan, pivot=str(pivot), bank=None,
+                                       dry_run=True)
+            else:
+                report = self._apply(state, plan, manifest, label=f"rewind:{pivot.node}:{len(state.banks)}",
+                                     pivot=str(pivot))
             report.left_in_place = sorted(set(report.left_in_place) | kept)  # not restored: named
             return report
+
+    def plan(self, state: RunState, pivot: BoundaryLabel, scope: Scope, protected: Iterable[str] = (),
+             exclude: Iterable[str] = ()) -> tuple[str, Plan, frozenset[str]]:
+        """The restore to ``pivot`` as it would run now (call under ``store.locked()``): the
+        manifest of the disk it was planned against, the plan, and the excluded paths kept."""
+        if state.head is None:
+            raise UnknownSnapshotError(f"run {self.run_id} has recorded nothing to restore")
+        pivot_id = state.labels.get(str(pivot))
+        if pivot_id is None:
+            raise UnknownSnapshotError(f"no boundary {pivot} was recorded for run {self.run_id}",
+                                       hint="list the run's boundaries with: iterion track list")
+        produced = self.produced_scope(pivot, state)
+        pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
+        last_m = self.store.read_manifest(self.store.snapshot(state, state.head).manifest)
+        kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
+        manifest, plan = self._plan_against_disk(pivot_m, last_m, scope, produced.paths - kept, protected)
+        return manifest, plan, kept
 
     def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
         """Put back what the restore that took ``bank`` changed, as it was when banked; only
@@ -313,6 +329,11 @@ class Tracker:
     def _restore_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
                     pivot: str) -> RestoreReport:
+        manifest, plan = self._plan_against_disk(target, last, scope, produced, protected)
+        return self._apply(state, plan, manifest, label=label, pivot=pivot)
+
+    def _plan_against_disk(self, target: Manifest, last: Manifest | None, scope: Scope,
+                           produced: frozenset[str], protected: Iterable[str]) -> tuple[str, Plan]:
         # The bank IS the current disk state: capturing it first gives both the undo point and
         # the evidence (what changed since the last boundary) the report needs.
         manifest, stats = self._capturer.scan()
@@ -320,6 +341,9 @@ class Tracker:
         current = self.store.read_manifest(manifest)
         plan = plan_restore(self.workspace, self.rules, target, last, current, scope, produced,
                             self._relative(protected))
+        return manifest, plan
+
+    def _apply(self, state: RunState, plan: Plan, manifest: str, *, label: str, pivot: str) -> RestoreReport:
         bank_id: str | None = None
         if plan.actions:
             rec = self._record(state, kind="bank", label=label, manifest=manifest,
@@ -328,8 +352,7 @@ class Tracker:
             self.store.save_state(state)
             bank_id = rec.id
         self._capturer.save_cache()
-        report = apply_restore(self.workspace, self.store.objects, plan, pivot=pivot, bank=bank_id)
-        return report
+        return apply_restore(self.workspace, self.store.objects, plan, pivot=pivot, bank=bank_id)
 
     def _relative(self, paths: Iterable[str]) -> set[str]:
         """Protected paths as workspace-relative strings (absolute ones must lie inside it)."""

@@ -135,8 +135,9 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
     else:
         _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
                          other_runs=other_runs or [])
-    if not dry_run:
+    if not dry_run or mechanism != GITREFS:  # (a gitrefs dry run previews the scope only)
         flag_unattributable(versioning, anchor, report)
+    if not dry_run:
         report.undo = undo_command(versioning, report, workspace)
     return report
 
@@ -264,23 +265,9 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
     report.ref = tracker.resolve(str(anchor)).id
     theirs = frozenset().union(*(paths for _, paths in other_runs)) if scope is RestoreScope.PRODUCED \
         else frozenset()
-    if dry_run:
-        # (a real restore computes the scope itself: computing it here too would double the cost)
-        produced = tracker.produced_scope(anchor)
-        if scope is RestoreScope.PRODUCED:
-            report.in_scope = sorted(set(produced.paths) - set(protected) - theirs)
-            _name_left_in_place(report, sorted(set(produced.paths) & theirs), other_runs)
-        else:
-            # every path that differs between the anchor and the run's last boundary (a dry run
-            # does not capture the disk, so edits after that boundary are not previewed)
-            last = produced.last_state or report.ref
-            report.in_scope = sorted({c.path for c in tracker.changes(report.ref, last)} - set(protected))
-        if not report.in_scope:
-            report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
-                                  else f"the run recorded no change from {anchor} on")
-        _display_paths(report)
-        return
-    rr = tracker.restore(anchor, scope=scope.value, protected=protected, exclude=theirs)
+    # a dry run is the same plan against the same captured disk, with nothing written: its report
+    # names what the restore would restore, remove, skip, overwrite and leave in place
+    rr = tracker.restore(anchor, scope=scope.value, protected=protected, exclude=theirs, dry_run=dry_run)
     report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
                                   *rr.overwritten, *rr.left_in_place])
     report.restored = sorted(map(display, rr.restored))

@@ -36,6 +36,7 @@ from iterion.rewind.promotion import promote
 from iterion.rewind.sources import load_current_workflow
 from iterion.rewind.state_edit import (current_attempt, executed_nodes, park_run, resolve_anchor,
                                        rewind_checkpoint)
+from iterion.rewind.undo import save_undo_record
 from iterion.rewind.worktree import ensure_worktree
 from iterion.store import Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
@@ -134,6 +135,7 @@ def _rewind_locked(store: Store, run_id: str, req: RewindRequest,
         raise RewindError(f"run {run_id} has no checkpoint - nothing to rewind",
                           hint="a run that failed before checkpoints were kept cannot be recovered; "
                                "start a new run")
+    before_cp, before_doc = cp.model_copy(deep=True), doc.model_copy(deep=True)  # what --undo puts back
     worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
     scope = req.restore_scope or default_scope(worktree)
     check_scope(worktree, scope)
@@ -209,8 +211,9 @@ def _rewind_locked(store: Store, run_id: str, req: RewindRequest,
             hint=("the checkpoint was rewound and workspace restoration may already be applied; inspect "
                   "the workspace and the run before retrying"),
         ) from None
-    store.events(run_id).append(ev.RUN_REWOUND, node=pivot, iteration=iteration,
-                                payload=result.event_payload())
+    rewound = store.events(run_id).append(ev.RUN_REWOUND, node=pivot, iteration=iteration,
+                                          payload=result.event_payload())
+    save_undo_record(store, run_id, before_cp, before_doc, files, rewound.seq, pivot)
     return result
 
 

@@ -1,0 +1,160 @@
+"""``iterion rewind --undo``: put back what the last rewind of a run changed.
+
+A real rewind that moved the checkpoint writes ``runs/<run>/rewind-undo.json`` (``UndoRecord``)
+after its ``run_rewound`` event: the checkpoint and the run-document fields as they were before
+the rewind, and the files bank the restore took (the disk as it stood before it wrote
+anything). ``undo_rewind`` puts the bank's content of every path that restore changed back
+(``Tracker.undo``), the checkpoint and the document fields back, appends
+``run_rewind_undone`` and removes the record, so a second undo is refused.
+
+It refuses (exit 2, one line) when the run moved on since: any event after the rewind's own
+other than an earlier undo attempt's (a resume, a new boundary, a cancel all append one), or a
+checkpoint rewritten since. Crash safety: the record is removed last, after the event, so an
+undo cut short anywhere can be run again; the files step restores from the same bank each time
+and the checkpoint and document steps overwrite with the same content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from iterion.engine.versioning import open_versioning
+from iterion.engine.workspace_guard import hold_for_restore, release_workspace
+from iterion.rewind.errors import RewindError
+from iterion.rewind.files import GITREFS, FilesReport
+from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
+from persist import VersionedModel, read_model, write_model
+
+UNDO_FILE = "rewind-undo.json"
+RUN_REWIND_UNDONE = "run_rewind_undone"
+
+
+class UndoRecord(VersionedModel):
+    run_id: str
+    rewound_seq: int  # the seq of the rewind's run_rewound event
+    checkpoint_written_at: datetime | None  # the rewound checkpoint's stamp: a newer one = moved on
+    checkpoint: dict[str, Any]  # the checkpoint before the rewind (Checkpoint, as JSON)
+    status: RunStatus
+    failure_code: str | None = None
+    error: str | None = None
+    finished_at: datetime | None = None
+    explicit_resume_required: bool = False
+    subbot_children: dict[str, str] = Field(default_factory=dict)
+    mechanism: str
+    bank: str | None = None  # the files bank the restore took (None: no file was changed)
+    touched: list[str] = Field(default_factory=list)  # the paths the restore wrote or removed
+    to_node: str = ""
+
+
+def _path(store: Store, run_id: str) -> Path:
+    return store.run_dir(run_id) / UNDO_FILE
+
+
+def save_undo_record(store: Store, run_id: str, before_cp: Checkpoint, before: RunDoc, files: FilesReport,
+                     rewound_seq: int, to_node: str) -> None:
+    """Bank what ``--undo`` needs (called once the rewind is complete and its event appended)."""
+    after = store.load_checkpoint(run_id)
+    touched = sorted(set(files.restored) | set(files.removed))
+    write_model(_path(store, run_id), UndoRecord(
+        run_id=run_id, rewound_seq=rewound_seq, checkpoint_written_at=after.written_at if after else None,
+        checkpoint=before_cp.model_dump(mode="json"), status=before.status, failure_code=before.failure_code,
+        error=before.error, finished_at=before.finished_at,
+        explicit_resume_required=before.explicit_resume_required,
+        subbot_children=dict(before.subbot_children), mechanism=files.mechanism,
+        bank=files.backup_ref if files.reverted else None, touched=touched if files.reverted else [],
+        to_node=to_node))
+
+
+def undo_command(run_ref: str) -> str:
+    return f"iterion rewind --undo --run-id {run_ref}"
+
+
+@dataclass
+class UndoResult:
+    run_id: str
+    status: str
+    to_node: str
+    restored_checkpoint_node: str | None
+    files_restored: list[str] = field(default_factory=list)
+    files_removed: list[str] = field(default_factory=list)
+    files_skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def undo_rewind(store: Store, run_ref: str) -> UndoResult:
+    run_id = store.resolve_run(run_ref)
+    lock = store.lock(run_id)
+    lock.acquire()  # LockHeldError names the owner: a live engine or a resume owns the run
+    ws_lock = None
+    try:
+        rec = _load(store, run_id)
+        _check_not_moved_on(store, run_id, rec)
+        if rec.bank is not None:
+            ws_lock = hold_for_restore(store, run_id)
+        return _undo_locked(store, run_id, rec)
+    finally:
+        release_workspace(ws_lock)
+        lock.release()
+
+
+def _load(store: Store, run_id: str) -> UndoRecord:
+    try:
+        return read_model(_path(store, run_id), UndoRecord)
+    except FileNotFoundError:
+        raise RewindError(f"run {run_id} has no rewind to undo (none was made, or it was undone already)",
+                          hint="`iterion inspect --run-id RUN --events` shows its rewinds") from None
+
+
+def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
+    later = [e for e in store.read_events(run_id, after_seq=rec.rewound_seq) if e.type != RUN_REWIND_UNDONE]
+    cp = store.load_checkpoint(run_id)
+    rewritten = cp is None or cp.written_at != rec.checkpoint_written_at
+    if later or rewritten:
+        what = f"{later[0].type} at event {later[0].seq}" if later else "its checkpoint was rewritten"
+        raise RewindError(f"run {run_id} moved on since its last rewind ({what}): that rewind can no longer "
+                          "be undone", hint="rewind again with --node or --auto to go where you want")
+
+
+def _undo_locked(store: Store, run_id: str, rec: UndoRecord) -> UndoResult:
+    doc = store.load_run(run_id)
+    result = UndoResult(run_id=run_id, status=rec.status.value, to_node=rec.to_node,
+                        restored_checkpoint_node=rec.checkpoint.get("restart_node"))
+    if rec.bank is not None:
+        if rec.mechanism == GITREFS or doc.workspace_mode is WorkspaceMode.WORKTREE:
+            raise RewindError(f"run {run_id} runs in a worktree: undoing its rewind's revert commit is not "
+                              "supported yet",
+                              hint="its pre-rewind tree is banked: see `iterion refs list --run-id RUN`")
+        workspace = Path(doc.workspace_dir or "")
+        if not workspace.is_dir():
+            raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back")
+        versioning = open_versioning(worktree=False, workspace=workspace, run_dir=store.run_dir(run_id),
+                                     run_id=run_id, watch=False)
+        try:
+            rr = versioning.backend.undo(rec.bank, paths=rec.touched)
+        finally:
+            versioning.close()
+        result.files_restored, result.files_removed, result.files_skipped = rr.restored, rr.removed, rr.skipped
+    store.save_checkpoint(run_id, Checkpoint.model_validate(rec.checkpoint))
+
+    def back(d: RunDoc) -> None:
+        d.status = rec.status
+        d.failure_code, d.error, d.finished_at = rec.failure_code, rec.error, rec.finished_at
+        d.explicit_resume_required = rec.explicit_resume_required
+        d.subbot_children = dict(rec.subbot_children)
+
+    store.update_run(run_id, back)
+    store.events(run_id).append(RUN_REWIND_UNDONE, node=rec.to_node, payload={
+        "bank": rec.bank, "restored": result.files_restored, "removed": result.files_removed,
+        "status": rec.status.value})
+    _path(store, run_id).unlink(missing_ok=True)  # last: an undo cut short can be run again
+    return result
+
+
+__all__ = ["RUN_REWIND_UNDONE", "UndoRecord", "UndoResult", "save_undo_record", "undo_command", "undo_rewind"]
