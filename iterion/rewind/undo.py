@@ -25,7 +25,7 @@ from pydantic import Field
 
 from iterion.engine.versioning import open_versioning
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
-from iterion.rewind.errors import RewindError
+from iterion.rewind.errors import EXIT_BAD_INPUT, RewindError
 from iterion.rewind.files import GITREFS, FilesReport
 from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
 from persist import VersionedModel, read_model, write_model
@@ -90,11 +90,12 @@ class UndoResult:
 
 def undo_rewind(store: Store, run_ref: str) -> UndoResult:
     run_id = store.resolve_run(run_ref)
+    _check_not_moved_on(store, run_id, _load(store, run_id))  # refused before the lock is even taken
     lock = store.lock(run_id)
     lock.acquire()  # LockHeldError names the owner: a live engine or a resume owns the run
     ws_lock = None
     try:
-        rec = _load(store, run_id)
+        rec = _load(store, run_id)  # again under the lock: a resume may have slipped in meanwhile
         _check_not_moved_on(store, run_id, rec)
         if rec.bank is not None:
             ws_lock = hold_for_restore(store, run_id)
@@ -109,7 +110,8 @@ def _load(store: Store, run_id: str) -> UndoRecord:
         return read_model(_path(store, run_id), UndoRecord)
     except FileNotFoundError:
         raise RewindError(f"run {run_id} has no rewind to undo (none was made, or it was undone already)",
-                          hint="`iterion inspect --run-id RUN --events` shows its rewinds") from None
+                          hint="`iterion inspect --run-id RUN --events` shows its rewinds",
+                          exit_code=EXIT_BAD_INPUT) from None
 
 
 def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
@@ -119,7 +121,7 @@ def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
     if later or rewritten:
         what = f"{later[0].type} at event {later[0].seq}" if later else "its checkpoint was rewritten"
         raise RewindError(f"run {run_id} moved on since its last rewind ({what}): that rewind can no longer "
-                          "be undone", hint="rewind again with --node or --auto to go where you want")
+                          "be undone", hint="rewind again with --node or --auto to go where you want", exit_code=EXIT_BAD_INPUT)
 
 
 def _undo_locked(store: Store, run_id: str, rec: UndoRecord) -> UndoResult:
@@ -130,10 +132,12 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord) -> UndoResult:
         if rec.mechanism == GITREFS or doc.workspace_mode is WorkspaceMode.WORKTREE:
             raise RewindError(f"run {run_id} runs in a worktree: undoing its rewind's revert commit is not "
                               "supported yet",
-                              hint="its pre-rewind tree is banked: see `iterion refs list --run-id RUN`")
+                              hint="its pre-rewind tree is banked: see `iterion refs list --run-id RUN`",
+                              exit_code=EXIT_BAD_INPUT)
         workspace = Path(doc.workspace_dir or "")
         if not workspace.is_dir():
-            raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back")
+            raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back",
+                              exit_code=EXIT_BAD_INPUT)
         versioning = open_versioning(worktree=False, workspace=workspace, run_dir=store.run_dir(run_id),
                                      run_id=run_id, watch=False)
         try:
