@@ -11,7 +11,7 @@ from cli.errors import CliError
 from cli.output import echo, echo_json
 from cli.preflight import check_run_writable, open_store
 from iterion.rewind.auto_detect import DetectedEdit
-from iterion.rewind.files import GITREFS, FilesReport, RestoreScope
+from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
 from iterion.rewind.undo import UndoResult, undo_command, undo_rewind
 from iterion.store import Store, StoreError
@@ -39,14 +39,9 @@ def _print_detected(d: DetectedEdit) -> None:
 
 
 def _print_files(f: FilesReport, dry_run: bool) -> None:
-    verb = "would restore" if dry_run else "restored"
     echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
     if f.skip_reason:
         echo(f"  nothing restored: {f.skip_reason}")
-    if dry_run and f.mechanism == GITREFS:  # git reverts the whole tree: the preview is its scope
-        for p in f.in_scope:
-            echo(f"  {verb} {p}")
-        return
     w = "would be " if dry_run else ""  # a dry run reports the real rewind's plan, word for word
     for p in f.restored:
         echo(f"  {w}restored {p}")

@@ -22,6 +22,7 @@ from typing import Any
 import pygit2
 
 from gitrefs.boundary import BoundaryLabel
+from gitrefs.worktree_apply import apply_tree_diff
 from iterion.rewind.errors import RewindError
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
 from persist import atomic_write_bytes
@@ -135,8 +136,7 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
     else:
         _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
                          other_runs=other_runs or [])
-    if not dry_run or mechanism != GITREFS:  # (a gitrefs dry run previews the scope only)
-        flag_unattributable(versioning, anchor, report)
+    flag_unattributable(versioning, anchor, report)  # a dry run too: it reports what the rewind does
     if not dry_run:
         report.undo = undo_command(versioning, report, workspace)
     return report
@@ -204,33 +204,39 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
                  protected: list[str], dry_run: bool) -> None:
     anchor_commit = refs.resolve(anchor)
     report.ref = _anchor_ref(refs, anchor)
-    changed = refs.changed_paths(anchor_commit, refs.snapshot())
+    disk = refs.snapshot()  # the tree the revert banks (nothing of the user's is written)
+    changed = refs.changed_paths(anchor_commit, disk)
     report.in_scope = sorted(changed - set(protected))
     guarded = sorted(changed & set(protected))
     if not report.in_scope:
         report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
         return
-    if dry_run:
-        _display_paths(report)
-        return
-    # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
-    saved = {rel: (workspace / rel).read_bytes() for rel in guarded
-             if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
+    # Git reverts the whole tree: the source files' bytes are put back afterwards.
+    kept = [rel for rel in guarded if (workspace / rel).is_file() and not (workspace / rel).is_symlink()]
     last = refs.chain_head()
-    result = refs.revert_to(anchor)
-    for rel, data in saved.items():
-        atomic_write_bytes(workspace / rel, data)
-    report.reverted = True
-    report.restored = [p for p in result.restored if p not in saved]
-    report.removed = [p for p in result.removed if p not in saved]
-    report.skipped = [Skipped(p, "submodule or blocked path: not restored by git") for p in result.skipped]
+    if dry_run:
+        # the revert's own walk of the same diff, writing nothing: the preview is the plan
+        applied = apply_tree_diff(refs.repo, workspace, disk, anchor_commit, dry_run=True)
+        rewritten = set(applied.written)
+        written, removed = sorted(applied.written), sorted(p for p in applied.removed if p not in rewritten)
+        skipped, bank = sorted(applied.skipped), disk
+    else:
+        saved = {rel: (workspace / rel).read_bytes() for rel in kept}
+        result = refs.revert_to(anchor)
+        for rel, data in saved.items():
+            atomic_write_bytes(workspace / rel, data)
+        written, removed, skipped = list(result.restored), list(result.removed), list(result.skipped)
+        bank = result.bank.commit
+        report.revert_commit = result.revert_commit
+        report.backup_ref = result.bank.ref
+    report.reverted = not dry_run  # a preview names what would change; it reverted nothing
+    report.restored = [p for p in written if p not in kept]
+    report.removed = [p for p in removed if p not in kept]
+    report.skipped = [Skipped(p, "submodule or blocked path: not restored by git") for p in skipped]
     report.skipped += [Skipped(p, "protected: a workflow source file") for p in guarded]
-    report.revert_commit = result.revert_commit
-    report.backup_ref = result.bank.ref
     # In scope, but on disk (the bank) matching neither the anchor nor the run's last boundary:
     # work that arrived after the run stopped recording. Restored anyway; the bank holds it.
     touched = set(report.restored) | set(report.removed)
-    bank = result.bank.commit
     differs = refs.changed_paths(bank, anchor_commit) & refs.changed_paths(bank, last)
     report.overwritten = sorted(touched & differs)
     _display_paths(report)
@@ -280,8 +286,9 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
                                     for d in report.left_in_place_details]
     report.backup_ref = rr.bank
     report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
-    report.reverted = bool(report.restored or report.removed)
-    if not report.reverted:
+    changes = bool(report.restored or report.removed)
+    report.reverted = changes and not dry_run  # a preview names what would change; it reverted nothing
+    if not changes:
         already = f"the workspace already matches {anchor}: nothing to restore"
         report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
         if any(d.run_id for d in report.left_in_place_details) and rr.scope_empty:

@@ -12,7 +12,9 @@ from iterion.store import Store
 from ..conftest import store_fingerprint
 from .test_rewind_e2e import cli, cli_json, first_attempt, setup_project
 
-FIELDS = ("mechanism", "scope", "anchor", "reverted", "restored", "removed", "skipped", "overwritten",
+# every field of the files report but those only a real rewind has (the bank, the undo command,
+# ``reverted``: whether files were changed, False in a preview by definition)
+FIELDS = ("mechanism", "scope", "anchor", "restored", "removed", "skipped", "overwritten",
           "left_in_place", "left_in_place_details", "in_scope", "ref", "skip_reason", "raw_paths")
 
 
@@ -40,6 +42,7 @@ def test_dry_run_reports_exactly_what_the_rewind_does(repo: Path, tmp_path: Path
     real = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
     for name in FIELDS:
         assert preview["files"][name] == real["files"][name], name
+    assert real["files"]["reverted"] and not preview["files"]["reverted"]
     assert real["files"]["overwritten"] == ["c.txt"]  # the user's edit: named by the preview too
     assert "README.md" in preview["files"]["left_in_place"]
     for name in ("to_node", "to_iteration", "dropped_nodes", "tombstoned_artifacts", "from_node"):
