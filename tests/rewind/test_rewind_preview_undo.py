@@ -50,6 +50,22 @@ def test_dry_run_reports_exactly_what_the_rewind_does(repo: Path, tmp_path: Path
 
 
 
+
+def test_dry_run_is_the_rewind_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    setup_project(repo, worktree=True)
+    run_id, ws = first_attempt(repo, store)
+    (ws / "scratch.txt").write_text("triage notes\n")  # after the failure: work the run never recorded
+    before = store_fingerprint(ws)
+    preview = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft", "--dry-run")
+    assert store_fingerprint(ws) == before
+    real = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    for name in FIELDS:
+        assert preview["files"][name] == real["files"][name], name
+    assert real["files"]["overwritten"] == ["scratch.txt"] and "c.txt" in preview["files"]["removed"]
+    assert preview["files"]["revert_commit"] is None and real["files"]["revert_commit"]
+
+
 def test_undo_puts_back_files_and_checkpoint(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     run_id = _parked_with_edits(repo, store)
