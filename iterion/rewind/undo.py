@@ -4,7 +4,8 @@ A real rewind that moved the checkpoint writes ``runs/<run>/rewind-undo.json`` (
 after its ``run_rewound`` event: the checkpoint and the run-document fields as they were before
 the rewind, and the files bank the restore took (the disk as it stood before it wrote
 anything). ``undo_rewind`` puts the bank's content of every path that restore changed back
-(``Tracker.undo``), the checkpoint and the document fields back, appends
+(in place: ``Tracker.undo``; worktree: ``RunRefs.undo_revert``, which also moves HEAD back off
+the revert commit), the checkpoint and the document fields back, appends
 ``run_rewind_undone`` and removes the record, so a second undo is refused.
 
 It refuses (exit 2, one line) when the run moved on since: any event after the rewind's own
@@ -23,6 +24,8 @@ from typing import Any
 
 from pydantic import Field
 
+from gitrefs.boundary import BoundaryLabel
+from gitrefs.errors import GitRefsError
 from iterion.engine.versioning import open_versioning
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.errors import EXIT_BAD_INPUT, RewindError
@@ -49,6 +52,8 @@ class UndoRecord(VersionedModel):
     bank: str | None = None  # the files bank the restore took (None: no file was changed)
     touched: list[str] = Field(default_factory=list)  # the paths the restore wrote or removed
     to_node: str = ""
+    anchor: str = ""  # the boundary restored to (pre:<node>:<iteration>)
+    revert_commit: str | None = None  # worktree runs: the revert commit the rewind made
 
 
 def _path(store: Store, run_id: str) -> Path:
@@ -67,7 +72,7 @@ def save_undo_record(store: Store, run_id: str, before_cp: Checkpoint, before: R
         explicit_resume_required=before.explicit_resume_required,
         subbot_children=dict(before.subbot_children), mechanism=files.mechanism,
         bank=files.backup_ref if files.reverted else None, touched=touched if files.reverted else [],
-        to_node=to_node))
+        to_node=to_node, anchor=files.anchor, revert_commit=files.revert_commit))
 
 
 def undo_command(run_ref: str) -> str:
@@ -129,22 +134,30 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord) -> UndoResult:
     result = UndoResult(run_id=run_id, status=rec.status.value, to_node=rec.to_node,
                         restored_checkpoint_node=rec.checkpoint.get("restart_node"))
     if rec.bank is not None:
-        if rec.mechanism == GITREFS or doc.workspace_mode is WorkspaceMode.WORKTREE:
-            raise RewindError(f"run {run_id} runs in a worktree: undoing its rewind's revert commit is not "
-                              "supported yet",
-                              hint="its pre-rewind tree is banked: see `iterion refs list --run-id RUN`",
-                              exit_code=EXIT_BAD_INPUT)
         workspace = Path(doc.workspace_dir or "")
         if not workspace.is_dir():
             raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back",
                               exit_code=EXIT_BAD_INPUT)
-        versioning = open_versioning(worktree=False, workspace=workspace, run_dir=store.run_dir(run_id),
+        worktree = rec.mechanism == GITREFS or doc.workspace_mode is WorkspaceMode.WORKTREE
+        versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(run_id),
                                      run_id=run_id, watch=False)
         try:
-            rr = versioning.backend.undo(rec.bank, paths=rec.touched)
+            if worktree:
+                if not rec.revert_commit:
+                    raise RewindError(f"run {run_id}: the rewind recorded no revert commit to undo",
+                                      exit_code=EXIT_BAD_INPUT)
+                try:
+                    written, removed, skipped = versioning.backend.undo_revert(
+                        BoundaryLabel.parse(rec.anchor), rec.revert_commit, rec.bank)
+                except GitRefsError as exc:
+                    raise RewindError(f"run {run_id}: {exc}", exit_code=EXIT_BAD_INPUT) from None
+                result.files_restored, result.files_removed = written, removed
+                result.files_skipped = [{"path": p, "reason": "submodule or blocked path"} for p in skipped]
+            else:
+                rr = versioning.backend.undo(rec.bank, paths=rec.touched)
+                result.files_restored, result.files_removed, result.files_skipped = rr.restored, rr.removed, rr.skipped
         finally:
             versioning.close()
-        result.files_restored, result.files_removed, result.files_skipped = rr.restored, rr.removed, rr.skipped
     store.save_checkpoint(run_id, Checkpoint.model_validate(rec.checkpoint))
 
     def back(d: RunDoc) -> None:

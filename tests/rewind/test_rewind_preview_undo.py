@@ -9,7 +9,7 @@ from pathlib import Path
 
 from iterion.store import Store
 
-from ..conftest import store_fingerprint
+from ..conftest import git, store_fingerprint
 from .test_rewind_e2e import cli, cli_json, first_attempt, setup_project
 
 # every field of the files report but those only a real rewind has (the bank, the undo command,
@@ -115,3 +115,25 @@ def test_undo_takes_no_other_rewind_flag(repo: Path, tmp_path: Path) -> None:
     assert code == 2 and "--undo takes only --run-id" in err
     out = json.loads(cli(repo, store, "inspect", "--run-id", run_id, "--json")[1])
     assert out["status"] == "failed_resumable"
+
+
+def test_undo_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    setup_project(repo, worktree=True)
+    run_id, ws = first_attempt(repo, store)
+    (ws / "scratch.txt").write_text("triage notes\n")
+    before = {k: v for k, v in store_fingerprint(ws).items() if not k.startswith(".git")}
+    head_before = git(ws, "rev-parse", "HEAD").strip()
+    code, out, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    assert code == 0, err
+    assert "undo this rewind with: iterion rewind --undo --run-id" in out and not (ws / "scratch.txt").exists()
+    undone = cli_json(repo, store, "rewind", "--undo", "--run-id", run_id)
+    assert "scratch.txt" in undone["files_restored"] and undone["status"] == "failed_resumable"
+    after = {k: v for k, v in store_fingerprint(ws).items() if not k.startswith(".git")}
+    assert after == before  # the tree as it stood, the untracked notes included
+    assert git(ws, "rev-parse", "HEAD").strip() == head_before  # the revert commit is off the branch
+    # and the run resumes from where it stood before the rewind: only `apply` runs again
+    done = cli_json(repo, store, "resume", "--run-id", run_id)
+    events = Store(store).read_events(run_id)
+    undone_at = max(i for i, e in enumerate(events) if e.type == "run_rewind_undone")
+    assert [e.node for e in events[undone_at:] if e.type == "node_started"] == ["apply"], done
