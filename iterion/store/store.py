@@ -35,6 +35,7 @@ from iterion.store.interactions import InteractionStore
 from iterion.store.layout import EXPLICIT, RunPaths, locate_store
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
+from iterion.store.names import NameIndex, indexable
 from iterion.store.refs import MIN_PREFIX, short_ids, unique_name
 from iterion.store.reserve import ensure_reserve, is_storage_error, release_reserve, reserve_size
 from iterion.store.run_doc import RunDoc
@@ -120,7 +121,9 @@ class Store:
             with file_lock(self.root / NAMES_LOCK), file_lock(paths.cas_lock):
                 if paths.run_json.exists():
                     raise RunExistsError(f"run {doc.id} already exists")
-                if doc.name:
+                if doc.name and indexable(doc.name):
+                    doc.name = self._name_index().claim(doc.name, doc.id)
+                elif doc.name:  # a name no file can be called: checked against every run instead
                     doc.name = unique_name(doc.name, self._names(exclude=doc.id))
                 doc.version = 1
                 doc.created_at = doc.updated_at = utcnow()
@@ -136,7 +139,13 @@ class Store:
 
     def run_names(self) -> set[str]:
         """The friendly names in use (a new run's name is picked outside them)."""
-        return self._names(exclude="")
+        try:
+            return self._name_index().taken()
+        except OSError:  # a read-only or damaged store: the claim at creation still decides
+            return set()
+
+    def _name_index(self) -> NameIndex:
+        return NameIndex(self.root, lambda: [(r.id, r.name) for r in self.list_runs()], self.exists)
 
     def _names(self, *, exclude: str) -> set[str]:
         return {r.name for r in self.list_runs() if r.id != exclude and r.name}
