@@ -15,7 +15,7 @@ from cli.preflight import check_run_writable, open_store
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
-from iterion.store import Store
+from iterion.store import Store, StoreError
 from iterion.store.layout import LEGACY
 
 EXIT_PENDING = 7
@@ -68,7 +68,7 @@ def legacy_store_hint(store: Store) -> None:
         pass
 
 
-def _report(outcome: ControlOutcome, as_json: bool) -> None:
+def _report(outcome: ControlOutcome, as_json: bool, ref: str | None = None) -> None:
     if as_json:
         echo_json(outcome.to_json())
     else:
@@ -78,9 +78,17 @@ def _report(outcome: ControlOutcome, as_json: bool) -> None:
             line += f" ({outcome.message})"
         echo(line)
         if outcome.status in ("cancelled", "paused_operator"):
-            echo(f"resume with: iterion resume --run-id {outcome.run_id}")
+            echo(f"resume with: iterion resume --run-id {ref or outcome.run_id}")
     if outcome.delivered == "pending":
         raise typer.Exit(EXIT_PENDING)
+
+
+def _run_name(store: Store, run_id: str) -> str | None:
+    """The run's friendly name (unique in its store): what hints print."""
+    try:
+        return store.load_run(run_id).name or None
+    except StoreError:
+        return None
 
 
 def cancel_cmd(
@@ -99,7 +107,8 @@ def cancel_cmd(
     """
     store = open_store(store_dir, write=True)
     check_run_writable(store, run_id, workspace=False)  # a cancel never touches the workspace
-    _report(cancel_run(store, run_id, wait_s=wait), as_json)
+    outcome = cancel_run(store, run_id, wait_s=wait)
+    _report(outcome, as_json, _run_name(store, outcome.run_id))
 
 
 def pause_cmd(
@@ -114,7 +123,9 @@ def pause_cmd(
 
     Example: iterion pause --run-id 01a2b3 && iterion resume --run-id 01a2b3
     """
-    _report(pause_run(_store(store_dir), run_id, wait_s=wait), as_json)
+    store = _store(store_dir)
+    outcome = pause_run(store, run_id, wait_s=wait)
+    _report(outcome, as_json, _run_name(store, outcome.run_id))
 
 
 def fork_cmd(
