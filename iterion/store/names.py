@@ -74,4 +74,13 @@ class NameIndex:
             n += 1
 
 
+    def release(self, name: str, run_id: str) -> None:
+        """Drop ``name``'s entry if ``run_id`` holds it (its creation failed: no trace is left)."""
+        try:
+            if (self.dir / name).read_text().strip() == run_id:
+                (self.dir / name).unlink()
+        except OSError:
+            pass
+
+
 __all__ = ["NAMES_DIR", "NameIndex", "indexable"]

@@ -134,6 +134,8 @@ class Store:
                 raise
             if created:
                 self.discard_new_run(doc.id)
+                if doc.name and indexable(doc.name):
+                    self._name_index().release(doc.name, doc.id)
             raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
         return doc
 
