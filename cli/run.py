@@ -7,7 +7,6 @@ person or an operator), 5 failed_resumable, 6 cancelled; 2 bad input, 3 internal
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,10 +15,11 @@ from typing import Any
 import typer
 
 from cli.control import sweep_orphans
-from cli.errors import EXIT_PROBLEM, CliError
+from cli.errors import CliError
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled, table
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
+from cli.scaffold import merge_skipped_reason, scaffold
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -150,6 +150,8 @@ def _summary(result: RunResult, store: Store) -> None:
     if result.final_branch:
         merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
         echo_err(f"  final tree on branch {result.final_branch}{merged}")
+        if not result.merged_into:
+            echo_err(f"  did not fast-forward: {merge_skipped_reason(store, result.run_id)}")
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
         fields = result.pending.get("fields") or []
         if result.pending.get("instructions"):
@@ -400,38 +402,16 @@ def inspect_cmd(
         echo(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload, ensure_ascii=False)[:120]}")
 
 
-def _demo_source() -> Path:
-    import iterion
-
-    here = Path(iterion.__file__).resolve().parent.parent / "fixtures" / "demo"
-    if not here.is_dir():
-        raise CliError("the demo project is not available in this installation",
-                       hint="install iterion from a source checkout (pip install -e .)", exit_code=EXIT_PROBLEM)
-    return here
-
-
 def init_cmd(
-    directory: Path = typer.Argument(Path("iterion-demo"), help="Where to create the demo project."),
+    directory: Path = typer.Argument(Path("iterion-demo"), help="Where to create the demo project; an existing "
+                                     "project gets the starter workflow added, its other files untouched."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Scaffold a demo project (a workflow plus the script backend's answers) you can run at once.
 
     Example: iterion init my-demo && cd my-demo && iterion run demo.bot
     """
-    src = _demo_source()
-    if directory.exists() and any(directory.iterdir()):
-        raise CliError(f"{directory} exists and is not empty", hint="choose a new directory")
-    directory.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for item in sorted(src.iterdir()):
-        if item.name.startswith(".") or item.name == "__pycache__":
-            continue
-        target = directory / item.name
-        if item.is_dir():
-            shutil.copytree(item, target)
-        else:
-            shutil.copy2(item, target)
-        copied.append(item.name)
+    copied = scaffold(directory)
     if as_json:
         echo_json({"directory": str(directory.resolve()), "files": copied})
         return

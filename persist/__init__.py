@@ -29,7 +29,17 @@ _HOME = {
     "write_model": "persist.model",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [
+    "FormatVersionError",
+    "UserError",
+    "VersionedModel",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "file_lock",
+    "fsync_dir",
+    "read_model",
+    "write_model",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,7 +27,7 @@ def _modules_after(code: str, argv: list[str] | None = None) -> set[str]:
         "atexit.register(lambda: sys.__stderr__.write('MODULES' + json.dumps(sorted(sys.modules))))\n"
         f"sys.argv = {json.dumps(['iterion', *(argv or [])])}\n" + code
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT,
+    proc = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, cwd=REPO_ROOT,
                           env={**os.environ, "COLUMNS": "80"})
     assert "MODULES" in proc.stderr, proc.stderr
     return set(json.loads(proc.stderr.split("MODULES", 1)[1]))
@@ -112,14 +112,14 @@ def test_shell_completion_installs_as_typer_provides_it(tmp_path: Path) -> None:
     # the installed console script (completion is keyed by the program's name, `iterion`)
     program = str(Path(sys.executable).parent / "iterion")
     env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
-    shown = subprocess.run([program, "--show-completion", "bash"], capture_output=True, text=True, env=env)
+    shown = subprocess.run([program, "--show-completion", "bash"], check=False, capture_output=True, text=True, env=env)
     assert shown.returncode == 0 and "_iterion_completion" in shown.stdout
-    installed = subprocess.run([program, "--install-completion", "bash"], capture_output=True, text=True, env=env)
+    installed = subprocess.run([program, "--install-completion", "bash"], check=False, capture_output=True, text=True, env=env)
     assert installed.returncode == 0, installed.stderr
     script = tmp_path / ".bash_completions" / "iterion.sh"
     assert script.is_file() and str(script) in (tmp_path / ".bashrc").read_text()
     # the installed script asks the program itself: completing `ins` offers inspect
-    done = subprocess.run([program], capture_output=True, text=True,
+    done = subprocess.run([program], check=False, capture_output=True, text=True,
                           env={**env, "_ITERION_COMPLETE": "complete_bash",
                                "COMP_WORDS": "iterion ins", "COMP_CWORD": "1"})
     assert done.stdout.split() == ["inspect"]
