@@ -14,10 +14,11 @@ from typing import Any
 
 import typer
 
+from cli import events_view
 from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.flags import finite_flag, one_line
-from cli.output import echo, echo_err, echo_json, styled, table
+from cli.output import echo, echo_err, echo_json, styled, table, terminal_width
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from cli.scaffold import merge_skipped_reason, scaffold
 from iterion.budget import BudgetAsk, DurationError, parse_duration
@@ -31,6 +32,7 @@ from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
 from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
+from iterion.store.lock import is_held
 from iterion.store.store import CorruptRun
 
 EXIT_FINISHED = 0
@@ -338,14 +340,30 @@ def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
 
 def inspect_cmd(
     run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
-    events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline."),
+    events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline "
+                                "(bookkeeping events hidden; see --all)."),
+    show_all: bool = typer.Option(False, "--all", help="With --events: include the bookkeeping events "
+                                  "(checkpoints, boundaries, captures, edges, backend calls)."),
+    event_type: list[str] = typer.Option([], "--type", help="With --events: only events of this type "
+                                         "(repeatable). Example: --type node_failed"),
+    event_node: list[str] = typer.Option([], "--node", help="With --events: only events of this node "
+                                         "(repeatable). Example: --node review"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
+                                "new events until the run parks or ends."),
     store_dir: Path | None = STORE_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.
 
-    Example: iterion inspect --run-id 01a2b3 --events
+    Example: iterion inspect --run-id 01a2b3 --events --follow
     """
+    events = events or follow or bool(event_type or event_node or show_all)
+    if follow and as_json:
+        raise CliError("--follow streams lines for a person; it does not combine with --json",
+                       hint="drop --json, or poll `iterion inspect --run-id R --events --json`")
+    if run_id is None and events:
+        raise CliError("--events, --follow, --type, --node and --all need --run-id",
+                       hint="list the runs with `iterion inspect`, then pass --run-id")
     store = _store(store_dir)
     if run_id is None:
         rows = [_list_row(r) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
@@ -356,7 +374,8 @@ def inspect_cmd(
             echo(f"no runs in {store.root}")
             return
         for line in table(("id", "name", "status", "workflow", "age"),
-                          [(r["id"], r["name"], r["status"], r["workflow"], r["age"]) for r in rows]):
+                          [(r["id"], r["name"], r["status"], r["workflow"], r["age"]) for r in rows],
+                          width=terminal_width(), keep=(0,)):
             echo(line)
         return
     rid = store.resolve_run(run_id)
@@ -376,9 +395,10 @@ def inspect_cmd(
         "boundaries": _boundaries(store, doc),
     }
     timeline = store.read_events(rid) if events else []
+    filters = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
         if events:
-            detail["events"] = [e.model_dump(mode="json") for e in timeline]
+            detail["events"] = [e.model_dump(mode="json") for e in timeline if events_view.keep(e, **filters)]
         echo_json(detail)
         return
     echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
@@ -398,8 +418,10 @@ def inspect_cmd(
     echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
     for node, output in detail["outputs"].items():
         echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
-    for e in timeline:
-        echo(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload, ensure_ascii=False)[:120]}")
+    last = events_view.show(timeline, **filters)
+    if follow:
+        events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
+                           lambda: is_held(store.run_dir(rid)), after=last, **filters)
 
 
 def init_cmd(
