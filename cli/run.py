@@ -395,7 +395,7 @@ def inspect_cmd(
         "boundaries": _boundaries(store, doc),
     }
     timeline = store.read_events(rid) if events else []
-    filters = {"show_all": show_all, "types": event_type, "nodes": event_node}
+    filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
         if events:
             detail["events"] = [e.model_dump(mode="json") for e in timeline if events_view.keep(e, **filters)]
