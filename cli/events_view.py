@@ -3,8 +3,8 @@
 By default the bookkeeping events (checkpoints and boundaries written, workspace captures, edge
 choices, backend call records) are hidden: they are the engine's ledger, not what happened to
 the work; ``--all`` shows them, and naming a type with ``--type`` shows that type whatever it is.
-``--node`` keeps the events of the named nodes. Every line is cut to the terminal width with a
-final ``…``.
+``--node`` keeps the events of the named nodes. On a terminal (or with COLUMNS set) every line is
+cut to its width with a final ``…``; into a pipe or a file lines are whole.
 
 ``--follow`` prints the timeline so far, then each new event as the run appends it, and stops
 when the run is no longer ``running`` (parked, finished, failed, cancelled) once every event is
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cli.output import echo, fit, terminal_width
+from cli.output import echo, fit, output_width
 
 BOOKKEEPING = frozenset({
     "checkpoint_written", "boundary_written", "run_workspace_checkpoint", "workspace_capture_skipped",
@@ -38,15 +38,15 @@ def keep(event: Any, *, show_all: bool, types: Sequence[str], nodes: Sequence[st
     return show_all or bool(types) or event.type not in BOOKKEEPING
 
 
-def line(event: Any, width: int) -> str:
+def line(event: Any, width: int | None) -> str:
     payload = json.dumps(event.payload, ensure_ascii=False) if event.payload else ""
     text = f"{event.seq:>4} {event.time:%H:%M:%S} {event.type:<22} {event.node or '':<14} {payload}"
-    return fit(text.rstrip(), width)
+    return text.rstrip() if width is None else fit(text.rstrip(), width)
 
 
 def show(events: Iterable[Any], *, show_all: bool, types: Sequence[str], nodes: Sequence[str]) -> int:
     """Print the kept ``events``; the last sequence number seen (kept or not), 0 for none."""
-    width = terminal_width()
+    width = output_width()
     last = 0
     for e in events:
         last = max(last, e.seq)

@@ -122,6 +122,16 @@ def terminal_width() -> int:
     return max(20, shutil.get_terminal_size((80, 24)).columns)
 
 
+def output_width() -> int | None:
+    """The width to fit stdout's lines to: the terminal's (or $COLUMNS) when stdout is a terminal
+    or COLUMNS is set; None (nothing cut) when stdout goes to a pipe or a file, for scripts."""
+    try:
+        tty = sys.stdout.isatty()
+    except (OSError, ValueError):
+        tty = False
+    return terminal_width() if tty or os.environ.get("COLUMNS") else None
+
+
 ELLIPSIS = "…"
 
 

@@ -7,7 +7,6 @@ person or an operator), 5 failed_resumable, 6 cancelled; 2 bad input, 3 internal
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,9 @@ from cli import events_view
 from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.flags import finite_flag, one_line
-from cli.output import echo, echo_err, echo_json, styled, table, terminal_width
+from cli.output import echo, echo_err, echo_json, output_width, styled, table
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
+from cli.progress import Progress
 from cli.scaffold import merge_skipped_reason, scaffold
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -30,7 +30,7 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
-from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
+from iterion.store import RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 from iterion.store.lock import is_held
 from iterion.store.store import CorruptRun
@@ -102,39 +102,6 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
                          max_iterations=iterations or 0, max_parallel_branches=parallel or 0)
     except ValueError as exc:
         raise CliError(f"invalid budget override: {one_line(exc)}") from None
-
-
-class Progress:
-    """One line per node event on stderr: node, status, tokens, cost (user text literal; colour
-    only on a terminal; a closed stderr is ignored and the run goes on, see cli/output.py)."""
-
-    def __init__(self) -> None:
-        self.started: dict[tuple[str | None, int | None], float] = {}
-
-    def __call__(self, e: Event) -> None:
-        p = e.payload
-        key = (e.node, e.iteration)
-        if e.type == ev.NODE_STARTED:
-            self.started[key] = time.monotonic()
-            echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
-        elif e.type == ev.NODE_FINISHED:
-            took = time.monotonic() - self.started.pop(key, time.monotonic())
-            echo_err(styled("✓", "green"), f" {e.node} ",
-                     styled(f"{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
-                            f"${float(p.get('cost_usd') or 0):.4f}", "dim"))
-        elif e.type == ev.NODE_FAILED:
-            echo_err(styled("✗", "red"), f" {e.node} ", styled(str(p.get('code')), "red"), f": {p.get('error')}")
-        elif e.type == ev.HUMAN_INPUT_REQUESTED or e.type == ev.ASK_USER_REQUESTED:
-            echo_err(styled("?", "yellow"), f" {e.node} is waiting for an answer")
-        elif e.type == ev.NODE_RETRY_SCHEDULED:
-            echo_err(styled("↻", "yellow"), f" {e.node} {p.get('code')}: retry {p.get('attempt')}/"
-                     f"{p.get('max_retries')} in {float(p.get('delay_s') or 0):g}s")
-        elif e.type == ev.RECOVERY_PAUSED:
-            echo_err(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
-        elif e.type == ev.WARNING:
-            echo_err(styled("warning:", "yellow"), f" {p.get('message')}")
-        elif e.type == ev.RUN_RESUMED:
-            echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
 
 
 def _store_flag(store: Store) -> str:
@@ -375,7 +342,7 @@ def inspect_cmd(
             return
         for line in table(("id", "name", "status", "workflow", "age"),
                           [(r["id"], r["name"], r["status"], r["workflow"], r["age"]) for r in rows],
-                          width=terminal_width(), keep=(0,)):
+                          width=output_width(), keep=(0,)):
             echo(line)
         return
     rid = store.resolve_run(run_id)

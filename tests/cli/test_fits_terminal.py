@@ -117,3 +117,67 @@ def test_follow_streams_a_live_run_until_it_ends(tmp_path: Path, ws: Path) -> No
     assert [r[2] for r in rows if r[2] in ("node_started", "run_finished")] == \
         ["node_started", "node_started", "run_finished"]
     assert rows[-1][2] == "run_finished"
+
+
+# -- live progress ------------------------------------------------------------------------------
+CHAIN = "\n".join([f'tool n{i}:\n  command: "echo {i}"\n' for i in range(6)]) + \
+    "\nworkflow chain:\n  entry: n0\n" + "".join(f"  n{i} -> n{i + 1}\n" for i in range(5)) + "  n5 -> done\n"
+
+
+def _screen(raw: str) -> list[str]:
+    """What a terminal shows at the end: lines, with ``ESC[nF ESC[J`` (up n lines, clear) applied."""
+    import re
+
+    lines: list[str] = []
+    pos = 0
+    text = re.sub(r"\x1b\[[0-9;]*m", "", raw.replace("\r\n", "\n"))
+    for m in re.finditer(r"\x1b\[(\d+)F\x1b\[J", text):
+        lines += text[pos:m.start()].split("\n")[:-1]
+        del lines[len(lines) - int(m.group(1)):]
+        pos = m.end()
+    return lines + text[pos:].split("\n")
+
+
+def _in_pty(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_live_progress_on_a_terminal_keeps_one_line_per_node(tmp_path: Path, ws: Path) -> None:
+    bot = write_bot(tmp_path / "src", CHAIN)
+    env = {**os.environ, **_env(tmp_path), "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    raw = _in_pty(iterion_cmd("run", str(bot)), ws, env)
+    assert "\x1b[1F\x1b[J" in raw  # the running node's live line was redrawn in place
+    screen = [line for line in _screen(raw) if line.strip()]
+    assert screen[0].startswith("run chain-") and "(" in screen[0]  # name and id first
+    done = [line for line in screen if line.startswith("✓ ")]
+    assert [line.split()[1] for line in done] == [f"n{i}" for i in range(6)]
+    assert "6 nodes" in done[-1] and "elapsed" in done[-1]
+    assert not any(line.startswith("▶ ") for line in screen)  # no node left as two lines
+
+
+def test_live_progress_off_a_terminal_is_plain_lines(tmp_path: Path, ws: Path) -> None:
+    bot = write_bot(tmp_path / "src", CHAIN)
+    out = run_cli("run", str(bot), cwd=ws, env=_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("run chain-")
+    assert len([line for line in lines if line.startswith("▶ ")]) == 6
+    assert len([line for line in lines if line.startswith("✓ ")]) == 6
