@@ -123,3 +123,10 @@ def test_shell_completion_installs_as_typer_provides_it(tmp_path: Path) -> None:
                           env={**env, "_ITERION_COMPLETE": "complete_bash",
                                "COMP_WORDS": "iterion ins", "COMP_CWORD": "1"})
     assert done.stdout.split() == ["inspect"]
+
+
+def test_validate_imports_the_dsl_but_not_the_engine_pygit2_or_httpx() -> None:
+    demo = str(REPO_ROOT / "fixtures" / "demo" / "demo.bot")
+    modules = _modules_after("from cli.main import main\nmain()", ["validate", demo])
+    assert "iterion.dsl.compiler" in modules
+    assert [m for m in _heavy(modules) if not m.startswith("iterion.dsl")] == []
