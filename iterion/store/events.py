@@ -50,7 +50,10 @@ RUN_RETRY_SCHEDULED = "run_retry_scheduled"
 RUN_RETRY_SKIPPED = "run_retry_skipped"
 RUN_WORKSPACE_RESET = "run_workspace_reset"
 RUN_WORKSPACE_BANK_RESTORED = "run_workspace_bank_restored"
+# a successful workspace push {ref, commit, remote, time}; a failed one {ref, remote, error, time}
+# (iterion/workspace_checkpoint.py reads the hint from them)
 RUN_WORKSPACE_CHECKPOINT = "run_workspace_checkpoint"
+RUN_WORKSPACE_CHECKPOINT_FAILED = "run_workspace_checkpoint_failed"
 NODE_STARTED = "node_started"
 NODE_FINISHED = "node_finished"
 NODE_FAILED = "node_failed"
