@@ -7,6 +7,9 @@ import typer
 from cli.output import echo, echo_json
 from iterion.backends import get_backend, known_backends
 
+CHOICE = ("a node's backend: --backend NAME, else the node's backend:, else the workflow's default_backend:, "
+          "else $ITERION_BACKEND, else script when --script or $ITERION_SCRIPT_FILE is given, else openai")
+
 
 def backends_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
@@ -25,6 +28,7 @@ def backends_cmd(
     for r in rows:
         mark = "ok " if r["available"] else "-- "
         echo(f"{mark}{r['name']}: {r['detail']}")
+    echo(CHOICE)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,19 +1,59 @@
-"""`iterion` entry point: builds the typer app from the per-area command modules."""
+"""`iterion` entry point: the typer app, with each command's module imported only when it runs.
+
+Start-up is part of the interface (issue 14, point 10): ``iterion --version``, ``--help`` and a
+typo import typer and cli/output.py, never the engine, the DSL compiler, pygit2 or httpx. The
+table below names every command, the module whose ``register(app)`` adds it, and the one-line
+summary ``--help`` lists (tests/cli/test_startup.py keeps it in step with the modules).
+"""
 
 from __future__ import annotations
 
 import typer
 
-from cli.errors import run_guarded
+from cli.lazy import LazyCommand, LazyGroup
 from cli.output import echo, guard_std_streams
 from iterion import __version__
 
+# --- command registration: one entry per command, in --help order (module exposes register(app)) ---
+COMMANDS = (
+    LazyCommand("backends", "cli.backends", "List the LLM backends and whether each is usable."),
+    LazyCommand("cancel", "cli.control", "Cancel a run; it stays resumable from its checkpoint."),
+    LazyCommand("pause", "cli.control", "Pause a running run at its next node boundary."),
+    LazyCommand("fork", "cli.control",
+                "Create a new child run from the turn checkpoint recorded before an LLM node executed."),
+    LazyCommand("reconcile", "cli.control",
+                "Promote orphaned runs (running, but their process is gone) to a resumable status."),
+    LazyCommand("rewind", "cli.rewind", "Back a parked run up to an earlier node; restore the files it produced."),
+    LazyCommand("run", "cli.run", "Run a workflow from its entry node, checkpointing after every node."),
+    LazyCommand("resume", "cli.run",
+                "Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id)."),
+    LazyCommand("inspect", "cli.run",
+                "List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget."),
+    LazyCommand("init", "cli.run",
+                "Scaffold a demo project (a workflow plus the script backend's answers) you can run at once."),
+    LazyCommand("validate", "cli.validate",
+                "Check workflows and print every diagnostic as FILE:LINE:COL: CODE severity: message."),
+    LazyCommand("diagram", "cli.validate", "Print the compiled workflow as a Mermaid flowchart."),
+    LazyCommand("refs", "cli.refs",
+                "A worktree run's git refs: boundaries, produced scope, banks, reverts, checkpoint pushes."),
+    LazyCommand("track", "cli.track",
+                "Version an in-place run's workspace outside it (content-hashed snapshots)."),
+)
+# --- end of command registration ---
+
+
+class _Root(LazyGroup):
+    specs = COMMANDS
+
+
 app = typer.Typer(
     name="iterion",
+    cls=_Root,
     help="Durable, rewindable workflows over a git-native workspace.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 160},
 )
 
 
@@ -30,20 +70,10 @@ def _root(
     """Durable, rewindable workflows over a git-native workspace."""
 
 
-# --- command registration: one line per area module (keep this block sorted) ---
-# (each module exposes `register(app)`)
-import cli.backends; cli.backends.register(app)  # noqa: E402,E702
-import cli.control; cli.control.register(app)  # noqa: E402,E702
-import cli.refs; cli.refs.register(app)  # noqa: E402,E702
-import cli.rewind; cli.rewind.register(app)  # noqa: E402,E702
-import cli.run; cli.run.register(app)  # noqa: E402,E702
-import cli.track; cli.track.register(app)  # noqa: E402,E702
-import cli.validate; cli.validate.register(app)  # noqa: E402,E702
-# --- end of command registration ---
-
-
 def main() -> None:
     guard_std_streams()  # a closed stdout/stderr (`| head`) never stops a run: see cli/output.py
+    from cli.errors import run_guarded  # persist's errors only: no pydantic, no engine
+
     run_guarded(app)
 
 

@@ -115,15 +115,61 @@ def _cells(text: str) -> int:
     return width
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+def terminal_width() -> int:
+    """Columns to fit output to: $COLUMNS, else the terminal's width, else 80 (``shutil``'s rule)."""
+    import shutil
+
+    return max(20, shutil.get_terminal_size((80, 24)).columns)
+
+
+def output_width() -> int | None:
+    """The width to fit stdout's lines to: the terminal's (or $COLUMNS) when stdout is a terminal
+    or COLUMNS is set; None (nothing cut) when stdout goes to a pipe or a file, for scripts."""
+    try:
+        tty = sys.stdout.isatty()
+    except (OSError, ValueError):
+        tty = False
+    return terminal_width() if tty or os.environ.get("COLUMNS") else None
+
+
+ELLIPSIS = "…"
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` terminal columns; a cut text ends with ``…`` (never silently)."""
+    if _cells(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = 0 if unicodedata.combining(ch) else (2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + ELLIPSIS
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None,
+          keep: Sequence[int] = ()) -> list[str]:
     """Aligned lines: a header row, then one line per row; columns two spaces apart, cells literal
-    (``None`` shows empty)."""
+    (``None`` shows empty). With ``width``, the widest columns are narrowed (their cut cells end
+    with ``…``) until a line fits, then any line still too long is cut with ``…``. Columns in
+    ``keep`` (an id to copy) are never narrowed."""
     grid = [list(headers), *[["" if c is None else str(c) for c in r] for r in rows]]
     widths = [max(_cells(r[i]) for r in grid) for i in range(len(headers))]
+    if width is not None:
+        floor = [widths[k] if k in keep else max(_cells(h), 4) for k, h in enumerate(headers)]
+        while sum(widths) + 2 * (len(widths) - 1) > width:
+            i = max(range(len(widths)), key=lambda k: widths[k] - floor[k])
+            if widths[i] <= floor[i]:
+                break
+            widths[i] -= 1
+        grid = [[fit(c, widths[i]) for i, c in enumerate(r)] for r in grid]
     lines = []
     for r in grid:
         cells = [c + " " * (widths[i] - _cells(c)) for i, c in enumerate(r)]
-        lines.append("  ".join(cells).rstrip())
+        line = "  ".join(cells).rstrip()
+        lines.append(line if width is None else fit(line, width))
     return lines
 
 

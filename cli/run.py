@@ -7,19 +7,20 @@ person or an operator), 5 failed_resumable, 6 cancelled; 2 bad input, 3 internal
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from cli import events_view
 from cli.control import sweep_orphans
-from cli.errors import EXIT_PROBLEM, CliError
+from cli.errors import CliError
 from cli.flags import finite_flag, one_line
-from cli.output import echo, echo_err, echo_json, styled, table
+from cli.output import echo, echo_err, echo_json, output_width, styled, table
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
+from cli.progress import Progress
+from cli.scaffold import merge_skipped_reason, scaffold
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
 from iterion.engine.auto_resume import auto_resume as retry_automatically
@@ -30,8 +31,9 @@ from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
 from iterion.rewind.intent import has_intent, inspect_view
-from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
+from iterion.store import RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
+from iterion.store.lock import is_held
 from iterion.store.store import CorruptRun
 
 EXIT_FINISHED = 0
@@ -103,39 +105,6 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
         raise CliError(f"invalid budget override: {one_line(exc)}") from None
 
 
-class Progress:
-    """One line per node event on stderr: node, status, tokens, cost (user text literal; colour
-    only on a terminal; a closed stderr is ignored and the run goes on, see cli/output.py)."""
-
-    def __init__(self) -> None:
-        self.started: dict[tuple[str | None, int | None], float] = {}
-
-    def __call__(self, e: Event) -> None:
-        p = e.payload
-        key = (e.node, e.iteration)
-        if e.type == ev.NODE_STARTED:
-            self.started[key] = time.monotonic()
-            echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
-        elif e.type == ev.NODE_FINISHED:
-            took = time.monotonic() - self.started.pop(key, time.monotonic())
-            echo_err(styled("✓", "green"), f" {e.node} ",
-                     styled(f"{took:.2f}s · run total {p.get('tokens', 0)} tokens, "
-                            f"${float(p.get('cost_usd') or 0):.4f}", "dim"))
-        elif e.type == ev.NODE_FAILED:
-            echo_err(styled("✗", "red"), f" {e.node} ", styled(str(p.get('code')), "red"), f": {p.get('error')}")
-        elif e.type == ev.HUMAN_INPUT_REQUESTED or e.type == ev.ASK_USER_REQUESTED:
-            echo_err(styled("?", "yellow"), f" {e.node} is waiting for an answer")
-        elif e.type == ev.NODE_RETRY_SCHEDULED:
-            echo_err(styled("↻", "yellow"), f" {e.node} {p.get('code')}: retry {p.get('attempt')}/"
-                     f"{p.get('max_retries')} in {float(p.get('delay_s') or 0):g}s")
-        elif e.type == ev.RECOVERY_PAUSED:
-            echo_err(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
-        elif e.type == ev.WARNING:
-            echo_err(styled("warning:", "yellow"), f" {p.get('message')}")
-        elif e.type == ev.RUN_RESUMED:
-            echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
-
-
 def _store_flag(store: Store) -> str:
     """`` --store-dir D`` when a follow-up command run from here would not find this store."""
     return "" if resolve_store_dir(None, Path.cwd()) == store.root else f" --store-dir {store.root}"
@@ -151,6 +120,8 @@ def _summary(result: RunResult, store: Store) -> None:
     if result.final_branch:
         merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
         echo_err(f"  final tree on branch {result.final_branch}{merged}")
+        if not result.merged_into:
+            echo_err(f"  did not fast-forward: {merge_skipped_reason(store, result.run_id)}")
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
         fields = result.pending.get("fields") or []
         if result.pending.get("instructions"):
@@ -338,14 +309,30 @@ def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
 
 def inspect_cmd(
     run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
-    events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline."),
+    events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline "
+                                "(bookkeeping events hidden; see --all)."),
+    show_all: bool = typer.Option(False, "--all", help="With --events: include the bookkeeping events "
+                                  "(checkpoints, boundaries, captures, edges, backend calls)."),
+    event_type: list[str] = typer.Option([], "--type", help="With --events: only events of this type "
+                                         "(repeatable). Example: --type node_failed"),
+    event_node: list[str] = typer.Option([], "--node", help="With --events: only events of this node "
+                                         "(repeatable). Example: --node review"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
+                                "new events until the run parks or ends."),
     store_dir: Path | None = STORE_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.
 
-    Example: iterion inspect --run-id 01a2b3 --events
+    Example: iterion inspect --run-id 01a2b3 --events --follow
     """
+    events = events or follow or bool(event_type or event_node or show_all)
+    if follow and as_json:
+        raise CliError("--follow streams lines for a person; it does not combine with --json",
+                       hint="drop --json, or poll `iterion inspect --run-id R --events --json`")
+    if run_id is None and events:
+        raise CliError("--events, --follow, --type, --node and --all need --run-id",
+                       hint="list the runs with `iterion inspect`, then pass --run-id")
     store = _store(store_dir)
     if run_id is None:
         rows = [_list_row(r, store) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
@@ -357,7 +344,8 @@ def inspect_cmd(
             return
         for line in table(("id", "name", "status", "workflow", "age"),
                           [(r["id"], r["name"], f"{r['status']}{' (rewind interrupted)' if r.get('rewind_interrupted') else ''}",
-                            r["workflow"], r["age"]) for r in rows]):
+                            r["workflow"], r["age"]) for r in rows],
+                          width=output_width(), keep=(0,)):
             echo(line)
         return
     rid = store.resolve_run(run_id)
@@ -378,9 +366,10 @@ def inspect_cmd(
     }
     detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
     timeline = store.read_events(rid) if events else []
+    filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
         if events:
-            detail["events"] = [e.model_dump(mode="json") for e in timeline]
+            detail["events"] = [e.model_dump(mode="json") for e in timeline if events_view.keep(e, **filters)]
         echo_json(detail)
         return
     echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
@@ -402,42 +391,22 @@ def inspect_cmd(
     echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
     for node, output in detail["outputs"].items():
         echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
-    for e in timeline:
-        echo(f"{e.seq:>4} {e.time:%H:%M:%S} {e.type:<22} {e.node or '':<14} {json.dumps(e.payload, ensure_ascii=False)[:120]}")
-
-
-def _demo_source() -> Path:
-    import iterion
-
-    here = Path(iterion.__file__).resolve().parent.parent / "fixtures" / "demo"
-    if not here.is_dir():
-        raise CliError("the demo project is not available in this installation",
-                       hint="install iterion from a source checkout (pip install -e .)", exit_code=EXIT_PROBLEM)
-    return here
+    last = events_view.show(timeline, **filters)
+    if follow:
+        events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
+                           lambda: is_held(store.run_dir(rid)), after=last, **filters)
 
 
 def init_cmd(
-    directory: Path = typer.Argument(Path("iterion-demo"), help="Where to create the demo project."),
+    directory: Path = typer.Argument(Path("iterion-demo"), help="Where to create the demo project; an existing "
+                                     "project gets the starter workflow added, its other files untouched."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Scaffold a demo project (a workflow plus the script backend's answers) you can run at once.
 
     Example: iterion init my-demo && cd my-demo && iterion run demo.bot
     """
-    src = _demo_source()
-    if directory.exists() and any(directory.iterdir()):
-        raise CliError(f"{directory} exists and is not empty", hint="choose a new directory")
-    directory.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for item in sorted(src.iterdir()):
-        if item.name.startswith(".") or item.name == "__pycache__":
-            continue
-        target = directory / item.name
-        if item.is_dir():
-            shutil.copytree(item, target)
-        else:
-            shutil.copy2(item, target)
-        copied.append(item.name)
+    copied = scaffold(directory)
     if as_json:
         echo_json({"directory": str(directory.resolve()), "files": copied})
         return

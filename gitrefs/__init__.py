@@ -9,31 +9,40 @@ trailers), ``run_refs`` (the facade), ``worktree_apply`` (revert's tree-to-tree 
 ``bank_restore`` (bank onto a fresh clone), ``records`` (persisted/returned records),
 ``workspace``/``remotes``/``gitcli``/``run_lock`` (plumbing), ``errors``; plus the shared
 vocabulary ``boundary``, ``ids`` and the ``produced_scope`` algorithm.
+
+Names are imported on first use (PEP 562): importing ``gitrefs.ids`` (the DSL compiler and the
+run store validate ids with it) does not pay for pygit2 (issue 14, point 10: CLI start-up).
 """
 
-from gitrefs.bank_restore import restore_bank
-from gitrefs.errors import (
-                            BareRepository,
-                            GitCommandFailed,
-                            GitRefsError,
-                            MissingRemote,
-                            NotARepository,
-                            PushFailed,
-                            RefLayoutError,
-                            RunAlreadyStarted,
-                            UnknownBoundary,
-                            UnknownRevision,
-                            UnknownRun,
-)
-from gitrefs.records import (
-                            BankRecord,
-                            BankRestoreResult,
-                            BoundaryRecord,
-                            PushRecord,
-                            RecoveryHint,
-                            RevertResult,
-)
-from gitrefs.run_refs import RunRefs, list_runs
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gitrefs.bank_restore import restore_bank
+    from gitrefs.errors import (
+        BareRepository,
+        GitCommandFailed,
+        GitRefsError,
+        MissingRemote,
+        NotARepository,
+        PushFailed,
+        RefLayoutError,
+        RunAlreadyStarted,
+        UnknownBoundary,
+        UnknownRevision,
+        UnknownRun,
+    )
+    from gitrefs.records import (
+        BankRecord,
+        BankRestoreResult,
+        BoundaryRecord,
+        PushRecord,
+        RecoveryHint,
+        RevertResult,
+    )
+    from gitrefs.run_refs import RunRefs, list_runs
 
 __all__ = [
     "BankRecord", "BankRestoreResult", "BareRepository", "BoundaryRecord", "GitCommandFailed", "GitRefsError",
@@ -41,3 +50,27 @@ __all__ = [
     "RevertResult", "RunAlreadyStarted", "RunRefs", "UnknownBoundary", "UnknownRevision", "UnknownRun",
     "list_runs", "restore_bank",
 ]
+
+_HOME = {
+    "restore_bank": "gitrefs.bank_restore",
+    **{n: "gitrefs.errors" for n in ("BareRepository", "GitCommandFailed", "GitRefsError", "MissingRemote",
+                                     "NotARepository", "PushFailed", "RefLayoutError", "RunAlreadyStarted",
+                                     "UnknownBoundary", "UnknownRevision", "UnknownRun")},
+    **{n: "gitrefs.records" for n in ("BankRecord", "BankRestoreResult", "BoundaryRecord", "PushRecord",
+                                      "RecoveryHint", "RevertResult")},
+    "RunRefs": "gitrefs.run_refs",
+    "list_runs": "gitrefs.run_refs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'gitrefs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

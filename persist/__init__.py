@@ -1,12 +1,33 @@
 """Durable-write primitives shared by every layer: atomic files and versioned documents.
 
 This is the lowest layer of the distribution; it imports nothing of ours.
+
+Names are imported on first use (PEP 562), so ``from persist import UserError`` does not pay
+for pydantic: the CLI's start-up (``iterion --version``) stays light (issue 14, point 10).
 """
 
-from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
-from persist.errors import UserError
-from persist.filelock import file_lock
-from persist.model import FormatVersionError, VersionedModel, read_model, write_model
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+    from persist.errors import UserError
+    from persist.filelock import file_lock
+    from persist.model import FormatVersionError, VersionedModel, read_model, write_model
+
+_HOME = {
+    "atomic_write_bytes": "persist.atomic",
+    "atomic_write_text": "persist.atomic",
+    "fsync_dir": "persist.atomic",
+    "UserError": "persist.errors",
+    "file_lock": "persist.filelock",
+    "FormatVersionError": "persist.model",
+    "VersionedModel": "persist.model",
+    "read_model": "persist.model",
+    "write_model": "persist.model",
+}
 
 __all__ = [
     "FormatVersionError",
@@ -19,3 +40,16 @@ __all__ = [
     "read_model",
     "write_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'persist' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

@@ -23,6 +23,10 @@ os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 # The recovery dispatcher's in-run retry backoff (iterion/engine/recovery.py, test-only override):
 # no real waits between retries; tests that check the backoff's shape set their own base.
 os.environ.setdefault("ITERION_RETRY_BACKOFF_S", "0")
+# pytest-xdist workers inherit COLUMNS=80/LINES=24; the CLI fits its output to $COLUMNS, so tests
+# that mean a pipe (nothing cut) must not see it. Tests about width pass COLUMNS themselves.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.backends.pricing import cost_usd
@@ -28,6 +26,9 @@ from iterion.backends.schema import (
     prior_exchange,
 )
 from iterion.failure_codes import FailureCode
+
+if TYPE_CHECKING:  # httpx is imported when a request is made: listing backends or runs does not pay for it
+    import httpx
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "too many tokens",
@@ -87,6 +88,8 @@ class OpenAIBackend(Backend):
         return True, f"{self.base_url} ({'with' if self.api_key else 'without'} an API key)"
 
     def _http(self) -> httpx.Client:
+        import httpx
+
         if self._client is None:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             self._client = httpx.Client(base_url=self.base_url.rstrip("/") + "/", headers=headers,
@@ -128,6 +131,8 @@ class OpenAIBackend(Backend):
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                "the openai backend needs $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible "
                                "endpoint that needs no key)")
+        import httpx
+
         body = self.build_body(request)
         timeout = request.timeout_s or self.timeout_s
         try:

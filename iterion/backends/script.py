@@ -62,7 +62,7 @@ class ScriptBackend(Backend):
 
     def availability(self) -> tuple[bool, str]:
         if self.path is None:
-            return False, f"no script file (set ${SCRIPT_ENV} or --script-file)"
+            return False, f"no script file (set ${SCRIPT_ENV} or pass --script FILE)"
         if not self.path.is_file():
             return False, f"script file {self.path} does not exist"
         return True, f"answers from {self.path}"

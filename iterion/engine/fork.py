@@ -104,8 +104,14 @@ def fork_run(store: Store, run_id: str, node: str, *, iteration: int | None = No
     parent = store.load_run(parent_id)
     turns = list_turns(store, parent_id)
     if node not in turns:
-        known = ", ".join(sorted(turns)) or "none"
-        raise EngineError(f"run {parent_id} has no turn checkpoint for node {node} (turn checkpoints: {known})",
+        known = ", ".join(sorted(turns)) or "none (it executed no LLM node yet)"
+        cp = store.load_checkpoint(parent_id)
+        executed = {e.node for e in cp.executed} if cp else set()
+        if node not in executed:  # a typo or a node the run never reached: bad input
+            raise EngineError(f"run {parent_id} never executed a node {node!r}; it can be forked from: {known}",
+                              hint="fork needs an LLM node the run executed (agent, judge, llm router), e.g. "
+                                   f"--node {min(turns) if turns else 'NODE'}", exit_code=2)
+        raise EngineError(f"run {parent_id} has no turn checkpoint for node {node}; it can be forked from: {known}",
                           hint="fork needs an LLM node the run executed (agent, judge, llm router); to replay from "
                                f"any other node use `iterion rewind --run-id {parent_id} --node {node}`", exit_code=1)
     its = turns[node]

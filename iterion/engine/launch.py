@@ -170,7 +170,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         state = RunState(run_id=run_id, vars=values, next_node=wf.entry)
         budget = Budget(ask)
         emit = make_emit(store, run_id, listener)
-        emit(ev.RUN_STARTED, None, None, {"workflow": wf.name, "name": name, "file": doc.file_path,
+        emit(ev.RUN_STARTED, None, None, {"run_id": run_id, "workflow": wf.name, "name": name,
+                                          "file": doc.file_path,
                                           "digest": src.digest, "workspace": str(run_workspace),
                                           "mode": mode.value, "mechanism": versioning.mechanism})
         # nothing executed yet: a failure before the first boundary still has a restart point

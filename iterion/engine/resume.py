@@ -157,7 +157,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         doc = store.update_run(run_id, claim)
         restart = state.next_node
         emit(ev.RUN_RESUMED, restart, state.iteration_of(restart) if restart else None,
-             {"restart_node": restart, "from_status": from_status.value, "forced": bool(digest_changed and options.force),
+             {"run_id": run_id, "name": doc.name,
+              "restart_node": restart, "from_status": from_status.value, "forced": bool(digest_changed and options.force),
               "resumed_from": "human_pause" if state.pending is not None else from_status.value,
               "raised_caps": raised, "answers": bool(answers),
               "taken_over": admission.how if admission is not None else None,

@@ -31,4 +31,5 @@ def test_lists_what_is_missing_then_what_is_configured(tmp_path: Path) -> None:
     configured = run_cli("backends", env=env)
     assert configured.returncode == 0, configured.stderr
     lines = configured.stdout.splitlines()
-    assert len(lines) == 3 and all(line.startswith("ok ") for line in lines)
+    assert len(lines) == 4 and all(line.startswith("ok ") for line in lines[:3])
+    assert "$ITERION_BACKEND" in lines[3]  # then how a node's backend is chosen

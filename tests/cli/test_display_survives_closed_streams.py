@@ -88,7 +88,9 @@ def test_run_finishes_when_its_reader_goes_away(setup: tuple[Path, Path, Path], 
         assert bad not in p.stderr and bad not in p.stdout, p.stderr
     if pipe.startswith("both-into-head"):
         lines = p.stdout.splitlines()
-        assert lines[0] == "▶ t0 (tool, iteration 0)" and len(lines) == int(pipe[-1])
+        # the progress opens with the run's name and id (issue 14 point 6), then the first node
+        assert lines[0].startswith("run ") and len(lines) == int(pipe[-1])
+        assert lines[1:2] in ([], ["▶ t0 (tool, iteration 0)"])
 
 
 def test_inspect_events_into_a_gone_reader_exits_0_quietly(setup: tuple[Path, Path, Path]) -> None:

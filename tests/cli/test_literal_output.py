@@ -123,7 +123,7 @@ def test_inspect_list_detail_and_events_print_user_text_literally(tmp_path: Path
     assert detail.has("executed: ok:0 a:0 fire:0 smile:0\n", "out")
     assert detail.has(f"  asks: {INSTRUCTIONS}\n", "out")
 
-    events = cli("inspect", "--run-id", run_id, "--events", cwd=ws, store=store)
+    events = cli("inspect", "--run-id", run_id, "--events", "--all", cwd=ws, store=store)  # boundaries too
     assert events.code == 0, events.err
     events.assert_literal()
     for node in NODES:

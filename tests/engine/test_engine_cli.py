@@ -115,4 +115,5 @@ def test_init_scaffolds_a_runnable_demo(tmp_path: Path, ws: Path) -> None:
     status = git(ws, "status", "--porcelain", "--untracked-files=all")
     assert "mydemo/demo.bot" in status and "iterion/" not in status and ".gitignore" not in status
     again = cli("init", "mydemo", cwd=ws)
-    assert again.returncode == 2 and "not empty" in again.stderr
+    # init adds to an existing project (issue 14 point 9) but never overwrites: the demo files are there
+    assert again.returncode == 2 and "already has" in again.stderr and "nothing was written" in again.stderr

@@ -17,9 +17,11 @@ SCRIPT = "script"
 
 
 def backend_name(ctx: ExecContext, node: Node) -> str:
-    """--backend wins, then the node's own, then the workflow default, then the script backend
-    when answers were supplied, else openai (the one that needs only an endpoint and a key)."""
-    name = ctx.options.backend or node.backend or ctx.workflow.default_backend
+    """--backend wins, then the node's own, then the workflow default, then $ITERION_BACKEND, then
+    the script backend when answers were supplied, else openai (the one that needs only an
+    endpoint and a key). `iterion backends` states this order."""
+    name = (ctx.options.backend or node.backend or ctx.workflow.default_backend
+            or os.environ.get("ITERION_BACKEND", "").strip())
     if name:
         return name
     if ctx.options.script_file or os.environ.get("ITERION_SCRIPT_FILE"):

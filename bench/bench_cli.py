@@ -1,0 +1,79 @@
+"""Start-up of the CLI: median wall time of a command, beside ``python -c pass`` in the same run.
+
+Goals (issue 14, point 10), as medians on the 2-core development machine: ``--version`` and
+``--help`` under 100 ms, ``inspect`` (the run list) and ``validate`` of the demo under 200 ms.
+Each command is a fresh process (what a person at a prompt pays), run in a scratch git
+repository holding one finished demo run, so ``inspect`` lists something real.
+
+    .venv/bin/python bench/bench_cli.py            # 15 runs per command
+    .venv/bin/python bench/bench_cli.py --runs 5   # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "fixtures" / "demo"
+GOALS_MS = {"--version": 100, "--help": 100, "inspect": 200, "validate demo.bot": 200}
+
+
+def _median_ms(argv: list[str], cwd: Path, runs: int, env: dict[str, str]) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def _project(root: Path, env: dict[str, str]) -> Path:
+    """A git repository with the demo and one run of it in its store."""
+    proj = root / "proj"
+    shutil.copytree(DEMO, proj)
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "demo"]):
+        subprocess.run(["git", *args], cwd=proj, env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "cli.main", "run", "demo.bot", "--answers-file", "answers.json"],
+                   cwd=proj, env=env, capture_output=True, check=False)
+    return proj
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@invalid",
+           "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        proj = _project(Path(tmp), env)
+        cli = [sys.executable, "-m", "cli.main"]
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "--version": [*cli, "--version"],
+            "--help": [*cli, "--help"],
+            "inspect": [*cli, "inspect"],
+            "validate demo.bot": [*cli, "validate", "demo.bot"],
+        }
+        for argv in cases.values():  # warm the page cache and the bytecode
+            subprocess.run(argv, cwd=proj, env=env, capture_output=True, check=False)
+        medians = {name: _median_ms(argv, proj, args.runs, env) for name, argv in cases.items()}
+    base = medians["python -c pass"]
+    print(f"median of {args.runs} runs, each a fresh process ({os.cpu_count()} cpus)")
+    print(f"{'command':<20} {'median':>9} {'x python':>9} {'over python':>12} {'goal':>7}")
+    for name, ms in medians.items():
+        goal = GOALS_MS.get(name)
+        verdict = "" if goal is None else (f"<{goal} ok" if ms < goal else f"<{goal} MISS")
+        print(f"{name:<20} {ms:>7.1f}ms {ms / base:>8.2f}x {ms - base:>10.1f}ms {verdict:>9}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The live progress of `run`/`resume` on stderr: the run named at the start, then one line per node.
+
+At the start: ``run NAME (ID)`` (after ``↻ resuming at NODE`` for a resume). Then, per node, a
+single line when it ends: ``✓ node  1.20s · 3 nodes · 4.5s elapsed · 610 tokens, $0.0070``
+(failures, questions, retries and warnings as their own lines).
+
+On a terminal, every node still running has one live line at the bottom (``▶ node (kind) 0.8s``),
+redrawn in place as events arrive, so a 30-node run leaves 30 lines, not 60. Off a terminal
+(a pipe, a file, CI logs), or with NO_COLOR or TERM=dumb, nothing is redrawn: each event is a plain line appended, the started
+line included, and no escape code is written. User text (node names, messages) is printed
+literally through cli/output.py; a closed stderr never stops the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from cli.output import Part, echo_err, fit, styled, terminal_width
+
+CLEAR_UP = "\x1b[{n}F\x1b[J"  # cursor to the start of the line n lines up, then clear to the end
+
+
+def _is_tty() -> bool:
+    """Redraw in place only on a terminal that can (not TERM=dumb) and that asked for no plain
+    output (NO_COLOR: no escape code of any kind)."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+class Progress:
+    """A run listener (called with every event the engine appends)."""
+
+    def __init__(self, live: bool | None = None) -> None:
+        self.live = _is_tty() if live is None else live
+        self.t0 = time.monotonic()
+        self.running: dict[tuple[str | None, int | None], tuple[float, str]] = {}
+        self.done = 0
+        self.drawn = 0  # live lines currently on screen
+
+    # -- drawing -----------------------------------------------------------------------------
+    def _clear(self) -> None:
+        if self.live and self.drawn:
+            echo_err(CLEAR_UP.format(n=self.drawn), nl=False)
+            self.drawn = 0
+
+    def _redraw(self) -> None:
+        if not self.live:
+            return
+        width, now = terminal_width(), time.monotonic()
+        for (node, iteration), (start, kind) in self.running.items():
+            rest = f"({kind}, iteration {iteration})"
+            took = f" {now - start:.1f}s"
+            # fitted: a live line that wrapped would take two rows and the redraw would miss one
+            name = fit(str(node), max(8, width - 4 - len(rest) - len(took)))
+            echo_err(styled("▶", "cyan"), f" {name} ", styled(rest, "dim"), took)
+        self.drawn = len(self.running)
+
+    def _line(self, *parts: Part) -> None:
+        self._clear()
+        echo_err(*parts)
+        self._redraw()
+
+    def _stats(self, p: dict[str, Any]) -> str:
+        return (f"{self.done} node{'s' if self.done != 1 else ''} · {time.monotonic() - self.t0:.1f}s elapsed · "
+                f"{p.get('tokens', 0)} tokens, ${float(p.get('cost_usd') or 0):.4f}")
+
+    # -- events ------------------------------------------------------------------------------
+    def __call__(self, e: Any) -> None:
+        p = e.payload or {}
+        key = (e.node, e.iteration)
+        kind = e.type
+        if kind == "run_started":
+            self._line("run ", styled(str(p.get("name")), "bold"), f" ({p.get('run_id')})",
+                       styled(f" · workflow {p.get('workflow')}", "dim"))
+        elif kind == "run_resumed":
+            self._line(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
+            self._line("run ", styled(str(p.get("name")), "bold"), f" ({p.get('run_id')})")
+        elif kind == "node_started":
+            self.running[key] = (time.monotonic(), str(p.get("kind")))
+            if self.live:
+                self._clear()
+                self._redraw()
+            else:
+                echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
+        elif kind == "node_finished":
+            start, _ = self.running.pop(key, (time.monotonic(), ""))
+            self.done += 1
+            self._line(styled("✓", "green"), f" {e.node} ",
+                       styled(f"{time.monotonic() - start:.2f}s · {self._stats(p)}", "dim"))
+        elif kind == "node_failed":
+            self.running.pop(key, None)
+            self._line(styled("✗", "red"), f" {e.node} ", styled(str(p.get("code")), "red"), f": {p.get('error')}")
+        elif kind in ("human_input_requested", "ask_user_requested"):
+            self.running.pop(key, None)
+            self._line(styled("?", "yellow"), f" {e.node} is waiting for an answer")
+        elif kind == "node_retry_scheduled":
+            self._line(styled("↻", "yellow"), f" {e.node} {p.get('code')}: retry {p.get('attempt')}/"
+                       f"{p.get('max_retries')} in {float(p.get('delay_s') or 0):g}s")
+        elif kind == "recovery_paused":
+            self._line(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
+        elif kind == "warning":
+            self._line(styled("warning:", "yellow"), f" {p.get('message')}")
+        elif kind in ("run_finished", "run_failed", "run_paused", "run_cancelled"):
+            self.running.clear()
+            self._clear()
