@@ -10,15 +10,17 @@ from pathlib import Path
 
 import typer
 
+from cli.exit_codes import EXIT_CONTROL_PENDING
 from cli.output import echo, echo_err, echo_json
 from cli.preflight import check_run_writable, open_store
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
+from iterion.invocation import command
 from iterion.store import Store
 from iterion.store.layout import LEGACY
 
-EXIT_PENDING = 7
+EXIT_PENDING = EXIT_CONTROL_PENDING  # the table: cli/exit_codes.py
 
 STORE_DIR = typer.Option(None, "--store-dir",
                          help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
@@ -78,7 +80,7 @@ def _report(outcome: ControlOutcome, as_json: bool) -> None:
             line += f" ({outcome.message})"
         echo(line)
         if outcome.status in ("cancelled", "paused_operator"):
-            echo(f"resume with: iterion resume --run-id {outcome.run_id}")
+            echo(f"resume with: {command('resume', '--run-id', outcome.run_id)}")
     if outcome.delivered == "pending":
         raise typer.Exit(EXIT_PENDING)
 
@@ -139,7 +141,7 @@ def fork_cmd(
         return
     echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
          f"new run {result.run_id} ({result.name}), {result.status}")
-    echo(f"continue it with: iterion resume --run-id {result.run_id}")
+    echo(f"continue it with: {command('resume', '--run-id', result.run_id)}")
 
 
 def reconcile_cmd(

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from cli.exit_codes import EXIT_INTERNAL, EXIT_REFUSED, cli_exit_code
 from cli.output import echo_err
 from persist import UserError
 from persist.oserror import environment_error
 
-# Exit codes: 1 = the command ran and found a problem (validation errors, refused operation),
-# 2 = bad input (usage, unknown run, invalid id, not a repository), 3 = internal error.
-EXIT_PROBLEM = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 3
+# The exit-code table lives in cli/exit_codes.py. A problem the command found (an invalid
+# workflow, a refused operation) is a refusal: exit 2 like bad input; 1 means a run failed.
+EXIT_PROBLEM = EXIT_REFUSED
+EXIT_BAD_INPUT = EXIT_REFUSED
 
 
 class CliError(UserError):
@@ -31,16 +32,32 @@ def _one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
+# a command named in a lower layer's message or hint: "`iterion resume ...`" or a hint that is
+# a command ("iterion resume --run-id R ..."); printed with the program as invoked
+_OUR_COMMAND = re.compile(r"(^|`)iterion (?=[a-z])")
+
+
+def spelled(text: str) -> str:
+    """``text`` with each command it names spelled as this program was invoked
+    (iterion.invocation: ``.venv/bin/iterion resume ...`` when invoked so), to paste as is."""
+    if "iterion " not in text:
+        return text
+    from iterion.invocation import program
+
+    prog = program()
+    return _OUR_COMMAND.sub(lambda m: f"{m.group(1)}{prog} ", text)
+
+
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a person and return the exit code to use."""
     # Every layer derives its user-facing errors from persist.UserError: bad input or a
     # refusal, never a bug, so one line and a hint instead of a traceback.
     exc = environment_error(exc) or exc  # a full/read-only disk, a permission: one line, exit 2
     if isinstance(exc, UserError):
-        echo_err(f"error: {_one_line(str(exc.message or exc))}")
+        echo_err(f"error: {_one_line(spelled(str(exc.message or exc)))}")
         if exc.hint:
-            echo_err(f"hint: {_one_line(exc.hint)}")
-        return exc.exit_code
+            echo_err(f"hint: {_one_line(spelled(exc.hint))}")
+        return cli_exit_code(exc.exit_code)
     echo_err(f"internal error: {type(exc).__name__}: {exc}")
     echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")
     return EXIT_INTERNAL

@@ -17,6 +17,7 @@ from iterion import __version__
 # --- command registration: one entry per command, in --help order (module exposes register(app)) ---
 COMMANDS = (
     LazyCommand("backends", "cli.backends", "List the LLM backends and whether each is usable."),
+    LazyCommand("bundle", "cli.bundle", "Bundles: a directory holding main.bot, prompts/, presets/ and manifest.yaml."),
     LazyCommand("cancel", "cli.control", "Cancel a run; it stays resumable from its checkpoint."),
     LazyCommand("pause", "cli.control", "Pause a running run at its next node boundary."),
     LazyCommand("fork", "cli.control",

@@ -9,7 +9,9 @@ import typer
 from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.output import echo, echo_json
+from cli.parked import store_args
 from cli.preflight import check_run_writable, open_store
+from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.intent import has_intent
@@ -69,7 +71,7 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
         echo(f"  pre-rewind state banked as {f.backup_ref}")
 
 
-def _print_result(r: RewindResult) -> None:
+def _print_result(r: RewindResult, where: list[str] | None = None) -> None:
     if r.completed_interrupted:
         verb = "would finish" if r.dry_run else "finished"
         echo(f"{verb} the interrupted rewind of run {r.run_id} (a killed rewind had begun restoring its files)")
@@ -85,7 +87,7 @@ def _print_result(r: RewindResult) -> None:
         echo(f"orphaned child runs: {kids} - cancel any that is still running")
     _print_files(r.files, r.dry_run)
     if not r.dry_run:
-        echo(f"status: {r.status}; continue with `iterion resume --run-id {r.run_id}` "
+        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', r.run_id, *(where or []))}` "
              "(add --force after editing the workflow)")
 
 
@@ -136,4 +138,4 @@ def register(app: typer.Typer) -> None:
         if json_out:
             echo_json(result.to_json())
         else:
-            _print_result(result)
+            _print_result(result, store_args(store))

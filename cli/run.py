@@ -1,7 +1,6 @@
 """`iterion run`, `iterion resume`, `iterion inspect`, `iterion init`: executing workflows.
 
-Exit codes of run/resume (documented in --help): 0 finished, 1 failed, 4 paused (waiting for a
-person or an operator), 5 failed_resumable, 6 cancelled; 2 bad input, 3 internal error.
+Exit codes of run/resume: the table in cli/exit_codes.py (shown in --help and the README).
 """
 
 from __future__ import annotations
@@ -16,8 +15,18 @@ import typer
 from cli import events_view
 from cli.control import sweep_orphans
 from cli.errors import CliError
+from cli.exit_codes import EXIT_FAILED, EXIT_HELP, STATUS_EXIT
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, output_width, styled, table
+from cli.parked import (
+    answer_command,
+    answers_for_launch,
+    answers_for_pending,
+    field_line,
+    inspect_command,
+    resume_command,
+    store_args,
+)
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from cli.progress import Progress
 from cli.scaffold import merge_skipped_reason, scaffold
@@ -30,28 +39,12 @@ from iterion.engine.recovery import OnBudget
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow, compile_source
+from iterion.ir import NodeKind
 from iterion.rewind.intent import has_intent, inspect_view
-from iterion.store import RunDoc, RunStatus, Store, resolve_store_dir
+from iterion.store import RunDoc, RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.lock import is_held
 from iterion.store.store import CorruptRun
-
-EXIT_FINISHED = 0
-EXIT_FAILED = 1
-EXIT_PAUSED = 4
-EXIT_FAILED_RESUMABLE = 5
-EXIT_CANCELLED = 6
-
-STATUS_EXIT = {
-    RunStatus.FINISHED: EXIT_FINISHED,
-    RunStatus.FAILED: EXIT_FAILED,
-    RunStatus.PAUSED_WAITING_HUMAN: EXIT_PAUSED,
-    RunStatus.PAUSED_OPERATOR: EXIT_PAUSED,
-    RunStatus.FAILED_RESUMABLE: EXIT_FAILED_RESUMABLE,
-    RunStatus.CANCELLED: EXIT_CANCELLED,
-}
-EXIT_HELP = ("Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, "
-             "6 cancelled, 2 bad input.")
 
 STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
@@ -105,9 +98,6 @@ def _budget(cost: float | None, tokens: int | None, duration: str | None, iterat
         raise CliError(f"invalid budget override: {one_line(exc)}") from None
 
 
-def _store_flag(store: Store) -> str:
-    """`` --store-dir D`` when a follow-up command run from here would not find this store."""
-    return "" if resolve_store_dir(None, Path.cwd()) == store.root else f" --store-dir {store.root}"
 
 
 def _summary(result: RunResult, store: Store) -> None:
@@ -122,18 +112,18 @@ def _summary(result: RunResult, store: Store) -> None:
         echo_err(f"  final tree on branch {result.final_branch}{merged}")
         if not result.merged_into:
             echo_err(f"  did not fast-forward: {merge_skipped_reason(store, result.run_id)}")
+    where = store_args(store)
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
-        fields = result.pending.get("fields") or []
         if result.pending.get("instructions"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
         if result.pending.get("question"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
-        answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
-        echo_err(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
-    elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
-        echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
-                   + (" --max-... (raise the cap)" if result.failure_code == "BUDGET_EXCEEDED" else ""))
-    echo_err(f"  details: iterion inspect --run-id {result.run_id}{_store_flag(store)}")
+        for f in result.pending.get("fields") or []:
+            echo_err(f"    {field_line(f)}")
+        echo_err(f"  answer with: {answer_command(result.run_id, result.pending, where)}")
+    elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        echo_err(f"  resume with: {resume_command(result.run_id, result.failure_code, result.error, where)}")
+    echo_err(f"  details: {inspect_command(result.run_id, where)}")
     echo_err(f"  stored in: {store.run_dir(result.run_id)}")
 
 
@@ -162,7 +152,7 @@ def run_cmd(
     preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
     backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claude_code)."),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
-    answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}.'),
+    answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}, or {"field": value} when the workflow has one human node.'),
     attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),
     workspace: Path | None = typer.Option(None, "--workspace", help="Where the run executes in place (default: the current directory)."),
     branch_name: str | None = typer.Option(None, "--branch-name", help="worktree runs: the persistent branch (default iterion/run/<name>)."),
@@ -178,20 +168,14 @@ def run_cmd(
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
 
-    Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, 6 cancelled, 2 bad input.
+    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 8 paused_operator.
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
     store = _store(store_dir, write=True)
-    answers: dict[str, dict[str, Any]] = {}
-    if answers_file is not None:
-        raw = _read_mapping(answers_file, "answers file")
-        for node, value in raw.items():
-            if not isinstance(value, dict):
-                raise CliError(f"answers file {answers_file}: {node} must map fields to values",
-                               hint='e.g. {"approve": {"approved": true}}')
-            answers[str(node)] = value
+    answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
+    raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
     options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
@@ -205,6 +189,9 @@ def run_cmd(
     except InvalidWorkflow as exc:
         _print_invalid(exc, as_json)
         raise
+    if raw_answers is not None:
+        humans = [n.id for n in compiled.workflow.nodes.values() if n.kind is NodeKind.HUMAN]
+        answers.update(answers_for_launch(raw_answers, humans, str(answers_file)))
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
             echo_err(d.format())
@@ -219,10 +206,23 @@ def run_cmd(
     _finish(result, store, as_json)
 
 
+def _answers_for_resume(store: Store, run_ref: str, raw: dict[str, Any], source: Path) -> dict[str, Any]:
+    """An answers file node-keyed (as `run` takes it) or flat, for the node the run waits on."""
+    try:
+        cp = store.load_checkpoint(store.resolve_run(run_ref))
+    except Exception:  # noqa: BLE001 - an unknown or damaged run is reported by the resume itself
+        return raw
+    pending = cp.pending_interaction if cp is not None else None
+    if pending is None:
+        return raw
+    names = {str(f.get("name")) for f in (pending.questions or {}).get("fields") or []}
+    return answers_for_pending(raw, pending.node, names, str(source))
+
+
 def resume_cmd(
     run_id: str = typer.Option(..., "--run-id", help="The run to continue (id, unique prefix or name). Example: --run-id 01a2b3"),
     answer: list[str] = typer.Option([], "--answer", help="Answer a paused human node, coerced to its output schema (repeatable); a file field takes @path (a literal leading @ is written @@). Example: --answer approved=true --answer music=@./theme.mp3"),
-    answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object, JSON types kept; --answer flags override its keys. Example: --answers-file answers.json"),
+    answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as JSON (or YAML), JSON types kept: {\"field\": value} for the paused node, or node-keyed {\"node\": {\"field\": value}} as run takes it; --answer flags override its keys. Example: --answers-file answers.json"),
     file: Path | None = typer.Option(None, "--file", help="The workflow source (default: the path recorded at launch). Example: --file workflow.bot"),
     force: bool = typer.Option(False, "--force", help="Resume even though the workflow source changed (both digests are shown when refused). Example: --force"),
     force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose owner cannot be proven gone (another host, no start time recorded) once no event was flushed for 60 s; a run whose owner is provably dead on this host is taken over at once without it. Example: --force-stale"),
@@ -240,7 +240,7 @@ def resume_cmd(
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
 
-    Exit status: 0 finished, 1 failed, 4 paused (answers needed), 5 failed_resumable, 6 cancelled, 2 bad input.
+    Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow), 3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 8 paused_operator.
 
     Examples:
 
@@ -262,7 +262,7 @@ def resume_cmd(
     check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
-        answers.update(_read_mapping(answers_file, "answers file"))
+        answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
     answers.update(_pairs(answer, "--answer"))  # explicit flags override the file
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
@@ -305,6 +305,15 @@ def _list_row(r: RunDoc | CorruptRun, store: Store) -> dict[str, Any]:
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
     return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
             for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
+
+
+def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
+    """The exact command that continues a parked run (None for a running or ended run)."""
+    if doc.status is RunStatus.PAUSED_WAITING_HUMAN and cp is not None and cp.pending_interaction:
+        return answer_command(doc.id, cp.pending_interaction.model_dump(), where)
+    if doc.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        return resume_command(doc.id, doc.failure_code, doc.error, where)
+    return None
 
 
 def inspect_cmd(
@@ -363,6 +372,7 @@ def inspect_cmd(
         "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
         "boundaries": _boundaries(store, doc),
+        "continue_with": _continue_with(doc, cp, store_args(store)),
     }
     detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
     timeline = store.read_events(rid) if events else []
@@ -384,6 +394,13 @@ def inspect_cmd(
         asks = (detail["pending"].get("questions") or {}).get("instructions")
         if asks:
             echo(f"  asks: {str(asks).strip()}")
+        question = (detail["pending"].get("questions") or {}).get("question")
+        if question:
+            echo(f"  asks: {str(question).strip()}")
+        for f in (detail["pending"].get("questions") or {}).get("fields") or []:
+            echo(f"    {field_line(f)}")
+    if detail["continue_with"]:
+        echo(f"continue with: {detail['continue_with']}")
     echo("executed: " + (" ".join(detail["executed"]) or "-"))
     consumed = detail["budget"]["consumed"] or {}
     echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "

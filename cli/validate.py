@@ -23,7 +23,7 @@ def validate(
 ) -> None:
     """Check workflows and print every diagnostic as FILE:LINE:COL: CODE severity: message.
 
-    Exits 1 when any file has an error, 0 when there are only warnings.
+    Exits 2 when any file has an error (an invalid workflow is refused input), 0 when there are only warnings.
 
     Example: iterion validate review.bot lib/bundle/ --json
     """

@@ -65,6 +65,17 @@ def quote_word(text: str) -> str:
     return "'" + shell_text(text).replace("'", "'\\''") + "'"
 
 
+_PLAIN_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./-_")
+
+
+def printed_word(text: str) -> str:
+    """``text`` as a shell word in a command printed for a person to paste: as is when no shell
+    reads anything into it (``--run-id``, ``approved=true``, ``/tmp/x.bot``), else ``quote_word``."""
+    if text and all(c in _PLAIN_WORD for c in text):
+        return text
+    return quote_word(text)
+
+
 def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 

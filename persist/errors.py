@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 class UserError(Exception):
-    default_exit_code = 2  # bad input; a refused operation uses 1
+    default_exit_code = 2  # bad input; a refused operation uses 1 (the CLI exits 2 for both: cli/exit_codes.py)
 
     def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None) -> None:
         super().__init__(message)

@@ -27,6 +27,11 @@ os.environ.setdefault("ITERION_RETRY_BACKOFF_S", "0")
 # that mean a pipe (nothing cut) must not see it. Tests about width pass COLUMNS themselves.
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
+# Printed commands name the program as invoked (iterion/invocation.py): tests run the CLI as
+# `python -m cli.main`, so hints would read `<python> -m cli.main resume ...`. Tests that check
+# hint wording expect `iterion ...`; the tests of the spelling itself (tests/cli/
+# test_printed_commands.py, test_readme_tour.py) remove this variable.
+os.environ.setdefault("ITERION_PROG", "iterion")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"

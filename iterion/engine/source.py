@@ -63,11 +63,14 @@ def compile_source(path: Path | str) -> CompiledSource:
         main = p / "main.bot"
     try:
         digest = workflow_digest(main, bundle_dir=bundle_root, unit=unit)
-        main_bytes = read_bounded(main, "workflow file", SOURCE_LIMIT)
+        files = digest.files
+        main_file = next((f for f in files if f.role.value == "main"), None)
+        # a `.botz` member is read from the archive the loader read (never a path on disk)
+        main_bytes = (main_file.text.encode("utf-8") if main_file is not None
+                      else read_bounded(main, "workflow file", SOURCE_LIMIT))
     except (DigestError, OSError) as exc:
         raise EngineError(f"cannot record the workflow source: {exc}") from None
-    files = digest.files
-    main_key = next((f.path for f in files if f.role.value == "main"), main.name)
+    main_key = main_file.path if main_file is not None else main.name
     return CompiledSource(path=p, workflow=result.workflow, diagnostics=list(result.diagnostics),
                           digest=digest.digest, bare_digest=bare_digest(main_bytes), main_path=main_key,
                           sources=digest.sources(),

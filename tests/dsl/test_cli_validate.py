@@ -21,10 +21,10 @@ def test_validate_clean_and_warning_only_files_exit_zero() -> None:
     assert "c016_unreachable.bot: ok (0 error(s), 1 warning(s))" in proc.stderr
 
 
-def test_validate_prints_diagnostics_and_exits_one_on_errors() -> None:
+def test_validate_prints_diagnostics_and_exits_two_on_errors() -> None:
     path = BAD / "c001_undeclared_edge_target.bot"
     proc = run_cli("validate", str(path), env=ENV)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     lines = proc.stdout.splitlines()
     assert lines[0] == f"{path}:7:8: C001 error: edge to undeclared node 'reviwe'"
     assert lines[1].strip().startswith("hint: did you mean 'review'") or lines[1].strip().startswith("hint:")
@@ -34,7 +34,7 @@ def test_validate_prints_diagnostics_and_exits_one_on_errors() -> None:
 def test_validate_several_files_json_including_a_missing_one(tmp_path: Path) -> None:
     good, bad, missing = WF / "tidy_rejected.bot", BAD / "c248_reserved_failure_code.bot", tmp_path / "nope.bot"
     proc = run_cli("validate", "--json", str(good), str(bad), str(missing), env=ENV)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     data = json.loads(proc.stdout)
     assert data["ok"] is False
     assert [f["ok"] for f in data["files"]] == [True, False, False]
@@ -60,7 +60,7 @@ def test_diagram_prints_mermaid() -> None:
 
 def test_diagram_of_an_invalid_workflow_fails_cleanly() -> None:
     proc = run_cli("diagram", str(BAD / "c019_undeclared_cycle.bot"))
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "C019 error" in proc.stderr
     assert "error: " in proc.stderr and "does not compile" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -29,7 +29,7 @@ def test_run_with_validation_errors_prints_diagnostics_and_creates_nothing(tmp_p
           a -> nowhere
     """)
     p = cli("run", str(bot), "--store-dir", str(tmp_path / "store"), cwd=ws)
-    assert p.returncode == 1
+    assert p.returncode == 2
     assert "C001" in p.stdout and "wf.bot:" in p.stdout  # the same lines `iterion validate` prints
     assert p.stderr.startswith("error: ") and "Traceback" not in p.stderr
     assert not (tmp_path / "store" / "runs").exists() or not any((tmp_path / "store" / "runs").iterdir())
@@ -41,7 +41,7 @@ def test_demo_runs_to_its_gate_then_resume_answers_and_finishes(tmp_path: Path, 
     assert p.returncode == 4, p.stderr
     assert "paused_waiting_human" in p.stderr
     line = next(ln for ln in p.stderr.splitlines() if "answer with:" in ln)
-    assert "--answer approved=..." in line and "--answer note=..." in line
+    assert "--answer approved=true" in line and "--answer note=..." in line
     listing = json.loads(cli("inspect", "--store-dir", store, "--json", cwd=ws).stdout)
     (run,) = listing
     assert run["status"] == "paused_waiting_human" and run["workflow"] == "demo"

@@ -88,6 +88,6 @@ def test_corrupt_run_json_is_listed_and_named(tmp_path: Path, ws: Path) -> None:
     assert table.returncode == 0 and bad in table.stdout and "corrupt" in table.stdout
     for ref in (bad, bad[:10]):  # the full id, and a prefix
         p = run_cli("inspect", "--run-id", ref, "--store-dir", str(store), cwd=ws)
-        line = assert_one_error(p, 1, mentions="run.json is corrupt")
+        line = assert_one_error(p, 2, mentions="run.json is corrupt")
         assert str(run_json) in line
     assert store_hash(store) == before

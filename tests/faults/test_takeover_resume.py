@@ -88,7 +88,7 @@ def test_a_live_owner_is_refused_and_the_named_faster_path_works(tmp_path: Path,
         rid = only_run(store)
         for flags in ((), ("--force-stale",)):
             p = cli("resume", "--run-id", rid, *flags, cwd=ws, store=store)
-            assert p.returncode == 1, p.stderr
+            assert p.returncode == 2, p.stderr
             line = p.stderr.splitlines()[0]
             assert line.startswith(f"error: run {rid} is being executed by another process on host "
                                    f"{socket.gethostname()} (pid {proc.pid}, last event "), p.stderr
@@ -112,13 +112,13 @@ def test_an_owner_recorded_on_another_host_keeps_the_60s_guard(tmp_path: Path, w
     move_owner_to_another_host(store, rid)
 
     plain = cli("resume", "--run-id", rid, cwd=ws, store=store)
-    assert plain.returncode == 1, plain.stderr
+    assert plain.returncode == 2, plain.stderr
     assert f"run {rid} is running on host another-host" in plain.stderr
     assert "not on this host" in plain.stderr and "--force-stale" in plain.stderr
     assert f"`iterion cancel --run-id {rid}`" in plain.stderr
 
     forced = cli("resume", "--run-id", rid, "--force-stale", cwd=ws, store=store)
-    assert forced.returncode == 1, forced.stderr
+    assert forced.returncode == 2, forced.stderr
     assert "--force-stale takes over only after 60 s without an event" in forced.stderr
     assert "hint: wait " in forced.stderr and f"`iterion cancel --run-id {rid}`" in forced.stderr
     swept = cli("inspect", cwd=ws, store=store)  # the start-up sweep leaves it alone too
@@ -208,7 +208,7 @@ def test_a_reused_pid_is_told_from_a_live_owner_by_its_start_time(tmp_path: Path
         zero = {"ITERION_STALE_AFTER_S": "0"}
         for flags in ((), ("--force-stale",)):
             p = cli("resume", "--run-id", rid, *flags, cwd=ws, store=store, extra_env=zero)
-            assert p.returncode == 1 and f"(pid {other.pid} on " in p.stderr and "is alive" in p.stderr, p.stderr
+            assert p.returncode == 2 and f"(pid {other.pid} on " in p.stderr and "is alive" in p.stderr, p.stderr
             assert f"`iterion cancel --run-id {rid}`" in p.stderr
         swept = cli("reconcile", cwd=ws, store=store, extra_env=zero)
         assert swept.returncode == 0 and Store(store).load_run(rid).status is RunStatus.RUNNING

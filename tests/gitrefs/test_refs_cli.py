@@ -93,7 +93,7 @@ def test_a_whole_run_through_the_cli(repo: Path, tmp_path: Path) -> None:
     (clone / "dirty.txt").write_text("x")
     refused = run_cli("refs", "restore-bank", "--ref", pushed["ref"], "--head", pushed["commit"],
                       "--base", started["base"], "--repo", str(clone))
-    _assert_one_error(refused, contains="uncommitted changes", code=1)
+    _assert_one_error(refused, contains="uncommitted changes", code=2)
     (clone / "dirty.txt").unlink()
     ok = run_cli("refs", "restore-bank", "--ref", pushed["ref"], "--head", pushed["commit"],
                  "--base", started["base"], "--repo", str(clone), "--json")

@@ -95,10 +95,10 @@ def test_validate_and_diagram_report_a_fifo_as_l001(setup: tuple[Path, Path, str
     fifo = ws / "pipe.bot"
     os.mkfifo(fifo)
     p = cli("validate", str(fifo), cwd=ws)
-    assert p.returncode == 1 and "L001" in p.stdout and "FIFO" in p.stdout, (p.stdout, p.stderr)
+    assert p.returncode == 2 and "L001" in p.stdout and "FIFO" in p.stdout, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     d = cli("diagram", str(fifo), cwd=ws)
-    assert "does not compile" in refused(d, 1)
+    assert "does not compile" in refused(d, 2)
 
 
 def test_oversized_workflow_names_path_size_and_limit(setup: tuple[Path, Path, str]) -> None:
@@ -122,7 +122,7 @@ def test_resume_file_that_is_a_fifo_is_refused(setup: tuple[Path, Path, str]) ->
 def _validate(ws: Path, path: Path, env: dict[str, str] | None = None) -> str:
     t0 = time.monotonic()
     p = cli("validate", str(path), cwd=ws, env=env)
-    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert p.returncode == 2, (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr
     assert time.monotonic() - t0 < TIMEOUT
     return p.stdout
@@ -135,7 +135,7 @@ def test_import_of_dev_zero_is_refused_without_reading_it(setup: tuple[Path, Pat
     assert "L005" in out and "/dev/zero" in out and "absolute" in out
     before = store_fingerprint(store)
     p = cli("run", str(bot), "--store-dir", str(store), cwd=ws)
-    assert refused(p, 1).startswith("error:") and "L005" in p.stdout
+    assert refused(p, 2).startswith("error:") and "L005" in p.stdout
     assert store_fingerprint(store) == before
 
 

@@ -245,7 +245,7 @@ def test_auth_failed_parks_a_recovery_pause_and_the_cli_resume_reexecutes_the_no
     assert events(store_dir, rid, "recovery_paused")[0].payload["attempt"] == 1
 
     plain = cli("resume", "--run-id", rid, cwd=ws, store=store_dir)  # answers are required
-    assert plain.returncode == 1 and "acknowledge_recovery" in plain.stderr, plain.stderr
+    assert plain.returncode == 2 and "acknowledge_recovery" in plain.stderr, plain.stderr
     # the second identical failure is judged as the second attempt (the counter survived the pause)
     rc, again = cli_json("resume", "--run-id", rid, "--answer", "acknowledge_recovery=true", cwd=ws, store=store_dir)
     assert rc == 4 and again["pending"]["kind"] == "recovery", again
@@ -290,7 +290,7 @@ def test_budget_exceeded_pauses_only_when_the_launch_opts_in(tmp_path: Path, ws:
     assert cp.recovery_pause and cp.recovery_code == "BUDGET_EXCEEDED" and cp.restart_node == "b"
     # acknowledged but the same cap: refused up front with the real cause, nothing executed
     same = cli("resume", "--run-id", rid, "--answer", "acknowledge_recovery=true", cwd=ws, store=store_dir)
-    assert same.returncode == 1 and "BUDGET_EXCEEDED" in same.stderr and not (ws / "b.log").exists()
+    assert same.returncode == 2 and "BUDGET_EXCEEDED" in same.stderr and not (ws / "b.log").exists()
     rc, done = cli_json("resume", "--run-id", rid, "--answer", "acknowledge_recovery=true", "--max-iterations", "5",
                         cwd=ws, store=store_dir)
     assert rc == 0 and done["status"] == "finished" and (ws / "b.log").read_text() == "b\n"

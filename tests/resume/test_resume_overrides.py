@@ -34,7 +34,7 @@ def test_two_concurrent_resumes_exactly_one_executes(tmp_path: Path, ws: Path, s
     (ws / "go.flag").write_text("")
     _out, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
-    assert second.returncode == 1 and "being executed by another process" in second.stderr, second.stderr
+    assert second.returncode == 2 and "being executed by another process" in second.stderr, second.stderr
     assert _lines(ws / "check.log") == 1
     assert len(events(store_dir, run["run_id"], "run_resumed")) == 1
 
@@ -66,7 +66,7 @@ def test_digest_mismatch_is_refused_with_both_digests_unless_forced(tmp_path: Pa
     recorded = Store(store_dir).load_run(run["run_id"]).workflow_digest
     bot.write_text(bot.read_text().replace("shipped-v1", "shipped-v2"))
     refused = cli("resume", "--run-id", run["run_id"], "--answer", "approved=true", cwd=ws, store=store_dir)
-    assert refused.returncode == 1 and recorded[:12] in refused.stderr and "--force" in refused.stderr
+    assert refused.returncode == 2 and recorded[:12] in refused.stderr and "--force" in refused.stderr
     from iterion.engine.source import compile_source
     assert compile_source(bot).digest[:12] in refused.stderr  # both digests shown
     doc = Store(store_dir).load_run(run["run_id"])
@@ -100,9 +100,9 @@ def test_budget_cap_same_cap_refused_higher_cap_continues_and_accounting_is_kept
     rid = run["run_id"]
     consumed = Store(store_dir).load_checkpoint(rid).accounting.iterations
     same = cli("resume", "--run-id", rid, cwd=ws, store=store_dir)
-    assert same.returncode == 1 and "BUDGET_EXCEEDED" in same.stderr and "max_iterations" in same.stderr, same.stderr
+    assert same.returncode == 2 and "BUDGET_EXCEEDED" in same.stderr and "max_iterations" in same.stderr, same.stderr
     not_above = cli("resume", "--run-id", rid, "--max-iterations", str(consumed), cwd=ws, store=store_dir)
-    assert not_above.returncode == 1 and "already consumed" in not_above.stderr, not_above.stderr
+    assert not_above.returncode == 2 and "already consumed" in not_above.stderr, not_above.stderr
     assert Store(store_dir).load_run(rid).status is RunStatus.FAILED_RESUMABLE  # refused up front
     rc, done = cli_json("resume", "--run-id", rid, "--max-iterations", "10", cwd=ws, store=store_dir)
     assert rc == 0 and done["status"] == "finished", done
@@ -210,7 +210,13 @@ def test_resume_help_documents_every_flag_with_an_example(ws: Path, store_dir: P
     flags = ["--run-id", "--answer", "--answers-file", "--file", "--force", "--force-stale", "--auto-resume",
              "--backend", "--script", "--max-cost-usd", "--max-tokens", "--max-duration", "--max-iterations",
              "--max-parallel-branches", "--store-dir", "--json"]
-    option_lines = [ln.strip("│ *") for ln in p.stdout.splitlines() if ln.strip("│ *").startswith("--")]
+    option_lines: list[str] = []  # one entry per option, its wrapped help lines joined
+    for ln in p.stdout.splitlines():
+        text = ln.strip("│ *")
+        if text.startswith("--"):
+            option_lines.append(text)
+        elif option_lines and text and ln.startswith("    "):
+            option_lines[-1] += " " + text
     for flag in flags:
         (line,) = [ln for ln in option_lines if ln.split()[0] == flag]
         assert "Example:" in line, line

@@ -112,7 +112,7 @@ def test_failed_resumable_tool_fixed_then_resume_reexecutes_only_that_node(tmp_p
     assert (_lines(ws / "first.log"), _lines(ws / "check.log"), _lines(ws / "last.log")) == (1, 2, 1)
     # finished: no resume
     again = cli("resume", "--run-id", run["run_id"], cwd=ws, store=store_dir)
-    assert again.returncode == 1 and "finished run cannot be resumed" in again.stderr
+    assert again.returncode == 2 and "finished run cannot be resumed" in again.stderr
 
 
 def test_cancelled_by_ctrl_c_then_resume_continues_without_rerunning_completed_nodes(
@@ -161,7 +161,7 @@ def test_paused_operator_takes_effect_at_the_next_node_boundary(tmp_path: Path, 
     assert p.returncode == 7 and "next node boundary" in p.stdout, p.stdout + p.stderr  # requested, not yet effective
     (ws / "go.flag").write_text("")  # the current node finishes normally ...
     _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 4, err
+    assert proc.returncode == 8, err  # paused_operator has its own code
     store = Store(store_dir)
     doc, cp = store.load_run(rid), store.load_checkpoint(rid)
     # ... and the run parks before the node about to execute
@@ -170,7 +170,7 @@ def test_paused_operator_takes_effect_at_the_next_node_boundary(tmp_path: Path, 
     assert _lines(ws / "slow.log") == 1 and not (ws / "after.log").exists()
     assert events(store_dir, rid, "run_paused")[-1].payload["by"] == "operator"
     refused = cli("pause", "--run-id", rid, cwd=ws, store=store_dir)
-    assert refused.returncode == 1 and "paused_operator" in refused.stderr and "iterion resume" in refused.stderr
+    assert refused.returncode == 2 and "paused_operator" in refused.stderr and "iterion resume" in refused.stderr
     rc, done = cli_json("resume", "--run-id", rid, cwd=ws, store=store_dir)
     assert rc == 0 and done["status"] == "finished"
     assert (_lines(ws / "first.log"), _lines(ws / "slow.log"), _lines(ws / "after.log")) == (1, 1, 1)
@@ -183,7 +183,7 @@ def test_running_needs_force_stale_and_a_provably_stale_owner(tmp_path: Path, ws
     rid = only_run(store_dir)
     stale_now = {"ITERION_STALE_AFTER_S": "0"}
     live = cli("resume", "--run-id", rid, "--force-stale", cwd=ws, store=store_dir, env=stale_now)
-    assert live.returncode == 1 and "being executed by another process" in live.stderr, live.stderr
+    assert live.returncode == 2 and "being executed by another process" in live.stderr, live.stderr
     proc.kill()  # the owner dies without recording anything
     proc.communicate(timeout=30)
     os.killpg(os.getpgid(int((ws / "slow.pid").read_text())), signal.SIGKILL)  # its orphaned tool
@@ -193,9 +193,9 @@ def test_running_needs_force_stale_and_a_provably_stale_owner(tmp_path: Path, ws
     Store(store_dir).update_run(rid, lambda d: setattr(d.owner, "host", "another-host"))
 
     plain = cli("resume", "--run-id", rid, cwd=ws, store=store_dir)
-    assert plain.returncode == 1 and "is running" in plain.stderr and "--force-stale" in plain.stderr
+    assert plain.returncode == 2 and "is running" in plain.stderr and "--force-stale" in plain.stderr
     fresh = cli("resume", "--run-id", rid, "--force-stale", cwd=ws, store=store_dir)  # the real 60 s window
-    assert fresh.returncode == 1 and "only after 60 s" in fresh.stderr, fresh.stderr
+    assert fresh.returncode == 2 and "only after 60 s" in fresh.stderr, fresh.stderr
     assert f"iterion cancel --run-id {rid}" in fresh.stderr  # the faster path, named
     (ws / "go.flag").write_text("")
     rc, done = cli_json("resume", "--run-id", rid, "--force-stale", cwd=ws, store=store_dir, env=stale_now)
@@ -208,7 +208,7 @@ def test_queued_is_not_resumable_by_hand_and_cancel_just_moves_its_status(ws: Pa
     rid = new_id()
     store.create_run(RunDoc(id=rid, name="queued-one", workflow_name="w", status=RunStatus.QUEUED))
     p = cli("resume", "--run-id", rid, cwd=ws, store=store_dir)
-    assert p.returncode == 1 and "is queued" in p.stderr and "iterion cancel" in p.stderr, p.stderr
+    assert p.returncode == 2 and "is queued" in p.stderr and "iterion cancel" in p.stderr, p.stderr
     rc, outcome = cli_json("cancel", "--run-id", rid, cwd=ws, store=store_dir)
     assert rc == 0 and outcome["status"] == "cancelled" and outcome["delivered"] == "direct"
     assert store.load_run(rid).status is RunStatus.CANCELLED
@@ -231,4 +231,4 @@ def test_failed_is_terminal(tmp_path: Path, ws: Path, store_dir: Path) -> None:
     rc, run = cli_json("run", str(bot), cwd=ws, store=store_dir)
     assert rc == 1 and run["status"] == "failed" and run["failure_code"] == "LOT_NOT_ACTIONABLE"
     p = cli("resume", "--run-id", run["run_id"], cwd=ws, store=store_dir)
-    assert p.returncode == 1 and "failed run cannot be resumed" in p.stderr and "rewind" in p.stderr
+    assert p.returncode == 2 and "failed run cannot be resumed" in p.stderr and "rewind" in p.stderr

@@ -157,7 +157,7 @@ def test_cli_refusals_are_one_clear_line(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     doc = fake_run(Store(store), repo, loop_steps(), status=RunStatus.FINISHED)
     proc = run_cli("rewind", "--run-id", doc.id, "--node", "draft", "--store-dir", str(store), cwd=repo)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: run {doc.id} is finished: a finished run cannot be rewound")
     proc = run_cli("rewind", "--run-id", "nope-not-a-run", "--node", "x", "--store-dir", str(store), cwd=repo)
     assert proc.returncode == 2 and proc.stderr.startswith("error: run nope-not-a-run not found")

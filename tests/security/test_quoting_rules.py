@@ -186,7 +186,7 @@ def test_validate_accepts_raw_markers(tmp_path: Path, ws: Path) -> None:
           u -> done
     """)
     p = run_cli("validate", str(bad), cwd=ws)
-    assert p.returncode == 1 and "C033" in p.stdout and "C004" in p.stdout, p.stdout
+    assert p.returncode == 2 and "C033" in p.stdout and "C004" in p.stdout, p.stdout
 
 
 _TEXT = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=40)

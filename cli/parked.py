@@ -1,0 +1,128 @@
+"""How a parked run says how to continue: the question, its fields, the exact command.
+
+Shared by the `run`/`resume` summary and `inspect --run-id`, so both print the same commands.
+Every command is built by ``iterion.invocation.command`` (the program as invoked, arguments
+quoted), so it runs pasted as printed; the example values are valid for each field's type
+(an answer of ``...`` is a string, ``true`` a bool, ``0`` a number), to be replaced by yours.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cli.errors import CliError
+from iterion.budget import DurationError, format_duration, parse_duration
+from iterion.invocation import command
+
+ACK_FIELD = "acknowledge_recovery"
+
+# the failure message of a cap (iterion.budget.BudgetExceeded): which axis, at what cap
+_CAP = re.compile(r"budget exceeded: (max_[a-z_]+) cap \$?(\S+) reached")
+
+
+def _example(field: dict[str, Any]) -> str:
+    name, kind = str(field.get("name")), str(field.get("type") or "string")
+    if field.get("enum"):
+        return str(field["enum"][0])
+    if name == ACK_FIELD or kind == "bool":
+        return "true"
+    if kind in ("int", "float"):
+        return "0"
+    if kind == "string[]":
+        return "a,b"
+    if kind == "json":
+        return "{}"
+    if kind == "file":
+        return "@./FILE"
+    return "..."
+
+
+def field_line(field: dict[str, Any]) -> str:
+    """``approved: bool``, ``level: string, one of low, high``."""
+    kind = str(field.get("type") or "string")
+    enum = field.get("enum")
+    return f"{field.get('name')}: {kind}" + (f", one of {', '.join(map(str, enum))}" if enum else "")
+
+
+def store_args(store: Any) -> list[str]:
+    """``["--store-dir", D]`` when a command run from the current directory would not find
+    ``store`` by itself (README "Where things live"), else nothing."""
+    from pathlib import Path
+
+    from iterion.store import resolve_store_dir
+
+    return [] if resolve_store_dir(None, Path.cwd()) == store.root else ["--store-dir", str(store.root)]
+
+
+def answer_command(run_id: str, pending: dict[str, Any], store_args: list[str]) -> str:
+    """The `resume` command answering ``pending`` (its questions' fields, example values)."""
+    fields = list(pending.get("fields") or (pending.get("questions") or {}).get("fields") or [])
+    words: list[str] = []
+    for f in fields or [{"name": "answer", "type": "string"}]:
+        words += ["--answer", f"{f.get('name')}={_example(f)}"]
+    return command("resume", "--run-id", run_id, *store_args, *words)
+
+
+def raised_cap(error: str | None) -> list[str]:
+    """``["--max-tokens", "2000"]``: the flag that raises the cap named in a BUDGET_EXCEEDED
+    message to twice its value ([] when the message names none)."""
+    m = _CAP.search(error or "")
+    if not m:
+        return []
+    axis, shown = m.group(1), m.group(2)
+    flag = "--" + axis.replace("_", "-")
+    try:
+        if axis == "max_duration":
+            return [flag, format_duration(parse_duration(shown) * 2)]
+        value = float(shown) * 2
+    except (ValueError, DurationError):
+        return []
+    return [flag, f"{value:g}" if axis == "max_cost_usd" else str(int(value))]
+
+
+def resume_command(run_id: str, failure_code: str | None, error: str | None, store_args: list[str]) -> str:
+    """The `resume` command of a failed_resumable/cancelled/paused_operator run; for
+    BUDGET_EXCEEDED with the ``--max-*`` flag raising the cap that stopped it."""
+    extra = raised_cap(error) if failure_code == "BUDGET_EXCEEDED" else []
+    return command("resume", "--run-id", run_id, *store_args, *extra)
+
+
+def inspect_command(run_id: str, store_args: list[str]) -> str:
+    return command("inspect", "--run-id", run_id, *store_args)
+
+
+def answers_for_pending(raw: dict[str, Any], pending_node: str | None, field_names: set[str],
+                        source: str) -> dict[str, Any]:
+    """The answers of an ``--answers-file`` for the paused node, whichever shape it has:
+
+    - node-keyed, as `run --answers-file` takes it (``{"approve": {"approved": true}}``): the
+      paused node's entry (other nodes' entries are for later gates of a launch, not this one);
+    - flat, for the paused node (``{"approved": true}``): as is.
+
+    A file keyed by nodes that does not name the paused node is refused, naming both.
+    """
+    if pending_node is None:
+        return raw
+    looks_keyed = bool(raw) and all(isinstance(v, dict) for v in raw.values()) and not (set(raw) & field_names)
+    if pending_node in raw and isinstance(raw[pending_node], dict) and pending_node not in field_names:
+        return dict(raw[pending_node])
+    if looks_keyed and field_names:
+        raise CliError(f"answers file {source} answers node(s) {', '.join(sorted(map(str, raw)))}, "
+                       f"but the run waits on {pending_node} ({', '.join(sorted(field_names))})",
+                       hint=f'give {{"{pending_node}": {{...}}}} or the fields of {pending_node} as one flat object')
+    return raw
+
+
+def answers_for_launch(raw: dict[str, Any], human_nodes: list[str], source: str) -> dict[str, dict[str, Any]]:
+    """`run --answers-file`: node-keyed (``{"approve": {"approved": true}}``), or flat
+    (``{"approved": true}``) when the workflow has exactly one human node to give it to."""
+    if raw and all(isinstance(v, dict) for v in raw.values()):
+        return {str(k): dict(v) for k, v in raw.items()}
+    if raw and not any(isinstance(v, dict) for v in raw.values()) and len(human_nodes) == 1:
+        return {human_nodes[0]: dict(raw)}
+    bad = next((str(k) for k, v in raw.items() if not isinstance(v, dict)), "?")
+    where = (f"the workflow has {len(human_nodes)} human nodes ({', '.join(human_nodes)})" if human_nodes
+             else "the workflow has no human node")
+    raise CliError(f"answers file {source}: {bad} must map fields to values ({where})",
+                   hint='key the answers by node, e.g. {"approve": {"approved": true}}')
