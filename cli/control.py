@@ -17,7 +17,7 @@ from iterion.engine.control import ControlOutcome, cancel_run, pause_run
 from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
 from iterion.invocation import command
-from iterion.store import Store
+from iterion.store import Store, StoreError
 from iterion.store.layout import LEGACY
 
 EXIT_PENDING = EXIT_CONTROL_PENDING  # the table: cli/exit_codes.py
@@ -70,7 +70,7 @@ def legacy_store_hint(store: Store) -> None:
         pass
 
 
-def _report(outcome: ControlOutcome, as_json: bool) -> None:
+def _report(outcome: ControlOutcome, as_json: bool, ref: str | None = None) -> None:
     if as_json:
         echo_json(outcome.to_json())
     else:
@@ -80,9 +80,17 @@ def _report(outcome: ControlOutcome, as_json: bool) -> None:
             line += f" ({outcome.message})"
         echo(line)
         if outcome.status in ("cancelled", "paused_operator"):
-            echo(f"resume with: {command('resume', '--run-id', outcome.run_id)}")
+            echo(f"resume with: {command('resume', '--run-id', ref or outcome.run_id)}")
     if outcome.delivered == "pending":
         raise typer.Exit(EXIT_PENDING)
+
+
+def _run_name(store: Store, run_id: str) -> str | None:
+    """The run's friendly name (unique in its store): what hints print."""
+    try:
+        return store.load_run(run_id).name or None
+    except StoreError:
+        return None
 
 
 def cancel_cmd(
@@ -101,7 +109,8 @@ def cancel_cmd(
     """
     store = open_store(store_dir, write=True)
     check_run_writable(store, run_id, workspace=False)  # a cancel never touches the workspace
-    _report(cancel_run(store, run_id, wait_s=wait), as_json)
+    outcome = cancel_run(store, run_id, wait_s=wait)
+    _report(outcome, as_json, _run_name(store, outcome.run_id))
 
 
 def pause_cmd(
@@ -116,7 +125,9 @@ def pause_cmd(
 
     Example: iterion pause --run-id 01a2b3 && iterion resume --run-id 01a2b3
     """
-    _report(pause_run(_store(store_dir), run_id, wait_s=wait), as_json)
+    store = _store(store_dir)
+    outcome = pause_run(store, run_id, wait_s=wait)
+    _report(outcome, as_json, _run_name(store, outcome.run_id))
 
 
 def fork_cmd(
@@ -141,7 +152,7 @@ def fork_cmd(
         return
     echo(f"forked run {result.parent_run_id} at {result.node} (iteration {result.iteration}): "
          f"new run {result.run_id} ({result.name}), {result.status}")
-    echo(f"continue it with: {command('resume', '--run-id', result.run_id)}")
+    echo(f"continue it with: {command('resume', '--run-id', result.name or result.run_id)}")
 
 
 def reconcile_cmd(

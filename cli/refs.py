@@ -9,6 +9,7 @@ import typer
 
 from cli.errors import EXIT_PROBLEM, CliError
 from cli.output import echo, echo_json
+from cli.runref import resolve_loose
 from gitrefs import RunRefs, list_runs, restore_bank
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.snapshot import snapshot_workspace
@@ -22,7 +23,7 @@ refs_app = typer.Typer(
 )
 
 REPO = typer.Option(Path("."), "--repo", help="The run's workspace (a non-bare git checkout).")
-RUN = typer.Option(..., "--run-id", "--run", help="The run id.")
+RUN = typer.Option(..., "--run-id", "--run", help="The run (id, unique prefix of 4+ characters, or name).")
 JSON = typer.Option(False, "--json", help="Print JSON for scripts.")
 
 
@@ -48,7 +49,7 @@ def start_cmd(run: str = RUN,
 
     Example: iterion refs start --run-id r1 --repo ./wt
     """
-    rr = RunRefs.start(repo, run, base)
+    rr = RunRefs.start(repo, resolve_loose(run, cwd=repo), base)
     base_commit = rr.base_commit()
     _emit(as_json, {"run": run, "base": rr.record().base, "chain_base": base_commit},
           f"run {run} started on {base_commit}")
@@ -81,7 +82,7 @@ def boundary_cmd(label: str = typer.Argument(..., help="kind:node:iteration (pre
 
     Example: iterion refs boundary nodes:build:0 --run-id r1
     """
-    rec = RunRefs(repo, run).write_boundary(_label(label))
+    rec = RunRefs(repo, resolve_loose(run, cwd=repo)).write_boundary(_label(label))
     _emit(as_json, rec.to_json(), f"{rec.label} {rec.commit} {rec.ref}")
 
 
@@ -91,7 +92,7 @@ def list_cmd(run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
 
     Example: iterion refs list --run-id r1 --json
     """
-    rr = RunRefs(repo, run)
+    rr = RunRefs(repo, resolve_loose(run, cwd=repo))
     bounds, banks = rr.boundaries(), rr.banks()
     lines = [f"{b.label}\t{b.commit}" for b in bounds] + [f"bank {b.node}/{b.seq}\t{b.commit}" for b in banks]
     _emit(as_json, {"run": run, "base": rr.base_commit(), "boundaries": [b.to_json() for b in bounds],
@@ -105,7 +106,7 @@ def scope_cmd(pivot: str = typer.Argument(..., help="The pivot label, e.g. pre:b
 
     Example: iterion refs scope pre:build:0 --run-id r1
     """
-    scope = RunRefs(repo, run).produced_scope(_label(pivot))
+    scope = RunRefs(repo, resolve_loose(run, cwd=repo)).produced_scope(_label(pivot))
     data = {"pivot": str(scope.pivot), "empty": scope.empty, "paths": sorted(scope.paths),
             "idle_paths": sorted(scope.idle_paths)}
     human = "\n".join(sorted(scope.paths)) if not scope.empty else "empty scope: nothing to restore"
@@ -119,7 +120,7 @@ def bank_cmd(node: str = typer.Option(..., "--node", help="The node the bank is 
 
     Example: iterion refs bank --node build --run-id r1
     """
-    rec = RunRefs(repo, run).bank(node)
+    rec = RunRefs(repo, resolve_loose(run, cwd=repo)).bank(node)
     _emit(as_json, rec.to_json(), f"{rec.ref} {rec.commit}")
 
 
@@ -130,7 +131,7 @@ def revert_cmd(label: str = typer.Argument(..., help="The boundary to go back to
 
     Example: iterion refs revert pre:build:0 --run-id r1
     """
-    res = RunRefs(repo, run).revert_to(_label(label))
+    res = RunRefs(repo, resolve_loose(run, cwd=repo)).revert_to(_label(label))
     _emit(as_json, res.to_json(),
           f"reverted to {res.label}: commit {res.revert_commit}, {len(res.restored)} restored, "
           f"{len(res.removed)} removed; banked as {res.bank.ref}")
@@ -144,7 +145,7 @@ def push_cmd(what: str = typer.Argument(..., help="A boundary label, a ref or a 
 
     Example: iterion refs push nodes:build:0 --run-id r1 --remote origin
     """
-    rec = RunRefs(repo, run).push(remote, what)
+    rec = RunRefs(repo, resolve_loose(run, cwd=repo)).push(remote, what)
     _emit(as_json, rec.to_json(), f"pushed {rec.commit} to {rec.remote} {rec.ref}")
 
 
@@ -154,7 +155,7 @@ def hint_cmd(run: str = RUN, repo: Path = REPO, as_json: bool = JSON) -> None:
 
     Example: iterion refs hint --run-id r1 --json
     """
-    hint = RunRefs(repo, run).recovery_hint()
+    hint = RunRefs(repo, resolve_loose(run, cwd=repo)).recovery_hint()
     if hint is None:
         _emit(as_json, None, "no checkpoint was pushed successfully")
         return

@@ -16,6 +16,8 @@ from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import FilesReport, RestoreScope
 from iterion.rewind.intent import has_intent
 from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
+from iterion.rewind.undo import UndoResult, undo_command, undo_rewind
+from iterion.store import Store, StoreError
 from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
@@ -28,6 +30,7 @@ Examples:
   iterion rewind --run-id RUN --node implement    # name the pivot yourself
   iterion rewind --run-id RUN --node implement --restore-scope none --dry-run --json
   iterion rewind --run-id RUN                     # finish a rewind that was killed mid-way
+  iterion rewind --run-id RUN --undo              # put back what the last rewind changed
 """
 
 
@@ -40,23 +43,20 @@ def _print_detected(d: DetectedEdit) -> None:
 
 
 def _print_files(f: FilesReport, dry_run: bool) -> None:
-    verb = "would restore" if dry_run else "restored"
     echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
     if f.skip_reason:
         echo(f"  nothing restored: {f.skip_reason}")
-    if dry_run:
-        for p in f.in_scope:
-            echo(f"  {verb} {p}")
-        return
+    w = "would be " if dry_run else ""  # a dry run reports the real rewind's plan, word for word
     for p in f.restored:
-        echo(f"  restored {p}")
+        echo(f"  {w}restored {p}")
     for p in f.removed:
-        echo(f"  removed {p}")
+        echo(f"  {w}removed {p}")
     for s in f.skipped:
-        echo(f"  skipped {s.path} ({s.reason})")
+        echo(f"  {w}skipped {s.path} ({s.reason})")
     for p in f.overwritten:
-        echo(f"  overwritten {p} (not attributable to the run: changed after it stopped recording, or "
-             f"while its process was dead; kept in {f.backup_ref})")
+        kept = "the pre-rewind state is banked first" if dry_run else f"kept in {f.backup_ref}"
+        echo(f"  {w}overwritten {p} (not attributable to the run: changed after it stopped recording, or "
+             f"while its process was dead; {kept})")
     if f.undo:
         echo(f"  to bring the overwritten files back, run: {f.undo}")
     why = {d.path: d for d in f.left_in_place_details}
@@ -64,14 +64,14 @@ def _print_files(f: FilesReport, dry_run: bool) -> None:
         d = why.get(p)
         reason = (f"produced by run {d.run_id}, another run of this workspace" if d is not None and d.run_id
                   else "changed since the run's last boundary, outside the scope")
-        echo(f"  left in place {p} ({reason})")
+        echo(f"  {w}left in place {p} ({reason})")
     if f.revert_commit:
         echo(f"  revert commit {f.revert_commit}")
     if f.backup_ref:
         echo(f"  pre-rewind state banked as {f.backup_ref}")
 
 
-def _print_result(r: RewindResult, where: list[str] | None = None) -> None:
+def _print_result(r: RewindResult, ref: str, where: list[str] | None = None) -> None:
     if r.completed_interrupted:
         verb = "would finish" if r.dry_run else "finished"
         echo(f"{verb} the interrupted rewind of run {r.run_id} (a killed rewind had begun restoring its files)")
@@ -87,8 +87,22 @@ def _print_result(r: RewindResult, where: list[str] | None = None) -> None:
         echo(f"orphaned child runs: {kids} - cancel any that is still running")
     _print_files(r.files, r.dry_run)
     if not r.dry_run:
-        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', r.run_id, *(where or []))}` "
+        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', ref, *(where or []))}` "
              "(add --force after editing the workflow)")
+        if r.files.reverted:
+            echo(f"undo this rewind with: {undo_command(ref, *(where or []))}")
+
+
+def _print_undo(u: UndoResult, ref: str, where: list[str]) -> None:
+    echo(f"undid the rewind of run {u.run_id} to {u.to_node}: checkpoint back at "
+         f"{u.restored_checkpoint_node or '-'}, status {u.status}")
+    for p in u.files_restored:
+        echo(f"  put back {p}")
+    for p in u.files_removed:
+        echo(f"  removed {p}")
+    for s in u.files_skipped:
+        echo(f"  skipped {s['path']} ({s['reason']})")
+    echo(f"continue with `{command('resume', '--run-id', ref, *where)}`")
 
 
 def register(app: typer.Typer) -> None:
@@ -109,11 +123,19 @@ def register(app: typer.Typer) -> None:
         keep_files: bool = typer.Option(False, "--keep-files", hidden=True,
                                         help="Former name of --restore-scope none."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing."),
+        undo: bool = typer.Option(False, "--undo", help="Put back the files and the checkpoint the last rewind "
+                                                        "of the run changed (refused once the run moved on)."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
                                                                   "else .git/iterion/store in a git repository, "
                                                                   "else .iterion/ at the project root)."),
     ) -> None:
+        if undo:
+            if node or auto or dry_run or restore_scope is not None or keep_files or file is not None:
+                raise CliError("--undo takes only --run-id (and --store-dir, --json): it puts back what the "
+                               "last rewind changed")
+            _undo(run_id, store_dir, json_out)
+            return
         if node and auto:
             raise CliError("give exactly one of --node NODE or --auto",
                            hint="--auto finds the node your edit affects; --node names it")
@@ -138,4 +160,22 @@ def register(app: typer.Typer) -> None:
         if json_out:
             echo_json(result.to_json())
         else:
-            _print_result(result, store_args(store))
+            _print_result(result, _name(store, result.run_id), store_args(store))
+
+
+def _name(store: Store, run_id: str) -> str:
+    """How hints name the run: its friendly name (unique in the store), else its id."""
+    try:
+        return store.load_run(run_id).name or run_id
+    except StoreError:
+        return run_id
+
+
+def _undo(run_id: str, store_dir: Path | None, json_out: bool) -> None:
+    store = open_store(store_dir, write=True)
+    check_run_writable(store, run_id)
+    result = undo_rewind(store, run_id)
+    if json_out:
+        echo_json(result.to_json())
+    else:
+        _print_undo(result, _name(store, result.run_id), store_args(store))

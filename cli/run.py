@@ -17,7 +17,7 @@ from cli.control import sweep_orphans
 from cli.errors import CliError
 from cli.exit_codes import EXIT_FAILED, EXIT_HELP, STATUS_EXIT
 from cli.flags import finite_flag, one_line
-from cli.output import echo, echo_err, echo_json, output_width, styled, table
+from cli.output import echo, echo_err, echo_json, styled
 from cli.parked import (
     answer_command,
     answers_for_launch,
@@ -29,6 +29,7 @@ from cli.parked import (
 )
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from cli.progress import Progress
+from cli.runlist import add_short_ids, print_runs
 from cli.scaffold import merge_skipped_reason, scaffold
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -113,6 +114,7 @@ def _summary(result: RunResult, store: Store) -> None:
         if not result.merged_into:
             echo_err(f"  did not fast-forward: {merge_skipped_reason(store, result.run_id)}")
     where = store_args(store)
+    ref = result.name or result.run_id  # hints print the name (unique in the store)
     if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
         if result.pending.get("instructions"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
@@ -120,10 +122,10 @@ def _summary(result: RunResult, store: Store) -> None:
             echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
         for f in result.pending.get("fields") or []:
             echo_err(f"    {field_line(f)}")
-        echo_err(f"  answer with: {answer_command(result.run_id, result.pending, where)}")
+        echo_err(f"  answer with: {answer_command(ref, result.pending, where)}")
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
-        echo_err(f"  resume with: {resume_command(result.run_id, result.failure_code, result.error, where)}")
-    echo_err(f"  details: {inspect_command(result.run_id, where)}")
+        echo_err(f"  resume with: {resume_command(ref, result.failure_code, result.error, where)}")
+    echo_err(f"  details: {inspect_command(ref, where)}")
     echo_err(f"  stored in: {store.run_dir(result.run_id)}")
 
 
@@ -310,9 +312,9 @@ def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
 def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
     """The exact command that continues a parked run (None for a running or ended run)."""
     if doc.status is RunStatus.PAUSED_WAITING_HUMAN and cp is not None and cp.pending_interaction:
-        return answer_command(doc.id, cp.pending_interaction.model_dump(), where)
+        return answer_command(doc.name or doc.id, cp.pending_interaction.model_dump(), where)
     if doc.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
-        return resume_command(doc.id, doc.failure_code, doc.error, where)
+        return resume_command(doc.name or doc.id, doc.failure_code, doc.error, where)
     return None
 
 
@@ -345,17 +347,14 @@ def inspect_cmd(
     store = _store(store_dir)
     if run_id is None:
         rows = [_list_row(r, store) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
+        add_short_ids(rows)
         if as_json:
             echo_json(rows)
             return
         if not rows:
             echo(f"no runs in {store.root}")
             return
-        for line in table(("id", "name", "status", "workflow", "age"),
-                          [(r["id"], r["name"], f"{r['status']}{' (rewind interrupted)' if r.get('rewind_interrupted') else ''}",
-                            r["workflow"], r["age"]) for r in rows],
-                          width=output_width(), keep=(0,)):
-            echo(line)
+        print_runs(rows)
         return
     rid = store.resolve_run(run_id)
     doc = store.load_run(rid)

@@ -9,6 +9,7 @@ import typer
 
 from cli.errors import CliError
 from cli.output import echo, echo_json
+from cli.runref import resolve_loose
 from gitrefs.boundary import BoundaryLabel
 from workspacetrack import DEFAULT_SIZE_CAP, Scope, Tracker
 from workspacetrack.bigfiles import SIZE_CAP_ENV
@@ -24,7 +25,7 @@ track_app = typer.Typer(
 
 StoreOpt = typer.Option(..., "--store", help="Store directory (outside the workspace).")
 WorkspaceOpt = typer.Option(Path("."), "--workspace", help="The workspace the run executes in.")
-RunOpt = typer.Option(..., "--run-id", help="Run id whose chain to use.")
+RunOpt = typer.Option(..., "--run-id", help="The run whose chain to use (id, unique prefix of 4+ characters, or name).")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 UndoPathsOpt = typer.Option([], "--path", metavar="PATH", help="Undo only this path of it (repeatable; default: all).")
 
@@ -37,7 +38,7 @@ def _label(text: str) -> BoundaryLabel:
 
 
 def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int | None = None) -> Tracker:
-    return Tracker(store, workspace, run_id, size_cap=size_cap)
+    return Tracker(store, workspace, resolve_loose(run_id, cwd=workspace, track_store=store), size_cap=size_cap)
 
 
 def _emit(data: object) -> None:

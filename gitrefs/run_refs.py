@@ -351,6 +351,30 @@ class RunRefs:
         return RevertResult(label, plan.target_commit, revert, bank, tuple(sorted(applied.written)),
                             tuple(sorted(applied.removed)), tuple(sorted(applied.skipped)), chain_commit)
 
+    def undo_revert(self, label: BoundaryLabel, revert_commit: str, bank_ref: str, *,
+                    completing: bool = False) -> tuple[list[str], list[str], list[str]]:
+        """Undo ``revert_to(label)``: HEAD back to the revert commit's parent (refused when HEAD
+        moved since), the working tree back to the bank's tree, the chain advanced to it as the
+        revert advanced it. Returns (written, removed, skipped) paths.
+
+        ``completing``: an undo a killed process began; HEAD may already be at the parent (then
+        it stays), and the tree step converges on the bank's tree whatever part of it landed."""
+        head = self._head_commit()
+        parents = self.repo[revert_commit].peel(pygit2.Commit).parent_ids
+        parent = str(parents[0]) if parents else None
+        if head != revert_commit and not (completing and head == parent):
+            raise GitRefsError(f"HEAD of {self.ws.workdir} is no longer the rewind's revert commit "
+                               f"{revert_commit[:12]} (now {(head or 'unborn')[:12]}): the run moved on")
+        bank_tree = self._tree_of(str(self.repo.revparse_single(bank_ref).peel(pygit2.Commit).id))
+        disk = self.snapshot()
+        if head == revert_commit:
+            run_git(self.ws.workdir, ["update-ref", "-m", f"iterion: undo the revert to {label} (run {self.run_id})",
+                                      "HEAD", parent or "", revert_commit])
+        applied = apply_tree_diff(self.repo, self.ws.workdir, disk, bank_tree)
+        run_git(self.ws.workdir, ["reset", "-q"], env={"GIT_OPTIONAL_LOCKS": "1"}, check=False)
+        self._chain_revert_step(label)
+        return sorted(applied.written), sorted(applied.removed), sorted(applied.skipped)
+
     def _chain_revert_step(self, label: BoundaryLabel) -> str:
         """Advance the chain head to the reverted tree (an unlabelled step, not a boundary).
 

@@ -83,7 +83,21 @@ def _remove(root: Path, rel: str) -> bool:
     return not target.exists()
 
 
-def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree: str) -> ApplyResult:
+def _is_empty_tree(path: Path) -> bool:
+    """``_remove_empty_tree``'s test, removing nothing."""
+    return all(not c.is_symlink() and c.is_dir() and _is_empty_tree(c) for c in path.iterdir())
+
+
+def _removable(root: Path, rel: str) -> bool:
+    """``_remove``'s answer, removing nothing."""
+    target = root / rel
+    return target.is_symlink() or target.is_file() or not target.exists()
+
+
+def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree: str, *,
+                    dry_run: bool = False) -> ApplyResult:
+    """Apply the diff ``old_tree`` -> ``new_tree`` to ``root``; with ``dry_run``, walk it the same
+    way and return the same result with nothing written (what a rewind's preview reports)."""
     result = ApplyResult()
     if old_tree == new_tree:
         return result
@@ -96,7 +110,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
             old_path = diff_path(d.old_file)
             if d.old_file.mode == _GITLINK or _link_on_path(root, old_path):
                 result.skipped.append(old_path)
-            elif _remove(root, old_path):
+            elif _removable(root, old_path) if dry_run else _remove(root, old_path):
                 if d.status == pygit2.enums.DeltaStatus.DELETED:
                     result.removed.append(old_path)
             else:
@@ -111,8 +125,12 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
             result.skipped.append(rel)
             continue
         dest = root / rel
-        if dest.is_dir() and not dest.is_symlink() and not _remove_empty_tree(dest):
+        if dest.is_dir() and not dest.is_symlink() and not (_is_empty_tree(dest) if dry_run
+                                                             else _remove_empty_tree(dest)):
             result.skipped.append(rel)  # a directory with content the tree does not own is in the way
+            continue
+        if dry_run:
+            result.written.append(rel)
             continue
         data = repo[d.new_file.id].peel(pygit2.Blob).data
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -316,6 +316,68 @@ class _Writer:
             os.close(fd)
 
 
+class _DryWriter(_Writer):
+    """The dry run's writer: walks every path exactly as ``_Writer`` does and refuses what it
+    would refuse (a link on the path, content in the way), but creates, writes and removes
+    nothing. Removals are remembered so a directory they would empty counts as empty."""
+
+    def __init__(self, workspace: Path) -> None:
+        super().__init__(workspace)
+        self._gone: set[str] = set()
+
+    def sync(self) -> None:
+        self._written.clear()
+
+    def open_parent(self, path: str, create: bool) -> int | None:
+        return super().open_parent(path, create=False)  # a missing directory would be made: no obstacle
+
+    def _empty(self, dir_fd: int, name: str, rel: str) -> bool:
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return False
+        try:
+            with os.scandir(fd) as it:
+                for child in it:
+                    sub = f"{rel}/{child.name}"
+                    if sub in self._gone:
+                        continue
+                    if not child.is_dir(follow_symlinks=False) or not self._empty(fd, child.name, sub):
+                        return False
+        finally:
+            os.close(fd)
+        return True
+
+    def remove(self, path: str) -> bool:
+        fd = self.open_parent(path, create=False)
+        if fd is None:
+            return False
+        try:
+            st = self._check_final(fd, path.rsplit("/", 1)[-1], path.rpartition("/")[0])
+            if st is None:
+                return False
+            if st_mod.S_ISDIR(st.st_mode) and not self._empty(fd, path.rsplit("/", 1)[-1], path):
+                raise _Refused(SKIP_BLOCKED)
+            self._gone.add(path)
+            return True
+        finally:
+            os.close(fd)
+
+    def write(self, path: str, entry: Entry, objects: ObjectStore) -> None:
+        fd = self.open_parent(path, create=False)
+        if fd is None:
+            return
+        try:
+            name = path.rsplit("/", 1)[-1]
+            st = self._check_final(fd, name, path.rpartition("/")[0])
+            if st_mod.S_ISDIR(entry[1]):
+                return
+            if st is not None and st_mod.S_ISDIR(st.st_mode) and not self._empty(fd, name, path):
+                raise _Refused(SKIP_BLOCKED)
+        finally:
+            os.close(fd)
+
+
 def _make_dir(dir_fd: int, name: str, st: os.stat_result | None, mode: int) -> None:
     """Recreate directory ``name`` (an empty directory the pivot had); a file or link standing
     there is removed first (it is in scope: the plan chose to put the directory back)."""
@@ -356,11 +418,14 @@ def _remove_empty_tree(dir_fd: int, name: str) -> bool:
 
 
 def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: str,
-                  bank: str | None) -> RestoreReport:
+                  bank: str | None, dry_run: bool = False) -> RestoreReport:
+    """Carry out ``plan``; with ``dry_run``, the same walk and the same report with nothing written
+    (``_DryWriter``), so a preview names exactly what the restore would restore, remove, skip
+    and overwrite."""
     report = RestoreReport(pivot=pivot, scope=plan.scope.value, bank=bank,
                            left_in_place=list(plan.left_in_place))
     skipped = dict(plan.skipped)
-    writer = _Writer(workspace)
+    writer = _DryWriter(workspace) if dry_run else _Writer(workspace)
     try:
         removals = sorted((a for a in plan.actions if a.target is None), key=lambda a: a.path, reverse=True)
         for a in removals:

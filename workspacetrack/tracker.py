@@ -28,6 +28,7 @@ from workspacetrack.restore import (
     RestoreReport,
     Scope,
     apply_planned,
+    apply_restore,
     missing_objects,
     plan_restore,
     unreadable_objects,
@@ -284,6 +285,19 @@ class Tracker:
             planned = self._prepare_locked(pivot, Scope(scope), protected, exclude)
             return apply_planned(self.workspace, self.store.objects, planned)
 
+    def preview_restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
+                        protected: Iterable[str] = (), exclude: Iterable[str] = ()) -> RestoreReport:
+        """What ``restore`` would do now, as its report, writing nothing to the workspace: the
+        same plan against the disk captured as the restore captures it (the scan may add
+        unreferenced objects to the track store and refresh its cache; no bank is taken), walked
+        by the restore's own writer in dry-run mode, so it names exactly what the restore would
+        restore, remove, skip, overwrite and leave in place. Refuses as ``restore`` refuses."""
+        with self.store.locked():
+            planned = self._prepare_locked(pivot, Scope(scope), protected, exclude, bank=False)
+            report = apply_restore(self.workspace, self.store.objects, planned.plan(), pivot=planned.pivot,
+                                   bank=None, dry_run=True)
+            return report
+
     def missing_for_restore(self, pivot: BoundaryLabel, scope: Scope | str = "produced",
                             protected: Iterable[str] = ()) -> list[tuple[str, str]]:
         """(path, object id) of every object a restore to ``pivot`` may read and the store lacks.
@@ -327,7 +341,7 @@ class Tracker:
         return pivot_id
 
     def _prepare_locked(self, pivot: BoundaryLabel, scope: Scope, protected: Iterable[str],
-                        exclude: Iterable[str] = ()) -> PlannedRestore:
+                        exclude: Iterable[str] = (), *, bank: bool = True) -> PlannedRestore:
         state = self._state()
         pivot_id = self._pivot_id(state, pivot)
         produced = self.produced_scope(pivot, state)
@@ -336,7 +350,7 @@ class Tracker:
         # another run's work is taken out of a produced scope and named as left in place
         kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
         planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
-                                   label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot))
+                                   label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot), bank=bank)
         planned.left_in_place = sorted(set(planned.left_in_place) | {to_wire(p) for p in kept})  # wire form
         return planned
 
@@ -364,7 +378,7 @@ class Tracker:
 
     def _prepare_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
-                    pivot: str) -> PlannedRestore:
+                    pivot: str, bank: bool = True) -> PlannedRestore:
         # The bank IS the current disk state: capturing it first gives both the undo point and
         # the evidence (what changed since the last boundary) the report needs.
         manifest, stats = self._capturer.scan()
@@ -376,7 +390,7 @@ class Tracker:
         if bad:
             raise MissingObjectsError(bad)  # before the bank: nothing recorded, nothing written
         bank_id: str | None = None
-        if plan.actions:
+        if plan.actions and bank:
             rec = self._record(state, kind="bank", label=label, manifest=manifest,
                                touched=sorted(a.path for a in plan.actions))
             state.banks.append(rec.id)

@@ -132,7 +132,7 @@ def fork_run(store: Store, run_id: str, node: str, *, iteration: int | None = No
     child_id = new_id()
     child = RunDoc.model_validate(parent.model_dump())
     child.id = child_id
-    child.name = friendly_name(parent.workflow_name)
+    child.name = friendly_name(parent.workflow_name, store.run_names())
     child.status = RunStatus.PAUSED_OPERATOR  # ready at the fork point, not abandoned
     child.failure_code = child.error = None
     child.finished_at = None

@@ -118,7 +118,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         raise EngineError(f"workspace {workspace} is not a directory")
     script_file = options.script_file or find_script_file(src.path)
     run_id = options.run_id or new_id()
-    name = friendly_name(wf.name)
+    name = friendly_name(wf.name, store.run_names())
     prepare_store(store.root, store.origin, workspace)  # refused inside the working tree unless ignored
 
     worktree_info = None

@@ -23,6 +23,7 @@ from typing import Any
 import pygit2
 
 from gitrefs.boundary import BoundaryLabel
+from gitrefs.worktree_apply import apply_tree_diff
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
@@ -144,8 +145,8 @@ def restore_files(versioning: Any, anchor: BoundaryLabel, scope: RestoreScope, *
     else:
         _restore_tracked(versioning.backend, anchor, scope, report, protected=protected, dry_run=dry_run,
                          on_planned=on_planned, planned=planned, other_runs=other_runs or [])
+    flag_unattributable(versioning, anchor, report)  # a dry run too: it reports what the rewind does
     if not dry_run:
-        flag_unattributable(versioning, anchor, report)
         report.undo = undo_command(versioning, report, workspace)
     return report
 
@@ -214,13 +215,25 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
     anchor_commit = refs.resolve(anchor)
     report.ref = _anchor_ref(refs, anchor)
     if planned is None or planned.revert is None:
-        changed = refs.changed_paths(anchor_commit, refs.snapshot())
+        disk = refs.snapshot()  # the tree the revert banks (a tree object; nothing of the user's is written)
+        changed = refs.changed_paths(anchor_commit, disk)
         report.in_scope = sorted(changed - set(protected))
         guarded = sorted(changed & set(protected))
         if not report.in_scope:
             report.skip_reason = f"the workspace already matches {anchor}: nothing to restore"
             return
         if dry_run:
+            # the revert's own walk of the same diff, writing nothing: the preview is the plan
+            kept = {rel for rel in guarded if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
+            applied = apply_tree_diff(refs.repo, workspace, disk, anchor_commit, dry_run=True)
+            rewritten = set(applied.written)
+            report.restored = sorted(p for p in applied.written if p not in kept)
+            report.removed = sorted(p for p in applied.removed if p not in rewritten and p not in kept)
+            report.skipped = [Skipped(p, "submodule or blocked path: not restored by git") for p in sorted(applied.skipped)]
+            report.skipped += [Skipped(p, "protected: a workflow source file") for p in guarded]
+            touched = set(report.restored) | set(report.removed)
+            differs = refs.changed_paths(disk, anchor_commit) & refs.changed_paths(disk, refs.chain_head())
+            report.overwritten = sorted(touched & differs)
             _display_paths(report)
             return
         # Git reverts the whole tree: keep the source files' bytes to put them back afterwards.
@@ -248,10 +261,10 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
     report.skipped += [Skipped(p, "protected: a workflow source file") for p in guarded]
     report.revert_commit = result.revert_commit
     report.backup_ref = result.bank.ref
+    bank = result.bank.commit
     # In scope, but on disk (the bank) matching neither the anchor nor the run's last boundary:
     # work that arrived after the run stopped recording. Restored anyway; the bank holds it.
     touched = set(report.restored) | set(report.removed)
-    bank = result.bank.commit
     differs = refs.changed_paths(bank, anchor_commit) & refs.changed_paths(bank, last)
     report.overwritten = sorted(touched & differs)
     _display_paths(report)
@@ -289,29 +302,18 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
     theirs = frozenset().union(*(paths for _, paths in other_runs)) if scope is RestoreScope.PRODUCED \
         else frozenset()
     if dry_run:
-        # (a real restore computes the scope itself: computing it here too would double the cost)
-        produced = tracker.produced_scope(anchor)
-        if scope is RestoreScope.PRODUCED:
-            report.in_scope = sorted(set(produced.paths) - set(protected) - theirs)
-            _name_left_in_place(report, sorted(set(produced.paths) & theirs), other_runs)
-        else:
-            # every path that differs between the anchor and the run's last boundary (a dry run
-            # does not capture the disk, so edits after that boundary are not previewed)
-            last = produced.last_state or report.ref
-            report.in_scope = sorted({c.path for c in tracker.changes(report.ref, last)} - set(protected))
-        if not report.in_scope:
-            report.skip_reason = (_empty_scope_reason(anchor) if scope is RestoreScope.PRODUCED
-                                  else f"the run recorded no change from {anchor} on")
-        _display_paths(report)
-        return
-    completing = planned is not None and planned.tracked is not None
-    if planned is None or planned.tracked is None:
-        planned = FilesPlan(tracked=tracker.prepare_restore(anchor, scope=scope.value, protected=protected,
-                                                            exclude=theirs))
-        if on_planned is not None:
-            on_planned(planned)
-    assert planned.tracked is not None
-    rr = tracker.apply_prepared(planned.tracked, completing=completing)
+        # the same plan against the same captured disk, with nothing written: its report names
+        # what the restore would restore, remove, skip, overwrite and leave in place
+        rr = tracker.preview_restore(anchor, scope=scope.value, protected=protected, exclude=theirs)
+    else:
+        completing = planned is not None and planned.tracked is not None
+        if planned is None or planned.tracked is None:
+            planned = FilesPlan(tracked=tracker.prepare_restore(anchor, scope=scope.value, protected=protected,
+                                                                exclude=theirs))
+            if on_planned is not None:
+                on_planned(planned)
+        assert planned.tracked is not None
+        rr = tracker.apply_prepared(planned.tracked, completing=completing)
     report.raw_paths = raw_paths([*rr.restored, *rr.removed, *(s["path"] for s in rr.skipped),
                                   *rr.overwritten, *rr.left_in_place])
     report.restored = sorted(map(display, rr.restored))
@@ -324,8 +326,9 @@ def _restore_tracked(tracker: Any, anchor: BoundaryLabel, scope: RestoreScope, r
                                     for d in report.left_in_place_details]
     report.backup_ref = rr.bank
     report.in_scope = sorted(set(report.restored) | set(report.removed) | {sk.path for sk in report.skipped})
-    report.reverted = bool(report.restored or report.removed)
-    if not report.reverted:
+    changes = bool(report.restored or report.removed)
+    report.reverted = changes and not dry_run  # a preview names what would change; it reverted nothing
+    if not changes:
         already = f"the workspace already matches {anchor}: nothing to restore"
         report.skip_reason = _empty_scope_reason(anchor) if rr.scope_empty else (rr.message or already)
         if any(d.run_id for d in report.left_in_place_details) and rr.scope_empty:

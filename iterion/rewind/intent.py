@@ -85,6 +85,9 @@ class RewindIntent(VersionedModel):
     auto_report: dict[str, Any] | None = None
     checkpoint: dict[str, Any]          # the rewound checkpoint, written as is in step 5
     files: FilesPlan | None = None      # None: the restore changes no file (scope none, nothing to do)
+    # the checkpoint and run-document fields before the rewind, which `rewind --undo` puts back
+    # (iterion/rewind/undo.py); None in a record written before --undo existed (read as is)
+    before: dict[str, Any] | None = None
 
     def planned_operations(self) -> int:
         if self.files is None:

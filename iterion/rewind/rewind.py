@@ -55,6 +55,7 @@ from iterion.rewind.state_edit import (
     resolve_anchor,
     rewind_checkpoint,
 )
+from iterion.rewind.undo import save_undo_record, undo_before
 from iterion.rewind.worktree import check_worktree, ensure_worktree
 from iterion.store import Checkpoint, Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
@@ -146,6 +147,7 @@ class _Decision:
     cp: Checkpoint  # the rewound checkpoint (not yet written)
     dropped_set: frozenset[str]
     result: RewindResult  # files not yet known
+    before: dict[str, Any]  # the checkpoint and document fields before the rewind (for --undo)
 
 
 def rewind_run(store: Store, req: RewindRequest, *, on_detected: OnDetected | None = None) -> RewindResult:
@@ -198,6 +200,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
                                "start a new run")
     check_event_log(store, run_id)
     check_run_dir(store, run_id)
+    before = undo_before(cp, doc)  # what --undo puts back (recorded in the intent, step 1)
     worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
     scope = req.restore_scope or default_scope(worktree)
     check_scope(worktree, scope)
@@ -259,7 +262,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
                           auto=auto_report)
     return _Decision(doc=doc, expected=doc.version, worktree=worktree, scope=scope, anchor=anchor,
                      workspace=workspace, protected=protected, unit_files=unit_files, asked=asked, cp=cp,
-                     dropped_set=dropped_set, result=result)
+                     dropped_set=dropped_set, result=result, before=before)
 
 
 def _check_workspace(doc: RunDoc, workspace: Path | None, worktree: bool) -> Path:
@@ -326,7 +329,7 @@ def _commit(store: Store, d: _Decision) -> RewindResult:
                           dropped_set=sorted(d.dropped_set), tombstoned_artifacts=r.tombstoned_artifacts,
                           orphaned_child_runs=r.orphaned_child_runs,
                           auto_report=asdict(r.auto) if r.auto else None,
-                          checkpoint=d.cp.model_dump(mode="json"))
+                          checkpoint=d.cp.model_dump(mode="json"), before=d.before)
     committed = False
 
     def commit(plan: FilesPlan | None) -> None:
@@ -363,12 +366,15 @@ def _finish(store: Store, intent: RewindIntent, files: FilesReport, *, doc: RunD
     kill_point("rewind-parked")
     result = _result_of(intent, files)
     result.completed_interrupted = completed
-    if not any(e.type == ev.RUN_REWOUND and e.payload.get("rewind_id") == intent.id
-               for e in store.read_events(run_id)):
-        store.events(run_id).append(ev.RUN_REWOUND, node=intent.pivot, iteration=intent.iteration,
-                                    payload={**result.event_payload(), "rewind_id": intent.id,
-                                             "completed_after_interrupt": completed})
+    rewound = next((e for e in store.read_events(run_id)
+                    if e.type == ev.RUN_REWOUND and e.payload.get("rewind_id") == intent.id), None)
+    if rewound is None:
+        rewound = store.events(run_id).append(ev.RUN_REWOUND, node=intent.pivot, iteration=intent.iteration,
+                                              payload={**result.event_payload(), "rewind_id": intent.id,
+                                                       "completed_after_interrupt": completed})
     kill_point("rewind-event")
+    if intent.before is not None:  # (an intent written before --undo existed has none: no undo)
+        save_undo_record(store, run_id, intent.before, files, rewound.seq, intent.pivot, intent.id)
     clear_intent(store, run_id)
     return result
 

@@ -13,6 +13,10 @@ class RunNotFoundError(StoreError):
     pass
 
 
+class AmbiguousRunRefError(RunNotFoundError):
+    """A prefix or name that several runs share (the message says how many; type more)."""
+
+
 class RunExistsError(StoreError):
     pass
 

@@ -11,6 +11,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Collection
 
 from gitrefs.ids import validate_id
 from iterion.store.errors import StoreError
@@ -56,9 +57,16 @@ def _slug(text: str) -> str:
     return slug or "run"
 
 
-def friendly_name(workflow: str) -> str:
-    """``<workflow>-<adjective>-<noun>``, e.g. ``tidy-brave-otter`` (not unique, for people)."""
-    return f"{_slug(workflow)}-{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}"
+def friendly_name(workflow: str, taken: Collection[str] = ()) -> str:
+    """``<workflow>-<adjective>-<noun>``, e.g. ``tidy-brave-otter``, avoiding the names in ``taken``
+    when a free combination turns up in a few draws (``Store.create_run`` makes the final name
+    unique under a lock, with a numeric suffix if need be)."""
+    name = ""
+    for _ in range(32):
+        name = f"{_slug(workflow)}-{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}"
+        if name not in taken:
+            return name
+    return name
 
 
 def validate_run_id(run_id: str) -> str:

@@ -21,6 +21,7 @@ from iterion.store.artifacts import ArtifactStore
 from iterion.store.attachments import AttachmentStore
 from iterion.store.checkpoint import Checkpoint
 from iterion.store.errors import (
+    AmbiguousRunRefError,
     CorruptDocumentError,
     RunExistsError,
     RunNotFoundError,
@@ -34,6 +35,8 @@ from iterion.store.interactions import InteractionStore
 from iterion.store.layout import EXPLICIT, RunPaths, locate_store
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
+from iterion.store.names import NameIndex, indexable
+from iterion.store.refs import MIN_PREFIX, short_ids, unique_name
 from iterion.store.reserve import (
     ensure_reserve,
     is_storage_error,
@@ -46,6 +49,7 @@ from iterion.store.timeutil import utcnow
 from persist import FormatVersionError, file_lock, read_model, write_model
 
 RUNS_DIR = "runs"
+NAMES_LOCK = "names.lock"  # at the store root: serializes picking a unique run name
 STALE_AFTER_S = 60.0  # the spec's --force-stale guard: no event flush for this long
 
 M = TypeVar("M", bound=BaseModel)
@@ -118,9 +122,15 @@ class Store:
         created = not paths.dir.exists()
         try:
             paths.dir.mkdir(parents=True, exist_ok=True)
-            with file_lock(paths.cas_lock):
+            # names.lock: the name check and the write of run.json are one step, so two launches
+            # racing for one name cannot both get it (a later one takes a -2, -3, ... suffix)
+            with file_lock(self.root / NAMES_LOCK), file_lock(paths.cas_lock):
                 if paths.run_json.exists():
                     raise RunExistsError(f"run {doc.id} already exists")
+                if doc.name and indexable(doc.name):
+                    doc.name = self._name_index().claim(doc.name, doc.id)
+                elif doc.name:  # a name no file can be called: checked against every run instead
+                    doc.name = unique_name(doc.name, self._names(exclude=doc.id))
                 doc.version = 1
                 doc.created_at = doc.updated_at = utcnow()
                 write_model(paths.run_json, doc)
@@ -130,8 +140,23 @@ class Store:
                 raise
             if created:
                 self.discard_new_run(doc.id)
+                if doc.name and indexable(doc.name):
+                    self._name_index().release(doc.name, doc.id)
             raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
         return doc
+
+    def run_names(self) -> set[str]:
+        """The friendly names in use (a new run's name is picked outside them)."""
+        try:
+            return self._name_index().taken()
+        except OSError:  # a read-only or damaged store: the claim at creation still decides
+            return set()
+
+    def _name_index(self) -> NameIndex:
+        return NameIndex(self.root, lambda: [(r.id, r.name) for r in self.list_runs()], self.exists)
+
+    def _names(self, *, exclude: str) -> set[str]:
+        return {r.name for r in self.list_runs() if r.id != exclude and r.name}
 
     def discard_new_run(self, run_id: str) -> None:
         """Remove a run that never started (its creation failed half-way): every file of it."""
@@ -229,10 +254,11 @@ class Store:
         return [r for r in self.list_entries() if isinstance(r, CorruptRun)]
 
     def resolve_run(self, ref: str) -> str:
-        """A run id from an id, a unique id prefix (>= 6 chars) or a unique friendly name.
+        """A run id from an id, a unique friendly name or a unique id prefix (>= 4 characters).
 
         A reference no run can have (too long for a file name, control characters) is refused
-        first, and every message shows it escaped and cut, so it stays on one line."""
+        first, and every message shows it escaped and cut, so it stays on one line. A prefix that
+        several runs share says how many ("type more"); one under 4 characters says "too short"."""
         check_run_ref(ref)
         try:
             if self.exists(ref):
@@ -240,15 +266,31 @@ class Store:
         except ValueError:  # not even a valid id: it can only be a (non-matching) name
             pass
         entries = self.list_entries()  # a corrupt run still owns its id (its prefix is not "unique" elsewhere)
-        hits = [r.id for r in entries if isinstance(r, RunDoc) and r.name == ref] or (
-            [r.id for r in entries if r.id.startswith(ref)] if len(ref) >= 6 else [])
+        named = [r.id for r in entries if isinstance(r, RunDoc) and r.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if named:  # names are unique since they are made so at creation; older stores may repeat one
+            raise AmbiguousRunRefError(f"ambiguous: {len(named)} runs are named {display_ref(ref)}",
+                                   hint=f"pass one of their ids: {', '.join(short_ids(named).values())}")
+        lowered = ref.lower()
+        if len(ref) < MIN_PREFIX and all(c in "0123456789abcdef" for c in lowered):
+            raise RunNotFoundError(f"run id prefix {display_ref(ref)} is too short: "
+                                   f"type at least {MIN_PREFIX} characters",
+                                   hint="list runs and their short ids with `iterion inspect`")
+        hits = [r.id for r in entries if r.id.startswith(lowered)] if len(ref) >= MIN_PREFIX else []
         if len(hits) == 1:
             return hits[0]
         if not hits:
             raise RunNotFoundError(f"run {display_ref(ref)} not found in {self.runs_dir}",
                                    hint="list runs with `iterion inspect`, or pass --store-dir")
-        raise RunNotFoundError(f"run {display_ref(ref)} is ambiguous: it names {len(hits)} runs ({', '.join(hits[:5])})",
-                               hint="pass the full run id")
+        shown = short_ids([r.id for r in entries])
+        raise AmbiguousRunRefError(f"ambiguous: {len(hits)} runs start with {display_ref(ref)}; type more",
+                               hint="e.g. " + ", ".join(shown[h] for h in hits[:5])
+                                    + (", ..." if len(hits) > 5 else ""))
+
+    def short_id(self, run_id: str) -> str:
+        """``run_id``'s shortest unique prefix in this store (what listings highlight)."""
+        return short_ids([e.id for e in self.list_entries()] + [run_id]).get(run_id, run_id)
 
     # -- checkpoint -------------------------------------------------------------------------------
     def save_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:

@@ -111,8 +111,8 @@ def test_inspect_list_detail_and_events_print_user_text_literally(tmp_path: Path
     assert listing.code == 0, listing.err
     listing.assert_literal()
     header, row = listing.out.decode().splitlines()
-    assert header.split() == ["id", "name", "status", "workflow", "age"]
-    assert row.split()[:4] == [run_id, json.loads(cli("inspect", "--json", cwd=ws, store=store).out)[0]["name"],
+    assert header.split() == ["ref", "id", "name", "status", "workflow", "age"]  # ref: the short unique prefix
+    assert row.split()[1:5] == [run_id, json.loads(cli("inspect", "--json", cwd=ws, store=store).out)[0]["name"],
                                "paused_waiting_human", "w"]
 
     detail = cli("inspect", "--run-id", run_id, cwd=ws, store=store)

@@ -1,0 +1,139 @@
+"""`rewind --dry-run` reports what the real rewind then does, field by field, and
+`rewind --undo` puts back the files and the checkpoint of the last rewind (issue 14 point 7).
+All through the CLI in subprocesses, on a real repository."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from iterion.store import Store
+
+from ..conftest import git, store_fingerprint
+from .test_rewind_e2e import cli, cli_json, first_attempt, setup_project
+
+# every field of the files report but those only a real rewind has (the bank, the undo command,
+# ``reverted``: whether files were changed, False in a preview by definition)
+FIELDS = ("mechanism", "scope", "anchor", "restored", "removed", "skipped", "overwritten",
+          "left_in_place", "left_in_place_details", "in_scope", "ref", "skip_reason", "raw_paths")
+
+
+def _parked_with_edits(repo: Path, store: Path) -> str:
+    setup_project(repo, worktree=False)
+    run_id, _ = first_attempt(repo, store)
+    # after the run stopped: a person edits a file the run produced (the restore overwrites it)
+    # and one the run never touched (left in place)
+    (repo / "c.txt").write_text("the user's own edit\n")
+    (repo / "README.md").write_text("hello\nedited after the run stopped\n")
+    return run_id
+
+
+def test_dry_run_reports_exactly_what_the_rewind_does(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_id = _parked_with_edits(repo, store)
+    ws_before = store_fingerprint(repo)
+    # the human form says the same, with "would be"
+    code, out, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft", "--dry-run")
+    assert code == 0, err
+    assert "would be overwritten c.txt" in out and "would be removed c.txt" in out
+    assert "would be left in place README.md" in out
+    preview = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft", "--dry-run")
+    assert store_fingerprint(repo) == ws_before  # the previews wrote nothing to the workspace
+    real = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    for name in FIELDS:
+        assert preview["files"][name] == real["files"][name], name
+    assert real["files"]["reverted"] and not preview["files"]["reverted"]
+    assert real["files"]["overwritten"] == ["c.txt"]  # the user's edit: named by the preview too
+    assert "README.md" in preview["files"]["left_in_place"]
+    for name in ("to_node", "to_iteration", "dropped_nodes", "tombstoned_artifacts", "from_node"):
+        assert preview[name] == real[name], name
+
+
+
+
+def test_dry_run_is_the_rewind_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    setup_project(repo, worktree=True)
+    run_id, ws = first_attempt(repo, store)
+    (ws / "scratch.txt").write_text("triage notes\n")  # after the failure: work the run never recorded
+    before = store_fingerprint(ws)
+    preview = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft", "--dry-run")
+    assert store_fingerprint(ws) == before
+    real = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    for name in FIELDS:
+        assert preview["files"][name] == real["files"][name], name
+    assert real["files"]["overwritten"] == ["scratch.txt"] and "c.txt" in preview["files"]["removed"]
+    assert preview["files"]["revert_commit"] is None and real["files"]["revert_commit"]
+
+
+def test_undo_puts_back_files_and_checkpoint(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_id = _parked_with_edits(repo, store)
+    name = Store(store).load_run(run_id).name
+    ws_before = store_fingerprint(repo)
+    cp_before = Store(store).load_checkpoint(run_id)
+    doc_before = Store(store).load_run(run_id)
+
+    code, out, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    assert code == 0, err
+    assert f"undo this rewind with: iterion rewind --undo --run-id {name}" in out
+    assert not (repo / "c.txt").exists()
+
+    code, out, err = cli(repo, store, "rewind", "--undo", "--run-id", name)
+    assert code == 0, err
+    assert store_fingerprint(repo) == ws_before  # every file back as it was, the user's edit included
+    cp = Store(store).load_checkpoint(run_id)
+    assert cp is not None and cp_before is not None
+    assert cp.model_dump(exclude={"written_at"}) == cp_before.model_dump(exclude={"written_at"})
+    doc = Store(store).load_run(run_id)
+    assert doc.status == doc_before.status and doc.explicit_resume_required == doc_before.explicit_resume_required
+
+    # a second undo has nothing to undo: one line, exit 2
+    code, out, err = cli(repo, store, "rewind", "--undo", "--run-id", name)
+    assert code == 2 and err.startswith("error: ") and "no rewind to undo" in err and "Traceback" not in err
+
+
+def test_undo_refused_once_the_run_moved_on(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_id = _parked_with_edits(repo, store)
+    code, _, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    assert code == 0, err
+    moved = cli_json(repo, store, "resume", "--run-id", run_id)
+    assert moved["status"] != "paused_operator", moved
+    ws_before, store_before = store_fingerprint(repo), store_fingerprint(store)
+    code, out, err = cli(repo, store, "rewind", "--undo", "--run-id", run_id)
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1 and "moved on since its last rewind" in lines[0]
+    assert store_fingerprint(repo) == ws_before and store_fingerprint(store) == store_before
+
+
+def test_undo_takes_no_other_rewind_flag(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run_id = _parked_with_edits(repo, store)
+    code, _, err = cli(repo, store, "rewind", "--undo", "--run-id", run_id, "--node", "draft")
+    assert code == 2 and "--undo takes only --run-id" in err
+    out = json.loads(cli(repo, store, "inspect", "--run-id", run_id, "--json")[1])
+    assert out["status"] == "failed_resumable"
+
+
+def test_undo_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    setup_project(repo, worktree=True)
+    run_id, ws = first_attempt(repo, store)
+    (ws / "scratch.txt").write_text("triage notes\n")
+    before = {k: v for k, v in store_fingerprint(ws).items() if not k.startswith(".git")}
+    head_before = git(ws, "rev-parse", "HEAD").strip()
+    code, out, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    assert code == 0, err
+    assert "undo this rewind with: iterion rewind --undo --run-id" in out and not (ws / "scratch.txt").exists()
+    undone = cli_json(repo, store, "rewind", "--undo", "--run-id", run_id)
+    assert "scratch.txt" in undone["files_restored"] and undone["status"] == "failed_resumable"
+    after = {k: v for k, v in store_fingerprint(ws).items() if not k.startswith(".git")}
+    assert after == before  # the tree as it stood, the untracked notes included
+    assert git(ws, "rev-parse", "HEAD").strip() == head_before  # the revert commit is off the branch
+    # and the run resumes from where it stood before the rewind: only `apply` runs again
+    done = cli_json(repo, store, "resume", "--run-id", run_id)
+    events = Store(store).read_events(run_id)
+    undone_at = max(i for i, e in enumerate(events) if e.type == "run_rewind_undone")
+    assert [e.node for e in events[undone_at:] if e.type == "node_started"] == ["apply"], done
