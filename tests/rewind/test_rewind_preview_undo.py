@@ -5,11 +5,14 @@ All through the CLI in subprocesses, on a real repository."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
+
+import pytest
 
 from iterion.store import Store
 
-from ..conftest import git, store_fingerprint
+from ..conftest import git, run_cli, store_fingerprint
 from .test_rewind_e2e import cli, cli_json, first_attempt, setup_project
 
 # every field of the files report but those only a real rewind has (the bank, the undo command,
@@ -137,3 +140,45 @@ def test_undo_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
     events = Store(store).read_events(run_id)
     undone_at = max(i for i, e in enumerate(events) if e.type == "run_rewind_undone")
     assert [e.node for e in events[undone_at:] if e.type == "node_started"] == ["apply"], done
+
+
+def _undo_killed_at(repo: Path, store: Path, run_ref: str, point: str) -> None:
+    proc = run_cli("rewind", "--undo", "--run-id", run_ref, "--store-dir", str(store), cwd=repo,
+                   env={"ITERION_TEST_KILL_AT": point})
+    assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, proc.stderr)
+
+
+@pytest.mark.parametrize("point", ["undo-intent:1", "restore:1", "undo-checkpoint:1", "undo-event:1"])
+def test_undo_killed_anywhere_is_finished_by_running_it_again(repo: Path, tmp_path: Path, point: str) -> None:
+    store = tmp_path / "store"
+    run_id = _parked_with_edits(repo, store)
+    ws_before = store_fingerprint(repo)
+    cp_before = Store(store).load_checkpoint(run_id)
+    code, _, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    assert code == 0, err
+    _undo_killed_at(repo, store, run_id, point)  # SIGKILL: no handler, no finally
+    code, _, err = cli(repo, store, "rewind", "--undo", "--run-id", run_id)
+    assert code == 0, (point, err)
+    assert store_fingerprint(repo) == ws_before  # the tree an unkilled undo leaves
+    cp = Store(store).load_checkpoint(run_id)
+    assert cp is not None and cp_before is not None
+    assert cp.model_dump(exclude={"written_at"}) == cp_before.model_dump(exclude={"written_at"})
+    assert [e.type for e in Store(store).read_events(run_id)].count("run_rewind_undone") == 1
+    code, _, err = cli(repo, store, "rewind", "--undo", "--run-id", run_id)  # done: nothing left to undo
+    assert code == 2 and "no rewind to undo" in err
+
+
+def test_undo_killed_after_moving_head_is_finished_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    setup_project(repo, worktree=True)
+    run_id, ws = first_attempt(repo, store)
+    (ws / "scratch.txt").write_text("triage notes\n")
+    before = {k: v for k, v in store_fingerprint(ws).items() if not k.startswith(".git")}
+    head_before = git(ws, "rev-parse", "HEAD").strip()
+    code, _, err = cli(repo, store, "rewind", "--run-id", run_id, "--node", "draft")
+    assert code == 0, err
+    _undo_killed_at(repo, store, run_id, "undo-checkpoint:1")  # HEAD and the tree are already back
+    code, _, err = cli(repo, store, "rewind", "--undo", "--run-id", run_id)
+    assert code == 0, err
+    assert {k: v for k, v in store_fingerprint(ws).items() if not k.startswith(".git")} == before
+    assert git(ws, "rev-parse", "HEAD").strip() == head_before
