@@ -8,6 +8,7 @@ from typing import Any
 
 from iterion.backends.base import Backend, BackendError
 from iterion.backends.claude_code import ClaudeCodeBackend
+from iterion.backends.claw import ClawBackend
 from iterion.backends.openai import OpenAIBackend
 from iterion.backends.script import ScriptBackend
 from iterion.failure_codes import FailureCode
@@ -19,6 +20,7 @@ _FACTORIES: dict[str, Callable[[Mapping[str, Any] | None], Backend]] = {
     "script": ScriptBackend,
     "openai": OpenAIBackend,
     "claude_code": ClaudeCodeBackend,
+    "claw": ClawBackend,
 }
 # spellings people use for the same backend
 _ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "openai_compat": "openai"}
