@@ -7,7 +7,8 @@ A rule is ``TOOL`` or ``TOOL(PATTERN)``:
 * ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the workspace-relative
   path of the file tools (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
   the pattern of ``glob``, the question of ``ask_user``, and for any other tool (MCP) its
-  arguments as canonical JSON. In a path pattern ``*`` stays inside one directory and ``**``
+  arguments as canonical JSON. A compound shell command is judged per simple command (an allow
+  rule must cover each; a deny/ask rule catches any). In a path pattern ``*`` stays inside one directory and ``**``
   crosses directories (``docs/**``); in any other subject ``*`` matches anything
   (``bash(git *)``). No pattern means every call of the tool.
 
@@ -61,7 +62,25 @@ class Rule:
         subject = call_subject(tool, args)
         if tool in PATH_TOOLS:
             return path_glob(self.pattern, subject)
+        if tool == "bash":
+            return _bash_matches(self.pattern, subject, self.verdict)
         return fnmatch.fnmatchcase(subject, self.pattern)
+
+
+_SHELL_SPLIT = re.compile(r"\|\||&&|[;|&\n]")
+
+
+def _bash_matches(pattern: str, command: str, verdict: Verdict) -> bool:
+    """A compound command (``a; b``, ``a && b``, ``a | b``) is judged per simple command: an
+    allow rule must match every one of them (``bash(git *)`` does not allow ``git x; rm -rf ~``),
+    and never a command substitution it cannot see into; a deny or ask rule matches when any one
+    does (or the whole text)."""
+    parts = [p.strip() for p in _SHELL_SPLIT.split(command) if p.strip()]
+    if verdict == "allow":
+        if "`" in command or "$(" in command:
+            return False
+        return bool(parts) and all(fnmatch.fnmatchcase(p, pattern) for p in parts)
+    return fnmatch.fnmatchcase(command, pattern) or any(fnmatch.fnmatchcase(p, pattern) for p in parts)
 
 
 def parse_rule(text: str, verdict: Verdict, source: str = "") -> Rule:
