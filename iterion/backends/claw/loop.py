@@ -23,7 +23,7 @@ from iterion.backends.claw.conversation import Conversation, PendingCall
 from iterion.backends.claw.host import AgentHost
 from iterion.backends.claw.tools import BUILTIN_SPECS, WORKSPACE_TOOLS, ToolError, Workspace
 from iterion.backends.claw.wire import ToolCall, ToolSpec, Wire, resolve_provider
-from iterion.backends.schema import effective_schema, finish_structured, output_instructions
+from iterion.backends.schema import effective_schema, finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
 
 # answers that approve a permission pause (`--answer approve=yes`)
@@ -84,14 +84,21 @@ class AgentLoop:
             conv = convstore.load(h.conversations_dir, self.req.session_id)
             if conv is not None and conv.pending is not None:
                 return conv
-        user = self.req.user or "Begin."
+        # a resumed ask whose conversation is gone (not ours to rehydrate): the question and
+        # answer still reach the model, as for backends without sessions
+        user = "\n\n".join(p for p in (self.req.user or "Begin.", prior_exchange(self.req)) if p)
         source = None
+        if h.session_mode in ("inherit", "fork") and not h.inherit_session:
+            raise BackendError(FailureCode.TEMPLATE_FAILED,
+                               f"node {self.req.node_id}: session {h.session_mode} needs `_session_id` in its input; "
+                               'map it on the edge (with { _session_id: "{{outputs.EARLIER._session_id}}" }) '
+                               "or use session: inherit_if_available")
         if h.session_mode in ("inherit", "inherit_if_available", "fork") and h.inherit_session:
             source = convstore.load(h.conversations_dir, h.inherit_session)
             if source is None and h.session_mode in ("inherit", "fork"):
-                raise BackendError(FailureCode.EXECUTION_FAILED,
-                                   f"node {self.req.node_id}: session {h.session_mode}: no conversation "
-                                   f"{h.inherit_session!r} to continue in this run")
+                raise BackendError(FailureCode.TEMPLATE_FAILED,
+                                   f"node {self.req.node_id}: session {h.session_mode}: no claw conversation "
+                                   f"{h.inherit_session!r} in this run to continue")
         if source is not None:
             sid = source.session_id if h.session_mode != "fork" else convstore.new_session_id()
             return Conversation(session_id=sid, node=self.req.node_id, provider=self.wire.provider, model=self.model,
