@@ -18,7 +18,7 @@ import typer
 from cli.control import sweep_orphans
 from cli.errors import EXIT_PROBLEM, CliError
 from cli.flags import finite_flag, one_line
-from cli.output import echo, echo_err, echo_json, styled, table
+from cli.output import Part, echo, echo_err, echo_json, styled, table
 from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.datafile import DataFileError, read_mapping
@@ -138,6 +138,17 @@ class Progress:
             echo_err(styled("warning:", "yellow"), f" {p.get('message')}")
         elif e.type == ev.RUN_RESUMED:
             echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
+        elif e.type == ev.TOOL_CALLED:  # the claw agent's tool calls, as they happen
+            took = p.get("duration_ms")
+            parts: list[Part] = [styled("  ·", "dim"), f" {p.get('tool')} {p.get('subject') or ''}",
+                                 styled(f" {took:g}ms" if isinstance(took, (int, float)) else "", "dim")]
+            if p.get("error"):
+                parts.append(styled(f" error: {str(p['error']).splitlines()[0][:120]}", "red"))
+            echo_err(*parts)
+        elif e.type == ev.PERMISSION_DECIDED and p.get("decision") != "allow":
+            why = f"rule {p['rule']}" if p.get("rule") else f"{p.get('source')}"
+            echo_err(styled("  ⊘" if p.get("decision") == "deny" else "  ?", "yellow"),
+                     f" {p.get('tool')} {p.get('decision')} ({why})")
 
 
 def _store_flag(store: Store) -> str:
@@ -162,6 +173,9 @@ def _summary(result: RunResult, store: Store) -> None:
         if result.pending.get("question"):
             echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
         answers = " ".join(f"--answer {f['name']}=..." for f in fields) or "--answer answer=..."
+        if result.pending.get("permission"):  # an agent's tool call waiting for a permission decision
+            tool = result.pending["permission"].get("tool")
+            answers = f"--answer approve=yes (or no), or --permission-allow '{tool}(...)'"
         echo_err(f"  answer with: iterion resume --run-id {result.run_id}{_store_flag(store)} {answers}")
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
         echo_err(f"  resume with: iterion resume --run-id {result.run_id}{_store_flag(store)}"
@@ -193,7 +207,7 @@ def run_cmd(
     file: Path = typer.Argument(..., help="The workflow: a .bot/.iter file, a bundle directory or a .botz."),
     var: list[str] = typer.Option([], "--var", help="Set a workflow var: --var name=value (repeatable)."),
     preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
-    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claude_code)."),
+    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claw, claude_code)."),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
     answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}.'),
     attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),

@@ -25,10 +25,12 @@ from iterion.backends.claw.tools import BUILTIN_SPECS, WORKSPACE_TOOLS, ToolErro
 from iterion.backends.claw.wire import ToolCall, ToolSpec, Wire, resolve_provider
 from iterion.backends.schema import effective_schema, finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
+from iterion.permissions import call_subject
 
 # answers that approve a permission pause (`--answer approve=yes`)
 _YES = {"true", "yes", "y", "1", "allow", "approve", "approved", "ok"}
 RESULT_EVENT_CAP = 200
+SUBJECT_CAP = 120  # what the timeline shows of a call (its path, command, ...); the digest covers all
 
 
 def digest(args: dict[str, Any]) -> str:
@@ -242,6 +244,7 @@ class AgentLoop:
         conv.messages.append({"role": "tool", "tool_call_id": cid, "name": name, "content": content or "",
                               "is_error": err is not None})
         self.host.emit("tool_called", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,
+                                       "subject": call_subject(name, args)[:SUBJECT_CAP],
                                        "duration_ms": round(seconds * 1000, 1),
                                        "result_bytes": len((content or "").encode("utf-8", "replace")),
                                        "error": err[:RESULT_EVENT_CAP] if err else None})
