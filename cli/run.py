@@ -139,9 +139,9 @@ class Progress:
         elif e.type == ev.RUN_RESUMED:
             echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
         elif e.type == ev.TOOL_CALLED:  # the claw agent's tool calls, as they happen
-            took = p.get("duration_ms")
+            ms = p.get("duration_ms")
             parts: list[Part] = [styled("  ·", "dim"), f" {p.get('tool')} {p.get('subject') or ''}",
-                                 styled(f" {took:g}ms" if isinstance(took, (int, float)) else "", "dim")]
+                                 styled(f" {ms:g}ms" if isinstance(ms, (int, float)) else "", "dim")]
             if p.get("error"):
                 parts.append(styled(f" error: {str(p['error']).splitlines()[0][:120]}", "red"))
             echo_err(*parts)
