@@ -34,6 +34,7 @@ def test_ask_user_pauses_and_the_answer_is_the_pending_tool_result(tmp_path: Pat
     conv = read_model(store.run_dir(r.run_id) / "conversations" / f"{session}.json", Conversation)
     ask_id = "call_1" if provider == "openai" else "toolu_1"
     assert conv.pending is not None and conv.pending.id == ask_id and conv.pending.kind == "ask_user"
+    assert cp.pending_interaction.questions["tool_use_id"] == ask_id
     assert [c["name"] for c in conv.queued] == ["read_file"]  # the call after it waits with it
     assert "coder" not in cp.outputs
     assert any(t["function" if provider == "openai" else "name"] for t in llm.requests[0]["body"]["tools"]

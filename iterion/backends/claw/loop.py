@@ -205,7 +205,7 @@ class AgentLoop:
             conv.pending = PendingCall(id=cid, name=name, arguments=args, kind="ask_user")
             conv.queued = rest
             convstore.save(self.host.conversations_dir, conv)
-            return self.response(conv, ask_user=question, pause_kind="ask_user")
+            return self.response(conv, ask_user=question, pause_kind="ask_user", extra={"tool_use_id": cid})
         if preapproved is None:
             decision = self.host.policy.decide(name, args)
             self.host.emit("permission_decided", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,

@@ -29,7 +29,9 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         return NodeResult({}, pause={"question": ask, "permission": raw.get("permission")}, pause_kind="ask_user",
                           session_id=getattr(response, "session_id", None))
     if ask and (node.interaction or ctx.workflow.interaction or "none") != "none":
-        return NodeResult({}, pause={"question": ask}, pause_kind="ask_user",
+        # claw: the tool-use id the answer will be the result of (the conversation is on disk)
+        pause = {"question": ask, **({"tool_use_id": raw["tool_use_id"]} if raw.get("tool_use_id") else {})}
+        return NodeResult({}, pause=pause, pause_kind="ask_user",
                           session_id=getattr(response, "session_id", None))
     output = response.output if node.output_schema is not None else response.as_output()
     if output is None:
