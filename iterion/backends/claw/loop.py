@@ -183,6 +183,7 @@ class AgentLoop:
         pending = [c if isinstance(c, dict) else {"id": c.id, "name": c.name, "arguments": c.arguments,
                                                    "bad_arguments": c.bad_arguments} for c in calls]
         while pending:
+            self.host.check()  # a cancel (or the duration cap) stops before the next tool runs
             call = pending.pop(0)
             paused = self.one_call(conv, call, pending)
             if paused is not None:
