@@ -115,3 +115,13 @@ def test_an_allow_rule_given_on_resume_authorizes_the_paused_call(tmp_path: Path
     assert doc.options["permission_layers"][-1]["allow"] == ["bash(git status*)"]  # kept for later resumes
     last = events(store, r.run_id, "permission_decided")[-1].payload
     assert (last["decision"], last["rule"], last["source"]) == ("allow", "bash(git status*)", "resume")
+
+
+def test_a_malformed_workflow_permission_block_refuses_the_launch(tmp_path: Path, ws: Path, store: Store,
+                                                                  llm: ScriptedLLM) -> None:
+    from iterion.permissions import PermissionError_
+
+    bot = agent_bot(tmp_path / "src", "openai", workflow_extra='permission:\n  allow: ["bash(git *"]')
+    with pytest.raises(PermissionError_, match="TOOL or TOOL"):
+        launch(store, bot, ws)
+    assert not store.list_runs() and llm.requests == []

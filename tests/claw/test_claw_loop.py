@@ -120,3 +120,15 @@ def test_transport_errors_map_like_the_openai_backend(tmp_path: Path, ws: Path, 
     r = launch(store, bot, ws)
     assert r.failure_code == "AUTH_FAILED"
     assert ("$ANTHROPIC_API_KEY" if provider == "anthropic" else "$OPENAI_API_KEY") in (r.error or "")
+
+
+def test_a_budget_cap_stops_the_loop_between_turns(tmp_path: Path, ws: Path, store: Store, llm: ScriptedLLM,
+                                                   provider: str) -> None:
+    bot = agent_bot(tmp_path / "src", provider, workflow_extra="budget:\n  max_tokens: 20")
+    llm.add(calls(("write_file", {"path": "one.txt", "content": "1"})),
+            calls(("write_file", {"path": "two.txt", "content": "2"})), final())
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "BUDGET_EXCEEDED"
+    assert (ws / "one.txt").exists() and not (ws / "two.txt").exists()  # stopped before the 2nd turn's tools
+    assert len(llm.requests) == 2
+    assert store.load_checkpoint(r.run_id).accounting.tokens == 30  # both turns charged
