@@ -54,8 +54,11 @@ def test_inherit_and_fork_continue_the_earlier_conversation(tmp_path: Path, ws: 
     assert r.status is RunStatus.FINISHED, r.error
     assert texts(llm.requests[1]) == ["Draft the plan.", json.dumps({"summary": "plan v1"}), "Now polish it."]
     assert llm.requests[1]["body"]["model"] == "test-model"  # the provider prefix is routing, not the name
-    same = r.outputs["polish"]["_session_id"] == r.outputs["draft"]["_session_id"]
-    assert same is (mode == "inherit")
+    # both continue in their own file: the earlier node's conversation is never changed after it
+    assert r.outputs["polish"]["_session_id"] != r.outputs["draft"]["_session_id"]
+    conv_dir = store.run_dir(r.run_id) / "conversations"
+    draft = json.loads((conv_dir / f"{r.outputs['draft']['_session_id']}.json").read_text())
+    assert len(draft["messages"]) == 2
 
 
 def test_inherit_if_available_without_a_session_starts_fresh(tmp_path: Path, ws: Path, store: Store,

@@ -102,9 +102,16 @@ class AgentLoop:
                                    f"node {self.req.node_id}: session {h.session_mode}: no claw conversation "
                                    f"{h.inherit_session!r} in this run to continue")
         if source is not None:
-            sid = source.session_id if h.session_mode != "fork" else convstore.new_session_id()
-            return Conversation(session_id=sid, node=self.req.node_id, provider=self.wire.provider, model=self.model,
-                                system=source.system, messages=[*source.messages, {"role": "user", "content": user}])
+            # inherit and fork both continue in a new file: an earlier node's conversation never
+            # changes after it, so rewinding either node replays against what it really saw
+            history = list(source.messages)
+            if source.pending is not None:  # every tool call needs a result before the next turn
+                for c in [source.pending.model_dump(), *source.queued]:
+                    history.append({"role": "tool", "tool_call_id": c["id"], "name": c["name"], "is_error": True,
+                                    "content": "error: not answered (the conversation moved to another node)"})
+            return Conversation(session_id=convstore.new_session_id(), node=self.req.node_id,
+                                provider=self.wire.provider, model=self.model, system=source.system,
+                                messages=[*history, {"role": "user", "content": user}])
         return Conversation(session_id=convstore.new_session_id(), node=self.req.node_id,
                             provider=self.wire.provider, model=self.model, system=self.system_text(),
                             messages=[{"role": "user", "content": user}])
