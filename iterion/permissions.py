@@ -284,10 +284,13 @@ def claude_code_flags(policy: Policy) -> list[str]:
     """``--permission-mode``, ``--allowedTools`` and ``--disallowedTools`` for ``claude -p``.
 
     The CLI cannot stop to ask a person in ``-p`` mode, so an ``ask`` rule is passed as
-    disallowed (the call is refused, not silently allowed) and mode ``ask`` as ``default``."""
+    disallowed (the call is refused, not silently allowed) and mode ``ask`` as ``default``. A
+    ``--permission-mode`` is passed only when a mode was set (rules alone widen nothing)."""
     if not policy.explicit:
         return []
-    flags = [f"--permission-mode={ {'allow': 'bypassPermissions', 'ask': 'default', 'deny': 'default'}[policy.mode] }"]
+    flags: list[str] = []
+    if any(layer.mode for layer in policy.layers):  # rules alone keep the CLI's own mode
+        flags.append(f"--permission-mode={ {'allow': 'bypassPermissions', 'ask': 'default', 'deny': 'default'}[policy.mode] }")
     allowed = [t for r in policy.rules("allow") if (t := claude_tool_rule(r))]
     denied = [t for r in policy.rules("deny") + policy.rules("ask") if (t := claude_tool_rule(r))]
     if allowed:

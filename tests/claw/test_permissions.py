@@ -88,6 +88,7 @@ def test_claude_code_receives_the_policy_as_cli_flags(monkeypatch: pytest.Monkey
     assert flags == ["--permission-mode=default", "--allowedTools=Bash(git:*),Read,mcp__github__*",
                      "--disallowedTools=Write(secrets/**),Bash(npm:*)"]
     assert claude_code_flags(Policy()) == []  # nothing configured: the CLI's own defaults
+    assert claude_code_flags(Policy([flags_layer("launch", None, deny=["bash"])])) == ["--disallowedTools=Bash"]
     monkeypatch.setattr("shutil.which", lambda _b: "/usr/bin/claude")
     argv = ClaudeCodeBackend().argv(BackendRequest(node_id="n", tools=("Edit",), permission_flags=tuple(flags)))
     assert "--permission-mode=default" in argv
