@@ -57,6 +57,10 @@ def store_args(store: Any) -> list[str]:
 
 def answer_command(run_id: str, pending: dict[str, Any], store_args: list[str]) -> str:
     """The `resume` command answering ``pending`` (its questions' fields, example values)."""
+    if pending.get("permission"):  # an agent's tool call waiting for a permission decision
+        tool = str(pending["permission"].get("tool") or "TOOL")
+        return (command("resume", "--run-id", run_id, *store_args, "--answer", "approve=yes")
+                + f"   (or approve=no, or --permission-allow '{tool}(...)')")
     fields = list(pending.get("fields") or (pending.get("questions") or {}).get("fields") or [])
     words: list[str] = []
     for f in fields or [{"name": "answer", "type": "string"}]:

@@ -107,6 +107,17 @@ class Progress:
             self._line(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
         elif kind == "warning":
             self._line(styled("warning:", "yellow"), f" {p.get('message')}")
+        elif kind == "tool_called":  # the claw agent's tool calls, as they happen
+            ms = p.get("duration_ms")
+            parts: list[Part] = [styled("  ·", "dim"), f" {p.get('tool')} {p.get('subject') or ''}",
+                                 styled(f" {ms:g}ms" if isinstance(ms, (int, float)) else "", "dim")]
+            if p.get("error"):
+                parts.append(styled(f" error: {str(p['error']).splitlines()[0][:120]}", "red"))
+            self._line(*parts)
+        elif kind == "permission_decided" and p.get("decision") != "allow":
+            why = f"rule {p['rule']}" if p.get("rule") else f"{p.get('source')}"
+            self._line(styled("  ⊘" if p.get("decision") == "deny" else "  ?", "yellow"),
+                       f" {p.get('tool')} {p.get('decision')} ({why})")
         elif kind in ("run_finished", "run_failed", "run_paused", "run_cancelled"):
             self.running.clear()
             self._clear()

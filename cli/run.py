@@ -6,7 +6,7 @@ Exit codes of run/resume: the table in cli/exit_codes.py (shown in --help and th
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,10 @@ MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
 MAX_DURATION = typer.Option(None, "--max-duration", help='Cap the run\'s active time, e.g. "30m", "4h".')
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Cap node executions.")
 MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurrent fan-out branches.")
+PERMISSION = typer.Option(None, "--permission", help="Tool-permission mode for agent tool calls no rule matches: allow, ask (pause for a person) or deny. Example: --permission ask")
+PERMISSION_ALLOW = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE = TOOL or TOOL(PATTERN) (repeatable). Example: --permission-allow 'bash(git *)' --permission-allow 'write_file(docs/**)'")
+PERMISSION_ASK = typer.Option([], "--permission-ask", help="Pause for a person before tool calls matching RULE (repeatable). Example: --permission-ask 'bash(*)'")
+PERMISSION_DENY = typer.Option([], "--permission-deny", help="Refuse tool calls matching RULE; the agent gets a tool error (repeatable). Example: --permission-deny 'mcp.github.*'")
 NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
                                                  "executes in the same workspace. Example: --no-wait")
 
@@ -152,7 +156,7 @@ def run_cmd(
     file: Path = typer.Argument(..., help="The workflow: a .bot/.iter file, a bundle directory or a .botz."),
     var: list[str] = typer.Option([], "--var", help="Set a workflow var: --var name=value (repeatable)."),
     preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
-    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claude_code)."),
+    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claw, claude_code)."),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
     answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}, or {"field": value} when the workflow has one human node.'),
     attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),
@@ -161,6 +165,10 @@ def run_cmd(
     merge_into: str | None = typer.Option(None, "--merge-into", help="worktree runs: the branch to fast-forward on success (default: the current one)."),
     auto_merge: bool = typer.Option(True, "--auto-merge/--no-auto-merge", help="worktree runs: fast-forward on success."),
     auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="If the run fails with a code the failure table allows (transient), resume it automatically up to N times with bounded backoff. Example: --auto-resume 3"),
+    permission: str | None = PERMISSION,
+    permission_allow: list[str] = PERMISSION_ALLOW,
+    permission_ask: list[str] = PERMISSION_ASK,
+    permission_deny: list[str] = PERMISSION_DENY,
     on_budget: OnBudget = typer.Option(OnBudget.FAIL, "--on-budget", help="When a budget cap stops a node: fail (park failed_resumable) or pause (a recovery pause: raise the cap and answer acknowledge_recovery on resume); kept by every resume of the run. Example: --on-budget pause"),
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
@@ -185,7 +193,9 @@ def run_cmd(
                             wait_workspace=not no_wait, on_wait=echo_err,
                             attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
-                                           max_parallel_branches))
+                                           max_parallel_branches),
+                            permission=_permission("launch", permission, permission_allow, permission_ask,
+                                                   permission_deny))
     try:
         compiled = compile_source(file)
     except InvalidWorkflow as exc:
@@ -236,6 +246,10 @@ def resume_cmd(
     max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
     max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
+    permission: str | None = PERMISSION,
+    permission_allow: list[str] = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE (repeatable); added over the launch's rules, so it can authorize the call a run paused on. Example: --permission-allow 'bash(git push *)'"),
+    permission_ask: list[str] = PERMISSION_ASK,
+    permission_deny: list[str] = PERMISSION_DENY,
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
@@ -270,7 +284,9 @@ def resume_cmd(
                             script_file=str(script.resolve()) if script else None,
                             wait_workspace=not no_wait, on_wait=echo_err,
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
-                                           max_parallel_branches))
+                                           max_parallel_branches),
+                            permission=_permission("resume", permission, permission_allow, permission_ask,
+                                                   permission_deny))
     token = CancelToken()
     listener = None if as_json else Progress()
     try:
@@ -287,8 +303,19 @@ def resume_cmd(
     _finish(result, store, as_json)
 
 
+def _permission(source: str, mode: str | None, allow: list[str], ask: list[str],
+                deny: list[str]) -> dict[str, Any] | None:
+    """The --permission* flags as one policy layer (None when none was given); a bad rule or
+    mode is refused here, before anything is written."""
+    if mode is None and not (allow or ask or deny):
+        return None
+    from iterion.permissions import flags_layer, layer_to_json
+
+    return layer_to_json(flags_layer(source, mode, allow, ask, deny))
+
+
 def _age(created: datetime) -> str:
-    secs = max(0, int((datetime.now(timezone.utc) - created).total_seconds()))
+    secs = max(0, int((datetime.now(UTC) - created).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
             return f"{secs // size}{unit}"

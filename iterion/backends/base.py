@@ -18,6 +18,8 @@ from iterion.failure_codes import FailureCode
 # The key a model replies with (alone) to ask the user a question instead of answering
 # (backends without a native ask_user tool use this JSON convention).
 ASK_USER_KEY = "_ask_user"
+# The key CLI agents (Claude Code, Codex) use for the same request; recognised alike.
+NEEDS_INTERACTION_KEY = "_needs_interaction"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,13 @@ class BackendRequest:
     workspace_dir: str | None = None  # cwd for CLI-agent backends
     run_id: str | None = None
     timeout_s: float | None = None
+    provider: str | None = None  # `provider:` (claw: which wire format; dsl.md 2.4)
+    tool_max_steps: int | None = None
+    # claw: what the engine lends the in-process agent (events, budget, shell, policy, MCP,
+    # conversation store, resume answers): an ``iterion.backends.claw.host.AgentHost``
+    host: Any = None
+    # claude_code: the permission policy's CLI flags (iterion.permissions.claude_code_flags)
+    permission_flags: tuple[str, ...] = ()
 
 
 @dataclass

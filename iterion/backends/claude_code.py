@@ -75,8 +75,16 @@ class ClaudeCodeBackend(Backend):
         system = "\n\n".join(p for p in (request.system, output_instructions(request)) if p)
         if system:
             argv.append(f"--append-system-prompt={system}")
-        if request.tools:
-            argv.append("--allowedTools=" + ",".join(request.tools))
+        # the run's permission policy (iterion.permissions.claude_code_flags); the node's tools
+        # join its allowed list
+        allowed = list(request.tools)
+        for flag in request.permission_flags:
+            if flag.startswith("--allowedTools="):
+                allowed += [t for t in flag.split("=", 1)[1].split(",") if t and t not in allowed]
+            else:
+                argv.append(flag)
+        if allowed:
+            argv.append("--allowedTools=" + ",".join(allowed))
         if request.session_id:
             argv.append(f"--resume={request.session_id}")
         return argv

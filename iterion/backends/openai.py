@@ -53,8 +53,9 @@ def _error_text(resp: httpx.Response) -> str:
     return str(err or body)[:300]
 
 
-def classify_http(resp: httpx.Response) -> BackendError:
-    """The failure code of a non-2xx chat-completions response."""
+def classify_http(resp: httpx.Response, credential: str = "$OPENAI_API_KEY") -> BackendError:
+    """The failure code of a non-2xx response (chat completions, and the claw backend's
+    Anthropic messages too: both carry ``{"error": {"type"/"code", "message"}}``)."""
     status, text = resp.status_code, _error_text(resp)
     lowered = text.lower()
     if status == 429:
@@ -62,12 +63,31 @@ def classify_http(resp: httpx.Response) -> BackendError:
                             retry_after_s=_retry_after(resp))
     if status in (401, 403):
         return BackendError(FailureCode.AUTH_FAILED,
-                            f"HTTP {status}: the provider rejected the credential ($OPENAI_API_KEY): {text}")
+                            f"HTTP {status}: the provider rejected the credential ({credential}): {text}")
     if any(m in lowered for m in _CONTEXT_MARKERS):
         return BackendError(FailureCode.CONTEXT_LENGTH_EXCEEDED, f"HTTP {status}: {text}")
     if status >= 500:
         return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status} from the provider: {text}")
     return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status}: the provider refused the request: {text}")
+
+
+def post_json(client: httpx.Client, path: str, body: dict[str, Any], *, timeout: float, where: str,
+              credential: str = "$OPENAI_API_KEY") -> httpx.Response:
+    """POST ``body``; a transport failure or a non-2xx answer becomes its typed BackendError
+    (the one mapping the openai and claw backends share)."""
+    try:
+        resp = client.post(path, json=body, timeout=timeout)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        # nothing was sent: safe to retry
+        raise BackendError(FailureCode.NETWORK_TRANSIENT, f"cannot reach {where}: {exc}") from None
+    except httpx.TimeoutException as exc:
+        raise BackendError(FailureCode.TIMEOUT, f"{where} did not answer within {timeout:g}s: "
+                                                f"{type(exc).__name__}") from None
+    except httpx.HTTPError as exc:
+        raise BackendError(FailureCode.EXECUTION_FAILED, f"request to {where} failed: {exc}") from None
+    if resp.status_code >= 400:
+        raise classify_http(resp, credential)
+    return resp
 
 
 class OpenAIBackend(Backend):
@@ -135,18 +155,7 @@ class OpenAIBackend(Backend):
 
         body = self.build_body(request)
         timeout = request.timeout_s or self.timeout_s
-        try:
-            resp = self._http().post("chat/completions", json=body, timeout=timeout)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            # nothing was sent: safe to retry
-            raise BackendError(FailureCode.NETWORK_TRANSIENT, f"cannot reach {self.base_url}: {exc}") from None
-        except httpx.TimeoutException as exc:
-            raise BackendError(FailureCode.TIMEOUT, f"{self.base_url} did not answer within {timeout:g}s: "
-                                                    f"{type(exc).__name__}") from None
-        except httpx.HTTPError as exc:
-            raise BackendError(FailureCode.EXECUTION_FAILED, f"request to {self.base_url} failed: {exc}") from None
-        if resp.status_code >= 400:
-            raise classify_http(resp)
+        resp = post_json(self._http(), "chat/completions", body, timeout=timeout, where=self.base_url)
         try:
             data = resp.json()
             choice = data["choices"][0]

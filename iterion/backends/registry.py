@@ -7,18 +7,27 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from iterion.backends.base import Backend, BackendError
-from iterion.backends.claude_code import ClaudeCodeBackend
-from iterion.backends.openai import OpenAIBackend
-from iterion.backends.script import ScriptBackend
 from iterion.failure_codes import FailureCode
 
 DEFAULT_BACKEND = "script"
 BACKEND_ENV = "ITERION_BACKEND"
 
+def _lazy(module: str, cls: str) -> Callable[[Mapping[str, Any] | None], Backend]:
+    """A factory that imports its backend on first use: httpx and the SDKs stay out of CLI start-up."""
+    def make(options: Mapping[str, Any] | None) -> Backend:
+        import importlib
+
+        backend: Backend = getattr(importlib.import_module(module), cls)(options)
+        return backend
+
+    return make
+
+
 _FACTORIES: dict[str, Callable[[Mapping[str, Any] | None], Backend]] = {
-    "script": ScriptBackend,
-    "openai": OpenAIBackend,
-    "claude_code": ClaudeCodeBackend,
+    "script": _lazy("iterion.backends.script", "ScriptBackend"),
+    "openai": _lazy("iterion.backends.openai", "OpenAIBackend"),
+    "claude_code": _lazy("iterion.backends.claude_code", "ClaudeCodeBackend"),
+    "claw": _lazy("iterion.backends.claw", "ClawBackend"),
 }
 # spellings people use for the same backend
 _ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "openai_compat": "openai"}

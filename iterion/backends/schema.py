@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from iterion import ir
-from iterion.backends.base import ASK_USER_KEY, BackendError, BackendRequest
+from iterion.backends.base import ASK_USER_KEY, NEEDS_INTERACTION_KEY, BackendError, BackendRequest
 from iterion.failure_codes import FailureCode
 
 _JSON_TYPES: dict[ir.FieldType, dict[str, Any]] = {
@@ -140,6 +140,24 @@ def selected_targets(request: BackendRequest, output: dict[str, Any]) -> tuple[s
     return tuple(picked)
 
 
+def asked(obj: dict[str, Any]) -> str | None:
+    """The question of an ``{"_ask_user": "..."}`` or ``{"_needs_interaction": ...}`` answer (the
+    latter may be a question string or an object with ``question``/``message``), else None."""
+    for key in (ASK_USER_KEY, NEEDS_INTERACTION_KEY):
+        v = obj.get(key)
+        if isinstance(v, str) and v.strip():
+            return v
+        if isinstance(v, dict):
+            q = v.get("question") or v.get("message") or v.get("prompt")
+            if isinstance(q, str) and q.strip():
+                return q
+            return json.dumps(v, sort_keys=True)
+        if v is True:
+            q = obj.get("question") or obj.get("message")
+            return q if isinstance(q, str) and q.strip() else "The agent needs your input to continue."
+    return None
+
+
 def finish_structured(request: BackendRequest, text: str) -> tuple[dict[str, Any] | None, str | None,
                                                                     tuple[str, ...]]:
     """Turn a model's text into (output, ask_user question, router selection) per the request."""
@@ -151,12 +169,13 @@ def finish_structured(request: BackendRequest, text: str) -> tuple[dict[str, Any
             obj = parse_json_object(text)
         except BackendError:
             return None, None, ()
-        if isinstance(obj.get(ASK_USER_KEY), str) and len(obj) == 1:
-            return None, obj[ASK_USER_KEY], ()
+        question = asked(obj)
+        if question is not None and (len(obj) == 1 or NEEDS_INTERACTION_KEY in obj):
+            return None, question, ()
         return None, None, ()
     obj = parse_json_object(text)
-    if request.allow_ask_user and isinstance(obj.get(ASK_USER_KEY), str):
-        return None, obj[ASK_USER_KEY], ()
+    if request.allow_ask_user and (question := asked(obj)) is not None:
+        return None, question, ()
     check_output(schema, obj, node_id=request.node_id)
     if request.choices:
         return obj, None, selected_targets(request, obj)

@@ -454,6 +454,10 @@ class Compiler:
             got = self.string(p, owner, idents=name != "model")
             if got:
                 setattr(node, name, got[0])
+        elif name == "provider":  # dsl.md 2.4: the claw backend's wire format (anthropic, openai, auto, ...)
+            got = self.string(p, owner, idents=True)
+            if got:
+                node.extra["provider"] = got[0]
         elif name in ("command", "script", "message"):
             got = self.string(p, owner)
             if got:

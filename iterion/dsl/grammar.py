@@ -27,7 +27,7 @@ VAR_TYPES = ("string", "bool", "int", "float", "json", "string[]")
 
 TERMINAL_NAMES = ("done", "fail")
 
-_LLM = ("model", "backend", "input", "output", "system", "user", "publish", "session", "tools",
+_LLM = ("model", "backend", "provider", "input", "output", "system", "user", "publish", "session", "tools",
         "tool_max_steps", "max_tokens", "reasoning_effort", "readonly", "interaction", "await")
 
 NODE_PROPERTIES: dict[str, tuple[str, ...]] = {

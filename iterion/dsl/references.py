@@ -104,7 +104,9 @@ class _Checker:
             return
         if len(ref.path) >= 2:
             f = ref.path[1]
-            if f == "history":
+            if f.startswith("_"):
+                pass  # dsl.md 5.1: runtime fields (_session_id, _tokens, ...) are exempt from C031/C032
+            elif f == "history":
                 if name not in self.g.loop_nodes():
                     self.sink.add("C017", span, f"'outputs.{name}.history': '{name}' is not inside any loop",
                                   "history holds every iteration's output, so it exists only for nodes in a loop")

@@ -30,6 +30,8 @@ class RunOptions:
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human answers known up front, per node
     watch: bool = True                # start the workspacetrack journal
     on_budget: str = "fail"           # BUDGET_EXCEEDED: "fail" (failed_resumable) or "pause" (recovery pause)
+    # --permission* layers of the launch and each resume, in order (iterion/permissions.py)
+    permission_layers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

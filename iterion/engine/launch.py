@@ -23,6 +23,7 @@ from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.ir import SchemaField, Workflow
+from iterion.permissions import build_policy
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
 from iterion.store.errors import StoreFullError
@@ -50,6 +51,7 @@ class LaunchOptions:
     on_budget: str = "fail"                                 # --on-budget: BUDGET_EXCEEDED fails or pauses
     wait_workspace: bool = True                             # in place: wait for a run executing there (--no-wait: refuse)
     on_wait: Callable[[str], None] | None = None            # told who holds the workspace while waiting
+    permission: dict[str, Any] | None = None                # --permission* flags (permissions.layer_to_json)
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +112,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     values = resolve_vars(wf, options.preset, options.vars)
     check_attachments(wf, options.attachments)
     ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
+    layers = [options.permission] if options.permission else []
+    build_policy(wf.extra.get("permission"), layers)  # a malformed permission: block refuses before anything exists
     workspace = Path(options.workspace or Path.cwd()).resolve()
     if not workspace.exists():  # never created: a typo must not become a fresh empty workspace
         raise EngineError(f"workspace {workspace} does not exist",
@@ -138,7 +142,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  backend=options.backend,
                  options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
-                          "answers": options.answers, "on_budget": options.on_budget},
+                          "answers": options.answers, "on_budget": options.on_budget,
+                          "permission_layers": layers},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
                  owner=OwnerInfo.this_process())
     doc.record_sources(src.main_path, src.sources)
@@ -180,7 +185,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         started = True
         emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
         run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
-                                 watch=options.watch, on_budget=options.on_budget)
+                                 watch=options.watch, on_budget=options.on_budget, permission_layers=layers)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, emit=emit)
     except OSError as exc:

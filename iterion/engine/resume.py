@@ -39,6 +39,7 @@ from iterion.engine.state import RunState, from_checkpoint
 from iterion.engine.takeover import record_takeover
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.ir import NodeKind
+from iterion.permissions import build_policy
 from iterion.store import (
     Checkpoint,
     Command,
@@ -67,6 +68,7 @@ class ResumeOptions:
     watch: bool = True
     wait_workspace: bool = True       # in place: wait for a run executing there (--no-wait: refuse)
     on_wait: Callable[[str], None] | None = None  # told who holds the workspace while waiting
+    permission: dict[str, Any] | None = None  # --permission* flags: a layer over the launch's (permissions.py)
 
 
 class SourceChanged(EngineError):
@@ -113,7 +115,9 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
             state = from_checkpoint(cp)
             usage = cp.accounting
         state.run_id = run_id
-        answers = _check_answers(doc.status, state, wf, options.answers)
+        layers = [*(doc.options.get("permission_layers") or []), *([options.permission] if options.permission else [])]
+        build_policy(wf.extra.get("permission"), layers)  # refuse a malformed policy before anything changes
+        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None)
         check_pending_uploads(state, wf, answers)
 
         ask = merge_ask(doc.budget, options.budget)
@@ -141,6 +145,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                 d.options = {**d.options, "backend": options.backend}
             if options.script_file:
                 d.options = {**d.options, "script_file": options.script_file}
+            if options.permission:  # rebuilt on every later resume too (each resume adds its layer)
+                d.options = {**d.options, "permission_layers": layers}
 
         # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
         # the run keeps its parked status
@@ -167,7 +173,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,
                                  script_file=doc.options.get("script_file"),
                                  answers=dict(doc.options.get("answers") or {}), watch=options.watch,
-                                 on_budget=str(doc.options.get("on_budget") or "fail"))
+                                 on_budget=str(doc.options.get("on_budget") or "fail"), permission_layers=layers)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, resumed=True, answers=answers, emit=emit)
     finally:
@@ -202,11 +208,21 @@ def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:
     return compile_source(path)
 
 
-def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[str, Any]) -> dict[str, Any] | None:
-    """Answers are required for a human pause, refused otherwise, and coerced up front."""
+def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[str, Any], *,
+                   new_permission: bool = False) -> dict[str, Any] | None:
+    """Answers are required for a human pause, refused otherwise, and coerced up front. A
+    permission pause may instead be resumed with new --permission* rules (the agent re-decides
+    the pending call under the rebuilt policy, and asks again if it still says ask)."""
     pending = state.pending
     if status is RunStatus.PAUSED_WAITING_HUMAN and pending is not None:
         node = wf.nodes.get(pending.node)
+        if not answers and new_permission and pending.questions.get("permission"):
+            return None
+        if not answers and pending.questions.get("permission"):
+            raise StatusRefusedError(f"run {state.run_id} is waiting for a permission decision on node "
+                                     f"{pending.node} ({pending.questions['permission'].get('tool')})",
+                                     hint=f"iterion resume --run-id {state.run_id} --answer approve=yes (or no), "
+                                          "or add a rule: --permission-allow 'TOOL(PATTERN)'")
         if not answers:
             fields = ", ".join(f.get("name", "?") for f in pending.questions.get("fields", [])) or "answer"
             raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({fields})",

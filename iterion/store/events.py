@@ -85,6 +85,13 @@ BACKEND_CALL = "backend_call"
 # grace_s, killed} (engine/procgroup.py)
 TOOL_CHILDREN_LEFT = "tool_children_left"
 BUDGET_EXCEEDED = "budget_exceeded"
+# the claw agent (iterion/backends/claw): one per tool call {tool, args_digest, tool_use_id,
+# duration_ms, result_bytes, error}; one per permission decision {tool, args_digest, tool_use_id,
+# decision, rule, source}; MCP servers started/stopped for a node {server, tools | error}
+TOOL_CALLED = "tool_called"
+PERMISSION_DECIDED = "permission_decided"
+MCP_SERVER_STARTED = "mcp_server_started"
+MCP_SERVER_STOPPED = "mcp_server_stopped"
 SOURCE_CHANGE_ACCEPTED = "source_change_accepted"
 WARNING = "warning"
 

@@ -10,14 +10,14 @@ from iterion.failure_codes import FailureCode
 
 
 def test_known_names_and_aliases() -> None:
-    assert known_backends() == ["claude_code", "openai", "script"]
+    assert known_backends() == ["claude_code", "claw", "openai", "script"]
     assert isinstance(get_backend("script", {}), ScriptBackend)
     assert isinstance(get_backend("openai", {"base_url": "http://127.0.0.1:9"}), OpenAIBackend)
     assert isinstance(get_backend("claude", {}), ClaudeCodeBackend)
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
-    with pytest.raises(BackendError, match="unknown backend 'gemini'; known backends: claude_code, openai, script") as info:
+    with pytest.raises(BackendError, match="unknown backend 'gemini'; known backends: claude_code, claw, openai, script") as info:
         get_backend("gemini", {})
     assert info.value.code is FailureCode.BACKEND_UNAVAILABLE
 

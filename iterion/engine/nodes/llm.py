@@ -21,16 +21,25 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         question = str(call.pending.questions.get("question", ""))
         prior = (question, call.answers.get("answer", call.answers))
     response = call_backend(ctx, node, call.iteration, system=system, user=user, schema=node.output_schema,
-                            prior=prior)
+                            prior=prior, call=call)
     ask = getattr(response, "ask_user", None)
-    if ask and (node.interaction or "none") != "none":
-        return NodeResult({}, pause={"question": ask}, pause_kind="ask_user",
+    raw = getattr(response, "raw", None) or {}
+    if ask and raw.get("pause_kind") == "permission":
+        # a permission `ask`: the call is shown; resume with approve=yes|no or an allow rule
+        return NodeResult({}, pause={"question": ask, "permission": raw.get("permission")}, pause_kind="ask_user",
+                          session_id=getattr(response, "session_id", None))
+    if ask and (node.interaction or ctx.workflow.interaction or "none") != "none":
+        # claw: the tool-use id the answer will be the result of (the conversation is on disk)
+        pause = {"question": ask, **({"tool_use_id": raw["tool_use_id"]} if raw.get("tool_use_id") else {})}
+        return NodeResult({}, pause=pause, pause_kind="ask_user",
                           session_id=getattr(response, "session_id", None))
     output = response.output if node.output_schema is not None else response.as_output()
     if output is None:
         output = _parse_json(response.text)
-    return NodeResult(validate_output(node.id, node.output_schema, output),
-                      session_id=getattr(response, "session_id", None))
+    output = validate_output(node.id, node.output_schema, output)
+    if raw.get("charged") and response.session_id:  # claw: a later node may continue this conversation
+        output = {**output, "_session_id": response.session_id}
+    return NodeResult(output, session_id=getattr(response, "session_id", None))
 
 
 def _parse_json(text: str | None) -> Any:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from iterion.budget import BudgetExceeded
 from iterion.engine.cancel import call_cancellable
-from iterion.engine.context import ExecContext
+from iterion.engine.context import ExecContext, NodeCall
 from iterion.engine.errors import NodeFailure
 from iterion.failure_codes import FailureCode
 from iterion.ir import Node, Schema
@@ -51,20 +52,33 @@ def get_backend(ctx: ExecContext, name: str) -> Any:
 
 def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, user: str,
                  schema: Schema | None, choices: list[str] | None = None,
-                 prior: tuple[str, Any] | None = None) -> Any:
+                 prior: tuple[str, Any] | None = None, call: NodeCall | None = None) -> Any:
     """One backend call; tokens and cost are charged to the run budget (even when over a cap,
-    and even when the call failed after consuming them)."""
+    and even when the call failed after consuming them). The claw backend charges each of its
+    turns as it goes (``agent_host``) and returns a response that carries none."""
     from iterion.backends.base import BackendError, BackendRequest
+    from iterion.backends.registry import canonical_name
 
     name = backend_name(ctx, node)
     backend = get_backend(ctx, name)
+    try:
+        canonical = canonical_name(name)
+    except BackendError:
+        canonical = name
+    host = agent_host(ctx, node, iteration, name, call) if canonical == "claw" else None
+    flags: tuple[str, ...] = ()
+    if canonical == "claude_code":
+        from iterion.permissions import claude_code_flags
+
+        flags = tuple(claude_code_flags(permission_policy(ctx)))
     request = BackendRequest(
         node_id=node.id, iteration=iteration, node_kind=node.kind, model=node.model,
         system=system, user=user, output_schema=schema, tools=tuple(node.tools), max_tokens=node.max_tokens,
         reasoning_effort=node.reasoning_effort, session_id=ctx.state.sessions.get(node.id),
         prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
-        allow_ask_user=(node.interaction or "none") != "none",
+        allow_ask_user=(node.interaction or ctx.workflow.interaction or "none") != "none",
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
+        provider=node.extra.get("provider"), tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
     )
     try:
         response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
@@ -75,8 +89,87 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
     if response.session_id:
         with ctx.state.lock:
             ctx.state.sessions[node.id] = response.session_id
-    _charge(ctx, node, iteration, name, response.tokens, response.cost_usd)
+    if not response.raw.get("charged"):
+        _charge(ctx, node, iteration, name, response.tokens, response.cost_usd)
     return response
+
+
+def permission_policy(ctx: ExecContext) -> Any:
+    """The effective tool-permission policy: the workflow's ``permission:`` block, then the
+    launch's and each resume's ``--permission*`` layers (iterion/permissions.py)."""
+    from iterion.permissions import PermissionError_, build_policy
+
+    try:
+        return build_policy(ctx.workflow.extra.get("permission"), ctx.options.permission_layers)
+    except PermissionError_ as exc:
+        raise NodeFailure(FailureCode.TEMPLATE_FAILED, exc.message) from None
+
+
+def mcp_servers_of(ctx: ExecContext, node: Node) -> tuple[str, ...]:
+    """The MCP servers a node uses: its (else the workflow's) ``mcp.servers``, and every server its
+    ``tools:`` names as ``mcp.SERVER.TOOL`` / ``mcp.SERVER.*``; minus ``mcp.disable``."""
+    block = node.extra.get("mcp") or ctx.workflow.extra.get("mcp") or {}
+    names: list[str] = []
+    if isinstance(block, dict):
+        names += [str(n) for n in block.get("servers") or []]
+    for t in node.tools:
+        parts = t.split(".")
+        if len(parts) >= 2 and parts[0] == "mcp" and parts[1] != "*":
+            names.append(parts[1])
+    disabled = set(block.get("disable") or []) if isinstance(block, dict) else set()
+    return tuple(dict.fromkeys(n for n in names if n not in disabled))
+
+
+def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: NodeCall | None) -> Any:
+    """What the in-process claw agent may do to the run: events, budget, cancel, shell, policy."""
+    from iterion.backends.claw.host import AgentHost
+    from iterion.backends.claw.tools import ShellResult
+    from iterion.engine.toolproc import ToolLaunchError, run_process
+
+    guard = ctx.duration_guard(node.id)
+    env = ctx.tool_env(node.id, iteration)
+
+    def check() -> None:
+        ctx.token.check()
+        if guard is not None:
+            guard()
+
+    def run_shell(command: str, cwd: Path, timeout_s: float) -> ShellResult:
+        deadline = time.monotonic() + timeout_s
+
+        def tick() -> None:
+            if guard is not None:
+                guard()
+            if time.monotonic() > deadline:
+                raise _ShellTimeout()
+
+        try:
+            res = run_process(["/bin/sh", "-c", command], cwd=cwd, env=env, token=ctx.token, check=tick)
+        except _ShellTimeout:  # run_process killed the process group before re-raising
+            return ShellResult("", "", -1, timed_out=True)
+        except ToolLaunchError as exc:
+            return ShellResult("", str(exc), 127)
+        if res.children_left is not None:
+            ctx.emit("tool_children_left", node.id, iteration, res.children_left.payload())
+        return ShellResult(res.stdout, res.stderr, res.exit_code)
+
+    def charge(model: str | None, tin: int, tout: int, cost: float) -> None:
+        _charge(ctx, node, iteration, name, tin + tout, cost)
+
+    wf_servers = ctx.workflow.extra.get("mcp_server") or {}
+    pending_ours = call is not None and call.pending is not None and call.pending.node == node.id \
+        and call.pending.kind == "ask_user"
+    inherit = (call.input.get("_session_id") if call is not None else None) or None
+    return AgentHost(
+        workspace=ctx.workspace, emit=lambda t, p: ctx.emit(t, node.id, iteration, p), charge=charge, check=check,
+        run_shell=run_shell, conversations_dir=ctx.run_dir / "conversations", policy=permission_policy(ctx),
+        mcp_declarations=wf_servers if isinstance(wf_servers, dict) else {}, mcp_servers=mcp_servers_of(ctx, node),
+        resuming=pending_ours, answers=call.answers if pending_ours and call is not None else None,
+        session_mode=node.session or "fresh", inherit_session=str(inherit) if inherit else None, env=env)
+
+
+class _ShellTimeout(Exception):
+    """The agent's bash call ran past its timeout (raised inside run_process's poll)."""
 
 
 def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, tokens: int, cost: float) -> None:

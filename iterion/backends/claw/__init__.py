@@ -1,0 +1,64 @@
+"""The ``claw`` backend: the in-process coding agent (a tool loop over OpenAI-compatible chat
+completions or the Anthropic messages API, workspace tools, ask_user, permissions, MCP).
+
+Configuration as the ``openai`` backend: ``$OPENAI_BASE_URL`` / ``$OPENAI_API_KEY``; and for the
+Anthropic wire format ``$ANTHROPIC_BASE_URL`` / ``$ANTHROPIC_API_KEY``. ``provider:`` or a
+``provider/model`` prefix chooses the format (``iterion.backends.claw.wire.resolve_provider``).
+
+Only this module is imported with the registry; httpx, the loop and the MCP SDK load on the
+first call (CLI start-up stays light).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.failure_codes import FailureCode
+
+
+class ClawBackend(Backend):
+    name = "claw"
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.timeout_s = float(self.options.get("timeout_s") or os.environ.get("ITERION_OPENAI_TIMEOUT") or 600)
+        self._wires: dict[str, Any] = {}
+
+    def wires(self) -> dict[str, Any]:
+        if not self._wires:
+            from iterion.backends.claw.wire import AnthropicWire, OpenAIWire
+
+            self._wires = {"openai": OpenAIWire(self.timeout_s, self.options.get("base_url"),
+                                                self.options.get("api_key")),
+                           "anthropic": AnthropicWire(self.timeout_s, self.options.get("anthropic_base_url"),
+                                                      self.options.get("anthropic_api_key"))}
+        return self._wires
+
+    def availability(self) -> tuple[bool, str]:
+        found = {name: w.availability() for name, w in self.wires().items()}
+        usable = [f"{n}: {why}" for n, (ok, why) in found.items() if ok]
+        if usable:
+            return True, "; ".join(usable)
+        return False, "; ".join(why for _ok, why in found.values())
+
+    def complete(self, request: BackendRequest) -> BackendResponse:
+        from iterion.backends.claw.host import AgentHost
+        from iterion.backends.claw.loop import run_agent
+
+        host = request.host
+        if host is None:  # called outside the engine (a plain request): tools confined to the workspace dir
+            if not request.workspace_dir:
+                raise BackendError(FailureCode.BACKEND_UNAVAILABLE, "the claw backend needs a workspace")
+            from pathlib import Path
+
+            host = AgentHost(workspace=Path(request.workspace_dir), emit=lambda _t, _p: None,
+                             charge=lambda *_a: None)
+        return run_agent(request, host, self.wires())
+
+    def close(self) -> None:
+        for w in self._wires.values():
+            w.close()
+        self._wires = {}

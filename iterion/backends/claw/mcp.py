@@ -1,0 +1,177 @@
+"""MCP stdio servers for one claw node, through the official ``mcp`` SDK.
+
+The SDK is asyncio; the agent loop is not. A pool owns one event loop in a daemon thread: one
+owner task opens every server (``stdio_client`` + ``ClientSession``, inside one AsyncExitStack,
+so the SDK's cancel scopes are entered and left by the same task), lists their tools, and waits
+for ``stop``; tool calls are submitted to that loop from the agent's thread. Tools are offered
+as ``mcp.<server>.<tool>``. ``stop`` (the node's end, a pause, a failure) closes the sessions
+and the servers' processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import threading
+from contextlib import AsyncExitStack
+from typing import Any
+
+from iterion.backends.base import BackendError
+from iterion.backends.claw.host import AgentHost
+from iterion.backends.claw.tools import ToolError, cap
+from iterion.backends.claw.wire import ToolSpec
+from iterion.failure_codes import FailureCode
+
+START_TIMEOUT_S = float(os.environ.get("ITERION_MCP_START_TIMEOUT", "30"))
+CALL_TIMEOUT_S = float(os.environ.get("ITERION_MCP_CALL_TIMEOUT", "300"))
+
+
+def _expand(value: Any) -> str:
+    return os.path.expandvars(str(value))  # dsl.md 1.7: $N and ${N}, no defaults
+
+
+class McpPool:
+    def __init__(self, host: AgentHost) -> None:
+        self.host = host
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="iterion-mcp")
+        self.sessions: dict[str, Any] = {}
+        self.tools: dict[str, tuple[str, str]] = {}  # iterion name -> (server, tool)
+        self._stop: asyncio.Event | None = None
+        self._owner: Any = None
+        self._errlogs: list[Any] = []
+
+    def _params(self, name: str) -> Any:
+        from mcp import StdioServerParameters
+
+        decl = self.host.mcp_declarations.get(name)
+        if decl is None:
+            known = ", ".join(sorted(self.host.mcp_declarations)) or "none declared"
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"mcp server {name!r} is not declared (mcp_server {name}: ...); declared: {known}")
+        transport = str(decl.get("transport") or "stdio")
+        if transport != "stdio" or not decl.get("command"):
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"mcp server {name!r}: only stdio servers with a command are supported by the claw "
+                               f"backend (transport {transport})")
+        env = dict(self.host.env or os.environ)
+        env.update({str(k): _expand(v) for k, v in (decl.get("env") or {}).items()})
+        return StdioServerParameters(command=_expand(decl["command"]), args=[_expand(a) for a in decl.get("args") or []],
+                                     env=env, cwd=str(self.host.workspace))
+
+    def start(self, names: tuple[str, ...]) -> list[ToolSpec]:
+        params = {n: self._params(n) for n in names}
+        self.thread.start()
+        ready = asyncio.run_coroutine_threadsafe(self._open(params), self.loop)
+        try:
+            specs = ready.result(timeout=START_TIMEOUT_S)
+        except BackendError:
+            self.stop()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a server that cannot start is a node failure, typed
+            self.stop()
+            detail = self._stderr_tail()
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"mcp servers {', '.join(names)} did not start within {START_TIMEOUT_S:g}s: "
+                               f"{type(exc).__name__}: {exc}{detail}") from None
+        return specs
+
+    async def _open(self, params: dict[str, Any]) -> list[ToolSpec]:
+        opened: asyncio.Future[list[ToolSpec]] = self.loop.create_future()
+        self._stop = asyncio.Event()
+        self._owner = asyncio.ensure_future(self._own(params, opened))
+        return await opened
+
+    async def _own(self, params: dict[str, Any], opened: asyncio.Future[list[ToolSpec]]) -> None:
+        from mcp import ClientSession
+        from mcp.client.stdio import stdio_client
+
+        specs: list[ToolSpec] = []
+        try:
+            async with AsyncExitStack() as stack:
+                for name, p in params.items():
+                    errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by stop()
+                    self._errlogs.append(errlog)
+                    read, write = await stack.enter_async_context(stdio_client(p, errlog=errlog))
+                    session = await stack.enter_async_context(ClientSession(read, write))
+                    await session.initialize()
+                    listed = await session.list_tools()
+                    self.sessions[name] = session
+                    names = []
+                    for tool in listed.tools:
+                        full = f"mcp.{name}.{tool.name}"
+                        self.tools[full] = (name, tool.name)
+                        names.append(tool.name)
+                        # mcp 1.x names it inputSchema, 2.x input_schema
+                        raw = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None)
+                        schema = dict(raw or {"type": "object", "properties": {}})
+                        specs.append(ToolSpec(full, tool.description or f"{tool.name} (MCP server {name})", schema))
+                    self.host.emit("mcp_server_started", {"server": name, "tools": names})
+                opened.set_result(specs)
+                assert self._stop is not None
+                await self._stop.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported through the future
+            if not opened.done():
+                opened.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+        finally:
+            for name in params:
+                if name in self.sessions:
+                    self.host.emit("mcp_server_stopped", {"server": name})
+
+    def _stderr_tail(self) -> str:
+        tails = []
+        for f in self._errlogs:
+            try:
+                f.seek(0)
+                text = f.read()[-500:].strip()
+            except (OSError, ValueError):
+                continue
+            if text:
+                tails.append(text)
+        return ("; server stderr: " + " | ".join(tails)) if tails else ""
+
+    def call(self, name: str, args: dict[str, Any]) -> str:
+        server, tool = self.tools.get(name, ("", ""))
+        session = self.sessions.get(server)
+        if session is None:
+            raise ToolError(f"unknown MCP tool {name!r}")
+        fut = asyncio.run_coroutine_threadsafe(session.call_tool(tool, args), self.loop)
+        try:
+            result = fut.result(timeout=CALL_TIMEOUT_S)
+        except TimeoutError:
+            fut.cancel()
+            raise ToolError(f"{name} did not answer within {CALL_TIMEOUT_S:g}s") from None
+        except Exception as exc:  # noqa: BLE001 - an MCP error is the model's to see
+            raise ToolError(f"{name} failed: {type(exc).__name__}: {exc}") from None
+        parts: list[str] = []
+        for block in getattr(result, "content", None) or []:
+            text = getattr(block, "text", None)
+            parts.append(text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"), default=str))
+        structured = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+        if not parts and structured is not None:
+            parts.append(json.dumps(structured, sort_keys=True, default=str))
+        text = cap("\n".join(parts))
+        if getattr(result, "is_error", False) or getattr(result, "isError", False):
+            raise ToolError(text or f"{name} reported an error")
+        return text
+
+    def stop(self) -> None:
+        if not self.thread.is_alive():
+            return
+        if self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        owner = self._owner
+        if owner is not None:
+            async def wait_owner() -> None:
+                await asyncio.wait([owner], timeout=10)
+
+            try:
+                asyncio.run_coroutine_threadsafe(wait_owner(), self.loop).result(timeout=15)
+            except Exception:  # noqa: BLE001, S110 - best effort: the thread is a daemon
+                pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        for f in self._errlogs:
+            f.close()

@@ -1,0 +1,300 @@
+"""The tool-permission policy: which tool calls an agent may make, must ask for, or may not make.
+
+A rule is ``TOOL`` or ``TOOL(PATTERN)``:
+
+* ``TOOL`` is a tool name (``bash``, ``write_file``, ``mcp.github.get_issue``) or a glob over
+  names (``mcp.github.*``, ``*``);
+* ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the workspace-relative
+  path of the file tools (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
+  the pattern of ``glob``, the question of ``ask_user``, and for any other tool (MCP) its
+  arguments as canonical JSON. A compound shell command is judged per simple command (an allow
+  rule must cover each; a deny/ask rule catches any). In a path pattern ``*`` stays inside one directory and ``**``
+  crosses directories (``docs/**``); in any other subject ``*`` matches anything
+  (``bash(git *)``). No pattern means every call of the tool.
+
+Layers, lowest first: the workflow's ``permission:`` block, the launch's ``--permission*`` flags,
+then each resume's. The highest layer with a matching rule decides (so an allow given on a
+resume authorizes a call a launch-time ``ask`` rule paused on); within one layer deny beats
+ask beats allow. No matching rule: the mode of the highest layer that sets one decides
+(``allow`` by default, ``ask``, ``deny``).
+
+Invariant: ``decide`` is a pure function of the policy and the call; the policy is rebuilt from
+its layers on every launch and resume, never cached in a checkpoint.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from persist import UserError
+
+Verdict = Literal["allow", "ask", "deny"]
+VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
+MODES: tuple[str, ...] = VERDICTS
+PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "grep"})
+_RULE = re.compile(r"^\s*([A-Za-z0-9_.*?\-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
+
+
+class PermissionError_(UserError):
+    """A malformed rule or mode (a launch/resume flag or the workflow's ``permission:`` block)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    tool: str               # a name or a glob over names
+    pattern: str | None     # a glob over the call's subject, or None (every call)
+    verdict: Verdict
+    source: str = ""        # where it came from, for events: "workflow", "launch", "resume"
+
+    def text(self) -> str:
+        return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
+
+    def matches(self, tool: str, args: Mapping[str, Any]) -> bool:
+        if not fnmatch.fnmatchcase(tool, self.tool):
+            return False
+        if self.pattern is None:
+            return True
+        subject = call_subject(tool, args)
+        if tool in PATH_TOOLS:
+            return path_glob(self.pattern, subject)
+        if tool == "bash":
+            return _bash_matches(self.pattern, subject, self.verdict)
+        return fnmatch.fnmatchcase(subject, self.pattern)
+
+
+_SHELL_SPLIT = re.compile(r"\|\||&&|[;|&\n]")
+
+
+def _bash_matches(pattern: str, command: str, verdict: Verdict) -> bool:
+    """A compound command (``a; b``, ``a && b``, ``a | b``) is judged per simple command: an
+    allow rule must match every one of them (``bash(git *)`` does not allow ``git x; rm -rf ~``),
+    and never a command substitution it cannot see into; a deny or ask rule matches when any one
+    does (or the whole text)."""
+    parts = [p.strip() for p in _SHELL_SPLIT.split(command) if p.strip()]
+    if verdict == "allow":
+        if "`" in command or "$(" in command:
+            return False
+        return bool(parts) and all(fnmatch.fnmatchcase(p, pattern) for p in parts)
+    return fnmatch.fnmatchcase(command, pattern) or any(fnmatch.fnmatchcase(p, pattern) for p in parts)
+
+
+def parse_rule(text: str, verdict: Verdict, source: str = "") -> Rule:
+    """``bash(git *)`` -> Rule; a malformed rule is a PermissionError_ naming the fix."""
+    m = _RULE.match(text or "")
+    if m is None:
+        raise PermissionError_(f"permission rule {text!r} is not TOOL or TOOL(PATTERN)",
+                               hint='e.g. --permission-allow "bash(git *)" or "write_file(docs/**)" or "mcp.github.*"')
+    tool, pattern = m.group(1), m.group(2)
+    if pattern is not None and not pattern.strip():
+        pattern = None
+    return Rule(tool, pattern, verdict, source)
+
+
+def call_subject(tool: str, args: Mapping[str, Any]) -> str:
+    """What a rule's pattern is matched against (see the module docstring)."""
+    if tool == "bash":
+        return str(args.get("command", ""))
+    if tool in PATH_TOOLS:
+        raw = str(args.get("path", "") or ".")
+        return _norm_path(raw)
+    if tool == "glob":
+        return str(args.get("pattern", ""))
+    if tool == "ask_user":
+        return str(args.get("question", ""))
+    return json.dumps(dict(args), sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _norm_path(raw: str) -> str:
+    parts: list[str] = []
+    for p in raw.replace("\\", "/").split("/"):
+        if p in ("", "."):
+            continue
+        if p == ".." and parts:
+            parts.pop()
+        else:
+            parts.append(p)
+    return "/".join(parts) or "."
+
+
+def path_glob(pattern: str, path: str) -> bool:
+    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return re.fullmatch("".join(out), path) is not None
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    rule: str | None      # the rule text that decided, or None (the mode)
+    source: str           # the layer: workflow / launch / resume / default
+
+    def payload(self) -> dict[str, Any]:
+        return {"decision": self.verdict, "rule": self.rule, "source": self.source}
+
+
+@dataclass
+class Layer:
+    source: str
+    mode: str | None = None
+    rules: list[Rule] = field(default_factory=list)
+
+
+@dataclass
+class Policy:
+    layers: list[Layer] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        for layer in reversed(self.layers):
+            if layer.mode:
+                return layer.mode
+        return "allow"
+
+    @property
+    def explicit(self) -> bool:
+        """Whether anything was configured at all (the claude_code flags are only added then)."""
+        return any(layer.mode or layer.rules for layer in self.layers)
+
+    def decide(self, tool: str, args: Mapping[str, Any]) -> Decision:
+        for layer in reversed(self.layers):
+            hits = [r for r in layer.rules if r.matches(tool, args)]
+            for verdict in ("deny", "ask", "allow"):
+                for r in hits:
+                    if r.verdict == verdict:
+                        return Decision(verdict, r.text(), layer.source)
+        mode = self.mode
+        source = next((la.source for la in reversed(self.layers) if la.mode), "default")
+        return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]
+
+    def rules(self, verdict: Verdict) -> list[Rule]:
+        return [r for la in self.layers for r in la.rules if r.verdict == verdict]
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": self.mode, "layers": [{"source": la.source, "mode": la.mode,
+                                                "rules": [{"rule": r.text(), "verdict": r.verdict} for r in la.rules]}
+                                               for la in self.layers]}
+
+
+def check_mode(mode: str | None, where: str) -> str | None:
+    if mode is None or mode == "":
+        return None
+    m = str(mode).strip().lower()
+    if m not in MODES:
+        raise PermissionError_(f"{where}: unknown permission mode {mode!r}; one of {', '.join(MODES)}",
+                               hint="e.g. --permission ask")
+    return m
+
+
+def flags_layer(source: str, mode: str | None, allow: Iterable[str] = (), ask: Iterable[str] = (),
+                deny: Iterable[str] = ()) -> Layer:
+    """One layer from ``--permission MODE --permission-allow R ...`` (raises on a bad value)."""
+    rules = [parse_rule(t, "allow", source) for t in allow]
+    rules += [parse_rule(t, "ask", source) for t in ask]
+    rules += [parse_rule(t, "deny", source) for t in deny]
+    return Layer(source, check_mode(mode, f"--permission ({source})"), rules)
+
+
+def workflow_layer(block: Any) -> Layer:
+    """The workflow's ``permission:`` value: a mode name, or a block of ``mode``, ``allow``,
+    ``ask``, ``deny`` (each a rule or a list of rules)."""
+    if block is None:
+        return Layer("workflow")
+    if isinstance(block, str):
+        return Layer("workflow", check_mode(block, "workflow permission:"))
+    if not isinstance(block, Mapping):
+        raise PermissionError_(f"workflow permission: must be a mode name or a block, got {block!r}",
+                               hint='e.g. permission:\\n    mode: ask\\n    allow: ["read_file", "bash(git *)"]')
+    unknown = set(block) - {"mode", "allow", "ask", "deny"}
+    if unknown:
+        raise PermissionError_(f"workflow permission: unknown key {min(unknown)!r}; "
+                               "expected mode, allow, ask, deny")
+
+    def items(key: str) -> list[str]:
+        v = block.get(key)
+        if v is None:
+            return []
+        return [str(x) for x in v] if isinstance(v, list) else [str(v)]
+
+    return flags_layer("workflow", block.get("mode"), items("allow"), items("ask"), items("deny"))
+
+
+def layer_to_json(layer: Layer) -> dict[str, Any]:
+    return {"source": layer.source, "mode": layer.mode,
+            "allow": [r.text() for r in layer.rules if r.verdict == "allow"],
+            "ask": [r.text() for r in layer.rules if r.verdict == "ask"],
+            "deny": [r.text() for r in layer.rules if r.verdict == "deny"]}
+
+
+def layer_from_json(data: Mapping[str, Any]) -> Layer:
+    return flags_layer(str(data.get("source") or "launch"), data.get("mode"), data.get("allow") or (),
+                       data.get("ask") or (), data.get("deny") or ())
+
+
+def build_policy(workflow_block: Any, stored: Iterable[Mapping[str, Any]] = ()) -> Policy:
+    """The effective policy: the workflow's block, then the recorded launch/resume layers in order."""
+    return Policy([workflow_layer(workflow_block), *(layer_from_json(d) for d in stored)])
+
+
+# -- the claude_code backend receives the same policy as its CLI flags ----------------------------
+_CLAUDE_NAMES = {"bash": "Bash", "read_file": "Read", "write_file": "Write", "edit_file": "Edit",
+                 "list_dir": "LS", "glob": "Glob", "grep": "Grep"}
+
+
+def claude_tool_rule(rule: Rule) -> str | None:
+    """A rule in Claude Code's ``--allowedTools`` syntax (``Bash(git *)``, ``mcp__github__*``), or
+    None when it has no counterpart (a glob over built-in tool names)."""
+    tool = rule.tool
+    if tool.startswith("mcp."):
+        name = "mcp__" + "__".join(tool.split(".")[1:])
+        return name if rule.pattern is None else None
+    mapped = _CLAUDE_NAMES.get(tool)
+    if mapped is None:
+        return None
+    if rule.pattern is None:
+        return mapped
+    if tool == "bash":
+        pat = rule.pattern[:-2] + ":*" if rule.pattern.endswith(" *") else rule.pattern
+        return f"Bash({pat})"
+    return f"{mapped}({rule.pattern})"
+
+
+def claude_code_flags(policy: Policy) -> list[str]:
+    """``--permission-mode``, ``--allowedTools`` and ``--disallowedTools`` for ``claude -p``.
+
+    The CLI cannot stop to ask a person in ``-p`` mode, so an ``ask`` rule is passed as
+    disallowed (the call is refused, not silently allowed) and mode ``ask`` as ``default``. A
+    ``--permission-mode`` is passed only when a mode was set (rules alone widen nothing)."""
+    if not policy.explicit:
+        return []
+    flags: list[str] = []
+    if any(layer.mode for layer in policy.layers):  # rules alone keep the CLI's own mode
+        flags.append(f"--permission-mode={ {'allow': 'bypassPermissions', 'ask': 'default', 'deny': 'default'}[policy.mode] }")
+    allowed = [t for r in policy.rules("allow") if (t := claude_tool_rule(r))]
+    denied = [t for r in policy.rules("deny") + policy.rules("ask") if (t := claude_tool_rule(r))]
+    if allowed:
+        flags.append("--allowedTools=" + ",".join(allowed))
+    if denied:
+        flags.append("--disallowedTools=" + ",".join(denied))
+    return flags
