@@ -46,7 +46,7 @@ from iterion.store.timeutil import utcnow
 from persist import FormatVersionError, file_lock, read_model, write_model
 
 RUNS_DIR = "runs"
-STALE_AFTER_S = 60.0  # the spec's --force-stale guard: no event flush for this long
+STALE_AFTER_S = 60.0  # --force-stale guard (docs/user-guide.md "Locks and takeover"): no event flush for this long
 
 M = TypeVar("M", bound=BaseModel)
 
