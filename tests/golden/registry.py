@@ -4,8 +4,9 @@ One entry per format: the pydantic model that reads it, where it lives, and the 
 its golden files here (``tests/golden/<name>/v<N>[-<variant>].json``). A golden file is a
 document a real run of that version wrote, copied as it was; it is never regenerated. When a
 format changes, its model's ``FORMAT_VERSION`` goes up and a new ``v<N>.json`` is added beside
-the old ones: ``test_golden.py`` then proves the current code still reads every version ever
-written (docs/technical/durability.md, "Persisted formats").
+the old ones (``python tests/golden/make_goldens.py`` writes the missing ones from real runs):
+``test_golden.py`` then proves the current code still reads every version ever written
+(docs/technical/durability.md, "Persisted formats").
 
 Every ``persist.VersionedModel`` subclass of the packages must be listed (``test_golden.py``
 fails on one that is not): a document nested in another (a push attempt inside the push log)

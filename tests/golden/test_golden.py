@@ -54,7 +54,7 @@ def test_every_version_up_to_the_current_one_has_a_golden(fmt: Format) -> None:
     current = cls.FORMAT_VERSION if issubclass(cls, VersionedModel) else EVENT_LINE_VERSION
     versions = {golden_version(p) for p in fmt.goldens()}
     assert current in versions, (f"{fmt.model} is at version {current} but tests/golden/{fmt.name}/ has no "
-                                 f"v{current} golden: copy one a real run of this version wrote")
+                                 f"v{current} golden: `python tests/golden/make_goldens.py` writes it from real runs")
     assert max(versions) <= current, f"tests/golden/{fmt.name}/ holds a golden newer than the code ({max(versions)})"
 
 
