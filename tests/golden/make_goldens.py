@@ -115,16 +115,23 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     take("event_line", rd / "events.jsonl")
     take("artifact", next((rd / "artifacts").rglob("*.json")))
     take("checkpoint", next((rd / "turns").rglob("*.json")), "turn")
-    track = rd / "track"
-    state_path = next(track.glob("runs/*/state.json"))
+    # the tracker's files, found the way the engine finds them (its layout may change)
+    from iterion.engine.execution import open_run_versioning
+    from iterion.store import Store
+
+    s = Store(store)
+    versioning = open_run_versioning(s, s.load_run(run), start=False, watch=False)
+    track = versioning.backend.store
+    versioning.close()
+    state_path = track.run_dir / "state.json"
     state = json.loads(state_path.read_bytes())
     take("track_state", state_path)
-    take("track_statcache", next(track.glob("runs/*/statcache.json")))
+    take("track_statcache", track.run_dir / "statcache.json")
     take_json("track_snapshot_record", state["snapshots"][state["head"]])
     take_json("track_chain_link", state["chain"][0])
 
     def manifest(digest: str) -> bytes:
-        return (track / "objects" / digest[:2] / digest[2:]).read_bytes()
+        return bytes(track.objects.read(digest))
 
     records = list(state["snapshots"].values())
     for rec in records:  # a delta manifest, and the full one it is based on
@@ -136,9 +143,7 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
 
     # -- control request and attachment, through their writers
     from iterion.engine.control import Action, write_request
-    from iterion.store import Store
 
-    s = Store(store)
     write_request(s, run, Action.PAUSE, "paused by operator (iterion pause)")
     take("control_request", rd / "control.json")
     (work / "spec.md").write_text("# spec\n")
@@ -158,9 +163,9 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     os.symlink(b"caf\xe9.txt", raw + b"/d\xe9/link")
     tracker = Tracker(nu / "track", nu / "ws", run)
     rec = tracker.capture(BoundaryLabel(BoundaryKind.NODES, "n", 0))
+    take("track_manifest", bytes(tracker.store.objects.read(rec.manifest)), "nonutf8")
+    take("track_statcache", tracker.store.run_dir / "statcache.json", "nonutf8")
     tracker.close()
-    take("track_manifest", (nu / "track" / "objects" / rec.manifest[:2] / rec.manifest[2:]), "nonutf8")
-    take("track_statcache", nu / "track" / "runs" / run / "statcache.json", "nonutf8")
 
     # -- a worktree run: gitrefs records, private index state, pushes, a revert plan
     from gitrefs import RunRefs
