@@ -1,4 +1,4 @@
-"""The expression language of dsl.md ("Expressions"): used by `compute` nodes and quoted `when`.
+"""The expression language (docs/language.md section 4): used by `compute` nodes and quoted `when`.
 
 Grammar (lowest precedence first)::
 

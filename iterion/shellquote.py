@@ -1,4 +1,4 @@
-"""How a value substituted into a tool's `command:` or `script:` is written (dsl.md section 5.3).
+"""How a value substituted into a tool's `command:` or `script:` is written (docs/language.md 5).
 
 The one home of the quoting rule; ``iterion.templates.render`` calls it for every marker.
 
@@ -15,8 +15,8 @@ In a program text (a `script:` in ``python`` or ``node``) a value is a JSON lite
 (``"text"``, ``3``, ``["a"]``, ``null``); ``{{!ref}}`` inserts raw text.
 
 Why `sh`/`bash` scripts take shell words and not JSON literals: a JSON string is a
-double-quoted shell word, inside which ``$(...)`` and backticks still run. The spec's JSON
-rule is kept where it is safe (python, node) and replaced by the command rule where it is not.
+double-quoted shell word, inside which ``$(...)`` and backticks still run. The JSON
+rule is kept where it is safe (python, node), replaced by the command rule where it is not (docs/language.md 10).
 
 A single-quoted shell word is inert: inside ``'...'`` the shell interprets nothing, so the
 command receives the value's exact text. The one value no shell word can carry is a NUL byte
@@ -112,7 +112,7 @@ def substitute(value: Any, mode: RenderMode, raw: bool) -> str | None:
     """What replaces a marker whose reference resolved to ``value``; None keeps the marker.
 
     ``text`` (prompts) and ``with`` get the plain rendering; in ``text`` a raw marker stays as
-    written (dsl.md 5.2), in ``with`` the ``!`` has no effect.
+    written (docs/language.md 5), in ``with`` the ``!`` has no effect.
     """
     if mode == "text":
         return None if raw else to_text(value)

@@ -1,11 +1,11 @@
-"""`{{ ... }}` templates of dsl.md ("Templates"), plus `{{include "file"}}`.
+"""`{{ ... }}` templates (docs/language.md section 5), plus `{{include "file"}}`.
 
 A marker holds either one reference (`{{outputs.review.summary}}`, whitespace allowed inside
 the braces) or an include (`{{include "relative/file.md"}}`). Text outside markers is literal;
 a lone `{` or `}` is literal too. Reference shapes and their resolution are the expression
 language's (``iterion.expr``), so a template and a `when` read the scope identically.
 
-`{{!ref}}` is the raw form of a reference (dsl.md 5.3): it parses as a ``RawReference``, a
+`{{!ref}}` is the raw form of a reference (docs/language.md 5): it parses as a ``RawReference``, a
 ``Reference`` whose value a tool command inserts unquoted (``iterion.shellquote`` holds the rule).
 
 Offsets: a ``Reference`` points at its first character (the namespace), an ``Include`` at the
@@ -64,7 +64,7 @@ class Include:
 
 @dataclass(frozen=True)
 class RawReference(Reference):
-    """`{{!ref}}`: the reference, inserted unquoted into a tool command (dsl.md 5.3)."""
+    """`{{!ref}}`: the reference, inserted unquoted into a tool command (docs/language.md 5)."""
 
 
 RAW = "!"

@@ -4,7 +4,7 @@ Runs ``claude -p --output-format json`` in the run's workspace with the prompt o
 ``--model=``, ``--append-system-prompt=``, ``--allowedTools=`` and ``--resume=<session>`` (the
 session id of an earlier ask_user turn) when they apply. The CLI's JSON result gives the text,
 ``session_id``, ``usage`` and ``total_cost_usd``. The earlier question and answer are also
-injected into the prompt, as the spec's compatibility fallback for a session the CLI lost.
+injected into the prompt, a fallback for a session the CLI lost (docs/user-guide.md "Backends").
 
 Binary: ``options["claude_bin"]`` / ``$ITERION_CLAUDE_BIN`` / ``claude`` on PATH.
 """

@@ -1,8 +1,8 @@
 """Diagnostics of the `.bot` front end: one table of codes, and the record every check emits.
 
 Codes: ``P...`` are lexing/parsing errors, ``L...`` loading (imports, includes, bundles),
-``C...`` compile/validate checks. C001..C248 are the numbers fixed by dsl.md; C1xx are the
-checks dsl.md asks for without numbering them. ``BOT_REQUIRES_NEWER_ENGINE`` is the engine's
+``C...`` compile/validate checks. C001..C248 carry the original's numbers; C1xx are ours for the
+checks it makes unnumbered (docs/language.md section 7). ``BOT_REQUIRES_NEWER_ENGINE`` is the engine's
 failure code, reused as is so the refusal reads the same at load and at run time.
 """
 

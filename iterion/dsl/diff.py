@@ -3,7 +3,7 @@
 Both versions are compared declaration by declaration on their canonical encodings
 (``iterion.dsl.canonical``), so comments, blank lines and line shifts are no change. Each
 changed declaration is then mapped to the nodes it affects, resolving indirection
-(resume-and-rewind.md, "--auto: rewind to the node you edited"):
+(docs/user-guide.md, "Rewind": ``--auto`` rewinds to the node you edited):
 
 - a node's own property            -> that node (a named fail node: also the nodes leading to it)
 - a shared prompt / schema          -> every node referencing it (in either version)

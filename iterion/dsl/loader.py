@@ -9,9 +9,9 @@ Containment: an ``import`` or ``{{include}}`` resolves inside the project, or is
 before anything is opened: the bundle for a bundle (directory or ``.botz``), else the git
 repository holding the main file, else the main file's directory. Absolute paths are refused;
 ``..`` and symlinks are judged by where they land (the resolved path must stay under the
-resolved root). An import outside is L005 (the spec's "unsafe path" code; it names no code
-for imports specifically), an include outside is L003 (the spec's include failure, which
-lists absolute paths among them). Every file is read through ``persist.inputs`` (regular
+resolved root). An import outside is L005 ("unsafe path"; no code names imports
+specifically), an include outside is L003 (an include failure, absolute paths among
+them): docs/language.md section 6. Every file is read through ``persist.inputs`` (regular
 files only, bounded size): a FIFO or ``/dev/zero`` is an L001/L003 diagnostic, not a hang.
 """
 

@@ -27,7 +27,7 @@ class UnitRole(StrEnum):
     MANIFEST = "manifest"  # a bundle's manifest.yaml: read by the loader, not program
 
 
-# What the workflow digest covers (resume-and-rewind.md: main, prompts, presets, fragments, includes).
+# What the workflow digest covers (docs/language.md 6: main, prompts, presets, fragments, includes).
 PROGRAM_ROLES = frozenset(r for r in UnitRole if r is not UnitRole.MANIFEST)
 
 

@@ -1,6 +1,6 @@
 """Edge selection and loop bookkeeping: which edge(s) leave a node once it has its output.
 
-Rules (dsl.md "Edges"): the matching conditional edges are considered in declaration order,
+Rules (docs/language.md section 3): the matching conditional edges are considered in declaration order,
 the unconditional edge is the fallback. A loop edge (`as LOOP(N)`) already taken N times is
 exhausted and never taken; when that leaves nothing, the failure names the loop.
 """

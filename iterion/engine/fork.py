@@ -6,8 +6,8 @@ node about to run. A fork copies one of them into a NEW run (new id, lineage rec
 options as ``forked_from``), parked ``paused_operator`` so ``iterion resume`` continues it from
 that node. The original run is not touched: not its document, checkpoint, events or files.
 
-Only LLM nodes have turn checkpoints (the spec's fork/rewind table: "Anchor: requires a turn
-checkpoint, so LLM nodes only"); ``iterion rewind`` is the tool for any other node. The child
+Only LLM nodes have turn checkpoints (docs/user-guide.md "Cancel, pause, fork": the anchor
+is a turn checkpoint, so LLM nodes only); ``iterion rewind`` is the tool for any other node. The child
 re-invokes the node with a fresh conversation (its pending question and backend session are
 dropped): an alternative future, not a continuation of the parent's dialogue.
 """

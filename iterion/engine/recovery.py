@@ -1,7 +1,7 @@
 """The recovery dispatcher: what happens to a failed node BEFORE the run's final status is written.
 
-The spec's "a recovery policy may retry, repair, or ask a human before the final status is
-written". The runner consults it once per failure of a node's execution; ONE decision per
+A recovery policy may retry, or ask a human, before the final status is written (docs/user-guide.md
+"Resume"; durability.md section 3). The runner consults it once per failure of a node's execution; ONE decision per
 (failure code, attempt), read from the failure-code table (``failure_codes``: its
 ``in_run_retries``, ``retry_origin`` and ``pause`` columns) and the launch's policy:
 

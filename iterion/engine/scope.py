@@ -1,4 +1,4 @@
-"""The namespaces templates and expressions read, built from the run state (dsl.md "Templates")."""
+"""The namespaces templates and expressions read, built from the run state (docs/language.md 4-5)."""
 
 from __future__ import annotations
 

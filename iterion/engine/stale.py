@@ -7,7 +7,7 @@ its holder dies, SIGKILL included). Whether it may be taken over, and how soon:
   same host, boot and pid namespace, and the pid is gone, a zombie, or reused by a process that
   started later). ``iterion resume --run-id R`` then takes it over without any flag, and the
   start-up sweep promotes it without waiting;
-* after the grace window (60 s, the spec's figure) without an event flush, otherwise - an owner
+* after the grace window (60 s, docs/user-guide.md "Locks and takeover") without an event flush, otherwise - an owner
   on another host, a record without a start time whose pid exists, no /proc. ``--force-stale``
   takes it over then, and the sweep promotes it then.
 

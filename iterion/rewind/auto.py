@@ -1,7 +1,7 @@
 """``--auto``: from "what the edit impacts" to the one node to rewind to.
 
 The declaration diff (``iterion.dsl.diff``) maps an edit to impacted nodes with reasons; this
-module applies the spec's selection on top of it:
+module applies the selection of docs/user-guide.md "Rewind" on top of it:
 
 * nodes the run never executed are ignored;
 * several nodes on one chain -> the upstream-most (every other candidate is reachable from it);

@@ -1,8 +1,8 @@
 """The checkpoint (``runs/<run>/checkpoint.json``): the authoritative execution state.
 
 A resume restarts at ``restart_node`` with everything here restored; events are never replayed.
-Fields added after the first format load with empty/zero defaults, which is what the spec asks
-of legacy checkpoints without accounting (they resume with a fresh budget).
+Fields added after the first format load with empty/zero defaults (docs/technical/durability.md
+section 6): legacy checkpoints without accounting resume with a fresh budget.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run statuses, the one table of allowed transitions, and which commands accept which status.
 
-The statuses are exactly the spec's "Resumable states" table. Every surface that asks "may I
+The statuses are docs/user-guide.md "Statuses". Every surface that asks "may I
 resume / rewind / cancel / pause this run?" reads ``ACCEPTS`` through ``check_command`` so the
 refusal message is the same everywhere and names what would work instead.
 """

@@ -50,7 +50,7 @@ from persist import FormatVersionError, file_lock, read_model, write_model
 
 RUNS_DIR = "runs"
 NAMES_LOCK = "names.lock"  # at the store root: serializes picking a unique run name
-STALE_AFTER_S = 60.0  # the spec's --force-stale guard: no event flush for this long
+STALE_AFTER_S = 60.0  # --force-stale guard (docs/user-guide.md "Locks and takeover"): no event flush for this long
 
 M = TypeVar("M", bound=BaseModel)
 
