@@ -36,7 +36,9 @@ import cli.backends; cli.backends.register(app)  # noqa: E402,E702
 import cli.control; cli.control.register(app)  # noqa: E402,E702
 import cli.refs; cli.refs.register(app)  # noqa: E402,E702
 import cli.rewind; cli.rewind.register(app)  # noqa: E402,E702
+import cli.remote_cmd; cli.remote_cmd.register(app)  # noqa: E402,E702
 import cli.run; cli.run.register(app)  # noqa: E402,E702
+import cli.server_cmd; cli.server_cmd.register(app)  # noqa: E402,E702
 import cli.track; cli.track.register(app)  # noqa: E402,E702
 import cli.validate; cli.validate.register(app)  # noqa: E402,E702
 # --- end of command registration ---
