@@ -225,6 +225,7 @@ class Service:
             "executions": rows,
             "boundaries": bounds,
             "last_seq": events[-1].seq if events else 0,
+            "executing": self.store.is_locked(doc.id),  # a process holds the run's lock right now
         }
 
     def events(self, ref: str, after: int = 0, limit: int = 500) -> dict[str, Any]:
@@ -479,6 +480,8 @@ class Service:
         return [p.to_json() for p in reconcile_orphans(self.store)]
 
     def ready(self) -> dict[str, Any]:
-        root = self.store.root
-        ok = root.is_dir() and os.access(root, os.W_OK | os.X_OK)
-        return {"ready": ok, "store": str(root)}
+        from persist.writable import nearest_existing, unwritable_reason
+
+        root = self.store.root  # created by the first run: ready when it (or where it goes) is writable
+        reason = unwritable_reason(nearest_existing(root))
+        return {"ready": reason is None, "store": str(root), **({"reason": reason} if reason else {})}
