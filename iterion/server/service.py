@@ -176,6 +176,14 @@ class Service:
                             hint="the service only reads and runs files inside the project it was started in")
         return real
 
+    def _confine_uploads(self, answers: dict[str, Any]) -> dict[str, Any]:
+        """A file answer (``@path``; ``@@`` is a literal @) may only name a file inside the project."""
+        out = dict(answers)
+        for key, value in answers.items():
+            if isinstance(value, str) and value.startswith("@") and not value.startswith("@@"):
+                out[key] = "@" + str(self.confine(value[1:], f"answer {key} file"))
+        return out
+
     # -- reads ----------------------------------------------------------------------------------
     def list_runs(self, status: str | None = None, workflow: str | None = None, limit: int | None = None) -> dict[str, Any]:
         if status is not None and status not in {s.value for s in RunStatus} | {"corrupt"}:
@@ -364,6 +372,7 @@ class Service:
         for node, value in answers.items():
             if not isinstance(value, dict):
                 raise bad_input(f"answers: {node} must map fields to values", hint='e.g. {"approve": {"approved": true}}')
+        answers = {node: self._confine_uploads(value) for node, value in answers.items()}
         on_budget = body.get("on_budget") or "fail"
         if on_budget not in ("fail", "pause"):
             raise bad_input(f"on_budget must be fail or pause, got {on_budget!r}")
@@ -398,9 +407,7 @@ class Service:
         answers = body.get("answers") or {}
         if not isinstance(answers, dict):
             raise bad_input("answers must be an object of field -> value", hint='e.g. {"approved": true}')
-        for key, value in answers.items():
-            if isinstance(value, str) and value.startswith("@") and not value.startswith("@@"):
-                answers[key] = "@" + str(self.confine(value[1:], f"answer {key} file"))
+        answers = self._confine_uploads(answers)
         for key in ("force", "force_stale"):
             if key in body and not isinstance(body[key], bool):
                 raise bad_input(f"{key} must be true or false")

@@ -1,0 +1,60 @@
+"""Runs outlive the server (one detached process per execution); pause and cancel over HTTP."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from tests.conftest import write_bot
+from tests.server.conftest import demo_project, start_server, wait_status
+
+SLOW = """
+tool first:
+  command: "sleep 3 && echo one > first.txt"
+
+tool second:
+  command: "echo two > second.txt"
+
+tool third:
+  command: "echo three > third.txt"
+
+workflow slow:
+  entry: first
+  first -> second
+  second -> third
+  third -> done
+"""
+
+
+def test_run_survives_a_server_kill_then_pause_resume_and_cancel(tmp_path: Path) -> None:
+    project = demo_project(tmp_path / "project")
+    write_bot(project / "wf", SLOW, name="slow")
+    first = start_server(project)
+    c = first.client()
+    run_id = c.post("/api/runs", json={"file": "wf/slow.bot"}).json()["run_id"]
+    first.proc.send_signal(signal.SIGKILL)  # the server dies while `first` sleeps
+    first.proc.wait()
+
+    second = start_server(project)  # start-up reconciliation leaves the live run alone
+    try:
+        c = second.client()
+        assert c.get(f"/api/runs/{run_id}").json()["run"]["status"] == "running"
+        r = c.post(f"/api/runs/{run_id}/pause", json={"wait": 30})
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "paused_operator" and r.json()["restart_node"] == "second"
+        assert (project / "first.txt").read_text() == "one\n"  # the run went on without its server
+        body = wait_status(c, run_id, {"paused_operator"})
+
+        stale = c.post(f"/api/runs/{run_id}/cancel", json={"expected_version": body["run"]["version"] - 1})
+        assert stale.status_code == 409 and "reload the run and retry" in stale.json()["error"]
+        r = c.post(f"/api/runs/{run_id}/cancel", json={"expected_version": body["run"]["version"]})
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        r = c.post(f"/api/runs/{run_id}/pause", json={})
+        assert r.status_code == 409 and "cancelled" in r.json()["error"]
+
+        assert c.post(f"/api/runs/{run_id}/resume", json={}).status_code == 202
+        wait_status(c, run_id, {"finished"})
+        assert (project / "third.txt").read_text() == "three\n"
+        assert len(list((second.store / "server" / "logs").glob(f"{run_id}-*.log"))) == 2
+    finally:
+        second.stop()
