@@ -305,9 +305,8 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
     if if_version is not None:
         body["expected_version"] = if_version
     client = Client(server, token_file)
-    before = client.call("GET", _run_path(run_id, "/events"), params={"after": 0, "limit": 1})
-    rid = before["run_id"]
-    last = client.call("GET", _run_path(rid))["last_seq"]
+    current = client.call("GET", _run_path(run_id))  # the full id, and where its timeline stands now
+    rid, last = current["run"]["id"], current["last_seq"]
     result = client.call("POST", _run_path(rid, "/resume"), json=body)
     if not wait:
         if as_json:

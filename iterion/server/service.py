@@ -134,7 +134,6 @@ class Service:
         self.store = store
         self.project = project.resolve()
         self.log_dir = log_dir or (store.root / "server" / "logs")
-        self._children: list[subprocess.Popen[bytes]] = []
 
     # -- helpers --------------------------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

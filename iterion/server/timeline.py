@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import difflib
+import threading
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -74,8 +76,16 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
     return rows
 
 
+_FILES_CACHE: OrderedDict[tuple[str, str, str], list[str]] = OrderedDict()
+_FILES_CACHE_MAX = 8192
+_FILES_LOCK = threading.Lock()
+
+
 def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: list[dict[str, Any]]) -> None:
-    """Add ``files`` (paths the execution changed: its ``pre:`` boundary to its closing one)."""
+    """Add ``files`` (paths the execution changed: its ``pre:`` boundary to its closing one).
+
+    Recorded states never change (commits and snapshots are content-addressed), so the paths
+    between two of them are cached: the live page re-reads a long run's timeline cheaply."""
     by_label = {b["label"]: b["state"] for b in bounds}
     reader = None
     for row in rows:
@@ -91,11 +101,23 @@ def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: 
         if start == end:
             row["files"] = []
             continue
+        key = (doc.id, start, end)
+        with _FILES_LOCK:
+            cached = _FILES_CACHE.get(key)
+        if cached is not None:
+            row["files"] = list(cached)
+            continue
         try:
             reader = reader or StateReader(store, doc)
-            row["files"] = [c["path"] for c in reader.changes(start, end)]
+            paths = [c["path"] for c in reader.changes(start, end)]
         except Exception:  # noqa: BLE001 - a display aid: a state that cannot be read shows no files
             row["files"] = []
+            continue
+        row["files"] = paths
+        with _FILES_LOCK:
+            _FILES_CACHE[key] = list(paths)
+            while len(_FILES_CACHE) > _FILES_CACHE_MAX:
+                _FILES_CACHE.popitem(last=False)
 
 
 def resolve_boundary(bounds: list[dict[str, Any]], ref: str) -> dict[str, Any]:

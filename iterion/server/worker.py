@@ -109,11 +109,11 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
             payload = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}", "hint": None,
                        "exit_code": 3, "kind": type(exc).__name__}
         if handshake.sent:
-            print(f"iterion worker: {payload['error']}", file=sys.stderr)
+            sys.stderr.write(f"iterion worker: {payload['error']}\n")
         handshake.send(payload)
         return int(payload["exit_code"])
     handshake.send({"ok": True, "run_id": result.run_id, "status": result.status.value})
-    print(f"iterion worker: run {result.run_id} ended {result.status.value}", file=sys.stderr)
+    sys.stderr.write(f"iterion worker: run {result.run_id} ended {result.status.value}\n")
     return 0
 
 

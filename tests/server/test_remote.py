@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from iterion.store import Store
 from iterion.store.events import RUN_WORKSPACE_CHECKPOINT, RUN_WORKSPACE_CHECKPOINT_FAILED
@@ -16,7 +16,7 @@ from tests.server.conftest import Server, wait_status
 def remote(server: Server, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ITERION_SERVER": server.url, "ITERION_SERVER_TOKEN": server.token if token is None else token}
     return subprocess.run(iterion_cmd("remote", "runs", *args), cwd=server.project, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
 
 
 def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:
@@ -26,7 +26,7 @@ def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:
     # the engine's push appends these (issue 15 point 1); here the real event log records them
     log = Store(server.store).events(run_id)
     ref = f"refs/iterion/runs/{run_id}/checkpoints/1"
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     log.append(RUN_WORKSPACE_CHECKPOINT, payload={"ref": ref, "commit": "a" * 40, "remote": "origin", "time": now})
     log.append(RUN_WORKSPACE_CHECKPOINT_FAILED, payload={"ref": ref.replace("/1", "/2"), "remote": "origin",
                                                          "error": "remote unwritable", "time": now})
