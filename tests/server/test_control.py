@@ -10,7 +10,7 @@ from tests.server.conftest import demo_project, start_server, wait_status
 
 SLOW = """
 tool first:
-  command: "sleep 3 && echo one > first.txt"
+  command: "i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; echo one > first.txt"
 
 tool second:
   command: "echo two > second.txt"
@@ -32,18 +32,20 @@ def test_run_survives_a_server_kill_then_pause_resume_and_cancel(tmp_path: Path)
     first = start_server(project)
     c = first.client()
     run_id = c.post("/api/runs", json={"file": "wf/slow.bot"}).json()["run_id"]
-    first.proc.send_signal(signal.SIGKILL)  # the server dies while `first` sleeps
+    first.proc.send_signal(signal.SIGKILL)  # the server dies while `first` waits
     first.proc.wait()
 
     second = start_server(project)  # start-up reconciliation leaves the live run alone
     try:
         c = second.client()
         assert c.get(f"/api/runs/{run_id}").json()["run"]["status"] == "running"
-        r = c.post(f"/api/runs/{run_id}/pause", json={"wait": 30})
+        r = c.post(f"/api/runs/{run_id}/pause", json={"wait": 0})  # `first` waits for the test's go file
         assert r.status_code == 200, r.text
-        assert r.json()["status"] == "paused_operator" and r.json()["restart_node"] == "second"
-        assert (project / "first.txt").read_text() == "one\n"  # the run went on without its server
+        assert r.json()["delivered"] == "pending" and r.json()["status"] == "running"
+        (project / "go").write_text("")
         body = wait_status(c, run_id, {"paused_operator"})
+        assert body["checkpoint"]["restart_node"] == "second"
+        assert (project / "first.txt").read_text() == "one\n"  # the run went on without its server
 
         stale = c.post(f"/api/runs/{run_id}/cancel", json={"expected_version": body["run"]["version"] - 1})
         assert stale.status_code == 409 and "reload the run and retry" in stale.json()["error"]
