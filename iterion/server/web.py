@@ -86,6 +86,16 @@ def live_section(detail: dict[str, Any]) -> str:
     if run.get("failure_code") or run.get("error"):
         head += f" · <span class=err>{esc(run.get('failure_code'))}: {esc(run.get('error'))}</span>"
     parts.append(head + "</p>")
+    status = run["status"]
+    ops = []
+    if status in ("failed_resumable", "cancelled", "paused_operator"):
+        ops.append("<button class=op data-action=resume id=op-resume>Resume</button>")
+    if status == "running":
+        ops.append("<button class=op data-action=pause id=op-pause>Pause</button>")
+    if status in ("running", "queued", "paused_waiting_human", "paused_operator", "failed_resumable"):
+        ops.append("<button class=op data-action=cancel id=op-cancel>Cancel</button>")
+    if ops:
+        parts.append(f"<p id=actions>{' '.join(ops)} <span id=op-result></span></p>")
 
     pending = detail.get("pending")
     if pending and run["status"] == "paused_waiting_human":
@@ -168,6 +178,14 @@ function bind(){
       show(out, r.ok ? 'answered: the run resumed' : (r.body.error + (r.body.hint ? ' (' + r.body.hint + ')' : '')), !r.ok);
       if (r.ok) setTimeout(refresh, 300);
     });
+  };
+  var ops = document.querySelectorAll('button.op');
+  for (var j = 0; j < ops.length; j++) ops[j].onclick = function(){
+    var action = this.getAttribute('data-action'), out = document.getElementById('op-result');
+    show(out, action + '…');
+    post('/' + action, action === 'resume' ? {expected_version:version()} : {wait:0, expected_version:version()})
+      .then(function(r){ show(out, r.ok ? action + ': ' + (r.body.status || 'requested') : r.body.error, !r.ok);
+                         setTimeout(refresh, 300); });
   };
   var buttons = document.querySelectorAll('button.preview');
   for (var i = 0; i < buttons.length; i++) buttons[i].onclick = function(){ preview(this.getAttribute('data-node')); };

@@ -9,10 +9,13 @@ import shutil
 import struct
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from iterion.store import Store
+from iterion.store.events import RUN_WORKSPACE_CHECKPOINT
 from tests.server.conftest import Server, demo_project, start_server, wait_status
 
 DEMO_NODES = ["gather", "plan", "write", "review", "checks", "save_draft", "stamp", "collect", "approve"]
@@ -63,7 +66,11 @@ def test_run_page_timeline_preview_and_answer(served: tuple[Server, str], browse
     assert "?token" not in page.url
     assert page.locator(f"#runs tr[data-run='{run_id}']").count() == 1
 
+    ref = f"refs/iterion/runs/{run_id}/checkpoints/1"  # as the engine's push records it (real event log)
+    Store(server.store).events(run_id).append(RUN_WORKSPACE_CHECKPOINT, payload={
+        "ref": ref, "commit": "b" * 40, "remote": "origin", "time": datetime.now(UTC).isoformat()})
     page.goto(f"{server.url}/runs/{run_id}")
+    assert f"git fetch origin {ref}" in page.locator("#recovery-hint").inner_text()
     nodes = page.locator("#timeline td.node").all_inner_texts()
     assert set(DEMO_NODES) <= set(nodes) and nodes.count("write") == 2  # the review loop ran twice
     assert page.locator("#boundaries tbody tr").count() >= 2 * len(DEMO_NODES)
@@ -84,6 +91,16 @@ def test_run_page_timeline_preview_and_answer(served: tuple[Server, str], browse
     assert "demo-out/draft.md" in page.locator("#rewind-files").inner_text()
     assert page.locator("#rewind-do").inner_text() == "Rewind to save_draft"
     assert server.run_json(run_id)["status"] == "paused_waiting_human"  # a preview changes nothing
+    assert (server.project / "demo-out" / "reviewed.txt").exists()
+
+    # the button performs it; the Resume button replays to the gate, live on the page
+    page.click("#rewind-do")
+    page.wait_for_selector("#rewind-result")
+    assert page.locator("#rewind-result").inner_text().startswith("rewound to checks")  # the whole fan-out
+    page.wait_for_selector("#op-resume")
+    assert not (server.project / "demo-out" / "reviewed.txt").exists()  # what the dropped nodes made went back
+    page.click("#op-resume")
+    page.wait_for_selector("#answer-form", timeout=90_000)
 
     # the pending question's form answers the gate; the page follows the run live to its end
     assert "Publish it to demo-out/published.md?" in page.locator("#question .asks").inner_text()
