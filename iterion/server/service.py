@@ -183,6 +183,32 @@ class Service:
                 out[key] = "@" + str(self.confine(value[1:], f"answer {key} file"))
         return out
 
+    @staticmethod
+    def check_backend(backend: Any) -> None:
+        """Refused up front, with the CLI's --backend message (a run must not start and then fail)."""
+        if backend is None:
+            return
+        if not isinstance(backend, str):
+            raise bad_input("backend must be a string")
+        from iterion.backends.base import BackendError
+        from iterion.backends.registry import canonical_name
+
+        try:
+            canonical_name(backend)
+        except BackendError as exc:
+            raise bad_input(f"--backend: {exc.message}", hint="pick one of the known backends, or drop --backend") from None
+
+    def check_script(self, raw: Any) -> str | None:
+        if raw is None:
+            return None
+        script = self.confine(raw, "script")
+        if not script.exists():
+            raise bad_input(f"--script {raw}: no such file", hint="give the path of the script backend's answers file")
+        if not script.is_file():
+            raise bad_input(f"--script {raw} is not a regular file",
+                            hint="give the path of the script backend's answers file")
+        return str(script)
+
     # -- reads ----------------------------------------------------------------------------------
     def list_runs(self, status: str | None = None, workflow: str | None = None, limit: int | None = None) -> dict[str, Any]:
         if status is not None and status not in {s.value for s in RunStatus} | {"corrupt"}:
@@ -378,12 +404,14 @@ class Service:
         for key in ("preset", "backend", "branch_name", "merge_into"):
             if body.get(key) is not None and not isinstance(body[key], str):
                 raise bad_input(f"{key} must be a string")
+        self.check_backend(body.get("backend"))
+        script = self.check_script(body.get("script"))
         budget = budget_from_wire(body.get("budget"))
         request: dict[str, Any] = {
             "action": "launch", "run_id": new_id(), "file": str(file), "workspace": str(workspace),
             "vars": {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_vars.items()},
             "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
-            "script_file": str(self.confine(body["script"], "script")) if body.get("script") else None,
+            "script_file": script,
             "attachments": {str(k): str(self.confine(v, f"attachment {k}"))
                             for k, v in (body.get("attachments") or {}).items()},
             "budget": budget.model_dump(mode="json") if budget else None,
@@ -410,6 +438,7 @@ class Service:
         for key in ("force", "force_stale"):
             if key in body and not isinstance(body[key], bool):
                 raise bad_input(f"{key} must be true or false")
+        self.check_backend(body.get("backend"))
         budget = budget_from_wire(body.get("budget"))
         request = {"action": "resume", "run_id": doc.id, "answers": answers, "force": bool(body.get("force")),
                    "force_stale": bool(body.get("force_stale")), "backend": body.get("backend"),

@@ -101,6 +101,8 @@ def test_auth_and_bad_requests(server: Server) -> None:
     assert r.status_code == 422
     r = c.post("/api/runs", json={"file": "demo/demo.bot", "vars": {"nope": "1"}})
     assert r.status_code == 422 and r.json()["error"].startswith("unknown var 'nope'")
+    r = c.post("/api/runs", json={"file": "demo/demo.bot", "backend": "bogus"})
+    assert r.status_code == 422 and r.json()["error"].startswith("--backend: unknown backend 'bogus'")
     r = c.post("/api/runs", content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 400
     r = c.post("/api/runs", content=b"file=x", headers={"Content-Type": "application/x-www-form-urlencoded"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -58,5 +59,26 @@ def test_run_survives_a_server_kill_then_pause_resume_and_cancel(tmp_path: Path)
         wait_status(c, run_id, {"finished"})
         assert (project / "third.txt").read_text() == "three\n"
         assert len(list((second.store / "server" / "logs").glob(f"{run_id}-*.log"))) == 2
+    finally:
+        second.stop()
+
+
+def test_server_start_reconciles_an_orphaned_run(tmp_path: Path) -> None:
+    project = demo_project(tmp_path / "project")
+    write_bot(project / "wf", SLOW, name="slow")
+    first = start_server(project)
+    try:
+        c = first.client()
+        run_id = c.post("/api/runs", json={"file": "wf/slow.bot"}).json()["run_id"]
+        owner = first.run_json(run_id)["owner"]["pid"]
+        os.killpg(owner, signal.SIGKILL)  # the worker (its own session) dies mid-node: an orphan
+        (project / "go").write_text("")  # lets the orphaned tool's loop end
+    finally:
+        first.stop()
+    second = start_server(project)
+    try:
+        assert f"iterion: run {run_id} was orphaned (its process is gone): promoted to failed_resumable" \
+            in second.stderr_path.read_text()
+        assert second.client().get(f"/api/runs/{run_id}").json()["run"]["status"] == "failed_resumable"
     finally:
         second.stop()
