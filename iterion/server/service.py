@@ -65,7 +65,9 @@ def _one_line(text: str | None) -> str | None:
 
 def from_user_error(exc: BaseException) -> ApiError:
     """The HTTP shape of an engine/store refusal (the same message the CLI prints)."""
-    exc = environment_error(exc) or exc
+    env = environment_error(exc)
+    if env is not None:  # the server's disk or permissions, not the request: 503, the CLI's line
+        return ApiError(503, _one_line(env.message) or "", hint=_one_line(env.hint), exit_code=env.exit_code)
     if not isinstance(exc, UserError):
         return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=3,
                         hint="see the server's log; re-run with ITERION_DEBUG=1 for the traceback")
@@ -322,9 +324,11 @@ class Service:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{request['run_id']}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
         request = {**request, "store_dir": str(self.store.root)}
+        # the server's credential never reaches the run's tools
+        env = {k: v for k, v in os.environ.items() if k != "ITERION_SERVER_TOKEN"}
         with open(log_path, "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "iterion.server.worker"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, cwd=str(self.project),
+                                    stdout=subprocess.PIPE, stderr=log, cwd=str(self.project), env=env,
                                     start_new_session=True, close_fds=True)
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps(request).encode("utf-8"))
@@ -365,6 +369,8 @@ class Service:
         status = 422 if code == 2 else 409
         if kind in ("RunNotFoundError",):
             status = 404
+        elif kind == "InvalidWorkflow":  # the request named a workflow with errors: bad input
+            status = 422
         elif kind == "StaleWriteError":
             extra["reason"] = "stale_version"
         elif code == 3:

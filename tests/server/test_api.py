@@ -101,6 +101,10 @@ def test_auth_and_bad_requests(server: Server) -> None:
     assert r.status_code == 422
     r = c.post("/api/runs", json={"file": "demo/demo.bot", "vars": {"nope": "1"}})
     assert r.status_code == 422 and r.json()["error"].startswith("unknown var 'nope'")
+    (server.project / "broken.bot").write_text("workflow w:\n  entry: nowhere\n")
+    r = c.post("/api/runs", json={"file": "broken.bot"})
+    assert r.status_code == 422 and "has 1 validation error(s); no run was created" in r.json()["error"], r.text
+    assert r.json()["diagnostics"][0]["severity"] == "error"
     r = c.post("/api/runs", json={"file": "demo/demo.bot", "backend": "bogus"})
     assert r.status_code == 422 and r.json()["error"].startswith("--backend: unknown backend 'bogus'")
     r = c.post("/api/runs", content=b"{not json", headers={"Content-Type": "application/json"})
