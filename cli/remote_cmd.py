@@ -77,7 +77,8 @@ class Client:
             if isinstance(body, dict) and body.get("error"):
                 raise CliError(str(body["error"]), hint=body.get("hint"),
                                exit_code=int(body.get("exit_code") or EXIT_BAD_INPUT))
-            raise CliError(f"the server answered HTTP {resp.status_code} for {method} {path}")
+            raise CliError(f"the server answered HTTP {resp.status_code} for {method} {path}",
+                           hint="see the server's log", exit_code=3 if resp.status_code >= 500 else EXIT_BAD_INPUT)
         return body
 
     def stream(self, path: str, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
