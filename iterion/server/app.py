@@ -111,6 +111,9 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         run = request.path_params["run"]
         after = int_param(request, "after", 0) or 0
         if request.query_params.get("follow") in ("1", "true", "yes"):
+            last_id = request.headers.get("last-event-id", "")
+            if last_id.isdigit():  # an EventSource reconnecting: carry on after what it saw
+                after = max(after, int(last_id))
             rid = await run_in_threadpool(service.resolve, run)
             until = request.query_params.get("until", "parked")
             if until not in ("parked", "never"):
@@ -138,8 +141,12 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
             if page["more"]:
                 continue
             if stop_when_parked:
-                doc = await run_in_threadpool(service.load, run_id)
-                locked = await run_in_threadpool(service.store.is_locked, run_id)
+                try:
+                    doc = await run_in_threadpool(service.load, run_id)
+                    locked = await run_in_threadpool(service.store.is_locked, run_id)
+                except ApiError as exc:  # the run vanished or became unreadable mid-stream
+                    yield _sse("error", exc.body())
+                    return
                 if doc.status.value != "running" and not locked:
                     quiet_checks += 1
                     if quiet_checks >= 2:  # one more read after the lock is free: nothing is lost
