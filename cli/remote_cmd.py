@@ -1,0 +1,407 @@
+"""`iterion remote runs ...`: the local verbs against an `iterion server` over HTTP.
+
+Same conventions as the local verbs: `--json` prints the server's JSON, an error is one `error:`
+line (the server's message, which is the one the CLI prints locally) plus a `hint:` line, and
+the exit code is the one the local verb would use (the server sends it as `exit_code`).
+`get`, and `commits` when the commit list is unavailable, print the workspace-checkpoint
+recovery hint. httpx is imported inside the commands (never at CLI start-up).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from cli.errors import EXIT_BAD_INPUT, CliError
+from cli.output import echo, echo_err, echo_json, table
+
+ENV_SERVER = "ITERION_SERVER"
+ENV_TOKEN = "ITERION_SERVER_TOKEN"
+EXIT_PENDING = 7
+STATUS_EXIT = {"finished": 0, "failed": 1, "paused_waiting_human": 4, "paused_operator": 4,
+               "failed_resumable": 5, "cancelled": 6}
+
+SERVER = typer.Option(None, "--server", help="The server's URL (default: $ITERION_SERVER). Example: --server http://127.0.0.1:8080")
+TOKEN_FILE = typer.Option(None, "--token-file", help="File whose first line is the token (default: $ITERION_SERVER_TOKEN). Example: --token-file ~/.iterion-token")
+JSON = typer.Option(False, "--json", help="Print the server's answer as JSON. Example: --json")
+IF_VERSION = typer.Option(None, "--if-version", min=0, help="Refuse (409) unless the run document is still at this version (compare-and-swap). Example: --if-version 7")
+
+remote_app = typer.Typer(help="Operate runs on an `iterion server` over HTTP.", no_args_is_help=True)
+runs_app = typer.Typer(help="List, inspect, resume, cancel, pause and rewind runs of a server.", no_args_is_help=True)
+remote_app.add_typer(runs_app, name="runs")
+
+
+class Client:
+    def __init__(self, server: str | None, token_file: Path | None) -> None:
+        import httpx
+
+        url = server or os.environ.get(ENV_SERVER)
+        if not url:
+            raise CliError("no server given", hint=f"pass --server URL or set {ENV_SERVER} (e.g. http://127.0.0.1:8080)")
+        if not url.startswith(("http://", "https://")):
+            raise CliError(f"--server {url} is not an http(s) URL", hint="e.g. --server http://127.0.0.1:8080")
+        if token_file is not None:
+            try:
+                lines = token_file.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CliError(f"--token-file {token_file}: {getattr(exc, 'strerror', None) or exc}") from None
+            token = lines[0].strip() if lines else ""
+        else:
+            token = os.environ.get(ENV_TOKEN, "").strip()
+        if not token:
+            raise CliError("no token given", hint=f"set {ENV_TOKEN} or pass --token-file (the token `iterion server` printed)")
+        self.base = url.rstrip("/")
+        self.httpx = httpx
+        self.client = httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {token}"},
+                                   timeout=httpx.Timeout(30.0, read=180.0))
+
+    def _fail(self, exc: Exception) -> CliError:
+        return CliError(f"cannot reach the server at {self.base}: {exc}", hint="is `iterion server` running there?",
+                        exit_code=EXIT_BAD_INPUT)
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self.client.request(method, path, **kwargs)
+        except self.httpx.HTTPError as exc:
+            raise self._fail(exc) from None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if resp.status_code >= 400:
+            if isinstance(body, dict) and body.get("error"):
+                raise CliError(str(body["error"]), hint=body.get("hint"),
+                               exit_code=int(body.get("exit_code") or EXIT_BAD_INPUT))
+            raise CliError(f"the server answered HTTP {resp.status_code} for {method} {path}",
+                           hint="see the server's log", exit_code=3 if resp.status_code >= 500 else EXIT_BAD_INPUT)
+        return body
+
+    def stream(self, path: str, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+        """(event type, data) of a server-sent event stream."""
+        try:
+            with self.client.stream("GET", path, params=params, timeout=self.httpx.Timeout(30.0, read=None)) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    body = resp.json()
+                    raise CliError(str(body.get("error")), hint=body.get("hint"),
+                                   exit_code=int(body.get("exit_code") or EXIT_BAD_INPUT))
+                kind, data = "message", ""
+                for line in resp.iter_lines():
+                    if line.startswith("event:"):
+                        kind = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data += line[5:].strip()
+                    elif line == "" and data:
+                        yield kind, json.loads(data)
+                        kind, data = "message", ""
+        except self.httpx.HTTPError as exc:
+            raise self._fail(exc) from None
+
+
+def _run_path(run_id: str, tail: str = "") -> str:
+    from urllib.parse import quote
+
+    return f"/api/runs/{quote(run_id, safe='')}{tail}"
+
+
+def _print_event(e: dict[str, Any]) -> None:
+    node = e.get("node") or ""
+    echo(f"{e['seq']:>4} {str(e['time'])[11:19]} {e['type']:<22} {node:<14} "
+         f"{json.dumps(e.get('payload') or {}, ensure_ascii=False)[:120]}")
+
+
+def print_hint(hint: dict[str, Any]) -> None:
+    echo(f"workspace checkpoint: {hint['ref']} at {hint['commit']} (event {hint['seq']}, {hint['time']}, "
+         f"source {hint['source']})")
+    echo(f"  fetch it (from a clone whose origin is the run's repository): {hint['fetch_command']}")
+    echo(f"  then verify: {hint['verify']}")
+
+
+# -- commands --------------------------------------------------------------------------------------
+@runs_app.command("list")
+def list_cmd(status: str | None = typer.Option(None, "--status", help="Only runs with this status. Example: --status paused_waiting_human"),
+             workflow: str | None = typer.Option(None, "--workflow", help="Only runs of this workflow. Example: --workflow demo"),
+             limit: int | None = typer.Option(None, "--limit", min=1, help="At most N runs, newest first. Example: --limit 20"),
+             server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """List the server's runs, newest first.
+
+    Example: iterion remote runs list --status paused_waiting_human
+    """
+    params = {k: v for k, v in (("status", status), ("workflow", workflow), ("limit", limit)) if v is not None}
+    body = Client(server, token_file).call("GET", "/api/runs", params=params)
+    if as_json:
+        echo_json(body)
+        return
+    if not body["runs"]:
+        echo("no runs")
+        return
+    for line in table(("id", "name", "status", "workflow", "created"),
+                      [(r["id"], r["name"] or "-", r["status"], r["workflow"] or "-",
+                        (r.get("created_at") or "-")[:19].replace("T", " ")) for r in body["runs"]]):
+        echo(line)
+
+
+@runs_app.command("get")
+def get_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+            server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """Show one run: status, failure, pending question, executions, boundaries, recovery hint.
+
+    Example: iterion remote runs get 01a2b3
+    """
+    body = Client(server, token_file).call("GET", _run_path(run_id))
+    if as_json:
+        echo_json(body)
+        return
+    run = body["run"]
+    echo(f"{run['id']} ({run['name']})  {run['status']}  workflow {run['workflow_name']}  version {run['version']}")
+    if run.get("failure_code") or run.get("error"):
+        echo(f"failure: {run.get('failure_code')}: {run.get('error')}")
+    echo(f"workspace: {run['workspace_dir']} ({run['workspace_mode']})")
+    cp = body.get("checkpoint") or {}
+    echo(f"checkpoint node: {cp.get('restart_node')} ({cp.get('anchor')})")
+    pending = body.get("pending")
+    if pending:
+        echo(f"waiting on: {pending['node']} ({pending['kind']})")
+        asks = (pending.get("questions") or {}).get("instructions")
+        if asks:
+            echo(f"  asks: {str(asks).strip()}")
+    echo("executed: " + (" ".join(f"{x['node']}:{x['iteration']}" for x in body["executions"]) or "-"))
+    echo("boundaries: " + (" ".join(b["label"] for b in body["boundaries"]) or "-"))
+    hint = run.get("workspace_checkpoint")
+    if hint:
+        print_hint(hint)
+
+
+@runs_app.command("events")
+def events_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+               after: int = typer.Option(0, "--after", min=0, help="Only events after this sequence number. Example: --after 40"),
+               follow: bool = typer.Option(False, "--follow", help="Keep printing new events until the run no longer executes. Example: --follow"),
+               server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """Print a run's timeline (one line per event; --json one JSON object per line with --follow).
+
+    Example: iterion remote runs events 01a2b3 --follow
+    """
+    client = Client(server, token_file)
+    if follow:
+        for kind, data in client.stream(_run_path(run_id, "/events"), {"follow": 1, "after": after}):
+            if kind == "end":
+                if not as_json:
+                    echo_err(f"run {data['run_id']}: {data['status']}")
+                return
+            if kind == "error":
+                raise CliError(str(data.get("error")), hint=data.get("hint"), exit_code=int(data.get("exit_code") or 2))
+            if as_json:
+                echo(json.dumps(data, ensure_ascii=False))
+            else:
+                _print_event(data)
+        return
+    events: list[dict[str, Any]] = []
+    while True:
+        page = client.call("GET", _run_path(run_id, "/events"), params={"after": after, "limit": 1000})
+        events.extend(page["events"])
+        after = page["next_after"]
+        if not page["more"]:
+            break
+    if as_json:
+        echo_json(events)
+        return
+    for e in events:
+        _print_event(e)
+
+
+@runs_app.command("commits")
+def commits_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+                server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """List a run's boundary commits; when unavailable, say why and print the recovery hint.
+
+    Example: iterion remote runs commits 01a2b3
+    """
+    body = Client(server, token_file).call("GET", _run_path(run_id, "/commits"))
+    if as_json:
+        echo_json(body)
+        return
+    if body.get("available"):
+        echo(f"base {body['base_commit']} (branch {body['branch']})")
+        for c in body["commits"]:
+            echo(f"{c['commit']}  {c['label']}")
+        return
+    echo(f"commit list unavailable: {body['reason']}")
+    hint = body.get("workspace_checkpoint")
+    if hint:
+        print_hint(hint)
+    else:
+        echo("no workspace checkpoint was pushed for this run")
+
+
+def _pairs(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item or not item.split("=", 1)[0]:
+            raise CliError(f"--answer {item!r} is not KEY=VALUE", hint="e.g. --answer approved=true")
+        key, value = item.split("=", 1)
+        out[key] = value
+    return out
+
+
+def _finish_follow(client: Client, run_id: str, after: int, as_json: bool) -> None:
+    status = None
+    for kind, data in client.stream(_run_path(run_id, "/events"), {"follow": 1, "after": after}):
+        if kind == "end":
+            status = data["status"]
+            break
+        if not as_json and kind in ("node_started", "node_finished", "node_failed", "human_input_requested"):
+            echo_err(f"{kind.replace('_', ' ')}: {data.get('node')}")
+    detail = client.call("GET", _run_path(run_id))
+    if as_json:
+        echo_json(detail)
+    else:
+        run = detail["run"]
+        echo(f"run {run['id']} ({run['name']}): {run['status']}")
+        if run.get("failure_code") or run.get("error"):
+            echo(f"  {run.get('failure_code')}: {run.get('error')}")
+    code = STATUS_EXIT.get(str(status or detail["run"]["status"]), 1)
+    if code:
+        raise typer.Exit(code)
+
+
+@runs_app.command("resume")
+def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+               answer: list[str] = typer.Option([], "--answer", help="Answer the paused gate (repeatable). Example: --answer approved=true"),
+               answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object (types kept); --answer overrides its keys. Example: --answers-file a.json"),
+               force: bool = typer.Option(False, "--force", help="Resume although the workflow source changed. Example: --force"),
+               max_cost_usd: float | None = typer.Option(None, "--max-cost-usd", help="Raise/replace the cost cap (0 inherits). Example: --max-cost-usd 10"),
+               max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise/replace the token cap (0 inherits). Example: --max-tokens 200000"),
+               max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
+               max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
+               max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
+               wait: bool = typer.Option(True, "--wait/--no-wait", help="Follow the run until it parks and exit with its status (default), or return once it resumed. Example: --no-wait"),
+               if_version: int | None = IF_VERSION,
+               server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """Resume a run on the server; budget flags merge per field over the launch ask, as locally.
+
+    Exit status (with --wait): 0 finished, 1 failed, 4 paused, 5 failed_resumable, 6 cancelled, 2 bad input.
+
+    Example: iterion remote runs resume 01a2b3 --answer approved=true --max-duration 4h
+    """
+    answers: dict[str, Any] = {}
+    if answers_file is not None:
+        from iterion.datafile import DataFileError, read_mapping
+
+        try:
+            answers.update(read_mapping(answers_file, "answers file"))
+        except DataFileError as exc:
+            raise CliError(str(exc)) from None
+    answers.update(_pairs(answer))
+    budget = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
+                                ("max_duration", max_duration), ("max_iterations", max_iterations),
+                                ("max_parallel_branches", max_parallel_branches)) if v is not None}
+    body: dict[str, Any] = {"answers": answers, "force": force}
+    if budget:
+        body["budget"] = budget
+    if if_version is not None:
+        body["expected_version"] = if_version
+    client = Client(server, token_file)
+    current = client.call("GET", _run_path(run_id))  # the full id, and where its timeline stands now
+    rid, last = current["run"]["id"], current["last_seq"]
+    result = client.call("POST", _run_path(rid, "/resume"), json=body)
+    if not wait:
+        if as_json:
+            echo_json(result)
+        else:
+            echo(f"run {rid} resumed on {client.base}; follow it with: iterion remote runs events {rid} --follow")
+        return
+    _finish_follow(client, rid, last, as_json)
+
+
+def _control(action: str, run_id: str, wait: float, if_version: int | None, server: str | None,
+             token_file: Path | None, as_json: bool) -> None:
+    body: dict[str, Any] = {"wait": wait}
+    if if_version is not None:
+        body["expected_version"] = if_version
+    out = Client(server, token_file).call("POST", _run_path(run_id, f"/{action}"), json=body)
+    if as_json:
+        echo_json(out)
+    else:
+        where = f" at {out['restart_node']}" if out.get("restart_node") else ""
+        echo(f"run {out['run_id']}: {out['status']}{where}" + (f" ({out['message']})" if out.get("message") else ""))
+        if out["status"] in ("cancelled", "paused_operator"):
+            echo(f"resume with: iterion remote runs resume {out['run_id']}")
+    if out.get("delivered") == "pending":
+        raise typer.Exit(EXIT_PENDING)
+
+
+WAIT = typer.Option(10.0, "--wait", min=0, max=60, help="Seconds the server waits for the run's process to act (0: just ask). Example: --wait 5")
+
+
+@runs_app.command("cancel")
+def cancel_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."), wait: float = WAIT,
+               if_version: int | None = IF_VERSION, server: str | None = SERVER, token_file: Path | None = TOKEN_FILE,
+               as_json: bool = JSON) -> None:
+    """Cancel a run on the server (it stays resumable). Exit 7: requested, not yet in effect.
+
+    Example: iterion remote runs cancel 01a2b3
+    """
+    _control("cancel", run_id, wait, if_version, server, token_file, as_json)
+
+
+@runs_app.command("pause")
+def pause_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."), wait: float = WAIT,
+              if_version: int | None = IF_VERSION, server: str | None = SERVER, token_file: Path | None = TOKEN_FILE,
+              as_json: bool = JSON) -> None:
+    """Pause a running run at its next node boundary. Exit 7: requested, not yet in effect.
+
+    Example: iterion remote runs pause 01a2b3
+    """
+    _control("pause", run_id, wait, if_version, server, token_file, as_json)
+
+
+@runs_app.command("rewind")
+def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+               node: str | None = typer.Option(None, "--node", help="The node to replay from. Example: --node write"),
+               auto: bool = typer.Option(False, "--auto", help="Rewind to the earliest node an edit of the workflow affects. Example: --auto"),
+               restore_scope: str | None = typer.Option(None, "--restore-scope", help="produced, full or none. Example: --restore-scope none"),
+               dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing. Example: --dry-run"),
+               if_version: int | None = IF_VERSION,
+               server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """Rewind a parked run on the server to a node it executed.
+
+    Example: iterion remote runs rewind 01a2b3 --node write --dry-run
+    """
+    if bool(node) == bool(auto):
+        raise CliError("give exactly one of --node NODE or --auto",
+                       hint="--auto finds the node your edit affects; --node names it")
+    body: dict[str, Any] = {"dry_run": dry_run}
+    if node:
+        body["node"] = node
+    if auto:
+        body["auto"] = True
+    if restore_scope:
+        body["restore_scope"] = restore_scope
+    if if_version is not None:
+        body["expected_version"] = if_version
+    out = Client(server, token_file).call("POST", _run_path(run_id, "/rewind"), json=body)
+    if as_json:
+        echo_json(out)
+        return
+    head = "dry run: would rewind" if out.get("dry_run") else "rewound"
+    echo(f"{head} run {out['run_id']}: {out.get('from_node') or '-'} -> {out['to_node']}")
+    echo(f"dropped outputs: {', '.join(out.get('dropped_nodes') or [])}")
+    files = out.get("files") or {}
+    verb = "would restore" if out.get("dry_run") else "restored"
+    for p in (files.get("in_scope") if out.get("dry_run") else files.get("restored")) or []:
+        echo(f"  {verb} {p}")
+    for p in files.get("removed") or []:
+        echo(f"  removed {p}")
+    if files.get("skip_reason"):
+        echo(f"  nothing restored: {files['skip_reason']}")
+    if not out.get("dry_run"):
+        echo(f"status: {out.get('status')}; continue with `iterion remote runs resume {out['run_id']}`")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(remote_app, name="remote")

@@ -1,0 +1,242 @@
+"""The ASGI application of ``iterion server``: the JSON API under /api/, the web timeline, probes.
+
+Starlette rather than FastAPI: every answer must carry the CLI's own one-line message (a
+validation layer that writes its own 422 bodies would have to be undone), the service has a
+dozen routes and no schema UI to offer, and Starlette is the small core FastAPI itself sits on
+(one dependency less, a faster start). uvicorn serves it.
+
+Security (issue 15 point 4): every /api/ call and every page needs the token (a bearer header,
+or for the browser the HttpOnly SameSite=Strict cookie set once from ``?token=``); a mutating
+call must be ``application/json`` (a cross-site form cannot send that without a preflight this
+server never grants), and request bodies are capped (413 past ``max_body``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from iterion.server import web
+from iterion.server.auth import COOKIE, matches
+from iterion.server.service import ApiError, Service, bad_input
+
+MAX_BODY_BYTES = 1024 * 1024
+FOLLOW_POLL_S = 0.25
+FOLLOW_HEARTBEAT_S = 15.0
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) -> Starlette:
+    def authorized(request: Request) -> bool:
+        header = request.headers.get("authorization", "")
+        if header[:7].lower() == "bearer ":
+            return matches(header[7:].strip(), token)
+        return matches(request.cookies.get(COOKIE), token)
+
+    async def read_json(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body:
+            raise ApiError(413, f"request body of {declared} bytes is over the limit of {max_body} bytes",
+                           exit_code=2)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                raise ApiError(413, f"request body is over the limit of {max_body} bytes", exit_code=2)
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if not raw.strip():
+            return {}
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise ApiError(415, f"request body must be application/json, not {ctype or 'unspecified'}",
+                           exit_code=2)
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"request body is not valid JSON: {exc}", exit_code=2) from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "request body must be a JSON object", exit_code=2)
+        return data
+
+    def api(fn: Callable[[Request], Awaitable[Any]], *, status: int = 200) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            if not authorized(request):
+                return error_response(ApiError(401, "missing or wrong token",
+                                               hint="send `Authorization: Bearer TOKEN` (the token `iterion server` "
+                                                    "printed, or ITERION_SERVER_TOKEN)", exit_code=2))
+            try:
+                result = await fn(request)
+            except ApiError as exc:
+                return error_response(exc)
+            if isinstance(result, Response):
+                return result
+            return JSONResponse(result, status_code=status)
+        return endpoint
+
+    def int_param(request: Request, name: str, default: int | None) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise bad_input(f"{name} must be an integer, got {raw!r}") from None
+
+    # -- /api/ ------------------------------------------------------------------------------------
+    async def list_runs(request: Request) -> Any:
+        q = request.query_params
+        return await run_in_threadpool(service.list_runs, q.get("status") or None, q.get("workflow") or None,
+                                       int_param(request, "limit", None))
+
+    async def get_run(request: Request) -> Any:
+        return await run_in_threadpool(service.get_run, request.path_params["run"])
+
+    async def events(request: Request) -> Any:
+        run = request.path_params["run"]
+        after = int_param(request, "after", 0) or 0
+        if request.query_params.get("follow") in ("1", "true", "yes"):
+            last_id = request.headers.get("last-event-id", "")
+            if last_id.isdigit():  # an EventSource reconnecting: carry on after what it saw
+                after = max(after, int(last_id))
+            rid = await run_in_threadpool(service.resolve, run)
+            until = request.query_params.get("until", "parked")
+            if until not in ("parked", "never"):
+                raise bad_input(f"until must be parked or never, got {until!r}")
+            return StreamingResponse(follow(rid, after, until == "parked"), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return await run_in_threadpool(service.events, run, after, int_param(request, "limit", 500) or 500)
+
+    async def follow(run_id: str, after: int, stop_when_parked: bool) -> AsyncIterator[bytes]:
+        """Server-sent events: one ``event: <type>`` per timeline event (``id`` = its seq); with
+        ``until=parked`` (the default) an ``event: end`` carrying the status once the run no longer
+        executes and every event was sent."""
+        idle = 0.0
+        quiet_checks = 0
+        while True:
+            try:
+                page = await run_in_threadpool(service.events, run_id, after, 500)
+            except ApiError as exc:
+                yield _sse("error", exc.body())
+                return
+            for e in page["events"]:
+                yield _sse(e["type"], e, e["seq"])
+                after = e["seq"]
+                idle = 0.0
+            if page["more"]:
+                continue
+            if stop_when_parked:
+                try:
+                    doc = await run_in_threadpool(service.load, run_id)
+                    locked = await run_in_threadpool(service.store.is_locked, run_id)
+                except ApiError as exc:  # the run vanished or became unreadable mid-stream
+                    yield _sse("error", exc.body())
+                    return
+                if doc.status.value != "running" and not locked:
+                    quiet_checks += 1
+                    if quiet_checks >= 2:  # one more read after the lock is free: nothing is lost
+                        yield _sse("end", {"run_id": run_id, "status": doc.status.value, "last_seq": after})
+                        return
+                else:
+                    quiet_checks = 0
+            await asyncio.sleep(FOLLOW_POLL_S)
+            idle += FOLLOW_POLL_S
+            if idle >= FOLLOW_HEARTBEAT_S:
+                idle = 0.0
+                yield b": keep-alive\n\n"
+
+    async def commits(request: Request) -> Any:
+        return await run_in_threadpool(service.commits, request.path_params["run"])
+
+    async def files(request: Request) -> Any:
+        q = request.query_params
+        return await run_in_threadpool(service.files, request.path_params["run"], q.get("from"), q.get("to"))
+
+    async def launch(request: Request) -> Any:
+        return await run_in_threadpool(service.launch, await read_json(request))
+
+    def verb(name: str) -> Callable[[Request], Awaitable[Any]]:
+        async def call(request: Request) -> Any:
+            body = await read_json(request)
+            return await run_in_threadpool(getattr(service, name), request.path_params["run"], body)
+        return call
+
+    async def healthz(_request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def readyz(_request: Request) -> Response:
+        ready = await run_in_threadpool(service.ready)
+        return JSONResponse(ready, status_code=200 if ready["ready"] else 503)
+
+    async def not_found(request: Request) -> Response:
+        if not authorized(request):
+            return error_response(ApiError(401, "missing or wrong token", exit_code=2))
+        return error_response(ApiError(404, f"no such endpoint: {request.method} {request.url.path}",
+                                       hint="see the endpoints table in the README", exit_code=2))
+
+    # -- web pages --------------------------------------------------------------------------------
+    def page(render: Callable[[Request], Awaitable[str]]) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            given = request.query_params.get("token")
+            if given is not None:
+                if not matches(given, token):
+                    return HTMLResponse(web.login_page("that token is not this server's"), status_code=401)
+                rest = {k: v for k, v in request.query_params.items() if k != "token"}
+                target = request.url.path + ("?" + urlencode(rest) if rest else "")
+                resp = RedirectResponse(target, status_code=303)
+                resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+                return resp
+            if not authorized(request):
+                return HTMLResponse(web.login_page(None), status_code=401)
+            try:
+                return HTMLResponse(await render(request), headers={"Cache-Control": "no-store"})
+            except ApiError as exc:
+                return HTMLResponse(web.error_page(exc.status, exc.message, exc.hint), status_code=exc.status)
+        return endpoint
+
+    async def index_page(request: Request) -> str:
+        runs = await run_in_threadpool(service.list_runs, request.query_params.get("status") or None, None, 200)
+        return web.index_page(runs["runs"])
+
+    async def run_page(request: Request) -> str:
+        detail = await run_in_threadpool(service.get_run, request.path_params["run"])
+        if request.query_params.get("fragment") == "1":  # the live section the page's script swaps in
+            return web.live_section(detail)
+        return web.run_page(detail)
+
+    routes = [
+        Route("/healthz", healthz), Route("/readyz", readyz),
+        Route("/", page(index_page)), Route("/runs/{run}", page(run_page)),
+        Route("/api/runs", api(list_runs), methods=["GET"]),
+        Route("/api/runs", api(launch, status=201), methods=["POST"]),
+        Route("/api/runs/{run}", api(get_run), methods=["GET"]),
+        Route("/api/runs/{run}/events", api(events), methods=["GET"]),
+        Route("/api/runs/{run}/commits", api(commits), methods=["GET"]),
+        Route("/api/runs/{run}/files", api(files), methods=["GET"]),
+        Route("/api/runs/{run}/resume", api(verb("resume"), status=202), methods=["POST"]),
+        Route("/api/runs/{run}/cancel", api(verb("cancel")), methods=["POST"]),
+        Route("/api/runs/{run}/pause", api(verb("pause")), methods=["POST"]),
+        Route("/api/runs/{run}/rewind", api(verb("rewind")), methods=["POST"]),
+        Route("/api/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _sse(kind: str, data: Any, seq: int | None = None) -> bytes:
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()

@@ -1,0 +1,71 @@
+"""`iterion remote runs ...` against a real server: output conventions, the recovery hint, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import UTC, datetime
+
+from iterion.store import Store
+from iterion.store.events import RUN_WORKSPACE_CHECKPOINT, RUN_WORKSPACE_CHECKPOINT_FAILED
+from tests.conftest import iterion_cmd
+from tests.server.conftest import Server, wait_status
+
+
+def remote(server: Server, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ITERION_SERVER": server.url, "ITERION_SERVER_TOKEN": server.token if token is None else token}
+    return subprocess.run(iterion_cmd("remote", "runs", *args), cwd=server.project, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:
+    c = server.client()
+    run_id = c.post("/api/runs", json={"file": "demo/demo.bot"}).json()["run_id"]
+    wait_status(c, run_id, {"paused_waiting_human"})
+    # the engine's push appends these (issue 15 point 1); here the real event log records them
+    log = Store(server.store).events(run_id)
+    ref = f"refs/iterion/runs/{run_id}/checkpoints/1"
+    now = datetime.now(UTC).isoformat()
+    log.append(RUN_WORKSPACE_CHECKPOINT, payload={"ref": ref, "commit": "a" * 40, "remote": "origin", "time": now})
+    log.append(RUN_WORKSPACE_CHECKPOINT_FAILED, payload={"ref": ref.replace("/1", "/2"), "remote": "origin",
+                                                         "error": "remote unwritable", "time": now})
+
+    listed = remote(server, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["id"] for r in json.loads(listed.stdout)["runs"]] == [run_id]
+
+    got = remote(server, "get", run_id[:10])
+    assert got.returncode == 0, got.stderr
+    assert f"{run_id} (" in got.stdout and "paused_waiting_human" in got.stdout
+    assert f"workspace checkpoint: {ref} at {'a' * 40}" in got.stdout  # the last SUCCESS, not the failure
+    assert f"git fetch origin {ref}" in got.stdout and f"git rev-parse FETCH_HEAD  # must print {'a' * 40}" in got.stdout
+
+    commits = remote(server, "commits", run_id)
+    assert commits.returncode == 0
+    assert commits.stdout.splitlines()[0] == "commit list unavailable: in_place"
+    assert f"git fetch origin {ref}" in commits.stdout
+
+    events = remote(server, "events", run_id, "--follow")  # a parked run: prints all, then ends
+    assert events.returncode == 0, events.stderr
+    assert "human_input_requested" in events.stdout and "run_workspace_checkpoint" in events.stdout
+    assert f"run {run_id}: paused_waiting_human" in events.stderr
+
+    preview = remote(server, "rewind", run_id, "--node", "write", "--dry-run")
+    assert preview.returncode == 0, preview.stderr
+    assert preview.stdout.startswith(f"dry run: would rewind run {run_id}: approve -> write")
+
+    missing = remote(server, "get", "0123456789abcdef")
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith("error: run 0123456789abcdef not found")
+    wrong = remote(server, "list", token="not-the-token-0000000000")
+    assert wrong.returncode == 2 and wrong.stderr.startswith("error: missing or wrong token")
+    bad = remote(server, "resume", run_id, "--answer", "approved=maybe", "--answer", "note=x")
+    assert bad.returncode == 2 and bad.stderr.splitlines()[0] == "error: answer approved='maybe' is not a bool (true/false)"
+
+    done = remote(server, "resume", run_id, "--answer", "approved=true", "--answer", "note=ok", "--max-duration", "4h")
+    assert done.returncode == 0, done.stderr
+    assert f"run {run_id} (" in done.stdout and "finished" in done.stdout
+    assert server.run_json(run_id)["budget"]["max_duration_s"] == 14400.0
+    refused = remote(server, "cancel", run_id)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: ")
