@@ -34,6 +34,7 @@ def _root(
 # (each module exposes `register(app)`)
 import cli.backends; cli.backends.register(app)  # noqa: E402,E702
 import cli.control; cli.control.register(app)  # noqa: E402,E702
+import cli.gc_cmd; cli.gc_cmd.register(app)  # noqa: E402,E702
 import cli.refs; cli.refs.register(app)  # noqa: E402,E702
 import cli.rewind; cli.rewind.register(app)  # noqa: E402,E702
 import cli.run; cli.run.register(app)  # noqa: E402,E702

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from .track_helpers import L, write
-from tests.conftest import git
 from workspacetrack import Tracker
 from workspacetrack.gitsource import REUSE_ENV, blob_id, pin_ref
+
+from ..conftest import git
+from .track_helpers import L, write
 
 
 def _age(root: Path, *rels: str) -> None:
