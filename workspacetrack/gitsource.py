@@ -38,6 +38,7 @@ import os
 import re
 import secrets
 import struct
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,38 +120,43 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
     prev = b""
     unpack = _ENTRY.unpack_from
     plen = len(prefix)
-    decode = os.fsdecode
+    enc, errs = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+    find = data.index
     for _ in range(count):
-        (cs, cns, ms, mns, _dev, ino, mode, _uid, _gid, size, oid, flags) = unpack(data, pos)
+        cs, cns, ms, mns, _dev, ino, mode, _uid, _gid, size, oid, flags = unpack(data, pos)
         start = pos
         pos += 62
-        skip = bool(flags & 0xB000)  # assume-valid or a conflict stage
+        skip = flags & 0xB000  # assume-valid or a conflict stage
         if flags & 0x4000:
             if version < 3:
                 return None
-            (ext,) = struct.unpack_from(">H", data, pos)
+            skip |= data[pos] & 0x60  # skip-worktree, intent-to-add (high byte of the extension)
             pos += 2
-            skip = skip or bool(ext & 0x6000)  # skip-worktree, intent-to-add
         if version == 4:
             strip, pos = _varint(data, pos)
-            end = data.index(b"\0", pos)
+            end = find(b"\0", pos)
             name = prev[:len(prev) - strip] + data[pos:end]
             pos = end + 1
             prev = name
         else:
             nlen = flags & 0xFFF
             if nlen == 0xFFF:
-                nlen = data.index(b"\0", pos) - pos
+                nlen = find(b"\0", pos) - pos
             name = data[pos:pos + nlen]
             pos = start + ((pos - start + nlen + 8) & ~7)
-        if attributes is not None and (name == b".gitattributes" or name.endswith(b"/.gitattributes")):
+        if name[-14:] == b".gitattributes" and attributes is not None and (
+                len(name) == 14 or name[-15:-14] == b"/"):
             attributes.append(name)
-        if skip or mode & 0o170000 != 0o100000 or not name.startswith(prefix):
+        if skip or mode >> 12 != 0o10:
             continue
         mtime = ms * 1_000_000_000 + mns
         if mtime >= racy_ns:
             continue
-        out[decode(name[plen:])] = (size, mtime, cs * 1_000_000_000 + cns, ino, oid.hex())
+        if plen:
+            if not name.startswith(prefix):
+                continue
+            name = name[plen:]
+        out[name.decode(enc, errs)] = (size, mtime, cs * 1_000_000_000 + cns, ino, oid.hex())
     # extensions: a split index keeps its entries elsewhere; this reader does not follow it
     while pos + 8 <= len(data) - 20:
         sig = data[pos:pos + 4]

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from workspacetrack.bigfiles import STREAM_MIN
+from workspacetrack.gitsource import IndexRows
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
 from workspacetrack.models import (
     EMPTY_DIR,
@@ -71,9 +72,10 @@ class Scan:
         self.threshold = time.time_ns() - RACY_WINDOW_NS
         self._dir_levels: dict[str, Levels | None] = {}
         # git's index, where its stat vouches for a file's blob id (workspacetrack.gitsource)
-        git = objects.git if objects.ids == "git" else None
-        self.git = git
-        self.index = git.index_rows() if git is not None else None
+        # (read on the first file a stat row cannot vouch for: an unchanged capture never asks)
+        self.git = objects.git if objects.ids == "git" else None
+        self._index: IndexRows | None = None
+        self._index_read = False
 
     # -- one path ---------------------------------------------------------------------------
     def visit(self, rel: str, st: os.stat_result) -> None:
@@ -101,8 +103,11 @@ class Scan:
         elif st_mod.S_ISREG(mode):
             if st.st_size > self.size_cap:
                 return self._skip(key, SKIP_OVERSIZED, trusted)
-            if self.index is not None:
-                known = self.index.get(rel)
+            if self.git is not None and not self._index_read:
+                self._index_read = True
+                self._index = self.git.index_rows()
+            if self._index is not None:
+                known = self._index.get(rel)
                 if (known is not None and known[0] == st.st_size & 0xFFFFFFFF and known[1] == st.st_mtime_ns
                         and known[2] == st.st_ctime_ns and known[3] == st.st_ino & 0xFFFFFFFF):
                     assert self.git is not None
