@@ -185,6 +185,7 @@ class GitSource:
         self._filters_safe = False
         # what the current capture referenced that no pin holds yet
         self._use_index: bytes | None = None
+        self._index_oids: list[str] = []  # ids taken from it (pinned one by one if it makes no tree)
         self._extra: set[str] = set()
         self._pinned_index: bytes | None = None  # sha1 trailer of the index last pinned
 
@@ -239,10 +240,11 @@ class GitSource:
             return None
         return self._index_rows
 
-    def used_index(self) -> None:
-        """A row of this capture came from the index: pin that index's tree at ``seal``."""
+    def used_index(self, oid: str) -> None:
+        """A row of this capture took ``oid`` from the index: pin that index's tree at ``seal``."""
         if self._use_index is None and self._index_bytes is not None:
             self._use_index = self._index_bytes
+        self._index_oids.append(oid)
 
     def _config_is_safe(self) -> bool:
         """No config or attribute file outside the index converts content on its way into git."""
@@ -293,6 +295,7 @@ class GitSource:
             index = None
         if index is None and not self._extra:
             self._use_index = None
+            self._index_oids.clear()
             return
         import pygit2
 
@@ -300,11 +303,13 @@ class GitSource:
         ref = pin_ref(self.run_id)
         written: list[pygit2.Oid] = []
         root = repo.TreeBuilder()
+        index_tree = self._index_tree(index) if index is not None else None
         if index is not None:
-            tree = self._index_tree(index)
-            if tree is not None:
-                root.insert("index", tree, pygit2.enums.FileMode.TREE)
-                written.append(tree)
+            if index_tree is not None:
+                root.insert("index", index_tree, pygit2.enums.FileMode.TREE)
+                written.append(index_tree)
+            else:  # an unmerged index, say: the blobs taken from it are pinned one by one
+                self._extra.update(self._index_oids)
         extra = sorted(self._extra)
         if extra:
             tb = repo.TreeBuilder()
@@ -332,14 +337,16 @@ class GitSource:
             raise TrackError(f"git object {gone[0]} vanished while this capture referenced it "
                              "(a `git gc --prune=now` ran at the same time)",
                              hint="retry; nothing was recorded")
-        if index is not None:
+        if index is not None and index_tree is not None:
             self._pinned_index = index[-20:]
         self._use_index = None
+        self._index_oids.clear()
         self._extra.clear()
 
     def _index_tree(self, data: bytes) -> pygit2.Oid | None:
         """The tree of index bytes ``data``, written from a private copy (the real index, its
-        cache-tree included, is never written). None if the index cannot make a tree (conflicts)."""
+        cache-tree included, is never written). None if the index cannot make a tree (an
+        unmerged index, say)."""
         import pygit2
 
         tmp = self.common / f"iterion-pin-index.{os.getpid()}.{secrets.token_hex(4)}"
@@ -348,9 +355,7 @@ class GitSource:
             idx = pygit2.Index(str(tmp))
             return idx.write_tree(self.repo)
         except (pygit2.GitError, OSError, ValueError):
-            # the rows that came from this index cannot be pinned by it: no use of it
-            raise TrackError("cannot pin the git index's blobs (unmerged or unreadable index)",
-                             hint="finish the merge (or remove the conflict) and retry") from None
+            return None
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -111,7 +111,7 @@ class Scan:
                 if (known is not None and known[0] == st.st_size & 0xFFFFFFFF and known[1] == st.st_mtime_ns
                         and known[2] == st.st_ctime_ns and known[3] == st.st_ino & 0xFFFFFFFF):
                     assert self.git is not None
-                    self.git.used_index()
+                    self.git.used_index(known[4])
                     return (key, known[4], trusted, None)  # git's blob id: the file is not read
             try:
                 fd = os.open(absp, _READ_FLAGS)

@@ -150,3 +150,31 @@ def test_a_run_keeps_the_id_kind_it_started_with(repo: Path, tmp_path: Path, mon
     second = t2.capture(L("nodes:n:1"))
     assert t2.manifest(second.id).ids == "blake3"
     assert [c.path for c in t2.changes(first.id, second.id)] == ["b.txt"]
+
+
+def test_unmerged_and_intent_to_add_index_still_pins_what_it_vouched_for(repo: Path, tmp_path: Path) -> None:
+    """An index that cannot make a tree (a merge conflict) is no reason to fail a capture: the
+    blobs taken from it are pinned one by one instead."""
+    _committed_repo(repo, {"stable.txt": "stable\n", "c.txt": "base\n"})
+    git(repo, "checkout", "-q", "-b", "other")
+    write(repo, "c.txt", "theirs\n")
+    git(repo, "commit", "-q", "-am", "theirs")
+    git(repo, "checkout", "-q", "main")
+    write(repo, "c.txt", "ours\n")
+    git(repo, "commit", "-q", "-am", "ours")
+    git(repo, "merge", "-q", "other", check=False)  # conflict in c.txt
+    write(repo, "ita.txt", "intent to add\n")
+    git(repo, "add", "-N", "ita.txt")
+    before = _index_hash(repo)
+    t = Tracker(tmp_path / "store", repo, "r")
+    m = t.manifest(t.capture(L("nodes:n:0")).id)
+    assert m.entries["stable.txt"][0] == blob_id(b"stable\n")
+    assert m.entries["ita.txt"][0] == blob_id(b"intent to add\n")
+    pinned = git(repo, "rev-list", "--objects", pin_ref("r"))
+    assert blob_id(b"stable\n") in pinned
+    assert _index_hash(repo) == before
+    (repo / "ita.txt").unlink()
+    (repo / "c.txt").write_text("resolved\n")
+    t.restore(L("nodes:n:0"), scope="full")
+    assert (repo / "ita.txt").read_text() == "intent to add\n"
+    assert (repo / "c.txt").read_bytes().startswith(b"<<<<<<<")
