@@ -122,3 +122,18 @@ def test_gc_killed_mid_sweep_loses_nothing_a_kept_run_needs(store: Store, repo: 
     assert (repo / "a.txt").read_bytes() == base and not (repo / "c.txt").exists()
     bad = run_cli("gc", "--older-than", "later", "--store-dir", str(store.root), cwd=repo)
     assert bad.returncode == 2 and "--older-than" in bad.stderr
+
+
+def test_a_finished_worktree_runs_refs_go_and_a_parked_ones_stay(store: Store, repo: Path) -> None:
+    done = fake_run(store, repo, [("setup", write("w.txt", "w\n"), {"exit_code": 0})],
+                    status=RunStatus.FINISHED).id
+    parked = fake_run(store, repo, [("setup", write("v.txt", "v\n"), {"exit_code": 0})],
+                      status=RunStatus.CANCELLED, restart="setup").id
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/iterion/runs/").split()
+    assert any(r.startswith(f"refs/iterion/runs/{done}/") for r in refs)
+    report = collect(store)
+    assert [r.run_id for r in report.collected] == [done] and report.collected[0].refs
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/iterion/runs/").split()
+    assert not any(r.startswith(f"refs/iterion/runs/{done}/") for r in refs)
+    assert any(r.startswith(f"refs/iterion/runs/{parked}/") for r in refs)
+    assert repo.is_dir() and (repo / "w.txt").exists()  # not a worktree iterion made: left alone
