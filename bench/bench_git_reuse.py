@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gitrefs.boundary import BoundaryLabel  # noqa: E402
-from workspacetrack import Tracker  # noqa: E402
-from workspacetrack.gitsource import REUSE_ENV  # noqa: E402
-from workspacetrack.walk import RACY_WINDOW_NS  # noqa: E402
+from gitrefs.boundary import BoundaryLabel
+from workspacetrack import Tracker
+from workspacetrack.gitsource import REUSE_ENV
+from workspacetrack.walk import RACY_WINDOW_NS
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "bench",
            "GIT_COMMITTER_EMAIL": "b@x", "GIT_CONFIG_NOSYSTEM": "1"}
