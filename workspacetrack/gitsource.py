@@ -291,6 +291,8 @@ class GitSource:
     def seal(self) -> None:
         """Make every blob this capture referenced reachable from the run's pin ref, durably."""
         index = self._use_index
+        if index is not None and self._pinned_index is None:
+            self._pinned_index = self._head_pinned_index()  # a new process: what the chain holds
         if index is not None and index[-20:] == self._pinned_index:
             index = None
         if index is None and not self._extra:
@@ -342,6 +344,24 @@ class GitSource:
         self._use_index = None
         self._index_oids.clear()
         self._extra.clear()
+
+    def _head_pinned_index(self) -> bytes | None:
+        """The checksum of the index the run's newest pin holds (its commit message says)."""
+        import pygit2
+
+        try:
+            ref = self.repo.references.get(pin_ref(self.run_id))
+            if ref is None:
+                return None
+            commit = self.repo.get(ref.target)
+            if not isinstance(commit, pygit2.Commit):
+                return None
+            for line in commit.message.splitlines():
+                if line.startswith("index ") and len(line) == 46:
+                    return bytes.fromhex(line[6:])
+        except (pygit2.GitError, KeyError, ValueError, AttributeError):
+            return None
+        return None
 
     def _index_tree(self, data: bytes) -> pygit2.Oid | None:
         """The tree of index bytes ``data``, written from a private copy (the real index, its
