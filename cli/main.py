@@ -39,6 +39,7 @@ COMMANDS = (
                 "A worktree run's git refs: boundaries, produced scope, banks, reverts, checkpoint pushes."),
     LazyCommand("track", "cli.track",
                 "Version an in-place run's workspace outside it (content-hashed snapshots)."),
+    LazyCommand("gc", "cli.gc_cmd", "Free what only finished runs reference (objects, snapshots, worktrees, refs)."),
     LazyCommand("server", "cli.server_cmd", "Serve the run store over HTTP (API + web timeline)."),
     LazyCommand("remote", "cli.remote_cmd", "Drive runs on an `iterion server` over HTTP (list, get, events, resume, ...)."),
 )

@@ -10,7 +10,8 @@ The variable is read here and nowhere else. Sites in use:
 
 * ``restore``: after each file write or removal of a restore (workspacetrack and git);
 * ``rewind-intent``, ``rewind-files``, ``rewind-checkpoint``, ``rewind-parked``, ``rewind-event``:
-  after each durable step of ``iterion rewind`` (see iterion/rewind/intent.py).
+  after each durable step of ``iterion rewind`` (see iterion/rewind/intent.py);
+* ``gc``: after each run ``iterion gc`` collects and each object it deletes (iterion/store/gc.py).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from typing import Protocol
 
 import blake3
 
@@ -79,7 +80,13 @@ def hasher() -> blake3.blake3:
     return blake3.blake3(max_threads=blake3.blake3.AUTO)
 
 
-def copy_sparse(src: int, dst: int | None, size: int, h: blake3.blake3 | None) -> int:
+class Hasher(Protocol):
+    def update(self, data: bytes, /) -> object: ...
+
+    def hexdigest(self) -> str: ...
+
+
+def copy_sparse(src: int, dst: int | None, size: int, h: Hasher | None) -> int:
     """Copy ``size`` bytes from ``src`` to ``dst`` (None: hash only), holes as holes; returns
     the bytes actually read. ``dst`` ends truncated to exactly the bytes copied."""
     done = 0

@@ -55,6 +55,7 @@ class Capturer:
         self._dirs: dict[str, DirRecord] | None = None
         self._baseline: str | None = None  # manifest of the last capture, when the journal covers since
         self._outside_fp: tuple[object, ...] | None = None
+        self._epoch = store.objects.epoch
         try:
             st = os.stat(store.root)
             self._store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -64,7 +65,7 @@ class Capturer:
     def _load_rows(self) -> dict[str, CacheRow]:
         if self._rows is None:
             doc = self.store.load_cache()
-            if doc.size_cap == self.size_cap:
+            if doc.size_cap == self.size_cap and doc.ids == self.store.objects.ids:
                 self._rows, self._rows_manifest = doc.rows, doc.manifest
             else:
                 self._rows, self._rows_manifest = {}, None
@@ -80,7 +81,13 @@ class Capturer:
     def scan(self) -> tuple[str, CaptureStats]:
         """Capture the workspace's current state; returns (manifest digest, stats)."""
         t0 = time.perf_counter()
+        if self._epoch != self.store.objects.epoch:
+            # a gc swept since this process last looked: rows and the baseline may name objects
+            # no committed snapshot referenced (and so were swept); start from the disk cache
+            self._epoch = self.store.objects.epoch
+            self._rows = self._rows_manifest = self._dirs = self._baseline = None
         digest, stats = self._scan()
+        self.store.objects.seal()  # git blobs referenced are pinned before anything names them
         return digest, dataclasses.replace(stats, seconds=time.perf_counter() - t0)
 
     def _scan(self) -> tuple[str, CaptureStats]:
@@ -198,7 +205,7 @@ class Capturer:
             digest = self.store.put_manifest(entries, skipped)  # re-base: a full manifest again
         else:
             full = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
-                                            skipped=skipped, removed=[])
+                                            skipped=skipped, removed=[], ids=self.store.objects.ids)
             digest = self.store.put_delta(base_digest, self.store.depth_of(base_digest), d_entries,
                                           d_skipped, removed, full)
         self._rows_dirty = True
@@ -228,5 +235,5 @@ class Capturer:
         if self._rows_dirty and self._rows is not None:
             self.store.save_cache(StatCacheDoc.model_construct(
                 format_version=StatCacheDoc.FORMAT_VERSION, manifest=self._rows_manifest,
-                size_cap=self.size_cap, rows=self._rows))
+                ids=self.store.objects.ids, size_cap=self.size_cap, rows=self._rows))
             self._rows_dirty = False

@@ -13,7 +13,8 @@ from pydantic import Field
 
 from persist import VersionedModel
 
-# One captured path: (blake3 of content or of the link target, st_mode, size, symlink target).
+# One captured path: (content id of the file or of the link target, st_mode, size, symlink
+# target). The id is a blake3 (64 hex) or a git blob id (40 hex): ``Manifest.ids`` says which.
 Entry = tuple[str, int, int, str | None]
 # What the stat cache compares: (size, mtime_ns, ctime_ns, inode, st_mode).
 StatKey = tuple[int, int, int, int, int]
@@ -37,14 +38,20 @@ class Manifest(VersionedModel):
     skip reason changed against the base manifest, and the paths ``removed`` from it, so its
     cost follows the number of changes, not the size of the tree. ``depth`` bounds the chain
     of deltas a reader applies; ``TrackStore.read_manifest`` always returns the full state.
+
+    Version 2 added ``ids``: the kind of content id every entry holds, "blake3" (version 1
+    manifests, workspaces outside git) or "git" (git blob ids, ``workspacetrack.gitsource``).
+    One run keeps one kind from its first capture on, so equal content always has equal ids
+    within a run and diffs compare ids alone.
     """
 
-    FORMAT_VERSION = 1
+    FORMAT_VERSION = 2
     entries: dict[str, Entry] = Field(default_factory=dict)
     skipped: dict[str, str] = Field(default_factory=dict)  # path -> reason
     base: str | None = None
     removed: list[str] = Field(default_factory=list)
     depth: int = 0
+    ids: Literal["blake3", "git"] = "blake3"
 
 
 class SnapshotRecord(VersionedModel):
@@ -92,7 +99,8 @@ class RunState(VersionedModel):
 class StatCacheDoc(VersionedModel):
     """path -> stat key -> hash, and the manifest whose path set the rows describe exactly."""
 
-    FORMAT_VERSION = 1
+    FORMAT_VERSION = 2
     manifest: str | None = None
+    ids: Literal["blake3", "git"] = "blake3"  # the kind of the rows' hashes (version 1: blake3)
     size_cap: int = 0  # rows record "oversized" verdicts: valid only under the same cap
     rows: dict[str, CacheRow] = Field(default_factory=dict)

@@ -1,6 +1,7 @@
 """Where a tracker's state lives on disk, and the order in which a capture commits it.
 
-    <store>/objects/ab/cdef...          content-addressed blobs and manifests, shared by all runs
+    <objects>/ab/cdef...                content-addressed blobs and manifests, shared by all runs
+                                        (``shared_objects_dir``)
     <store>/runs/<run>/state.json       snapshot records, chain, label map, banks (the commit point)
     <store>/runs/<run>/statcache.json   path -> stat -> hash (a cache: losing it costs re-hashing)
     <store>/runs/<run>/lock             flock: one capture or restore of a run at a time
@@ -43,20 +44,40 @@ def _read(path: Path, cls: type[M]) -> M:
         raise CorruptStoreError(f"cannot read {path}: {detail}") from None
 
 
+def shared_objects_dir(root: Path, run_id: str) -> Path:
+    """Where a tracker rooted at ``root`` keeps its objects.
+
+    The engine roots each in-place run's tracker at ``<iterion store>/runs/<run>/track``; all
+    those runs share ONE object store, ``<iterion store>/objects``, so identical content is
+    stored once per store and ``iterion gc`` has one place to sweep. Any other root (the
+    ``iterion track`` plumbing) keeps ``<root>/objects``, shared by the runs under that root.
+    """
+    if root.name == "track" and root.parent.name == run_id and root.parent.parent.name == "runs":
+        return root.parent.parent.parent / "objects"
+    return root / "objects"
+
+
 class TrackStore:
     def __init__(self, root: Path, run_id: str) -> None:
         validate_id(run_id, "run id")
         self.root = root
         self.run_id = run_id
-        self.objects = ObjectStore(root / "objects")
+        shared = shared_objects_dir(root, run_id)
+        # a run recorded before the move keeps reading its own per-run objects
+        legacy = (root / "objects",) if shared != root / "objects" else ()
+        self.objects = ObjectStore(shared, legacy)
         self.run_dir = root / "runs" / run_id
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()  # digest -> full state
         self._depths: dict[str, int] = {}
+        self._epoch = 0
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
     def locked(self) -> Iterator[None]:
-        with file_lock(self.run_dir / "lock"):
+        with file_lock(self.run_dir / "lock"), self.objects.shared():
+            if self.objects.epoch != self._epoch:  # a gc swept: cached manifests may name gone objects
+                self._epoch = self.objects.epoch
+                self._manifests.clear()
             self._clean_leftovers()
             yield
 
@@ -101,7 +122,8 @@ class TrackStore:
         # Built from our own walk: skip re-validating 20,000 rows; sorted so equal states hash equal.
         if not presorted:
             entries, skipped = dict(sorted(entries.items())), dict(sorted(skipped.items()))
-        m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries, skipped=skipped)
+        m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries, skipped=skipped,
+                                     ids=self.objects.ids)
         data = _wire_manifest(m).model_dump_json().encode("utf-8")
         digest = self.objects.put(data, digest_of(data))
         self._remember(digest, m)
@@ -112,7 +134,7 @@ class TrackStore:
         """Store the change against ``base``; ``full`` (the resulting state) is kept in memory."""
         m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=dict(sorted(entries.items())),
                                      skipped=dict(sorted(skipped.items())), base=base,
-                                     removed=sorted(removed), depth=base_depth + 1)
+                                     removed=sorted(removed), depth=base_depth + 1, ids=self.objects.ids)
         data = _wire_manifest(m).model_dump_json().encode("utf-8")
         digest = self.objects.put(data, digest_of(data))
         self._remember(digest, full)
@@ -150,7 +172,7 @@ class TrackStore:
                 entries.pop(p, None)
                 skipped[p] = r
             m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
-                                         skipped=skipped, removed=[])
+                                         skipped=skipped, removed=[], ids=raw.ids)
         self._remember(digest, m)
         return m
 

@@ -17,6 +17,7 @@ from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
 from workspacetrack.capture import Capturer, CaptureStats
 from workspacetrack.changes import Change, changed_paths, diff_manifests
 from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
+from workspacetrack.gitsource import GitSource, git_reuse_enabled
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
@@ -87,6 +88,7 @@ class Tracker:
             self.store = TrackStore(store, run_id)
         except ValueError as exc:
             raise TrackError(str(exc)) from None
+        self.store.objects.attach_git(lambda: GitSource.open(ws, run_id) if git_reuse_enabled() else None)
         self.rules = IgnoreRules(ws)
         self.journal = Journal(str(ws))
         self._capturer = Capturer(self.store, ws, self.rules, self.journal, size_cap)
@@ -99,6 +101,16 @@ class Tracker:
                                    hint="pass the run's own --workspace, or another --run-id")
         if state is not None and state.ignore_rules is not None:
             self._freeze_rules(state.ignore_rules)
+
+    def _choose_ids(self, state: RunState) -> None:
+        """The content-id kind of this run: that of its recorded head (a run never switches:
+        equal content must keep equal ids), else git blob ids when the workspace is in a git
+        repository (``workspacetrack.gitsource``), else blake3."""
+        if state.head is not None:
+            kind = self.store.read_manifest(self.store.snapshot(state, state.head).manifest).ids
+        else:
+            kind = "git" if self.store.objects.git is not None else "blake3"
+        self.store.objects.ids = kind
 
     # -- the ignore rules in force: those of the run's first capture ------------------------
     def _freeze_rules(self, digest: str) -> None:
@@ -147,6 +159,7 @@ class Tracker:
                 self.last_capture = CaptureStats("alias", 0, 0, True)
                 return self._with_labels(head, state)
             first = state.head is None and state.ignore_rules is None
+            self._choose_ids(state)
             if first:
                 self.rules.record()
             previous = self.store.snapshot(state, state.head).manifest if state.head else None
@@ -381,6 +394,7 @@ class Tracker:
                     pivot: str, bank: bool = True) -> PlannedRestore:
         # The bank IS the current disk state: capturing it first gives both the undo point and
         # the evidence (what changed since the last boundary) the report needs.
+        self._choose_ids(state)
         manifest, stats = self._capturer.scan()
         self.last_capture = stats
         current = self.store.read_manifest(manifest)

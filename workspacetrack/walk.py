@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from workspacetrack.bigfiles import STREAM_MIN
+from workspacetrack.gitsource import IndexRows
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
 from workspacetrack.models import (
     EMPTY_DIR,
@@ -32,7 +33,7 @@ from workspacetrack.models import (
     Entry,
     StatKey,
 )
-from workspacetrack.objects import ObjectStore, digest_of
+from workspacetrack.objects import ObjectStore
 
 RACY_WINDOW_NS = 2_000_000_000
 NAME_CACHE_MAX = 500_000  # bound on remembered ignore verdicts per rule file
@@ -70,6 +71,11 @@ class Scan:
         self.hashed = 0    # files (or link targets) actually read
         self.threshold = time.time_ns() - RACY_WINDOW_NS
         self._dir_levels: dict[str, Levels | None] = {}
+        # git's index, where its stat vouches for a file's blob id (workspacetrack.gitsource)
+        # (read on the first file a stat row cannot vouch for: an unchanged capture never asks)
+        self.git = objects.git if objects.ids == "git" else None
+        self._index: IndexRows | None = None
+        self._index_read = False
 
     # -- one path ---------------------------------------------------------------------------
     def visit(self, rel: str, st: os.stat_result) -> None:
@@ -91,12 +97,22 @@ class Scan:
             except OSError:
                 return self._skip(key, SKIP_UNREADABLE, False)
             raw = os.fsencode(target)
-            h = self.objects.put(raw)
+            h = self.objects.put_content(raw)
             self.hashed += 1
             return (key, h, trusted, target)
         elif st_mod.S_ISREG(mode):
             if st.st_size > self.size_cap:
                 return self._skip(key, SKIP_OVERSIZED, trusted)
+            if self.git is not None and not self._index_read:
+                self._index_read = True
+                self._index = self.git.index_rows()
+            if self._index is not None:
+                known = self._index.get(rel)
+                if (known is not None and known[0] == st.st_size & 0xFFFFFFFF and known[1] == st.st_mtime_ns
+                        and known[2] == st.st_ctime_ns and known[3] == st.st_ino & 0xFFFFFFFF):
+                    assert self.git is not None
+                    self.git.used_index(known[4])
+                    return (key, known[4], trusted, None)  # git's blob id: the file is not read
             try:
                 fd = os.open(absp, _READ_FLAGS)
             except OSError:
@@ -122,7 +138,7 @@ class Scan:
             if total > self.size_cap:
                 return self._skip(key, SKIP_OVERSIZED, False)
             data = b"".join(chunks)
-            h = self.objects.put(data, digest_of(data))
+            h = self.objects.put_content(data)
             self.hashed += 1
             # The row's stat is from before the read: a write racing the read changes the stat,
             # so the next capture re-reads rather than trusting this hash.

@@ -111,6 +111,16 @@ def _cp(store: Path, run_id: str) -> dict:
     return data
 
 
+def _ws_hash(ws: Path) -> str:
+    """The workspace's hash minus what iterion may add to git's object store and its pin refs
+    (a capture pins the blobs it references: workspacetrack/gitsource.py)."""
+    return tree_hash(ws, skip=(".git/objects", ".git/refs/iterion"))
+
+
+def _person(files: dict[str, tuple[int, bytes]]) -> dict[str, tuple[int, bytes]]:
+    return {k: v for k, v in files.items() if not k.startswith((".git/objects/", ".git/refs/iterion/"))}
+
+
 def _rewound_events(store: Path, run_id: str) -> int:
     return sum(1 for e in Store(store).read_events(run_id) if e.type == "run_rewound")
 
@@ -146,10 +156,12 @@ def _build(base: Path) -> Iterator[Fixture]:
     files = res["files"]
     assert (len(files["restored"]), len(files["removed"])) == (3000, 1000), {k: len(v) for k, v in files.items()
                                                                            if isinstance(v, list)}
-    assert tree_files(ws) == user_files  # the person's tree, byte for byte (emptied n/ dirs stay)
-    reference, reference_cp = tree_hash(ws), _cp(store, run_id)
+    # the person's tree, byte for byte (emptied n/ dirs stay); iterion only adds git objects and
+    # its pin ref (refs/iterion/pins/<run>: workspacetrack/gitsource.py), never anything else
+    assert _person(tree_files(ws)) == _person(user_files)
+    reference, reference_cp = _ws_hash(ws), _cp(store, run_id)
     assert cli(ws, store, "resume", "--run-id", run_id).returncode == 0
-    final = tree_hash(ws)
+    final = _ws_hash(ws)
     restore_template(template, live)
     yield Fixture(live, template, ws, store, run_id, reference, reference_cp, final)
 
@@ -165,13 +177,13 @@ def _check_interrupted_then_finish(fx: Fixture, label: object, *, same_pivot: bo
     intent = fx.store / "runs" / run_id / "rewind-intent.json"
     assert intent.is_file(), label
     # resume refuses, and the refusal changes nothing
-    before = (tree_hash(fx.ws), store_hash(fx.store))
+    before = (_ws_hash(fx.ws), store_hash(fx.store))
     proc = cli(fx.ws, fx.store, "resume", "--run-id", run_id)
     assert proc.returncode == 2, (label, proc.stderr)
     assert error_lines(proc.stderr) == proc.stderr.splitlines(), (label, proc.stderr)
     assert len(error_lines(proc.stderr)) == 1 and f"iterion rewind --run-id {run_id}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert (tree_hash(fx.ws), store_hash(fx.store)) == before, label
+    assert (_ws_hash(fx.ws), store_hash(fx.store)) == before, label
     # inspect shows it
     shown = cli(fx.ws, fx.store, "inspect", "--run-id", run_id)
     assert shown.returncode == 0, shown.stderr
@@ -183,14 +195,14 @@ def _check_interrupted_then_finish(fx: Fixture, label: object, *, same_pivot: bo
     assert done.returncode == 0, (label, done.stdout, done.stderr)
     assert f"finished the interrupted rewind of run {run_id}" in done.stdout, done.stdout
     assert not intent.exists()
-    assert tree_hash(fx.ws) == fx.reference, label
+    assert _ws_hash(fx.ws) == fx.reference, label
     assert _cp(fx.store, run_id) == fx.reference_cp, label
     assert _rewound_events(fx.store, run_id) == 1, label
     assert Store(fx.store).load_run(run_id).status.value == "paused_operator"
     # and the run goes on
     resumed = cli(fx.ws, fx.store, "resume", "--run-id", run_id)
     assert resumed.returncode == 0, (label, resumed.stderr)
-    assert tree_hash(fx.ws) == fx.final, label
+    assert _ws_hash(fx.ws) == fx.final, label
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
@@ -216,12 +228,12 @@ def test_inspect_json_and_list_show_the_interrupted_rewind(fx: Fixture) -> None:
     rows = cli_json(fx.ws, fx.store, "inspect")
     assert [r["rewind_interrupted"] for r in rows if r["id"] == fx.run_id] == [True]
     # a dry run previews the finish and changes nothing
-    before = (tree_hash(fx.ws), store_hash(fx.store))
+    before = (_ws_hash(fx.ws), store_hash(fx.store))
     dry = cli_json(fx.ws, fx.store, "rewind", "--run-id", fx.run_id, "--dry-run")
     assert dry["completed_interrupted"] and dry["dry_run"] and len(dry["files"]["in_scope"]) == OPS
-    assert (tree_hash(fx.ws), store_hash(fx.store)) == before
+    assert (_ws_hash(fx.ws), store_hash(fx.store)) == before
     done = cli_json(fx.ws, fx.store, "rewind", "--run-id", fx.run_id)
-    assert done["completed_interrupted"] and tree_hash(fx.ws) == fx.reference
+    assert done["completed_interrupted"] and _ws_hash(fx.ws) == fx.reference
     # the report is the one an unkilled rewind gives
     assert (len(done["files"]["restored"]), len(done["files"]["removed"])) == (3000, 1000)
 
@@ -250,5 +262,5 @@ def test_external_sigkill_at_random_moments_converges(fx: Fixture) -> None:
             outcomes["not interrupted"] = outcomes.get("not interrupted", 0) + 1
             if _rewound_events(fx.store, fx.run_id) == 0:
                 assert cli(fx.ws, fx.store, "rewind", "--run-id", fx.run_id, "--node", "change").returncode == 0
-            assert tree_hash(fx.ws) == fx.reference
+            assert _ws_hash(fx.ws) == fx.reference
     print(f"\nexternal SIGKILL outcomes: {outcomes}")
