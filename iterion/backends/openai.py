@@ -151,7 +151,6 @@ class OpenAIBackend(Backend):
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                "the openai backend needs $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible "
                                "endpoint that needs no key)")
-        import httpx
 
         body = self.build_body(request)
         timeout = request.timeout_s or self.timeout_s
