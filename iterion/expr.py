@@ -32,7 +32,7 @@ from typing import Any
 
 NAMESPACES: tuple[str, ...] = ("vars", "input", "outputs", "artifacts", "attachments", "loop", "run")
 LOOP_FIELDS: tuple[str, ...] = ("iteration", "max", "previous_output")
-ATTACHMENT_FIELDS: tuple[str, ...] = ("path", "mime", "size", "sha256")
+ATTACHMENT_FIELDS: tuple[str, ...] = ("path", "url", "mime", "size", "sha256")
 # Tree depth bound: keeps parsing and evaluation far below Python's recursion limit.
 MAX_DEPTH = 100
 
@@ -86,10 +86,7 @@ def reference_shape_error(namespace: str, path: Sequence[str]) -> str | None:
                     "loop.NAME.max or loop.NAME.previous_output[.field]")
         if path[1] != "previous_output" and len(path) > 2:
             return f"loop.{path[0]}.{path[1]} has no fields"
-    elif namespace == "attachments":
-        if len(path) > 2 or (len(path) == 2 and path[1] not in ATTACHMENT_FIELDS):
-            return (f"attachment reference attachments.{'.'.join(path)} must be attachments.NAME "
-                    f"or attachments.NAME.{{{','.join(ATTACHMENT_FIELDS)}}}")
+    # attachments.NAME.FIELD: an unknown FIELD is C054, reported by the DSL's reference check
     return None
 
 

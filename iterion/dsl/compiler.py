@@ -3,7 +3,7 @@
 This module resolves names and types (schemas, prompts, vars, presets, attachments, node
 properties, edges, loops, budget). Graph-level rules and template/expression references are
 checked by ``iterion.dsl.validate`` over what this produces. Prompts are resolved to text
-(includes inlined, ``${ENV}`` substituted); ``{{...}}`` stays for the engine.
+(includes inlined; ``${ENV}`` kept as written, expanded at run time); ``{{...}}`` stays for the engine.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from gitrefs.ids import InvalidIdError, validate_id
 from iterion.dsl import ast
-from iterion.dsl.diagnostics import Sink
+from iterion.dsl.diagnostics import Severity, Sink
 from iterion.dsl.grammar import (
     ATTACHMENT_KINDS,
     AWAIT_MODES,
@@ -40,6 +40,7 @@ from iterion.dsl.grammar import (
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
+from iterion.envsubst import unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
     Attachment,
@@ -61,7 +62,6 @@ from iterion.ir import (
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
 
@@ -103,29 +103,27 @@ class Compiler:
         self.sink.add(code, span, message, hint)
 
     def each_once(self, props: Iterable[ast.Property], owner: str, noun: str = "property ") -> Iterator[ast.Property]:
-        """``props`` without repeats: a property set twice is C105, and its repeat is skipped."""
+        """``props`` without repeats: a property set twice is C105 (a warning) and the last value
+        wins (dsl.md 2.1)."""
+        items = list(props)
+        last = {p.name: i for i, p in enumerate(items)}
         seen: set[str] = set()
-        for p in props:
+        for i, p in enumerate(items):
             if p.name in seen:
-                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}")
-                continue
+                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}; the last value wins")
             seen.add(p.name)
-            yield p
+            if last[p.name] == i:
+                yield p
 
     def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
-        if "${" not in text:
-            return text
-
-        def repl(m: re.Match[str]) -> str:
-            name = m.group(1)
-            if name in self.env:
-                return self.env[name]
-            if warn and loc is not None:
-                self.sink.add("C110", loc.span_at(m.start()), f"environment variable {name} is not set; using ''",
-                              f"export {name}=... before running, or remove ${{{name}}}")
-            return ""
-
-        return _ENV.sub(repl, text)
+        """``text`` as written: the compiler never expands ``${...}`` (dsl.md 1.7; the run does,
+        through ``iterion.envsubst``). Only warns (C110) for a ``${NAME}`` without default whose
+        variable is unset in the validation environment."""
+        if warn and loc is not None and "${" in text:
+            for offset, name in unset_plain_refs(text, self.env):
+                self.sink.add("C110", loc.span_at(offset), f"environment variable {name} is not set",
+                              f"export {name}=... before running, or give a default: ${{{name}:-value}}")
+        return text
 
     def string(self, prop: ast.Property, owner: str, *, idents: bool = False) -> tuple[str, Located] | None:
         """A string property (env substituted) and where its text sits; idents allowed when asked."""
@@ -245,9 +243,6 @@ class Compiler:
                     self.err("C004", span, exc.message,
                              "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
                 # else: malformed in the prompt body itself, reported (once) by the reference check
-        for one in locs:  # warn for unset ${ENV} where it is written
-            self.env_subst(one.text, one)
-        text = self.env_subst(text, None, warn=False)
         self.prompt_cache[decl.name] = (text, locs)
         self.sources.prompts[decl.name] = locs
         return text, locs
@@ -277,11 +272,9 @@ class Compiler:
                      "a unit holds exactly one workflow; move the other to its own file")
         wf_decl = workflows[0] if workflows else None
         for v in [x for x in d if isinstance(x, ast.VarsDecl)]:
-            for var in v.vars:
-                self.var(var)
+            self.var_block(v.vars)
         if wf_decl:
-            for var in wf_decl.vars:
-                self.var(var)
+            self.var_block(wf_decl.vars)  # workflow vars override same-named file vars (no C113)
             p = wf_decl.prop("default_backend")
             if p is not None:
                 got = self.string(p, f"workflow '{wf_decl.name}'", idents=True)
@@ -344,10 +337,19 @@ class Compiler:
             fields.append(SchemaField(f.name, FieldType(f.type.name), enum))
         self.schemas[s.name] = Schema(s.name, tuple(fields))
 
+    def var_block(self, block: tuple[ast.VarDecl, ...]) -> None:
+        """One ``vars:`` block: a name twice in it is C113 (W) and the last wins; a name already
+        declared by an earlier block is overridden (type and default)."""
+        seen: set[str] = set()
+        for v in block:
+            if v.name in seen:
+                self.err("C113", v.span, f"var '{v.name}' is declared twice in one vars: block; the last wins",
+                         "rename or remove one of them")
+            seen.add(v.name)
+            self.vars.pop(v.name, None)
+            self.var(v)
+
     def var(self, v: ast.VarDecl) -> None:
-        if v.name in self.vars:
-            self.err("C113", v.span, f"var '{v.name}' is declared twice", "rename or remove one of them")
-            return
         if v.type.name not in VAR_TYPES:
             self.err("C102", v.type.span, f"unknown type '{v.type.name}' for var '{v.name}'", suggest(v.type.name, VAR_TYPES))
             return
@@ -357,11 +359,12 @@ class Compiler:
             if isinstance(default, str) and isinstance(v.default, ast.Literal):
                 default = self.env_subst(default, Located(default, Span(v.default.span.file, v.default.span.line,
                                                                          v.default.span.column + 1)))
-            if not type_matches(default, v.type.name):
-                self.err("C100", v.default.span,
-                         f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
-                         f"give a {v.type.name} default, or change the type")
-                return
+            written_as_text = isinstance(default, str) and v.type.name in ("json", "string[]")
+            if not type_matches(default, v.type.name) and not written_as_text:
+                # not checked by the original (dsl.md 2.2): a warning, and the default is kept
+                self.sink.add("C100", v.default.span,
+                              f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
+                              f"give a {v.type.name} default, or change the type", Severity.WARNING)
             if v.type.name == "float" and isinstance(default, int):
                 default = float(default)
         self.vars[v.name] = Var(v.name, FieldType(v.type.name), default, v.default is not None)
@@ -471,7 +474,11 @@ class Compiler:
             mode = self.choice(p, owner, AWAIT_MODES)
             node.await_mode = AwaitMode(mode) if mode else None
         elif name == "reasoning_effort":
-            node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
+            v = p.value
+            if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
+                node.reasoning_effort = v.value  # expanded when the node runs; not checked (dsl.md 1.7)
+            else:
+                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
         elif name == "tools":
             node.tools = self.str_list(p, owner) or ()
         elif name in ("tool_max_steps", "max_tokens", "min_answers"):
@@ -483,7 +490,7 @@ class Compiler:
             mode = self.choice(p, owner, ROUTER_MODES)
             node.mode = RouterMode(mode) if mode else None
         elif name == "language":
-            node.language = self.choice(p, owner, LANGUAGES)
+            node.language = self.choice(p, owner, LANGUAGES, code="C004")
         elif name == "expr":
             self.compute_exprs(node, nd, p, owner)
         elif name == "code":
@@ -501,8 +508,9 @@ class Compiler:
                          f'write {fp.name}: "vars.x + 1"')
                 continue
             if fp.name in node.exprs:
-                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}")
-                continue
+                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}; the last wins")
+                exprs = [x for x in exprs if x[0] != fp.name]
+                del node.exprs[fp.name]
             node.exprs[fp.name] = v.value
             exprs.append((fp.name, Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))))
         self.sources.node_exprs[nd.name] = exprs
@@ -526,25 +534,18 @@ class Compiler:
         if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
             self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
                      'add model: "..." or backend: NAME (or default_backend: in the workflow)')
+        self.model_needed(node, nd, owner, has)
         if kind == "router":
             if "mode" not in has:
-                self.err("C104", nd.name_span, f"{owner} has no mode", "expected mode: " + " | ".join(ROUTER_MODES))
-            elif node.mode is not None and node.mode is not RouterMode.LLM:
+                node.mode = RouterMode.FAN_OUT_ALL  # the default when omitted (dsl.md 2.5)
+            if node.mode is not None and node.mode is not RouterMode.LLM:
                 for prop in nd.properties:
                     if prop.name in LLM_ROUTER_ONLY:
                         self.err("C023", prop.span, f"'{prop.name}' is only valid on an llm router; {owner} is {node.mode.value}",
                                  "remove it, or use mode: llm")
         if kind == "tool":
-            if node.command is None and node.script is None and not ({"command", "script"} & has):
-                self.err("C104", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
-            if {"command", "script"} <= has:
-                self.err("C105", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
-            if "script" in has and "language" not in has:
-                self.err("C104", nd.name_span, f"{owner} has a script: but no language:",
-                         "add language: " + " | ".join(LANGUAGES))
+            self.tool_shape(node, nd, owner, has)
         if kind == "compute":
-            if "output" not in has:
-                self.err("C104", nd.name_span, f"{owner} has no output:", "declare output: SCHEMA; expr: fills its fields")
             if not node.exprs and not any(p.name == "expr" and isinstance(p.value, ast.Block) and p.value.properties
                                           for p in nd.properties):
                 self.err("C039", nd.name_span, f"{owner} has no expressions",
@@ -555,6 +556,32 @@ class Compiler:
                         self.err("C111", loc.origin, f"{owner} computes '{fname}', which is not a field of schema '{node.output_schema.name}'")
         if kind == "fail" and "code" not in has:
             self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
+
+    def model_needed(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
+        """C018 beyond agents and judges (dsl.md 7): an llm router without model or backend is a
+        warning (a default model applies at run time); a human answered by a model
+        (interaction llm or llm_or_human) needs a model and an output."""
+        if nd.kind == "router" and node.mode is RouterMode.LLM and not ({"model", "backend"} & has) \
+                and not self.default_backend:
+            self.sink.add("C018", nd.name_span, f"{owner} is an llm router without model or backend",
+                          'add model: "..."; until then a default model is used', Severity.WARNING)
+        if nd.kind == "human" and node.interaction in ("llm", "llm_or_human"):
+            missing = [k for k in ("model", "output") if k not in has and not (k == "model" and "interaction_model" in has)]
+            if missing:
+                self.err("C018", nd.name_span, f"{owner} is answered by a model (interaction {node.interaction}) "
+                         f"but has no {' and no '.join(missing)}", "add model: \"...\" and output: SCHEMA")
+
+    def tool_shape(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
+        """C004 (dsl.md 2.7): exactly one of command:/script:; language: only with script:
+        (absent: sh)."""
+        if not ({"command", "script"} & has):
+            self.err("C004", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
+        if {"command", "script"} <= has:
+            self.err("C004", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+        lang = next((p for p in nd.properties if p.name == "language"), None)
+        if lang is not None and "script" not in has:
+            self.err("C004", lang.span, f"{owner} has language: without script:",
+                     "language: names the interpreter of a script:; a command: runs with bash")
 
     # --- workflow -----------------------------------------------------------------------------
 
@@ -668,7 +695,7 @@ class Compiler:
                     if isinstance(v, ast.Literal) and isinstance(v.value, str):
                         loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
                         templates.append((entry.key, loc))
-                        with_map.append((entry.key, self.env_subst(v.value, loc)))
+                        with_map.append((entry.key, v.value))  # never env-expanded (dsl.md 1.7)
                     else:
                         py = to_py(v)
                         with_map.append((entry.key, py if isinstance(py, str) else json.dumps(py, separators=(",", ":"))))

@@ -31,8 +31,8 @@ _LLM = ("model", "backend", "input", "output", "system", "user", "publish", "ses
         "tool_max_steps", "max_tokens", "reasoning_effort", "readonly", "interaction", "await")
 
 NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
-    "agent": _LLM + BLOCK_EXTENSIONS,
-    "judge": _LLM + BLOCK_EXTENSIONS,
+    "agent": _LLM + BLOCK_EXTENSIONS + ("cursors",),
+    "judge": _LLM + BLOCK_EXTENSIONS + ("cursors",),
     "router": ("mode", "model", "backend", "system", "user", "multi", "input", "reasoning_effort",
                "max_tokens", "await"),  # await is accepted to report C103 (routers take none)
     "human": ("input", "output", "instructions", "interaction", "min_answers", "model", "backend",

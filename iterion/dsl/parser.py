@@ -20,7 +20,7 @@ from iterion.dsl.grammar import (
     WORKFLOW_PROPERTIES,
     suggest,
 )
-from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
+from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
 from iterion.ir import Span
 
 _T = TypeVar("_T")
@@ -53,7 +53,29 @@ def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
             continue
         if decl is not None:
             decls.append(decl)
+    decls = _drop_duplicate_blocks(decls, parse_diags)
     return ast.File(file, tuple(decls), Span(file, 1, 1)), [*lex_diags, *tree_diags, *parse_diags]
+
+
+_ONCE = {ast.VarsDecl: "vars", ast.PresetsDecl: "presets", ast.AttachmentsDecl: "attachments"}
+
+
+def _drop_duplicate_blocks(decls: list[ast.Decl], diags: list[Diagnostic]) -> list[ast.Decl]:
+    """``vars:``, ``presets:`` and ``attachments:`` at most once per file: a second block is a
+    P008 error and the first is kept (dsl.md 2.1)."""
+    seen: dict[str, Span] = {}
+    kept: list[ast.Decl] = []
+    for d in decls:
+        kw = _ONCE.get(type(d))
+        if kw is not None:
+            span = d.span  # type: ignore[union-attr]
+            if kw in seen:
+                diags.append(make("P008", span, f"a second top-level '{kw}:' block (first at line {seen[kw].line})",
+                                  f"merge the two '{kw}:' blocks into one"))
+                continue
+            seen[kw] = span
+        kept.append(d)
+    return kept
 
 
 def _build_tree(lines: Iterable[Line], diags: list[Diagnostic], file: str) -> Iterator[Line]:
@@ -193,6 +215,8 @@ class _Parser:
                 return ast.Literal(False, sp), pos + 1
             if t.value == "null":
                 return ast.Literal(None, sp), pos + 1
+            return ast.Ident(str(t.value), sp), pos + 1
+        if t.kind == DOTTED:  # a tool reference such as mcp.github.get_issue or mcp.github.*
             return ast.Ident(str(t.value), sp), pos + 1
         if t.is_punct("["):
             items: list[ast.Value] = []

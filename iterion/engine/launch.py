@@ -5,6 +5,7 @@ A workflow with validation errors is refused BEFORE anything is created (Invalid
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from iterion.engine.state import RunState, to_checkpoint
 from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
+from iterion.envsubst import expand_launch
 from iterion.ir import SchemaField, Workflow
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
@@ -53,7 +55,9 @@ class LaunchOptions:
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
-    values: dict[str, Any] = {n: v.default for n, v in wf.vars.items() if v.has_default}
+    # string defaults and --var values are env-expanded at run start ($N, ${N}; dsl.md 1.7)
+    values: dict[str, Any] = {n: expand_launch(v.default, os.environ) if isinstance(v.default, str) else v.default
+                              for n, v in wf.vars.items() if v.has_default}
     if preset is not None:
         if preset not in wf.presets:
             known = ", ".join(sorted(wf.presets)) or "none declared"
@@ -65,7 +69,8 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[
             known = ", ".join(sorted(wf.vars)) or "none declared"
             raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
         try:
-            values[key] = coerce_value(SchemaField(key, var.type), text)
+            values[key] = coerce_value(SchemaField(key, var.type),
+                                       expand_launch(text, os.environ) if isinstance(text, str) else text)
         except AnswerError as exc:
             shown = text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "..."
             why = exc.reason or f"is not a valid {var.type.value}"

@@ -26,7 +26,7 @@ compute count:
   output: sum
   expr:
     total: "length(outputs.edit.stdout) * 2"
-    greeting: "concat(\\"hi \\", vars.word)"
+    greeting: "concat('hi ', vars.word)"
 
 agent review:
   backend: "script"
@@ -139,7 +139,7 @@ def test_tool_output_not_matching_schema_is_schema_validation(tmp_path: Path, ws
           healthy: bool
 
         tool check:
-          command: "echo '{\\"healthy\\": \\"yes\\"}'"
+          command: `echo '{"healthy": "yes"}'`
           output: probe
 
         workflow s:

@@ -10,6 +10,7 @@ from iterion.budget import BudgetExceeded
 from iterion.engine.cancel import call_cancellable
 from iterion.engine.context import ExecContext
 from iterion.engine.errors import NodeFailure
+from iterion.envsubst import expand_node
 from iterion.failure_codes import FailureCode
 from iterion.ir import Node, Schema
 
@@ -19,12 +20,22 @@ SCRIPT = "script"
 def backend_name(ctx: ExecContext, node: Node) -> str:
     """--backend wins, then the node's own, then the workflow default, then the script backend
     when answers were supplied, else openai (the one that needs only an endpoint and a key)."""
-    name = ctx.options.backend or node.backend or ctx.workflow.default_backend
+    name = ctx.options.backend or expand_node(node.backend or "", os.environ) or \
+        expand_node(ctx.workflow.default_backend or "", os.environ)
     if name:
         return name
     if ctx.options.script_file or os.environ.get("ITERION_SCRIPT_FILE"):
         return SCRIPT
     return "openai"
+
+
+def _effort(value: str | None) -> str | None:
+    """A quoted reasoning_effort is env-expanded when the node runs; an invalid result means the
+    provider default (dsl.md 1.7)."""
+    if not value or "$" not in value:
+        return value
+    got = expand_node(value, os.environ)
+    return got if got in ("low", "medium", "high", "xhigh", "max") else None
 
 
 def get_backend(ctx: ExecContext, name: str) -> Any:
@@ -57,9 +68,10 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
     name = backend_name(ctx, node)
     backend = get_backend(ctx, name)
     request = BackendRequest(
-        node_id=node.id, iteration=iteration, node_kind=node.kind, model=node.model,
+        node_id=node.id, iteration=iteration, node_kind=node.kind,
+        model=expand_node(node.model, os.environ) if node.model else node.model,
         system=system, user=user, output_schema=schema, tools=tuple(node.tools), max_tokens=node.max_tokens,
-        reasoning_effort=node.reasoning_effort, session_id=ctx.state.sessions.get(node.id),
+        reasoning_effort=_effort(node.reasoning_effort), session_id=ctx.state.sessions.get(node.id),
         prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
         allow_ask_user=(node.interaction or "none") != "none",
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
