@@ -192,7 +192,7 @@ class WhenClause:
 @dataclass(frozen=True, slots=True)
 class LoopClause:
     name: str
-    max: int
+    max: int | str  # a literal bound, or a template "{{ref}}" resolved at run time
     span: Span
 
 
@@ -213,6 +213,7 @@ class WorkflowDecl(_HasProperties):
     vars: tuple[VarDecl, ...]
     edges: tuple[EdgeDecl, ...]  # declaration order
     span: Span
+    attachments: tuple[AttachmentDecl, ...] = ()  # workflow-level `attachments:` (merged with the file's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from gitrefs.ids import InvalidIdError, validate_id
 from iterion.dsl import ast
+from iterion.dsl.blocks import BlockChecker, check_unit
 from iterion.dsl.diagnostics import Severity, Sink
 from iterion.dsl.grammar import (
     ATTACHMENT_KINDS,
@@ -25,6 +26,7 @@ from iterion.dsl.grammar import (
     BLOCK_EXTENSIONS,
     BUDGET_PROPERTIES,
     INTERACTIONS,
+    LANGUAGE_INTERPRETERS,
     LANGUAGES,
     LLM_ROUTER_ONLY,
     REASONING_EFFORTS,
@@ -96,6 +98,9 @@ class Compiler:
         self.prompt_cache: dict[str, tuple[str, list[Located]]] = {}
         self.vars: dict[str, Var] = {}
         self.default_backend: str | None = None
+        self.blocks = BlockChecker(sink)
+        # ITERION_DEFAULT_SUPERVISOR_MODEL: the model of an agent, judge or llm router without one
+        self.supervisor_model = env.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or None
 
     # --- small helpers ------------------------------------------------------------------------
 
@@ -287,6 +292,8 @@ class Compiler:
         for a in [x for x in d if isinstance(x, ast.AttachmentsDecl)]:
             for att in a.attachments:
                 self.attachment(att, wf)
+        for att in (wf_decl.attachments if wf_decl else ()):
+            self.attachment(att, wf)  # workflow-level attachments: merged, names unique across both (C050)
         for x in d:  # a bundle's presets/*.md arrive as bare PresetDecls
             for preset in x.presets if isinstance(x, ast.PresetsDecl) else (x,) if isinstance(x, ast.PresetDecl) else ():
                 self.preset(preset, wf)
@@ -296,13 +303,20 @@ class Compiler:
             wf.prompts[name] = self.resolve_prompt(pdecl)[0]
         for ext in [x for x in d if isinstance(x, ast.ExtensionDecl)]:
             val = to_py(ext.body)
+            if ext.keyword == "mcp_server" and ext.name is not None:
+                self.blocks.mcp_server(ext.name, ext.body, ext.span)
+            elif ext.keyword == "cursor" and ext.name is not None:
+                self.blocks.cursor(ext.name, ext.body, ext.span)
+            elif ext.name is None:
+                val = self.blocks.node_block(ast.Property(ext.keyword, ext.body, ext.span), "the file")
             if ext.name is None:
                 wf.extra[ext.keyword] = val
             else:
-                wf.extra.setdefault(ext.keyword, {})[ext.name] = val
+                wf.extra.setdefault(ext.keyword, {}).setdefault(ext.name, val)  # a duplicate is C024/C086
         if wf_decl is None:
             return Compiled(None, self.sources)
         self.workflow(wf_decl, wf)
+        check_unit(wf, d, nodes, self.sink)
         return Compiled(wf, self.sources)
 
     def schema(self, s: ast.SchemaDecl) -> None:
@@ -443,7 +457,30 @@ class Compiler:
                       templates: list[tuple[str, Located]]) -> None:
         name = p.name
         if name in BLOCK_EXTENSIONS:
-            node.extra[name] = to_py(p.value)
+            node.extra[name] = self.blocks.node_block(p, owner)
+        elif name == "cursors":
+            node.cursors = self.blocks.node_block(p, owner) if isinstance(p.value, ast.Block) else {}
+            if not isinstance(p.value, ast.Block):
+                self.err("C100", p.value.span, f"'cursors' of {owner} must be an indented block of 'CURSOR: value' lines")
+        elif name in ("provider", "interaction_model"):
+            v = p.value  # kept as written: `${...}` expands when the node runs (dsl.md §1.7)
+            if isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and isinstance(v.value, str)):
+                setattr(node, name, to_py(v))
+            else:
+                self.err("C100", v.span, f"'{name}' of {owner} must be a quoted string, not {kind_of(v)}")
+        elif name == "interaction_prompt":
+            v = p.value  # a prompt name; an unknown one is not reported (as observed, dsl.md §2.4)
+            if isinstance(v, ast.Ident):
+                node.interaction_prompt_ref = v.name
+                if v.name in self.prompt_decls:
+                    text, locs = self.resolve_prompt(self.prompt_decls[v.name])
+                    node.interaction_prompt = text
+                    templates.extend((name, loc) for loc in locs)
+            else:
+                got = self.string(p, owner)
+                if got:
+                    node.interaction_prompt = got[0]
+                    templates.append((name, got[1]))
         elif name in ("input", "output"):
             setattr(node, f"{name}_schema", self.schema_ref(p, owner))
         elif name in ("system", "user", "instructions"):
@@ -480,6 +517,7 @@ class Compiler:
             else:
                 node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
         elif name == "tools":
+            self.blocks.ref_list(p, owner)
             node.tools = self.str_list(p, owner) or ()
         elif name in ("tool_max_steps", "max_tokens", "min_answers"):
             setattr(node, name, self.integer(p, owner))
@@ -490,7 +528,12 @@ class Compiler:
             mode = self.choice(p, owner, ROUTER_MODES)
             node.mode = RouterMode(mode) if mode else None
         elif name == "language":
-            node.language = self.choice(p, owner, LANGUAGES, code="C004")
+            lang = to_py(p.value) if isinstance(p.value, (ast.Ident, ast.Literal)) else None
+            if not isinstance(lang, str) or lang not in LANGUAGES:
+                self.err("C004", p.value.span, f"unknown script language {lang!r} in {owner}",
+                         "expected one of: " + ", ".join(LANGUAGES))
+            else:
+                node.language = {"python3": "python"}.get(LANGUAGE_INTERPRETERS[lang], LANGUAGE_INTERPRETERS[lang])
         elif name == "expr":
             self.compute_exprs(node, nd, p, owner)
         elif name == "code":
@@ -531,9 +574,14 @@ class Compiler:
     def finish_node(self, node: Node, nd: ast.NodeDecl, owner: str, wf: Workflow) -> None:
         kind = nd.kind
         has = {p.name for p in nd.properties}
+        if kind in ("agent", "judge", "router") and not ({"model", "backend"} & has) and self.supervisor_model \
+                and (kind != "router" or node.mode is RouterMode.LLM):
+            node.model = self.supervisor_model  # the default-supervisor-model fallback (dsl.md §1.7)
+            has = has | {"model"}
         if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
             self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
-                     'add model: "..." or backend: NAME (or default_backend: in the workflow)')
+                     'add model: "..." or backend: NAME (or default_backend: in the workflow), '
+                     "or set ITERION_DEFAULT_SUPERVISOR_MODEL")
         self.model_needed(node, nd, owner, has)
         if kind == "router":
             if "mode" not in has:
@@ -545,6 +593,8 @@ class Compiler:
                                  "remove it, or use mode: llm")
         if kind == "tool":
             self.tool_shape(node, nd, owner, has)
+            if "script" in has and "language" not in has:
+                node.language = "sh"  # the default (dsl.md §2.7)
         if kind == "compute":
             if not node.exprs and not any(p.name == "expr" and isinstance(p.value, ast.Block) and p.value.properties
                                           for p in nd.properties):
@@ -605,6 +655,8 @@ class Compiler:
                 wf.worktree = self.choice(p, owner, WORKTREE_MODES) == "auto"
             elif p.name == "interaction":
                 wf.interaction = self.choice(p, owner, INTERACTIONS)
+            elif p.name in BLOCK_EXTENSIONS:
+                wf.extra[p.name] = self.blocks.node_block(p, owner)
             elif p.name in WORKFLOW_EXTENSIONS:
                 wf.extra[p.name] = to_py(p.value)
         if w.prop("entry") is None:
@@ -644,7 +696,7 @@ class Compiler:
         return Budget(**caps)
 
     def edges(self, w: ast.WorkflowDecl, wf: Workflow) -> None:
-        loops: dict[str, tuple[int, Span]] = {}
+        loops: dict[str, tuple[int | str, Span]] = {}
         fail_nodes = {n for n, node in wf.nodes.items() if node.kind is NodeKind.FAIL}
         for e in w.edges:
             ok = True
@@ -671,8 +723,19 @@ class Compiler:
                     cond = Condition(ConditionKind.EXPR, expr=expr_src)
                 else:
                     cond = Condition(ConditionKind(e.when.kind), field=e.when.field)
-            loop_name, loop_max = None, None
-            if e.loop is not None:
+            loop_name, loop_max, loop_bound = None, None, None
+            bound_loc: Located | None = None
+            if e.loop is not None and isinstance(e.loop.max, str):
+                # a template bound: resolved at run time, no C026 (dsl.md §3.5)
+                loop_name, loop_bound = e.loop.name, e.loop.max
+                bound_loc = Located(e.loop.max, Span(e.loop.span.file, e.loop.span.line, e.loop.span.column))
+                prev = loops.get(e.loop.name)
+                if prev is not None and prev[0] != e.loop.max:
+                    self.err("C005", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max!r} here but {prev[0]!r} at {prev[1]}",
+                             "one loop has one bound; use the same bound or another loop name")
+                else:
+                    loops.setdefault(e.loop.name, (e.loop.max, e.loop.span))
+            elif e.loop is not None and isinstance(e.loop.max, int):
                 loop_name, loop_max = e.loop.name, e.loop.max
                 if e.loop.max < 1:
                     self.err("C026", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max}; it must be at least 1")
@@ -684,6 +747,8 @@ class Compiler:
                     loops.setdefault(e.loop.name, (e.loop.max, e.loop.span))
             with_map: list[tuple[str, str]] = []
             templates: list[tuple[str, Located]] = []
+            if bound_loc is not None:
+                templates.append(("loop bound", bound_loc))
             if e.with_map is not None:
                 keys: set[str] = set()
                 for entry in e.with_map.entries:
@@ -705,6 +770,11 @@ class Compiler:
             if expr_loc is not None:
                 self.sources.edge_exprs[edge_index] = expr_loc
             self.sources.edge_templates[edge_index] = templates
-            wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, tuple(with_map)))
+            wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, loop_bound=loop_bound,
+                                 with_map=tuple(with_map)))
         for name, (mx, _) in loops.items():
-            wf.loops[name] = Loop(name, mx, tuple(ed.index for ed in wf.edges if ed.loop == name))
+            indices = tuple(ed.index for ed in wf.edges if ed.loop == name)
+            if isinstance(mx, str):
+                wf.loops[name] = Loop(name, 0, indices, bound=mx)
+            else:
+                wf.loops[name] = Loop(name, mx, indices)

@@ -260,7 +260,10 @@ class _Parser:
 
     def property(self, line: Line, allowed: tuple[str, ...] | None, owner: str) -> ast.Property:
         """``name: value``, ``name:`` + nested block, or ``script:`` + raw body."""
-        t, pos = self.expect_ident(line, 0, "a property name")
+        if allowed is None and line.tokens and line.tokens[0].kind == STRING:
+            t, pos = line.tokens[0], 1  # a quoted key in a free-form block (cursor bands: "0.0..0.4": "...")
+        else:
+            t, pos = self.expect_ident(line, 0, "a property name")
         name = str(t.value)
         sp = _tok_span(self.file, t)
         if allowed is not None and name not in allowed:
@@ -415,6 +418,7 @@ class _Parser:
         owner = f"workflow '{name}'"
         props: list[ast.Property] = []
         wvars: list[ast.VarDecl] = []
+        watts: list[ast.AttachmentDecl] = []
         edges: list[ast.EdgeDecl] = []
         for child in self.each_child(line):
             try:
@@ -424,6 +428,8 @@ class _Parser:
                 elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
                     self.header(child, "vars", named=False)
                     wvars.extend(self.var_lines(child))
+                elif toks[0].is_ident("attachments") and len(toks) >= 2 and toks[1].is_punct(":"):
+                    watts.extend(self.attachments(child).attachments)
                 elif toks[0].kind == IDENT and (len(toks) < 2 or not toks[1].is_punct(":")):
                     raise self.err("P006", _tok_span(self.file, toks[0]),
                                    f"unknown statement in {owner}: expected a property 'name: value' or an edge 'a -> b'",
@@ -432,7 +438,8 @@ class _Parser:
                     props.append(self.property(child, (*WORKFLOW_PROPERTIES, "vars"), owner))
             except _Error as err:
                 self.diags.append(err.diag)
-        return ast.WorkflowDecl(str(name), tuple(props), tuple(wvars), tuple(edges), self.span(line))
+        return ast.WorkflowDecl(str(name), tuple(props), tuple(wvars), tuple(edges), self.span(line),
+                                attachments=tuple(watts))
 
     def edge(self, line: Line) -> ast.EdgeDecl:
         toks = line.tokens
@@ -459,10 +466,11 @@ class _Parser:
             elif t.is_ident("as") and loop is None:
                 lname, pos = self.expect_ident(line, pos + 1, "a loop name after 'as'")
                 pos = self.expect_punct(line, pos, "(", f"loop name '{lname.value}'")
-                if pos >= len(toks) or toks[pos].kind != INT:
-                    raise self._expected(line, pos, f"the loop bound (an integer) in '{lname.value}(N)'")
+                if pos >= len(toks) or toks[pos].kind not in (INT, STRING):
+                    raise self._expected(line, pos, f"the loop bound (an integer or a quoted \"{{{{ref}}}}\") "
+                                                    f"in '{lname.value}(N)'")
                 bound = toks[pos].value
-                assert isinstance(bound, int)  # the lexer gives every INT token an int value
+                assert isinstance(bound, (int, str))  # INT tokens hold an int, STRING tokens a str
                 pos = self.expect_punct(line, pos + 1, ")", "the loop bound")
                 loop = ast.LoopClause(str(lname.value), bound, _tok_span(self.file, lname))
             elif t.is_ident("with") and with_map is None:

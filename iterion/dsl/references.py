@@ -44,7 +44,8 @@ class _Checker:
 
     def expression(self, loc: Located, what: str) -> list[Reference]:
         try:
-            return expr_references(parse_expr(loc.text))
+            # bare names (fields of the implicit input) are not checked (dsl.md §3.1)
+            return [r for r in expr_references(parse_expr(loc.text)) if not r.implicit]
         except ExprSyntaxError as exc:
             self.sink.add("C040", loc.span_at(exc.offset), f"{what} does not parse: {exc.message}",
                           'expressions look like "outputs.node.count > 2 && vars.strict"')
@@ -119,8 +120,11 @@ class _Checker:
                     self.sink.add("C031", span, f"'outputs.{name}.{f}': '{f}' is not a field of schema '{node.output_schema.name}'",
                                   suggest(f, tuple(x.name for x in node.output_schema.fields)))
             elif node.kind is NodeKind.TOOL:
+                # schemaless: a JSON object on stdout is the output, else {result, stdout, stderr,
+                # exit_code} (dsl.md §2.7): another field cannot be checked (C032, a warning)
                 if f not in _TOOL_OUTPUT:
-                    self.sink.add("C031", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so its output is {{stdout, stderr, exit_code}}",
+                    self.sink.add("C032", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so '{f}' "
+                                  "cannot be checked (its text output is {result, stdout, stderr, exit_code})",
                                   "declare output: SCHEMA on the tool")
             else:
                 self.sink.add("C032", span, f"'outputs.{name}.{f}': '{name}' has no output schema, so '{f}' cannot be checked",

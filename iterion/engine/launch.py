@@ -15,6 +15,7 @@ from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
 from iterion.engine.coerce import AnswerError, coerce_value
 from iterion.engine.context import RunOptions
+from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
 from iterion.engine.errors import EngineError
 from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
 from iterion.engine.result import RunResult
@@ -178,6 +179,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         emit(ev.RUN_STARTED, None, None, {"workflow": wf.name, "name": name, "file": doc.file_path,
                                           "digest": src.digest, "workspace": str(run_workspace),
                                           "mode": mode.value, "mechanism": versioning.mechanism})
+        for gap in not_enforced(wf):  # said once, at the start: declared blocks this engine does not execute
+            emit(ev.WARNING, gap["node"], None, {"code": FEATURE_NOT_ENFORCED, **gap})
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
                                                     restart_node=wf.entry, restart_iteration=0))

@@ -83,10 +83,11 @@ def test_history_of_a_loop_node_and_reads_from_earlier_nodes_are_fine() -> None:
 
 def test_unknown_loop_attachment_and_tool_output_field() -> None:
     src = ('tool t:\n  command: "x {{loop.nope.iteration}} {{attachments.spec}}"\n'
-           'tool u:\n  command: "{{outputs.t.stdout}} {{outputs.t.result}} {{outputs.t.nope}} {{outputs.t._tokens}}"\n'
+           'tool u:\n  command: "{{outputs.t.stdout}} {{outputs.t.result}} {{outputs.t.other}} {{outputs.t._tokens}}"\n'
            'workflow w:\n  entry: t\n  t -> u\n  u -> done\n')
-    # C053 replaces C107; a tool's text output is result + stdout, stderr, exit_code; _ fields are exempt
-    assert sorted(_codes(src)) == [("C031", 4), ("C053", 2), ("C106", 2)]
+    # C053 replaces C107; a schemaless tool's text output has `result` (dsl.md §2.7); another
+    # field is unchecked (C032, W); _ fields are runtime fields, exempt
+    assert sorted(_codes(src)) == [("C032", 4), ("C053", 2), ("C106", 2)]
 
 
 def test_edge_out_of_a_terminal_and_fail_node_as_entry() -> None:
@@ -149,6 +150,8 @@ def test_duplicate_var_and_workflow_vars() -> None:
     assert _codes(src) == []
     wf = load_source(src, env={}).workflow
     assert wf is not None and wf.vars["x"].has_default is False and wf.vars["y"].default == "z"
+    dup = src.replace("    x: int\n", "    x: int\n    y: int\n")
+    assert _codes(dup) == [("C113", 11)]
 
 
 def test_default_backend_satisfies_agents_without_model() -> None:

@@ -9,7 +9,12 @@ import pytest
 
 from iterion.dsl import CompileResult, load_workflow
 from iterion.ir import (
-    AwaitMode, ConditionKind, FieldType, NodeKind, RouterMode, Workflow,
+    AwaitMode,
+    ConditionKind,
+    FieldType,
+    NodeKind,
+    RouterMode,
+    Workflow,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,13 +201,19 @@ def test_extensions_are_kept_not_executed() -> None:
     wf = _load("extensions.bot")
     assert wf.extra["mcp_server"]["github"]["args"] == ["--read-only"]
     assert wf.extra["mcp_server"]["tracker"]["auth"]["type"] == "oauth2"
-    assert wf.extra["cursor"]["scrutiny"]["values"]["deep"].startswith("Also read")
+    assert wf.extra["mcp_server"]["tracker"]["auth"]["scopes"] == ["issues:read"]
+    assert wf.extra["cursor"]["tone"]["values"] == {"terse": "One line per finding.", "detailed": "Explain each finding."}
+    assert wf.extra["cursor"]["scrutiny"]["bands"]["0.41..1.0"].startswith("Also read")
     assert wf.extra["sandbox"] == "none" and wf.extra["compaction"] == {"threshold": 1.0}
     node = wf.nodes["researcher"]
     assert node.tools == ("read_file", "mcp.github.get_issue", "mcp.github.*", "board.read")
-    assert node.extra["mcp"] == {"servers": ["github"], "inherit": True}
+    assert node.extra["mcp"] == {"autoload_project": True, "servers": ["github", "tracker"], "inherit": True}
     assert node.extra["tool_policy"] == ["read_file", "mcp.github.*"]
-    assert node.extra["memory"] == {"enabled": True, "scope": "research"}
+    assert node.extra["capabilities"] == ["board.read", "board.label"]
+    assert node.extra["memory"] == {"enabled": True, "scope": "project", "autoload": ["notes.md"]}
+    assert node.extra["sandbox"]["network"] == {"mode": "allowlist", "rules": ["pypi.org"]}
+    assert node.cursors == {"scrutiny": 0.8, "tone": "terse"}
+    assert node.provider == "anthropic" and node.interaction_model == "m-answers"
     assert wf.worktree is True and wf.default_backend == "claw" and wf.interaction == "none"
 
 
@@ -210,7 +221,7 @@ def test_workflow_permission_is_kept_not_executed() -> None:
     from iterion.dsl import load_tree
 
     text = (WORKFLOWS / "extensions.bot").read_text().replace(
-        "  sandbox: none\n", '  sandbox: none\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
+        "  mcp:\n    inherit: false\n", '  mcp:\n    inherit: false\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
     result = load_tree({"extensions.bot": text}, "extensions.bot", env={})
     assert result.ok, result.diagnostics
     assert result.workflow.extra["permission"] == {"allow": ["read_file"], "ask": ["bash"]}

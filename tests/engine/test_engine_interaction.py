@@ -34,7 +34,8 @@ def test_agent_ask_user_parks_the_node_and_resume_reinvokes_it(tmp_path: Path, w
     assert events(store, r.run_id, "ask_user_requested")
     r2 = resume(store, r.run_id, answers={"answer": "release"})
     assert r2.status is RunStatus.FINISHED, r2.error
-    assert r2.outputs["planner"] == {"branch": "release"}
+    # the session the backend kept rides along as the runtime field _session_id (dsl.md §5.1)
+    assert r2.outputs["planner"] == {"branch": "release", "_session_id": "sess-1"}
     assert labels(store, r.run_id) == ["pre:planner:0", "pause:planner:0", "resume:planner:0", "nodes:planner:0"]
 
 

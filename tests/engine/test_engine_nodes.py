@@ -58,7 +58,8 @@ def test_linear_tool_compute_agent_checkpoints_after_every_node(tmp_path: Path, 
 
     assert result.status is RunStatus.FINISHED, result.error
     assert (ws / "notes.txt").read_text() == "delta\n"
-    assert result.outputs["edit"] == {"stdout": "edited\n", "stderr": "", "exit_code": 0}
+    # text stdout: `result` (trimmed) beside stdout/stderr/exit_code (dsl.md §2.7, §9)
+    assert result.outputs["edit"] == {"result": "edited", "stdout": "edited\n", "stderr": "", "exit_code": 0}
     assert result.outputs["count"] == {"total": 14, "greeting": "hi delta"}
     assert result.outputs["review"] == {"approved": True, "summary": "fine"}
     # the checkpoint after each node names the next node and holds every output so far

@@ -9,12 +9,13 @@ from typing import Any
 
 from iterion.engine.coerce import validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
+from iterion.engine.declared import runtime_fields, with_calibration
 from iterion.engine.nodes.llmcall import call_backend
 
 
 def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     node = call.node
-    system = render_text(node.system, call.scope, node.id, "system prompt")
+    system = with_calibration(ctx.workflow, node, render_text(node.system, call.scope, node.id, "system prompt"))
     user = render_text(node.user, call.scope, node.id, "user prompt")
     prior = None
     if call.pending is not None and call.pending.kind == "ask_user" and call.answers is not None:
@@ -29,8 +30,10 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     output = response.output if node.output_schema is not None else response.as_output()
     if output is None:
         output = _parse_json(response.text)
-    return NodeResult(validate_output(node.id, node.output_schema, output),
-                      session_id=getattr(response, "session_id", None))
+    output = validate_output(node.id, node.output_schema, output)
+    if isinstance(output, dict):  # the runtime `_` fields (dsl.md §5.1), never overriding the model's own
+        output = {**runtime_fields(response), **output}
+    return NodeResult(output, session_id=getattr(response, "session_id", None))
 
 
 def _parse_json(text: str | None) -> Any:

@@ -54,12 +54,18 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
                           + (f": {detail}" if detail else ""), node=node.id,
                           details={"exit_code": result.exit_code, "stdout": _tail(result.stdout),
                                    "stderr": _tail(result.stderr)})
-    if node.output_schema is None:
-        return NodeResult({"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code})
     text = result.stdout.strip()
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
+        data = None
+    if node.output_schema is None:
+        if isinstance(data, dict):
+            return NodeResult(data)  # stdout that is one JSON object is the output (dsl.md §2.7)
+        # text: `result` (the original's), plus stdout/stderr/exit_code (this project's, §9)
+        return NodeResult({"result": text, "stdout": result.stdout, "stderr": result.stderr,
+                           "exit_code": result.exit_code})
+    if data is None:
         raise NodeFailure(FailureCode.SCHEMA_VALIDATION,
                           f"tool {node.id}: stdout is not one JSON object (schema {node.output_schema.name}): "
                           f"{_tail(text)[:200]!r}", node=node.id, details={"stdout": _tail(result.stdout)}) from None
