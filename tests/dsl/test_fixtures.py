@@ -51,7 +51,8 @@ def test_fixture_compiles_without_errors(path: Path) -> None:
 def _expectations(path: Path) -> list[tuple[str, int, int | None]]:
     """``CODE line N[ col M]`` items of the comment lines opening the file."""
     head = []
-    for ln in path.read_text().splitlines():
+    # a fixture need not be UTF-8 (P010): its comment lines are
+    for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         if not ln.startswith("##"):
             break
         head.append(ln)
@@ -63,6 +64,7 @@ def _expectations(path: Path) -> list[tuple[str, int, int | None]]:
 def test_invalid_fixture_reports_its_code_at_its_line(path: Path) -> None:
     expected = _expectations(path)
     assert expected, f"{path.name} must say what it expects on its first line"
+    assert all(col is not None for _, _, col in expected), f"{path.name}: give the column of each expectation"
     result: CompileResult = load_workflow(path, env={})
     got = [(d.code, d.span.line, d.span.column if col is not None else None)
            for d, col in zip(sorted(result.diagnostics, key=lambda d: (d.code, d.span.line, d.span.column)),
