@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from iterion.dsl import load_tree, load_workflow
 from iterion.dsl.blocks import calibration_section, cursor_fragment
 
