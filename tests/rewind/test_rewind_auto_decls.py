@@ -1,4 +1,4 @@
-"""`rewind --auto` (the real CLI) maps an edit of a cursor, an mcp_server or a provider: to the
+"""`rewind --auto` (the real CLI) maps an edit of a cursor, an mcp_server, a provider: or a block scalar to the
 node that uses it (issue 12 point 5): the declaration diff knows every new construct."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ schema note:
   text: string
 
 tool setup:
-  command: "printf 'base\\n' > a.txt"
+  script: |
+    printf 'base\\n' > a.txt
 
 agent writer:
   backend: "script"
@@ -66,6 +67,7 @@ EDITS = {
     "mcp_server": (('  url: "https://mcp.example.org/v1"', '  url: "https://mcp.example.org/v2"'), "fetch",
                    "mcp_server tracker"),
     "provider": (('  provider: "anthropic"', '  provider: "zai"'), "writer", "node writer"),
+    "block scalar": (("    printf 'base", "    printf 'start"), "setup", "node setup"),
 }
 
 
