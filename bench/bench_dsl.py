@@ -68,7 +68,8 @@ def generate(target_lines: int) -> str:
 
 def generate_decls(target_lines: int) -> str:
     """A workflow using every declaration and block of dsl.md §2 (cursors, mcp_server with auth,
-    provider, interaction_model/prompt, mcp/compaction/memory/sandbox/cursors blocks,
+    provider, interaction_model/prompt, mcp/compaction/memory/sandbox/cursors blocks, block
+    scalars, backtick strings, dotted and wildcard tool references,
     tool_policy/capabilities, workflow vars and attachments, every script language), bare-field
     `when` expressions with and/or/not/% and template loop bounds."""
     head = ["## generated declarations benchmark", "vars:", '  target: string = "README.md"', "  rounds: int = 2",
@@ -93,13 +94,16 @@ def generate_decls(target_lines: int) -> str:
             f"agent {s}_review:", '  model: "${REVIEW_MODEL:-anthropic/claude-sonnet-4-6}"', '  provider: "anthropic"',
             "  output: verdict", f'  user: "Review stage {i} of {{{{vars.target}}}}."', "  interaction: llm_or_human",
             "  interaction_prompt: guide", '  interaction_model: "anthropic/claude-haiku-4-5"',
-            "  tools: [read_file, write_file]", "  tool_policy: [read_file]", "  capabilities: [board]",
+            f"  tools: [read_file, mcp.{s}_srv.get_issue, mcp.{s}_srv.*, board.read]", "  tool_policy: [read_file]",
+            "  capabilities: [board.read]",
             "  mcp:", "    autoload_project: true", f"    servers: [{s}_srv]",
             "  compaction:", "    threshold: 0.8", "    preserve_recent: 4",
             "  memory:", "    enabled: true", '    scope: "project"', '    autoload: ["notes.md"]',
             "  sandbox:", '    image: "python:3.11"', "    network:", "      mode: allowlist", '      rules: ["pypi.org"]',
             "  cursors:", f"    scrutiny: 0.{i % 10}", "    tone: terse", "",
-            f"tool {s}_fix:", f'  script: "echo fix {i}"', f"  language: {langs[i % len(langs)]}", "",
+            f"tool {s}_fix:", "  script: |", f"    echo fix {i}", "    ## a comment line is content",
+            f"    echo '{{\"stage\": {i}}}'", "", f"  language: {langs[i % len(langs)]}", "",
+            f"tool {s}_stamp:", f"  command: `printf '%s\\n' \"stage {i}\" > stamp{i}.txt`", "",
             f"compute {s}_tally:", "  output: tally", "  expr:",
             f'    total: "outputs.{s}_review.blockers + {i}"', f'    odd: "outputs.{s}_review.blockers % 2 == 1"', "",
         ]
@@ -108,7 +112,8 @@ def generate_decls(target_lines: int) -> str:
         edges += [f'  {s}_review -> {s}_tally when "approved and blockers == 0"',
                   f'  {s}_review -> {s}_fix when "not approved or blockers > 0" as {s}_loop("{{{{vars.rounds}}}}")',
                   f"  {s}_review -> {s}_tally",
-                  f"  {s}_fix -> {s}_review"]
+                  f"  {s}_fix -> {s}_stamp",
+                  f"  {s}_stamp -> {s}_review"]
         prev = f"{s}_tally"
         i += 1
     edges += [f"  {prev} -> done"]
@@ -146,6 +151,8 @@ def main() -> None:
     src = generate_decls(lines) if args.decls else generate(lines)
     result = load_source(src, file="bench.bot", env={})
     assert result.workflow is not None, [d.format() for d in result.diagnostics[:5]]
+    # the declarations workflow is clean: every check ran and found nothing to say
+    assert not args.decls or result.diagnostics == [], [d.format() for d in result.diagnostics[:5]]
     n_lines = src.count("\n")
     py_src = "\n".join(f"x{i} = len([{i}, 'a', {{'k': {i}}}])" for i in range(n_lines)) + "\n"
 
@@ -169,7 +176,10 @@ def main() -> None:
     print(f"peak memory (tracemalloc) of parse + compile + validate: {peak / 2**20:8.1f} MiB "
           f"(source {len(src.encode()) / 2**20:.2f} MiB)")
     target = 0.200 if args.decls else 0.200 * n_lines / 2000
-    print(f"target {target * 1000:.0f} ms for {n_lines} lines: {'met' if t_total <= target else 'MISSED'}")
+    # judged on CPU time (single-threaded: equal to wall time on an idle machine; on a shared one
+    # wall time also counts the neighbours' work)
+    print(f"target {target * 1000:.0f} ms for {n_lines} lines (CPU time): {'met' if t_cpu <= target else 'MISSED'}"
+          f"; wall time {'met' if t_total <= target else 'missed'}")
 
 
 if __name__ == "__main__":
