@@ -1,7 +1,5 @@
 """The run-time side of declarations (dsl.md §1.7, §2.4, §2.9, §2.10, §5.1).
 
-- ``expand_env``: the node-run expansion of `model`, `provider`, `interaction_model` and
-  cursor values (``${N}``, ``${N:-d}`` with nested defaults, bare ``$NAME``).
 - ``with_calibration``: the fragments a node's ``cursors:`` select, appended to its system
   prompt under ``## Calibration``.
 - ``runtime_fields``: the ``_``-prefixed fields an LLM node adds to its output
@@ -17,74 +15,17 @@ crash at any point leaves nothing to repair.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from iterion.dsl.blocks import calibration_section
+from iterion.envsubst import expand_node
 from iterion.ir import Node, Workflow
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FEATURE_NOT_ENFORCED = "feature_not_enforced"
 # blocks parsed, checked and kept, but not executed by this engine (yet)
 NOT_ENFORCED_BLOCKS = ("sandbox", "mcp", "compaction", "memory", "tool_policy", "capabilities")
 _WORKFLOW_ONLY = ("permission",)
-
-
-def expand_env(text: str, env: Mapping[str, str] | None = None) -> str:
-    """``text`` with ``${N}``, ``${N:-default}`` (default when N is unset or empty; the default
-    may itself hold ``${...}``) and bare ``$NAME`` expanded from ``env``; an unset name without
-    default expands to "". Anything else (``$`` before a non-name, an unterminated ``${``)
-    stays as written."""
-    if "$" not in text:
-        return text
-    env = os.environ if env is None else env
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch != "$":
-            out.append(ch)
-            i += 1
-            continue
-        if text.startswith("${", i):
-            end = _closing(text, i + 2)
-            if end < 0:
-                out.append(text[i:])
-                break
-            body = text[i + 2:end]
-            name, sep, default = body.partition(":-")
-            if _NAME.fullmatch(name):
-                value = env.get(name, "")
-                out.append(value if value or not sep else expand_env(default, env))
-            else:
-                out.append(text[i:end + 1])
-            i = end + 1
-            continue
-        m = _NAME.match(text, i + 1)
-        if m is None:
-            out.append(ch)
-            i += 1
-            continue
-        out.append(env.get(m.group(0), ""))
-        i = m.end()
-    return "".join(out)
-
-
-def _closing(text: str, start: int) -> int:
-    depth = 1
-    i = start
-    while i < len(text):
-        if text.startswith("${", i):
-            depth += 1
-            i += 2
-            continue
-        if text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
 
 
 def with_calibration(wf: Workflow, node: Node, system: str, env: Mapping[str, str] | None = None) -> str:
@@ -93,7 +34,8 @@ def with_calibration(wf: Workflow, node: Node, system: str, env: Mapping[str, st
     if not node.cursors:
         return system
     cursors = wf.extra.get("cursor") or {}
-    settings = {k: expand_env(v, env) if isinstance(v, str) else v for k, v in node.cursors.items()}
+    env = os.environ if env is None else env
+    settings = {k: expand_node(v, env) if isinstance(v, str) else v for k, v in node.cursors.items()}
     section = calibration_section(cursors, settings)
     if not section:
         return system

@@ -229,3 +229,44 @@ def test_with_values_are_typed_or_rendered_as_section_3_6_says(tmp_path: Path, w
     # several references: the rendered string; no reference: the string as written
     assert detail["outputs"]["show"] == {"total": 2, "size": 2, "text": "k=1 and [1,2]",
                                          "literal": "as written"}
+
+
+def test_models_are_expanded_when_the_node_runs(tmp_path: Path, ws: Path) -> None:
+    """`${N:-default}` never reaches a backend as text; a model-answered human uses its
+    interaction_model; an llm router without model falls back to the default supervisor."""
+    detail = _run(tmp_path, ws, """
+        schema answer:
+          ok: bool
+
+        agent unset:
+          model: "${RT_UNSET_MODEL:-anthropic/fallback}"
+          user: "go"
+
+        agent chosen:
+          model: "${RT_EMPTY:-${RT_CHOSEN:-nope}}"
+          user: "go"
+
+        human gate:
+          model: "m-main"
+          interaction: llm
+          interaction_model: "${RT_ANSWER_MODEL:-m-answer}"
+          output: answer
+
+        router pick:
+          mode: llm
+          user: "choose"
+
+        workflow w:
+          entry: unset
+          unset -> chosen
+          chosen -> gate
+          gate -> pick
+          pick -> done
+          pick -> fail
+    """, {"unset": {"*": {"text": "a"}}, "chosen": {"*": {"text": "b"}}, "gate": {"*": {"output": {"ok": True}}},
+          "pick": {"*": {"select": "done"}}},
+        env={"RT_EMPTY": "", "RT_CHOSEN": "anthropic/chosen", "ITERION_DEFAULT_SUPERVISOR_MODEL": ""})
+    assert detail["status"] == "finished", detail
+    models = {e["node"]: e["payload"]["model"] for e in detail["events"] if e["type"] == "backend_call"}
+    assert models == {"unset": "anthropic/fallback", "chosen": "anthropic/chosen", "gate": "m-answer",
+                      "pick": "anthropic/claude-sonnet-4-6"}

@@ -12,9 +12,10 @@ from iterion.engine.context import ExecContext
 from iterion.engine.errors import NodeFailure
 from iterion.envsubst import expand_node
 from iterion.failure_codes import FailureCode
-from iterion.ir import Node, Schema
+from iterion.ir import Node, NodeKind, Schema
 
 SCRIPT = "script"
+DEFAULT_SUPERVISOR_MODEL = "anthropic/claude-sonnet-4-6"
 
 
 def backend_name(ctx: ExecContext, node: Node) -> str:
@@ -58,18 +59,29 @@ def get_backend(ctx: ExecContext, name: str) -> Any:
     return backend
 
 
+def node_model(node: Node, model: str | None = None) -> str | None:
+    """The model a call uses, ``${...}`` expanded now (dsl.md §1.7): ``model`` when given (a
+    human's ``interaction_model``), else the node's; an llm router with neither model nor
+    backend takes ``ITERION_DEFAULT_SUPERVISOR_MODEL``, else the default supervisor (§2.5)."""
+    spec = model or node.model
+    if not spec and node.kind is NodeKind.ROUTER and not node.backend:
+        spec = os.environ.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or DEFAULT_SUPERVISOR_MODEL
+    return expand_node(spec, os.environ) if spec else spec
+
+
 def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, user: str,
                  schema: Schema | None, choices: list[str] | None = None,
-                 prior: tuple[str, Any] | None = None) -> Any:
+                 prior: tuple[str, Any] | None = None, model: str | None = None) -> Any:
     """One backend call; tokens and cost are charged to the run budget (even when over a cap,
     and even when the call failed after consuming them)."""
     from iterion.backends.base import BackendError, BackendRequest
 
     name = backend_name(ctx, node)
     backend = get_backend(ctx, name)
+    model = node_model(node, model)
     request = BackendRequest(
         node_id=node.id, iteration=iteration, node_kind=node.kind,
-        model=expand_node(node.model, os.environ) if node.model else node.model,
+        model=model,
         system=system, user=user, output_schema=schema, tools=tuple(node.tools), max_tokens=node.max_tokens,
         reasoning_effort=_effort(node.reasoning_effort), session_id=ctx.state.sessions.get(node.id),
         prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
@@ -79,18 +91,19 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
     try:
         response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
     except BackendError as exc:
-        _charge(ctx, node, iteration, name, exc.tokens_in + exc.tokens_out, exc.cost_usd)
+        _charge(ctx, node, iteration, name, model, exc.tokens_in + exc.tokens_out, exc.cost_usd)
         raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id,
                           origin="backend", retry_after_s=exc.retry_after_s) from None
     if response.session_id:
         with ctx.state.lock:
             ctx.state.sessions[node.id] = response.session_id
-    _charge(ctx, node, iteration, name, response.tokens, response.cost_usd)
+    _charge(ctx, node, iteration, name, model, response.tokens, response.cost_usd)
     return response
 
 
-def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, tokens: int, cost: float) -> None:
-    ctx.emit("backend_call", node.id, iteration, {"backend": name, "model": node.model, "tokens": tokens,
+def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, model: str | None, tokens: int,
+            cost: float) -> None:
+    ctx.emit("backend_call", node.id, iteration, {"backend": name, "model": model, "tokens": tokens,
                                                   "cost_usd": cost})
     try:
         ctx.budget.charge(tokens=tokens, cost_usd=cost)
