@@ -144,7 +144,13 @@ class BlockChecker:
             ok = isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and not isinstance(v.value, bool)
                                               and v.value is not None)
         elif kind == "names":
-            ok = isinstance(v, ast.ListValue) and bool(v.items) and all(isinstance(i, ast.Ident) for i in v.items)
+            if isinstance(v, ast.ListValue) and not v.items:  # at least one name, else a syntax error
+                self.err("P008", v.span, f"{where} is an empty list; a name list holds at least one name")
+                return
+            if isinstance(v, ast.ListValue) and v.trailing_comma:
+                self.err("P008", v.span, f"{where} ends with a comma; a name list takes none")
+                return
+            ok = isinstance(v, ast.ListValue) and all(isinstance(i, ast.Ident) for i in v.items)
         elif kind == "strings":
             ok = isinstance(v, ast.ListValue) and all(
                 isinstance(i, ast.Literal) and isinstance(i.value, str) for i in v.items)
@@ -184,12 +190,20 @@ class BlockChecker:
                              'add scope: "project" (the memory namespace)')
         return to_py(p.value)
 
-    def ref_list(self, p: ast.Property, owner: str) -> None:
+    def ref_list(self, p: ast.Property, owner: str) -> bool:
+        """Checks a tool-reference list; False if it is not a list at all (reported)."""
         v = p.value
-        if not isinstance(v, ast.ListValue) or not v.items:
+        if isinstance(v, ast.ListValue) and not v.items:  # as observed (dsl.md §1.6): a syntax error
+            self.err("P008", v.span, f"'{p.name}' of {owner} is an empty list; a tool-reference list holds at least one item",
+                     f"remove '{p.name}:' (absent: the workflow's), or name the items")
+            return True
+        if not isinstance(v, ast.ListValue):
             self.err("C100", v.span, f"'{p.name}' of {owner} must be a non-empty list of names",
                      f"e.g. {p.name}: [read_file, mcp.github.*]")
-            return
+            return False
+        if v.trailing_comma:
+            self.err("P008", v.span, f"'{p.name}' of {owner} ends with a comma; a tool-reference list takes none",
+                     "remove the last ','")
         for item in v.items:
             text = _ref_text(item)
             if text is None or not _REF.match(text):
@@ -203,6 +217,7 @@ class BlockChecker:
                 elif text not in KNOWN_CAPABILITIES:
                     self.err("C080", item.span, f"unknown capability {text!r} in {owner}",
                              "known: " + ", ".join(KNOWN_CAPABILITIES))
+        return True
 
     def compaction(self, props: dict[str, ast.Property], where: str) -> None:
         t = props.get("threshold")

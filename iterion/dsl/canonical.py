@@ -40,7 +40,8 @@ from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.expr import ExprSyntaxError, format_expr, parse_expr
 from iterion.templates import TemplateSyntaxError, relative_target, template_includes
 
-_DROPPED_FIELDS = frozenset({"span", "name_span", "indent"})
+# spelling, not meaning: positions, indentation, a trailing comma in a list
+_DROPPED_FIELDS = frozenset({"span", "name_span", "indent", "trailing_comma"})
 BOT_SUFFIXES = (".bot", ".iter")
 
 

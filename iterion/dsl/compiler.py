@@ -504,10 +504,6 @@ class Compiler:
         elif name == "interaction":
             node.interaction = self.choice(p, owner, INTERACTIONS)
         elif name == "await":
-            if nd.kind == "router":
-                self.err("C103", p.span, f"{owner} declares await, but routers take no await",
-                         "declare await on the node where the branches converge")
-                return
             mode = self.choice(p, owner, AWAIT_MODES)
             node.await_mode = AwaitMode(mode) if mode else None
         elif name == "reasoning_effort":
@@ -517,8 +513,8 @@ class Compiler:
             else:
                 node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
         elif name == "tools":
-            self.blocks.ref_list(p, owner)
-            node.tools = self.str_list(p, owner) or ()
+            if self.blocks.ref_list(p, owner):
+                node.tools = self.str_list(p, owner) or ()
         elif name in ("tool_max_steps", "max_tokens", "min_answers"):
             setattr(node, name, self.integer(p, owner))
         elif name in ("readonly", "multi", "resumable"):

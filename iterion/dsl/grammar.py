@@ -34,10 +34,11 @@ _LLM = ("model", "backend", "provider", "input", "output", "system", "user", "pu
 NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
     "agent": _LLM + BLOCK_EXTENSIONS,
     "judge": _LLM + BLOCK_EXTENSIONS,
-    "router": ("mode", "model", "backend", "provider", "system", "user", "multi", "input", "reasoning_effort",
-               "max_tokens", "await"),  # await is accepted to report C103 (routers take none)
+    # a router takes no await, input or output, a human no backend: unknown properties (dsl.md §2.5, §2.6)
+    "router": ("mode", "model", "backend", "provider", "system", "user", "multi", "reasoning_effort",
+               "max_tokens"),
     "human": ("input", "output", "instructions", "interaction", "interaction_prompt", "interaction_model",
-              "min_answers", "model", "backend", "system", "publish", "await"),
+              "min_answers", "model", "system", "publish", "await"),
     "tool": ("command", "script", "language", "input", "output", "publish", "await", *BLOCK_EXTENSIONS),
     "compute": ("input", "output", "expr", "publish", "await"),
     "fail": ("code", "message", "resumable"),
@@ -71,3 +72,10 @@ def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
     if len(choices) <= 24:
         return "expected one of: " + ", ".join(choices)
     return None
+
+
+# Names the original reads as keywords (dsl.md §1.3): a prompt named by one is not recognised
+# (its body fails to parse), and a node named like a workflow-body keyword cannot start an edge.
+WORKFLOW_BODY_KEYWORDS = (*WORKFLOW_PROPERTIES, "vars")
+KEYWORDS = frozenset((*TOP_LEVEL_KEYWORDS, *WORKFLOW_BODY_KEYWORDS, *(p for props in NODE_PROPERTIES.values() for p in props),
+                      "when", "as", "with", "not")) - set(TERMINAL_NAMES)

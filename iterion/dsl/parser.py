@@ -16,7 +16,9 @@ from iterion.dsl.grammar import (
     NAMED_EXTENSIONS,
     NODE_KINDS,
     NODE_PROPERTIES,
+    KEYWORDS,
     TOP_LEVEL_KEYWORDS,
+    WORKFLOW_BODY_KEYWORDS,
     WORKFLOW_PROPERTIES,
     suggest,
 )
@@ -223,7 +225,8 @@ class _Parser:
             pos += 1
             while True:
                 if pos < len(toks) and toks[pos].is_punct("]"):
-                    return ast.ListValue(tuple(items), sp), pos + 1
+                    trailing = bool(items) and toks[pos - 1].is_punct(",")
+                    return ast.ListValue(tuple(items), sp, trailing), pos + 1
                 item, pos = self.value(line, pos, depth + 1)
                 items.append(item)
                 if pos < len(toks) and toks[pos].is_punct(","):
@@ -315,6 +318,10 @@ class _Parser:
             return self.attachments(line)
         if kw == "prompt":
             name, _ = self.header(line, kw, named=True)
+            if name in KEYWORDS:
+                raise self.err("P008", _tok_span(self.file, line.tokens[1]),
+                               f"a prompt cannot be named {name!r}: it is a keyword",
+                               f"rename it, e.g. prompt {name}_prompt:")
             body = line.raw or ast.RawText("", self.end_span(line), 0)
             return ast.PromptDecl(str(name), body, self.span(line))
         if kw == "schema":
@@ -424,6 +431,10 @@ class _Parser:
             try:
                 toks = child.tokens
                 if len(toks) >= 2 and toks[1].is_punct("->"):
+                    if toks[0].kind == IDENT and str(toks[0].value) in WORKFLOW_BODY_KEYWORDS:
+                        raise self.err("P008", _tok_span(self.file, toks[0]),
+                                       f"an edge cannot start with {toks[0].value!r}: it is a workflow keyword",
+                                       "rename the node")
                     edges.append(self.edge(child))
                 elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
                     self.header(child, "vars", named=False)

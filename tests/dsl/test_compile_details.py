@@ -107,14 +107,17 @@ def test_entry_must_name_a_declared_node_not_a_builtin_terminal() -> None:
 
 def test_tool_and_router_property_rules() -> None:
     src = ('tool both:\n  command: "a"\n  script: "b"\n  language: sh\ntool neither:\n  output: s\n'
-           'tool nolang:\n  script: "echo"\nrouter r:\n  mode: fan_out_all\n  await: wait_all\n'
-           'router nomode:\n  input: s\nschema s:\n  x: string\n'
+           'tool nolang:\n  script: "echo"\nrouter r:\n  mode: fan_out_all\n  multi: true\n'
+           'router nomode:\n  provider: "anthropic"\nschema s:\n  x: string\n'
            'workflow w:\n  entry: r\n  r -> both\n  r -> neither\n  r -> nolang\n  r -> nomode\n'
            '  nomode -> done\n')
     got = sorted(_codes(src))
     # dsl.md 2.7/2.5: command+script or neither is C004; a script without language is sh; a
-    # router without mode is fan_out_all
-    assert got == [("C004", 1), ("C004", 5), ("C103", 11)]
+    # router without mode is fan_out_all; multi is for llm routers only
+    assert got == [("C004", 1), ("C004", 5), ("C023", 11)]
+    # a router takes no await, input or output: unknown properties
+    bad = 'router r:\n  mode: fan_out_all\n  await: wait_all\n  input: s\nworkflow w:\n  entry: r\n  r -> done\n'
+    assert _codes(bad) == [("P007", 3), ("P007", 4)]
 
 
 def test_fail_code_must_be_upper_snake_and_present() -> None:
