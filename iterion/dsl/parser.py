@@ -13,10 +13,10 @@ from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
 from iterion.dsl.grammar import (
     ATTACHMENT_PROPERTIES,
+    KEYWORDS,
     NAMED_EXTENSIONS,
     NODE_KINDS,
     NODE_PROPERTIES,
-    KEYWORDS,
     TOP_LEVEL_KEYWORDS,
     WORKFLOW_BODY_KEYWORDS,
     WORKFLOW_PROPERTIES,
