@@ -47,7 +47,6 @@ def test_human_gate_answered_by_a_model(tmp_path: Path, ws: Path, store: Store) 
         human gate:
           interaction: llm
           model: "m"
-          backend: "script"
           output: approval
           instructions: "approve?"
 
