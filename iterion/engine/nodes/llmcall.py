@@ -59,6 +59,14 @@ def get_backend(ctx: ExecContext, name: str) -> Any:
     return backend
 
 
+def interaction_mode(ctx: ExecContext, node: Node) -> str:
+    """May an agent or judge ask questions, and who answers (dsl.md §2.4): its own
+    ``interaction``, else the workflow's, else none; an explicit ``none`` counts as unset
+    (as observed, §2.13)."""
+    own = node.interaction if node.interaction not in (None, "none") else None
+    return own or ctx.workflow.interaction or "none"
+
+
 def node_model(node: Node, model: str | None = None) -> str | None:
     """The model a call uses, ``${...}`` expanded now (dsl.md §1.7): ``model`` when given (a
     human's ``interaction_model``), else the node's; an llm router with neither model nor
@@ -71,7 +79,8 @@ def node_model(node: Node, model: str | None = None) -> str | None:
 
 def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, user: str,
                  schema: Schema | None, choices: list[str] | None = None,
-                 prior: tuple[str, Any] | None = None, model: str | None = None) -> Any:
+                 prior: tuple[str, Any] | None = None, model: str | None = None,
+                 allow_ask: bool | None = None) -> Any:
     """One backend call; tokens and cost are charged to the run budget (even when over a cap,
     and even when the call failed after consuming them)."""
     from iterion.backends.base import BackendError, BackendRequest
@@ -85,7 +94,7 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         system=system, user=user, output_schema=schema, tools=tuple(node.tools), max_tokens=node.max_tokens,
         reasoning_effort=_effort(node.reasoning_effort), session_id=ctx.state.sessions.get(node.id),
         prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
-        allow_ask_user=(node.interaction or "none") != "none",
+        allow_ask_user=interaction_mode(ctx, node) != "none" if allow_ask is None else allow_ask,
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
     )
     try:
