@@ -26,7 +26,7 @@ from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, it
 from iterion.ir import Span
 
 _T = TypeVar("_T")
-_MAX_NESTING = 64  # lists/maps nest this deep at most: deeper is a mistake, and recursion has limits
+_MAX_NESTING = 100  # indentation levels and list/map nesting (dsl.md §1.1); recursion stays far from its limit
 
 
 class _Error(Exception):
@@ -81,30 +81,27 @@ def _drop_duplicate_blocks(decls: list[ast.Decl], diags: list[Diagnostic]) -> li
 
 
 def _build_tree(lines: Iterable[Line], diags: list[Diagnostic], file: str) -> Iterator[Line]:
-    """The top-level lines with their children, each yielded once its block is complete."""
-    root = Line(-2, [], 0, 0)
+    """The top-level lines with their children, each yielded once its block is complete.
+
+    Any deeper indentation opens a level (two spaces is the convention, not the rule): the
+    first line of a block fixes its indentation, and a dedent must land exactly on an enclosing
+    level (dsl.md §1.2); top-level lines start at column 1."""
+    root = Line(-1, [], 0, 0)
     stack: list[Line] = [root]
     for line in lines:
-        if line.broken:  # already reported by the lexer; keep it in the tree for its children
-            pass
-        elif line.indent % 2:
-            diags.append(make("P001", Span(file, line.line, line.col),
-                              f"indentation of {line.indent} spaces is not a multiple of 2",
-                              "indent each level by exactly two spaces"))
-            line.indent -= 1
-        if line.indent > 2 * _MAX_NESTING and not line.broken:
-            diags.append(make("P001", Span(file, line.line, line.col),
-                              f"indentation of {line.indent} spaces nests more than {_MAX_NESTING} levels deep"))
-            line.broken = True
         while stack[-1].indent >= line.indent:
             stack.pop()
         parent = stack[-1]
-        if line.indent > parent.indent + 2 and not line.broken:
-            expected = parent.indent + 2
+        level = parent.children[0].indent if parent.children else (0 if parent is root else None)
+        if level is not None and line.indent != level and not line.broken:
             where = "at the top level" if parent is root else f"under line {parent.line}"
             diags.append(make("P001", Span(file, line.line, line.col),
-                              f"unexpected indentation: expected {expected} spaces {where}, found {line.indent}",
-                              "indent each level by exactly two spaces"))
+                              f"unexpected indentation: expected {level} spaces {where}, found {line.indent}",
+                              "indent the lines of one block alike; a dedent returns to an enclosing level"))
+            line.broken = True
+        if len(stack) > _MAX_NESTING and not line.broken:
+            diags.append(make("P008", Span(file, line.line, line.col),
+                              f"this line nests more than {_MAX_NESTING} levels deep"))
             line.broken = True
         if parent is root:
             yield from root.children  # the previous block is complete: parse it, then drop it

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from iterion.dsl import ast, load_source, load_workflow, parse
+from iterion.dsl import ast, load_source, load_tree, load_workflow, parse
 from iterion.dsl.canonical import canonical_encoding
 from iterion.envsubst import expand_command, expand_launch, expand_node
 from tests.conftest import run_cli, write_bot
@@ -252,3 +252,32 @@ def test_new_lexical_forms_are_stable_through_parse_and_canonical() -> None:
         assert old in text
         changed = text.replace(old, new)
         assert canonical_encoding({"lexical.bot": changed}, main="lexical.bot") != first, old
+
+
+def test_a_leading_bom_is_dropped_and_crlf_reads_as_lf() -> None:
+    src = '\ufeffagent a:\r\n  model: "m"\r\n  user: "a\\b"\r\nworkflow w:\r\n  entry: a\r\n  a -> done\r\n'
+    result = load_tree({"x.bot": src}, "x.bot", env={})
+    assert result.diagnostics == [] and result.workflow is not None
+    assert result.workflow.nodes["a"].user == "a\\b"
+
+
+def test_any_deeper_indentation_opens_a_level() -> None:
+    two = ('schema v:\n  ok: bool\nagent a:\n  model: "m"\n  output: v\n  compaction:\n    threshold: 0.8\n'
+           'workflow w:\n  entry: a\n  budget:\n    max_cost_usd: 1\n  a -> done when ok\n  a -> a when not ok as r(2)\n')
+    four = "\n".join(" " * (2 * (len(ln) - len(ln.lstrip(" ")))) + ln.lstrip(" ") for ln in two.split("\n"))
+    uneven = two.replace("  model", "   model").replace("  output", "   output").replace(
+        "  compaction:\n    threshold", "   compaction:\n         threshold")
+    base = canonical_encoding({"x.bot": two}, main="x.bot")
+    for text in (four, uneven):
+        result = load_tree({"x.bot": text}, "x.bot", env={})
+        assert result.diagnostics == [], [d.format() for d in result.diagnostics]
+        assert canonical_encoding({"x.bot": text}, main="x.bot") == base
+    # a dedent must land on an enclosing level
+    bad = load_tree({"x.bot": four.replace('    output: v', '  output: v')}, "x.bot", env={})
+    assert [(d.code, d.span.line, d.span.column) for d in bad.diagnostics] == [("P001", 5, 3)]
+
+
+def test_more_than_a_hundred_levels_is_p008() -> None:
+    deep = "sandbox:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(101)) + " " * 102 + "x: y\n"
+    codes = {(d.code) for d in load_tree({"x.bot": deep}, "x.bot", env={}).diagnostics}
+    assert "P008" in codes

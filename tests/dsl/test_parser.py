@@ -151,8 +151,8 @@ def test_import_declaration() -> None:
 @pytest.mark.parametrize(
     ("src", "code", "line", "col", "words"),
     [
-        ('agent a:\n   model: "m"\n', "P001", 2, 4, "multiple of 2"),
-        ('agent a:\n  model: "m"\n      tools: []\n', "P001", 3, 7, "expected 4 spaces"),
+        ('agent a:\n    model: "m"\n  user: "x"\n', "P001", 3, 3, "expected 4 spaces"),  # a dedent between levels
+        ('agent a:\n  model: "m"\n      tools: []\n', "P001", 3, 7, "only a line ending with ':'"),
         ('  agent a:\n', "P001", 1, 3, "at the top level"),
         ('agent a:\n\tmodel: "m"\n', "P002", 2, 1, "tab"),
         ('agent a:\n  model: "m" % 2\n', "P003", 2, 14, "unexpected character '%'"),
