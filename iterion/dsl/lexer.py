@@ -269,8 +269,7 @@ def _leading_spaces(text: str) -> int:
 def physical_lines(text: str) -> list[str]:
     """The lines of a source file, whatever its line endings (CRLF, CR or LF); a leading byte
     order mark is dropped (dsl.md §1.1)."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
