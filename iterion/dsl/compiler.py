@@ -147,6 +147,13 @@ class Compiler:
 
     def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103") -> str | None:
         v = prop.value
+        if isinstance(v, ast.Literal) and isinstance(v.value, str) and code != "C027":
+            # a name is needed, not a string (dsl.md §7: a wrong token is a syntax error); only
+            # reasoning_effort may be quoted
+            self.err("P008", v.span, f"'{prop.name}' of {owner} takes a name, not a quoted string",
+                     f"write {prop.name}: {v.value}" if v.value.isidentifier() else
+                     "expected one of: " + ", ".join(choices))
+            return None
         word = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
         if isinstance(word, str) and word in choices:
             return word
@@ -189,7 +196,11 @@ class Compiler:
 
     def schema_ref(self, prop: ast.Property, owner: str) -> Schema | None:
         v = prop.value
-        name = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
+        if isinstance(v, ast.Literal) and isinstance(v.value, str):  # a string where a name is needed
+            self.err("P008", v.span, f"'{prop.name}' of {owner} takes a schema name, not a quoted string",
+                     f"write {prop.name}: {v.value}" if v.value.isidentifier() else None)
+            return None
+        name = v.name if isinstance(v, ast.Ident) else None
         if not isinstance(name, str):
             self.err("C100", v.span, f"'{prop.name}' of {owner} must name a schema, not {kind_of(v)}")
             return None
@@ -648,7 +659,11 @@ class Compiler:
             elif p.name == "budget":
                 wf.budget = self.budget(p, owner)
             elif p.name == "worktree":
-                wf.worktree = self.choice(p, owner, WORKTREE_MODES) == "auto"
+                # auto: a per-run worktree; none, absent or any other name: in place (as observed, §2.13)
+                if isinstance(p.value, ast.Ident):
+                    wf.worktree = p.value.name == "auto"
+                else:
+                    self.choice(p, owner, WORKTREE_MODES)  # a string or another kind: reported
             elif p.name == "interaction":
                 wf.interaction = self.choice(p, owner, INTERACTIONS)
             elif p.name in BLOCK_EXTENSIONS:

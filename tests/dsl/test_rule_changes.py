@@ -101,3 +101,11 @@ def test_a_tool_text_output_field_is_known_and_underscore_fields_are_exempt() ->
            'tool t:\n  command: "echo {{outputs.a._session_id}} {{outputs.a._cost_usd}} {{outputs.a.nope}}"\n'
            'workflow w:\n  entry: a\n  a -> t\n  t -> done\n')
     assert _diags(src) == [("C031", "error", 7)]
+
+
+@pytest.mark.parametrize(("value", "in_place"), [("auto", False), ("none", True), ("per_run", True)])
+def test_worktree_auto_or_any_other_name_in_place(value: str, in_place: bool) -> None:
+    src = f'agent a:\n  model: "m"\nworkflow w:\n  entry: a\n  worktree: {value}\n  a -> done\n'
+    result = load_tree({"x.bot": src}, "x.bot", env={})
+    assert result.diagnostics == [] and result.workflow is not None
+    assert result.workflow.worktree is not in_place
