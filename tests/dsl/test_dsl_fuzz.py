@@ -20,7 +20,9 @@ PIECES = ['"', "\\", "#", "##", "{", "}", "[", "]", "(", ")", "->", ":", "=", ",
           "schema ", "fail ", "import ", "mode: fan_out_all", "await: wait_all", "done", "x", "1", "-2.5e3", "é",
           # dsl.md 1.4-1.7: raw strings, block scalars, escapes, dotted lists, env forms
           "`", "``", "`a\nb`", ": |", ": |\n    x\n", "  script: |\n", "|", "\\\"", "\\n", "\\\n", "\\q",
-          "## strict-escape: on\n", "[a.b.*, mcp.x.y]", "mcp.", ".*", "a.b", "${A:-${B:-c}}", "$NAME", "${p.name}"]
+          "## strict-escape: on\n", "[a.b.*, mcp.x.y]", "mcp.", ".*", "a.b", "${A:-${B:-c}}", "$NAME", "${p.name}",
+          # dsl.md 1.1-1.2: a byte order mark, any deeper indentation, trailing commas
+          "\ufeff", "   ", "    ", "\n     ", ",]"]
 
 text_like = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), max_size=40).map("".join)
 
