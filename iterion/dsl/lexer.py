@@ -325,7 +325,9 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
         line = Line(indent, tokens, start_idx + 1, indent + 1)
         if tokens and tokens[-1].is_punct("|"):
             line.raw, idx = block_scalar(phys, idx, file)
-        elif _is_raw_header(tokens, indent):
+        elif _is_raw_header(tokens, indent) and not (indent == 0 and "##" in phys[start_idx]):
+            # a trailing comment on a `prompt NAME:` line stops its body being read as raw text
+            # (as observed, dsl.md §1.5): the lines below are then lexed and parsed as they are
             line.raw, idx = _raw_block(phys, idx, indent, file)
         yield line
 

@@ -319,8 +319,14 @@ class _Parser:
                 raise self.err("P008", _tok_span(self.file, line.tokens[1]),
                                f"a prompt cannot be named {name!r}: it is a keyword",
                                f"rename it, e.g. prompt {name}_prompt:")
-            body = line.raw or ast.RawText("", self.end_span(line), 0)
-            return ast.PromptDecl(str(name), body, self.span(line))
+            if line.raw is None or not line.raw.text.strip():
+                # at least one body line (dsl.md §1.5); a trailing comment on the header line
+                # keeps the lines below from being read as the body (as observed)
+                at = self.span(line.children[0]) if line.children else self.end_span(line)
+                raise self.err("P008", at, f"prompt '{name}' has no body",
+                               "write its text on the following, indented lines (a comment after "
+                               "'prompt NAME:' stops them being read as the body)")
+            return ast.PromptDecl(str(name), line.raw, self.span(line))
         if kw == "schema":
             return self.schema(line)
         if kw in NODE_KINDS:
