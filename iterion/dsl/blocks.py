@@ -439,11 +439,11 @@ def _check_cursor_value(setting: ast.Property, cursors: dict[str, Any], owner: s
     value = to_py(setting.value)
     if isinstance(value, str) and "${" in value:
         return  # resolved when the node runs
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+        return  # a number in [0, 1]: valid even between two bands (skipped at run time, §2.10)
     if cursor_fragment(cursor, value) is None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value <= 1:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             why = "a number must lie in [0, 1]"
-        elif isinstance(cursor.get("bands"), dict) and isinstance(value, (int, float)):
-            why = "no band holds it"
         else:
             names = list(cursor.get("values") or {})
             why = "expected a number in [0, 1]" + (f" or one of: {', '.join(names)}" if names else "")

@@ -119,3 +119,13 @@ def test_when_expressions_with_bare_fields_compile() -> None:
     assert wf is not None
     assert [e.condition.expr for e in wf.edges if e.condition is not None][:2] == [
         "approved and blockers == 0", "not approved or blockers > 0"]
+
+
+def test_a_number_between_two_bands_is_valid_and_skipped_at_run_time() -> None:
+    src = ('cursor depth:\n  bands:\n    "0.0..0.4": "narrow"\n    "0.5..1.0": "wide"\n'
+           'agent a:\n  model: "m"\n  cursors:\n    depth: 0.45\nworkflow w:\n  entry: a\n  a -> done\n')
+    assert _codes(src) == []
+    assert calibration_section({"depth": {"bands": {"0.0..0.4": "narrow", "0.5..1.0": "wide"}}},
+                               {"depth": 0.45}) == ""
+    assert [c for c, _, _ in _codes(src.replace("0.45", "1.5"))] == ["C084"]
+    assert [c for c, _, _ in _codes(src.replace("0.45", "deep"))] == ["C084"]
