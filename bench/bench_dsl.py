@@ -6,6 +6,9 @@ same number of lines (a yardstick for "a real compiler on this much text").
 
     .venv/bin/python bench/bench_dsl.py            # 2,000 lines, best of 7
     .venv/bin/python bench/bench_dsl.py --quick    # 500 lines, best of 3
+    .venv/bin/python bench/bench_dsl.py --decls    # 5,000 lines of the dsl.md §2 declarations and
+                                                   # blocks, §4 expressions, template loop bounds;
+                                                   # also reports peak memory (tracemalloc)
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +66,71 @@ def generate(target_lines: int) -> str:
                      + edges) + "\n"
 
 
+def generate_decls(target_lines: int) -> str:
+    """A workflow using every declaration and block of dsl.md §2 (cursors, mcp_server with auth,
+    provider, interaction_model/prompt, mcp/compaction/memory/sandbox/cursors blocks, block
+    scalars, backtick strings, dotted and wildcard tool references,
+    tool_policy/capabilities, workflow vars and attachments, every script language), bare-field
+    `when` expressions with and/or/not/% and template loop bounds."""
+    head = ["## generated declarations benchmark", "vars:", '  target: string = "README.md"', "  rounds: int = 2",
+            "", "attachments:", "  spec: file", '    accept_mime: ["application/pdf", "text/*"]', "",
+            "schema verdict:", "  approved: bool", "  blockers: int", "  summary: string", "",
+            "schema tally:", "  total: int", "  odd: bool", "",
+            "cursor scrutiny:", '  description: "how far a review reaches"', "  bands:",
+            '    "0.0..0.4": "Check the changed lines only."', '    "0.41..1.0": "Also read every caller."', "",
+            "cursor tone:", "  values:", '    terse: "One line per finding."', '    detailed: "Explain each finding."', "",
+            "prompt guide:", "  Ask a person only when the answer changes the plan.", ""]
+    langs = ("sh", "bash", "js", "node", "py", "python", "python3")
+    body: list[str] = []
+    edges: list[str] = []
+    prev = None
+    i = 0
+    while len(head) + len(body) + len(edges) + 16 < target_lines:
+        s = f"d{i}"
+        body += [
+            f"mcp_server {s}_srv:", "  transport: http", f'  url: "https://mcp{i}.example.org/v1"', "  auth:",
+            '    type: "oauth2"', '    auth_url: "https://id.example.org/authorize"',
+            '    token_url: "https://id.example.org/token"', '    client_id: "bots"', '    scopes: ["issues:read"]', "",
+            f"agent {s}_review:", '  model: "${REVIEW_MODEL:-anthropic/claude-sonnet-4-6}"', '  provider: "anthropic"',
+            "  output: verdict", f'  user: "Review stage {i} of {{{{vars.target}}}}."', "  interaction: llm_or_human",
+            "  interaction_prompt: guide", '  interaction_model: "anthropic/claude-haiku-4-5"',
+            f"  tools: [read_file, mcp.{s}_srv.get_issue, mcp.{s}_srv.*, board.read]", "  tool_policy: [read_file]",
+            "  capabilities: [board.read]",
+            "  mcp:", "    autoload_project: true", f"    servers: [{s}_srv]",
+            "  compaction:", "    threshold: 0.8", "    preserve_recent: 4",
+            "  memory:", "    enabled: true", '    scope: "project"', '    autoload: ["notes.md"]',
+            "  sandbox:", '    image: "python:3.11"', "    network:", "      mode: allowlist", '      rules: ["pypi.org"]',
+            "  cursors:", f"    scrutiny: 0.{i % 10}", "    tone: terse", "",
+            f"tool {s}_fix:", "  script: |", f"    echo fix {i}", "    ## a comment line is content",
+            f"    echo '{{\"stage\": {i}}}'", "", f"  language: {langs[i % len(langs)]}", "",
+            f"tool {s}_stamp:", f"  command: `printf '%s\\n' \"stage {i}\" > stamp{i}.txt`", "",
+            f"compute {s}_tally:", "  output: tally", "  expr:",
+            f'    total: "outputs.{s}_review.blockers + {i}"', f'    odd: "outputs.{s}_review.blockers % 2 == 1"', "",
+        ]
+        if prev:
+            edges.append(f"  {prev} -> {s}_review")
+        edges += [f'  {s}_review -> {s}_tally when "approved and blockers == 0"',
+                  f'  {s}_review -> {s}_fix when "not approved or blockers > 0" as {s}_loop("{{{{vars.rounds}}}}")',
+                  f"  {s}_review -> {s}_tally",
+                  f"  {s}_fix -> {s}_stamp",
+                  f"  {s}_stamp -> {s}_review"]
+        prev = f"{s}_tally"
+        i += 1
+    edges += [f"  {prev} -> done"]
+    return "\n".join(head + body + ["workflow bench:", "  entry: d0_review", "  vars:", '    target: string = "docs"',
+                                     "  attachments:", "    logo: image", "  compaction:", "    threshold: 0.9",
+                                     "  budget:", "    max_cost_usd: 10"] + edges) + "\n"
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def best_of(n: int, fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
     best = float("inf")
     for _ in range(n):
@@ -75,12 +144,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="500 lines, best of 3")
     ap.add_argument("--lines", type=int, default=None)
+    ap.add_argument("--decls", action="store_true", help="the declarations workflow (default 5,000 lines)")
     args = ap.parse_args()
-    lines = args.lines or (500 if args.quick else 2000)
+    lines = args.lines or (500 if args.quick else 5000 if args.decls else 2000)
     reps = 3 if args.quick else 7
-    src = generate(lines)
+    src = generate_decls(lines) if args.decls else generate(lines)
     result = load_source(src, file="bench.bot", env={})
     assert result.workflow is not None, [d.format() for d in result.diagnostics[:5]]
+    # the declarations workflow is clean: every check ran and found nothing to say
+    assert not args.decls or result.diagnostics == [], [d.format() for d in result.diagnostics[:5]]
     n_lines = src.count("\n")
     py_src = "\n".join(f"x{i} = len([{i}, 'a', {{'k': {i}}}])" for i in range(n_lines)) + "\n"
 
@@ -100,8 +172,14 @@ def main() -> None:
     print(f"parse + compile + validate:              {t_total * 1000:8.1f} ms  = {t_total / t_lex:5.2f}x lex, "
           f"{t_total / t_py:5.2f}x CPython compile()")
     print(f"parse + compile + validate, CPU time:    {t_cpu * 1000:8.1f} ms")
-    target = 0.200 * n_lines / 2000
-    print(f"target {target * 1000:.0f} ms for {n_lines} lines: {'met' if t_total <= target else 'MISSED'}")
+    peak = peak_memory(lambda: load_source(src, file="bench.bot", env={}))
+    print(f"peak memory (tracemalloc) of parse + compile + validate: {peak / 2**20:8.1f} MiB "
+          f"(source {len(src.encode()) / 2**20:.2f} MiB)")
+    target = 0.200 if args.decls else 0.200 * n_lines / 2000
+    # judged on CPU time (single-threaded: equal to wall time on an idle machine; on a shared one
+    # wall time also counts the neighbours' work)
+    print(f"target {target * 1000:.0f} ms for {n_lines} lines (CPU time): {'met' if t_cpu <= target else 'MISSED'}"
+          f"; wall time {'met' if t_total <= target else 'missed'}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ from typing import Any
 
 NAMESPACES: tuple[str, ...] = ("vars", "input", "outputs", "artifacts", "attachments", "loop", "run")
 LOOP_FIELDS: tuple[str, ...] = ("iteration", "max", "previous_output")
-ATTACHMENT_FIELDS: tuple[str, ...] = ("path", "mime", "size", "sha256")
+ATTACHMENT_FIELDS: tuple[str, ...] = ("path", "url", "mime", "size", "sha256")
+# Leading names an expression reads as a namespace; any other is a field of the implicit input.
+EXPR_NAMESPACES: tuple[str, ...] = ("vars", "input", "outputs", "artifacts", "loop", "run")
 # Tree depth bound: keeps parsing and evaluation far below Python's recursion limit.
 MAX_DEPTH = 100
 
@@ -61,10 +63,18 @@ class Reference:
     namespace: str  # vars | input | outputs | artifacts | attachments | loop | run
     path: tuple[str, ...]
     offset: int
+    # A bare name in an expression (`approved`): a field of the implicit input (in a `when`,
+    # the source node's output; in compute, the node's input). Namespace "input", written bare.
+    implicit: bool = False
 
     @property
     def dotted(self) -> str:
         return ".".join((self.namespace, *self.path))
+
+    @property
+    def written(self) -> str:
+        """The reference as the author wrote it (bare for an implicit input field)."""
+        return ".".join(self.path) if self.implicit else self.dotted
 
     def __str__(self) -> str:
         return self.dotted
@@ -86,10 +96,7 @@ def reference_shape_error(namespace: str, path: Sequence[str]) -> str | None:
                     "loop.NAME.max or loop.NAME.previous_output[.field]")
         if path[1] != "previous_output" and len(path) > 2:
             return f"loop.{path[0]}.{path[1]} has no fields"
-    elif namespace == "attachments":
-        if len(path) > 2 or (len(path) == 2 and path[1] not in ATTACHMENT_FIELDS):
-            return (f"attachment reference attachments.{'.'.join(path)} must be attachments.NAME "
-                    f"or attachments.NAME.{{{','.join(ATTACHMENT_FIELDS)}}}")
+    # attachments.NAME.FIELD: an unknown FIELD is C054, reported by the DSL's reference check
     return None
 
 
@@ -145,10 +152,15 @@ FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "if": (3, 3),
 }
 
+# One comparison level, not chainable (`a < b < c` does not parse); `and`/`or`/`not` are
+# read as `&&`/`||`/`!` (the canonical spelling).
 _BINARY_PREC: dict[str, int] = {
-    "||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
-    "+": 5, "-": 5, "*": 6, "/": 6,
+    "||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
+    "+": 5, "-": 5, "*": 6, "/": 6, "%": 6,
 }
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+_WORD_OPS = {"and": "&&", "or": "||", "not": "!"}
+_INT_MAX = 2 ** 63 - 1
 _UNARY_PREC = 7
 
 # --- lexer -------------------------------------------------------------------------------
@@ -163,8 +175,9 @@ class _Tok:
 
 
 _TWO_CHAR_OPS = ("==", "!=", "<=", ">=", "&&", "||")
-_ONE_CHAR_OPS = "<>!+-*/()[],."
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "/": "/", "0": "\0"}
+_ONE_CHAR_OPS = "<>!+-*/%()[],."
+# dsl.md §4: `\\ \" \' \n \t`; any other `\x` is `x`.
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
 
 
 def is_ident_start(ch: str) -> bool:
@@ -190,16 +203,7 @@ def _lex_string(src: str, i: int) -> tuple[str, int]:
             if i + 1 >= len(src):
                 break
             esc = src[i + 1]
-            if esc == "u":
-                digits = src[i + 2:i + 6]
-                if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                    raise ExprSyntaxError("bad \\u escape: expected 4 hex digits", i)
-                out.append(chr(int(digits, 16)))
-                i += 6
-                continue
-            if esc not in _ESCAPES:
-                raise ExprSyntaxError(f"unknown escape \\{esc} in string", i)
-            out.append(_ESCAPES[esc])
+            out.append(_ESCAPES.get(esc, esc))
             i += 2
             continue
         out.append(ch)
@@ -261,7 +265,11 @@ def _tokenize(src: str) -> list[_Tok]:
             j = i + 1
             while j < n and _is_ident_char(src[j]):
                 j += 1
-            toks.append(_Tok("ident", src[i:j], None, i))
+            word = src[i:j]
+            if word in _WORD_OPS:
+                toks.append(_Tok("op", _WORD_OPS[word], None, i))
+            else:
+                toks.append(_Tok("ident", word, None, i))
             i = j
             continue
         two = src[i:i + 2]
@@ -283,8 +291,9 @@ def _tokenize(src: str) -> list[_Tok]:
 
 
 class _Parser:
-    def __init__(self, src: str) -> None:
+    def __init__(self, src: str, implicit_fields: bool = True) -> None:
         self.src = src
+        self.implicit_fields = implicit_fields
         self.toks = _tokenize(src)
         self.pos = 0
         self.nesting = 0
@@ -316,11 +325,17 @@ class _Parser:
 
     def binary(self, min_prec: int) -> Expr:
         left = self.unary()
+        compared = False
         while True:
             tok = self.peek()
             prec = _BINARY_PREC.get(tok.text) if tok.kind == "op" else None
             if prec is None or prec <= min_prec:
                 return left
+            if tok.text in _COMPARISONS:
+                if compared:
+                    raise ExprSyntaxError(f"comparisons do not chain: {tok.text!r} after a comparison; "
+                                          "join them with 'and'", tok.offset)
+                compared = True
             self.next()
             right = self.binary(prec)
             left = Binary(tok.offset, tok.text, left, right)
@@ -336,7 +351,8 @@ class _Parser:
         if tok.kind == "op" and tok.text in ("!", "-"):
             self.next()
             self._enter(tok.offset)
-            operand = self.unary()
+            # `not` binds looser than a comparison (`not a == b` is `not (a == b)`); `!` and `-` bind tight
+            operand = self.binary(_BINARY_PREC["&&"]) if tok.text == "!" else self.unary()
             self.nesting -= 1
             return Unary(tok.offset, tok.text, operand)
         return self.primary()
@@ -398,10 +414,6 @@ class _Parser:
             return Literal(tok.offset, False)
         if name == "null":
             return Literal(tok.offset, None)
-        if name not in NAMESPACES:
-            raise ExprSyntaxError(
-                f"unknown name {name!r}: a reference starts with one of {', '.join(NAMESPACES)}",
-                tok.offset)
         path: list[str] = []
         while self.peek().kind == "op" and self.peek().text == ".":
             dot = self.next()
@@ -409,6 +421,13 @@ class _Parser:
             if part.kind != "ident":
                 raise ExprSyntaxError(f"expected a name after '.', found {_describe(part)}", dot.offset)
             path.append(part.text)
+        if self.implicit_fields and name not in EXPR_NAMESPACES:
+            # any other leading name (even `attachments`) is a field of the implicit input
+            return Ref(tok.offset, Reference("input", (name, *path), tok.offset, implicit=True))
+        if name not in NAMESPACES:
+            raise ExprSyntaxError(
+                f"unknown name {name!r}: a reference starts with one of {', '.join(NAMESPACES)}",
+                tok.offset)
         problem = reference_shape_error(name, path)
         if problem:
             raise ExprSyntaxError(problem, tok.offset)
@@ -444,11 +463,14 @@ def _describe(tok: _Tok) -> str:
     return repr(tok.text)
 
 
-def parse_expr(src: str) -> Expr:
-    """Parse ``src``; raises ExprSyntaxError (with the offset of the problem)."""
+def parse_expr(src: str, *, implicit_fields: bool = True) -> Expr:
+    """Parse ``src``; raises ExprSyntaxError (with the offset of the problem).
+
+    ``implicit_fields``: a leading name that is not a namespace is a field of the implicit
+    input (expressions); False for template references, where it is an error."""
     if not isinstance(src, str):
         raise ExprSyntaxError("expression must be a string", 0)
-    return _Parser(src).parse()
+    return _Parser(src, implicit_fields).parse()
 
 
 def expr_references(expr: Expr) -> list[Reference]:
@@ -478,10 +500,15 @@ def _fmt(node: Expr, parent_prec: int) -> str:
     if isinstance(node, ListLit):
         return "[" + ", ".join(_fmt(i, 0) for i in node.items) + "]"
     if isinstance(node, Ref):
-        return node.ref.dotted
+        return node.ref.written
     if isinstance(node, Call):
         return node.name + "(" + ", ".join(_fmt(a, 0) for a in node.args) + ")"
     if isinstance(node, Unary):
+        if node.op == "!":
+            # `!`/`not` binds looser than comparisons and arithmetic: its operand needs
+            # parentheses only for `&&`/`||`, and it needs them itself under a tighter operator.
+            text = "!" + _fmt(node.operand, _UNARY_PREC)
+            return f"({text})" if parent_prec > _BINARY_PREC["&&"] else text
         inner = _fmt(node.operand, _UNARY_PREC)
         # "- -1" must not become "--1"; a space keeps the two minus signs apart.
         sep = " " if node.op == "-" and inner.startswith("-") else ""
@@ -489,7 +516,9 @@ def _fmt(node: Expr, parent_prec: int) -> str:
     if isinstance(node, Binary):
         prec = _BINARY_PREC[node.op]
         # Left-associative: the right operand needs parentheses at equal precedence.
-        text = f"{_fmt(node.left, prec - 1)} {node.op} {_fmt(node.right, prec)}"
+        # A comparison does not chain: a comparison on its left keeps its parentheses too.
+        left_prec = prec if node.op in _COMPARISONS else prec - 1
+        text = f"{_fmt(node.left, left_prec)} {node.op} {_fmt(node.right, prec)}"
         return f"({text})" if prec <= parent_prec else text
     raise TypeError(f"not an expression node: {node!r}")
 
@@ -595,9 +624,35 @@ def _check_number(value: Any, offset: int) -> Any:
     return value
 
 
+def truthy(value: Any) -> bool:
+    """dsl.md §4: null, false, 0, an empty list/map and the strings "", "false", "no", "0"
+    (any case, trimmed) are false; everything else is true."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    if _is_num(value):
+        return bool(value != 0)
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "false", "no", "0")
+    if isinstance(value, (list, tuple, Mapping)):
+        return len(value) > 0
+    return True
+
+
 def _need_bool(value: Any, what: str, offset: int) -> bool:
-    if not isinstance(value, bool):
-        raise ExprEvalError(f"{what} needs a bool, got {_type_name(value)}", offset)
+    return truthy(value)
+
+
+def _num_text(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e21:
+        return str(int(v))
+    return str(v) if isinstance(v, int) else repr(v)
+
+
+def _check_int(value: int, offset: int) -> int:
+    if not -_INT_MAX - 1 <= value <= _INT_MAX:
+        raise ExprEvalError("integer overflow", offset)
     return value
 
 
@@ -609,7 +664,10 @@ class _Evaluator:
         if isinstance(node, Literal):
             return node.value
         if isinstance(node, Ref):
-            return resolve_reference(node.ref, self.scope)
+            try:
+                return resolve_reference(node.ref, self.scope)
+            except ExprEvalError:
+                return None  # a missing value is null
         if isinstance(node, ListLit):
             return [self.eval(i) for i in node.items]
         if isinstance(node, Unary):
@@ -631,7 +689,7 @@ class _Evaluator:
             left = _need_bool(self.eval(node.left), f"'{op}'", node.offset)
             if (op == "&&" and not left) or (op == "||" and left):
                 return left  # short-circuit: the right side is not evaluated
-            return _need_bool(self.eval(node.right), f"'{op}'", node.offset)
+            return _need_bool(self.eval(node.right), f"'{op}'", node.offset)  # yields a bool
         a = self.eval(node.left)
         b = self.eval(node.right)
         if op == "==":
@@ -652,22 +710,31 @@ class _Evaluator:
         if op == "+":
             if isinstance(a, str) and isinstance(b, str):
                 return a + b
+            if isinstance(a, str) and _is_num(b):
+                return a + _num_text(b)
+            if _is_num(a) and isinstance(b, str):
+                return _num_text(a) + b
             if isinstance(a, list) and isinstance(b, list):
                 return a + b
         if not (_is_num(a) and _is_num(b)):
             raise ExprEvalError(f"'{op}' needs two numbers, got {_type_name(a)} and {_type_name(b)}",
                                 node.offset)
+        both_int = isinstance(a, int) and isinstance(b, int)
         try:
-            if op == "+":
-                return _check_number(a + b, node.offset)
-            if op == "-":
-                return _check_number(a - b, node.offset)
-            if op == "*":
-                return _check_number(a * b, node.offset)
+            if op == "%":
+                if not both_int:
+                    raise ExprEvalError(f"'%' needs two integers, got {_type_name(a)} and {_type_name(b)}",
+                                        node.offset)
+                if b == 0:
+                    raise ExprEvalError("modulo by zero", node.offset)
+                return a - b * _trunc_div(a, b)  # the sign follows the dividend
+            if op in ("+", "-", "*"):
+                r = a + b if op == "+" else a - b if op == "-" else a * b
+                return _check_int(r, node.offset) if both_int else _check_number(r, node.offset)
             if b == 0:
                 raise ExprEvalError("division by zero", node.offset)
-            if isinstance(a, int) and isinstance(b, int) and a % b == 0:
-                return a // b
+            if both_int:
+                return _check_int(_trunc_div(a, b), node.offset)  # int / int truncates
             return _check_number(a / b, node.offset)
         except OverflowError:
             raise ExprEvalError("arithmetic result is out of range", node.offset) from None
@@ -680,6 +747,8 @@ class _Evaluator:
         args = [self.eval(a) for a in node.args]
         if name == "length":
             v = args[0]
+            if v is None:
+                return 0
             if isinstance(v, (str, list, tuple, Mapping)):
                 return len(v)
             raise ExprEvalError(f"length() needs a string, list or object, got {_type_name(v)}", node.offset)
@@ -687,7 +756,8 @@ class _Evaluator:
             if any(isinstance(a, (list, tuple)) for a in args):
                 out: list[Any] = []
                 for a in args:
-                    out.extend(a) if isinstance(a, (list, tuple)) else out.append(a)
+                    if a is not None:  # nulls skipped
+                        out.extend(a) if isinstance(a, (list, tuple)) else out.append(a)
                 return out
             return "".join(to_text(a) for a in args)
         if name == "unique":
@@ -701,6 +771,8 @@ class _Evaluator:
             return kept
         if name == "contains":
             hay, needle = args
+            if hay is None:
+                return False
             if isinstance(hay, str):
                 if not isinstance(needle, str):
                     raise ExprEvalError(f"contains() on a string needs a string, got {_type_name(needle)}",
@@ -714,12 +786,19 @@ class _Evaluator:
                                 node.offset)
         if name == "join":
             items, sep = args
+            if items is None:
+                return ""
             if not isinstance(items, (list, tuple)):
                 raise ExprEvalError(f"join() needs a list, got {_type_name(items)}", node.offset)
             if not isinstance(sep, str):
                 raise ExprEvalError(f"join() needs a string separator, got {_type_name(sep)}", node.offset)
             return sep.join(to_text(i) for i in items)
         raise ExprEvalError(f"unknown function {name!r}", node.offset)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
 
 
 def evaluate(expr: Expr | str, scope: Mapping[str, Any]) -> Any:

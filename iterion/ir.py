@@ -121,6 +121,14 @@ class Node:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     readonly: bool = False
+    # as written: `${...}` in these expands when the node runs (dsl.md §1.7)
+    provider: str | None = None  # credential routing hint
+    interaction_model: str | None = None  # the model answering in llm interaction modes
+    interaction_prompt: str | None = None  # resolved prompt text guiding llm_or_human, if declared
+    interaction_prompt_ref: str | None = None
+    # `cursors:` settings (cursor name -> value; "enabled" -> bool); the fragments they select
+    # are appended to the system prompt under "## Calibration" (dsl.md §2.10)
+    cursors: dict[str, Any] = field(default_factory=dict)
     # router
     mode: RouterMode | None = None
     multi: bool = False
@@ -131,7 +139,7 @@ class Node:
     # tool
     command: str | None = None  # a template; exactly one of command / script
     script: str | None = None
-    language: str | None = None  # sh | bash | python | node
+    language: str | None = None  # the interpreter: sh | bash | python | node (js, py, python3 as written)
     # compute: output field -> expression source
     exprs: dict[str, str] = field(default_factory=dict)
     # named fail node
@@ -177,6 +185,9 @@ class Edge:
     condition: Condition | None = None
     loop: str | None = None  # `as LOOP(N)`: this edge closes loop LOOP
     loop_max: int | None = None
+    # `as LOOP("{{ref}}")`: the bound is this template, resolved whenever the edge is considered
+    # (engine.edges.loop_bound); loop_max is then None
+    loop_bound: str | None = None
     with_map: tuple[tuple[str, str], ...] = ()  # (key, template) in declaration order
 
     @property
@@ -187,8 +198,9 @@ class Edge:
 @dataclass(frozen=True)
 class Loop:
     name: str
-    max: int
+    max: int  # 0 for a template bound (see ``bound``)
     edges: tuple[int, ...]  # indices of the edges that close it
+    bound: str | None = None  # the template bound, resolved at run time
 
 
 @dataclass(frozen=True)

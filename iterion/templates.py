@@ -92,7 +92,7 @@ def _parse_reference(body: str, body_offset: int) -> Reference:
     if not stripped:
         raise TemplateSyntaxError("empty template reference {{}}", body_offset - len(OPEN))
     try:
-        node = parse_expr(stripped)
+        node = parse_expr(stripped, implicit_fields=False)
     except ExprSyntaxError as exc:
         raise TemplateSyntaxError(f"malformed template reference {{{{{stripped}}}}}: {exc.message}",
                                   body_offset + lead + exc.offset) from None

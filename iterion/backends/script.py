@@ -18,7 +18,8 @@ any node not listed)::
 Entry keys: ``output``, ``text``, ``tokens_in``, ``tokens_out``, ``cost_usd``, ``session_id``,
 ``ask_user`` (ask instead of answering unless the request carries an answer, which then uses
 ``after_answer`` when given), ``select`` (llm router target or list), ``error`` (a code, or
-``{code, message, retry_after_s}``), ``sleep_s`` (simulate a slow call), ``attempts`` (a list used in order
+``{code, message, retry_after_s}``), ``echo`` (true: the output is the prompts the node sent,
+``{system, user}``, so a test sees what reached the model), ``sleep_s`` (simulate a slow call), ``attempts`` (a list used in order
 across calls, the count kept in a state file so it survives a process restart; the last one
 repeats). The file is re-read on every call so a test can edit it between a failure and a resume.
 Path: ``options["script_file"]`` or ``$ITERION_SCRIPT_FILE``.
@@ -42,7 +43,7 @@ from persist.inputs import SOURCE_LIMIT
 
 SCRIPT_ENV = "ITERION_SCRIPT_FILE"
 _ENTRY_KEYS = frozenset({"output", "text", "tokens_in", "tokens_out", "cost_usd", "session_id", "ask_user",
-                         "after_answer", "select", "error", "sleep_s", "attempts"})
+                         "after_answer", "select", "error", "sleep_s", "attempts", "echo"})
 
 
 def _unavailable(message: str) -> BackendError:
@@ -142,6 +143,8 @@ class ScriptBackend(Backend):
         if entry.get("ask_user") and isinstance(entry.get("after_answer"), dict):
             entry = {**entry, **entry["after_answer"]}
         output = entry.get("output")
+        if entry.get("echo") is True:
+            output = {"system": request.system, "user": request.user}
         if output is None and not any(k in entry for k in _ENTRY_KEYS):
             output = entry  # a bare mapping is the output itself
         selected: tuple[str, ...] = ()

@@ -34,6 +34,7 @@ class Ident:
 class ListValue:
     items: tuple[Value, ...]
     span: Span
+    trailing_comma: bool = False  # `[a, b,]`: allowed in some lists only (dsl.md §1.6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +193,7 @@ class WhenClause:
 @dataclass(frozen=True, slots=True)
 class LoopClause:
     name: str
-    max: int
+    max: int | str  # a literal bound, or a template "{{ref}}" resolved at run time
     span: Span
 
 
@@ -213,6 +214,7 @@ class WorkflowDecl(_HasProperties):
     vars: tuple[VarDecl, ...]
     edges: tuple[EdgeDecl, ...]  # declaration order
     span: Span
+    attachments: tuple[AttachmentDecl, ...] = ()  # workflow-level `attachments:` (merged with the file's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,8 @@ from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.expr import ExprSyntaxError, format_expr, parse_expr
 from iterion.templates import TemplateSyntaxError, relative_target, template_includes
 
-_DROPPED_FIELDS = frozenset({"span", "name_span", "indent"})
+# spelling, not meaning: positions, indentation, a trailing comma in a list
+_DROPPED_FIELDS = frozenset({"span", "name_span", "indent", "trailing_comma"})
 BOT_SUFFIXES = (".bot", ".iter")
 
 
@@ -262,14 +263,32 @@ def _reached_includes(unit: UnitAst) -> list[str]:
 
 
 def names_in(obj: object) -> set[str]:
-    """Identifiers and string literals anywhere in ``obj`` (what a node may reference)."""
+    """Identifiers and string literals anywhere in ``obj`` (what a node may reference), plus
+    the cursors a ``cursors:`` block sets (its keys) and the server of an ``mcp.SERVER.TOOL``
+    or ``mcp.SERVER.*`` tool reference."""
     names: set[str] = set()
     for leaf in _leaves(obj):
-        if isinstance(leaf, ast.Ident):
-            names.add(leaf.name)
-        elif isinstance(leaf, ast.Literal) and isinstance(leaf.value, str):
-            names.add(leaf.value)
+        text = leaf.name if isinstance(leaf, ast.Ident) else leaf.value if isinstance(leaf, ast.Literal) else None
+        if isinstance(text, str):
+            names.add(text)
+            parts = text.split(".")
+            if len(parts) >= 3 and parts[0] == "mcp":
+                names.add(parts[1])
+    for block in _cursor_blocks(obj):
+        names.update(p.name for p in block.properties if p.name != "enabled")
     return names
+
+
+def _cursor_blocks(obj: object) -> Iterator[ast.Block]:
+    stack: list[object] = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Property) and node.name == "cursors" and isinstance(node.value, ast.Block):
+            yield node.value
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif isinstance(node, (ast.NodeDecl, ast.Block)):
+            stack.extend(node.properties)
 
 
 def _meaningful_lines(text: str) -> str:
@@ -309,6 +328,8 @@ def _add_decl(unit: UnitAst, path: str, decl: object) -> None:
             unit.add(DeclKey("workflow", prop.name), path, prop)
         for v in decl.vars:
             unit.add(DeclKey("var", v.name), path, v)
+        for a in decl.attachments:
+            unit.add(DeclKey("attachment", a.name), path, a)
         by_src: dict[str, list[ast.EdgeDecl]] = {}
         for e in decl.edges:
             by_src.setdefault(e.src.name, []).append(e)

@@ -3,7 +3,7 @@
 This module resolves names and types (schemas, prompts, vars, presets, attachments, node
 properties, edges, loops, budget). Graph-level rules and template/expression references are
 checked by ``iterion.dsl.validate`` over what this produces. Prompts are resolved to text
-(includes inlined, ``${ENV}`` substituted); ``{{...}}`` stays for the engine.
+(includes inlined; ``${ENV}`` kept as written, expanded at run time); ``{{...}}`` stays for the engine.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from typing import Any
 
 from gitrefs.ids import InvalidIdError, validate_id
 from iterion.dsl import ast
-from iterion.dsl.diagnostics import Sink
+from iterion.dsl.blocks import BlockChecker, check_unit
+from iterion.dsl.diagnostics import Severity, Sink
 from iterion.dsl.grammar import (
     ATTACHMENT_KINDS,
     AWAIT_MODES,
     BLOCK_EXTENSIONS,
     BUDGET_PROPERTIES,
     INTERACTIONS,
+    LANGUAGE_INTERPRETERS,
     LANGUAGES,
     LLM_ROUTER_ONLY,
     REASONING_EFFORTS,
@@ -40,6 +42,7 @@ from iterion.dsl.grammar import (
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
+from iterion.envsubst import unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
     Attachment,
@@ -61,7 +64,6 @@ from iterion.ir import (
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
 
@@ -96,6 +98,9 @@ class Compiler:
         self.prompt_cache: dict[str, tuple[str, list[Located]]] = {}
         self.vars: dict[str, Var] = {}
         self.default_backend: str | None = None
+        self.blocks = BlockChecker(sink)
+        # ITERION_DEFAULT_SUPERVISOR_MODEL: the model of an agent, judge or llm router without one
+        self.supervisor_model = env.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or None
 
     # --- small helpers ------------------------------------------------------------------------
 
@@ -103,29 +108,27 @@ class Compiler:
         self.sink.add(code, span, message, hint)
 
     def each_once(self, props: Iterable[ast.Property], owner: str, noun: str = "property ") -> Iterator[ast.Property]:
-        """``props`` without repeats: a property set twice is C105, and its repeat is skipped."""
+        """``props`` without repeats: a property set twice is C105 (a warning) and the last value
+        wins (dsl.md 2.1)."""
+        items = list(props)
+        last = {p.name: i for i, p in enumerate(items)}
         seen: set[str] = set()
-        for p in props:
+        for i, p in enumerate(items):
             if p.name in seen:
-                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}")
-                continue
+                self.err("C105", p.span, f"{noun}'{p.name}' is set twice in {owner}; the last value wins")
             seen.add(p.name)
-            yield p
+            if last[p.name] == i:
+                yield p
 
     def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
-        if "${" not in text:
-            return text
-
-        def repl(m: re.Match[str]) -> str:
-            name = m.group(1)
-            if name in self.env:
-                return self.env[name]
-            if warn and loc is not None:
-                self.sink.add("C110", loc.span_at(m.start()), f"environment variable {name} is not set; using ''",
-                              f"export {name}=... before running, or remove ${{{name}}}")
-            return ""
-
-        return _ENV.sub(repl, text)
+        """``text`` as written: the compiler never expands ``${...}`` (dsl.md 1.7; the run does,
+        through ``iterion.envsubst``). Only warns (C110) for a ``${NAME}`` without default whose
+        variable is unset in the validation environment."""
+        if warn and loc is not None and "${" in text:
+            for offset, name in unset_plain_refs(text, self.env):
+                self.sink.add("C110", loc.span_at(offset), f"environment variable {name} is not set",
+                              f"export {name}=... before running, or give a default: ${{{name}:-value}}")
+        return text
 
     def string(self, prop: ast.Property, owner: str, *, idents: bool = False) -> tuple[str, Located] | None:
         """A string property (env substituted) and where its text sits; idents allowed when asked."""
@@ -144,6 +147,13 @@ class Compiler:
 
     def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103") -> str | None:
         v = prop.value
+        if isinstance(v, ast.Literal) and isinstance(v.value, str) and code != "C027":
+            # a name is needed, not a string (dsl.md §7: a wrong token is a syntax error); only
+            # reasoning_effort may be quoted
+            self.err("P008", v.span, f"'{prop.name}' of {owner} takes a name, not a quoted string",
+                     f"write {prop.name}: {v.value}" if v.value.isidentifier() else
+                     "expected one of: " + ", ".join(choices))
+            return None
         word = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
         if isinstance(word, str) and word in choices:
             return word
@@ -186,7 +196,11 @@ class Compiler:
 
     def schema_ref(self, prop: ast.Property, owner: str) -> Schema | None:
         v = prop.value
-        name = v.name if isinstance(v, ast.Ident) else v.value if isinstance(v, ast.Literal) else None
+        if isinstance(v, ast.Literal) and isinstance(v.value, str):  # a string where a name is needed
+            self.err("P008", v.span, f"'{prop.name}' of {owner} takes a schema name, not a quoted string",
+                     f"write {prop.name}: {v.value}" if v.value.isidentifier() else None)
+            return None
+        name = v.name if isinstance(v, ast.Ident) else None
         if not isinstance(name, str):
             self.err("C100", v.span, f"'{prop.name}' of {owner} must name a schema, not {kind_of(v)}")
             return None
@@ -245,9 +259,6 @@ class Compiler:
                     self.err("C004", span, exc.message,
                              "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
                 # else: malformed in the prompt body itself, reported (once) by the reference check
-        for one in locs:  # warn for unset ${ENV} where it is written
-            self.env_subst(one.text, one)
-        text = self.env_subst(text, None, warn=False)
         self.prompt_cache[decl.name] = (text, locs)
         self.sources.prompts[decl.name] = locs
         return text, locs
@@ -277,11 +288,9 @@ class Compiler:
                      "a unit holds exactly one workflow; move the other to its own file")
         wf_decl = workflows[0] if workflows else None
         for v in [x for x in d if isinstance(x, ast.VarsDecl)]:
-            for var in v.vars:
-                self.var(var)
+            self.var_block(v.vars)
         if wf_decl:
-            for var in wf_decl.vars:
-                self.var(var)
+            self.var_block(wf_decl.vars)  # workflow vars override same-named file vars (no C113)
             p = wf_decl.prop("default_backend")
             if p is not None:
                 got = self.string(p, f"workflow '{wf_decl.name}'", idents=True)
@@ -294,6 +303,8 @@ class Compiler:
         for a in [x for x in d if isinstance(x, ast.AttachmentsDecl)]:
             for att in a.attachments:
                 self.attachment(att, wf)
+        for att in (wf_decl.attachments if wf_decl else ()):
+            self.attachment(att, wf)  # workflow-level attachments: merged, names unique across both (C050)
         for x in d:  # a bundle's presets/*.md arrive as bare PresetDecls
             for preset in x.presets if isinstance(x, ast.PresetsDecl) else (x,) if isinstance(x, ast.PresetDecl) else ():
                 self.preset(preset, wf)
@@ -303,13 +314,20 @@ class Compiler:
             wf.prompts[name] = self.resolve_prompt(pdecl)[0]
         for ext in [x for x in d if isinstance(x, ast.ExtensionDecl)]:
             val = to_py(ext.body)
+            if ext.keyword == "mcp_server" and ext.name is not None:
+                self.blocks.mcp_server(ext.name, ext.body, ext.span)
+            elif ext.keyword == "cursor" and ext.name is not None:
+                self.blocks.cursor(ext.name, ext.body, ext.span)
+            elif ext.name is None:
+                val = self.blocks.node_block(ast.Property(ext.keyword, ext.body, ext.span), "the file")
             if ext.name is None:
                 wf.extra[ext.keyword] = val
             else:
-                wf.extra.setdefault(ext.keyword, {})[ext.name] = val
+                wf.extra.setdefault(ext.keyword, {}).setdefault(ext.name, val)  # a duplicate is C024/C086
         if wf_decl is None:
             return Compiled(None, self.sources)
         self.workflow(wf_decl, wf)
+        check_unit(wf, d, nodes, self.sink)
         return Compiled(wf, self.sources)
 
     def schema(self, s: ast.SchemaDecl) -> None:
@@ -344,10 +362,19 @@ class Compiler:
             fields.append(SchemaField(f.name, FieldType(f.type.name), enum))
         self.schemas[s.name] = Schema(s.name, tuple(fields))
 
+    def var_block(self, block: tuple[ast.VarDecl, ...]) -> None:
+        """One ``vars:`` block: a name twice in it is C113 (W) and the last wins; a name already
+        declared by an earlier block is overridden (type and default)."""
+        seen: set[str] = set()
+        for v in block:
+            if v.name in seen:
+                self.err("C113", v.span, f"var '{v.name}' is declared twice in one vars: block; the last wins",
+                         "rename or remove one of them")
+            seen.add(v.name)
+            self.vars.pop(v.name, None)
+            self.var(v)
+
     def var(self, v: ast.VarDecl) -> None:
-        if v.name in self.vars:
-            self.err("C113", v.span, f"var '{v.name}' is declared twice", "rename or remove one of them")
-            return
         if v.type.name not in VAR_TYPES:
             self.err("C102", v.type.span, f"unknown type '{v.type.name}' for var '{v.name}'", suggest(v.type.name, VAR_TYPES))
             return
@@ -357,11 +384,12 @@ class Compiler:
             if isinstance(default, str) and isinstance(v.default, ast.Literal):
                 default = self.env_subst(default, Located(default, Span(v.default.span.file, v.default.span.line,
                                                                          v.default.span.column + 1)))
-            if not type_matches(default, v.type.name):
-                self.err("C100", v.default.span,
-                         f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
-                         f"give a {v.type.name} default, or change the type")
-                return
+            written_as_text = isinstance(default, str) and v.type.name in ("json", "string[]")
+            if not type_matches(default, v.type.name) and not written_as_text:
+                # not checked by the original (dsl.md 2.2): a warning, and the default is kept
+                self.sink.add("C100", v.default.span,
+                              f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
+                              f"give a {v.type.name} default, or change the type", Severity.WARNING)
             if v.type.name == "float" and isinstance(default, int):
                 default = float(default)
         self.vars[v.name] = Var(v.name, FieldType(v.type.name), default, v.default is not None)
@@ -440,7 +468,30 @@ class Compiler:
                       templates: list[tuple[str, Located]]) -> None:
         name = p.name
         if name in BLOCK_EXTENSIONS:
-            node.extra[name] = to_py(p.value)
+            node.extra[name] = self.blocks.node_block(p, owner)
+        elif name == "cursors":
+            node.cursors = self.blocks.node_block(p, owner) if isinstance(p.value, ast.Block) else {}
+            if not isinstance(p.value, ast.Block):
+                self.err("C100", p.value.span, f"'cursors' of {owner} must be an indented block of 'CURSOR: value' lines")
+        elif name in ("provider", "interaction_model"):
+            v = p.value  # kept as written: `${...}` expands when the node runs (dsl.md §1.7)
+            if isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and isinstance(v.value, str)):
+                setattr(node, name, to_py(v))
+            else:
+                self.err("C100", v.span, f"'{name}' of {owner} must be a quoted string, not {kind_of(v)}")
+        elif name == "interaction_prompt":
+            v = p.value  # a prompt name; an unknown one is not reported (as observed, dsl.md §2.4)
+            if isinstance(v, ast.Ident):
+                node.interaction_prompt_ref = v.name
+                if v.name in self.prompt_decls:
+                    text, locs = self.resolve_prompt(self.prompt_decls[v.name])
+                    node.interaction_prompt = text
+                    templates.extend((name, loc) for loc in locs)
+            else:
+                got = self.string(p, owner)
+                if got:
+                    node.interaction_prompt = got[0]
+                    templates.append((name, got[1]))
         elif name in ("input", "output"):
             setattr(node, f"{name}_schema", self.schema_ref(p, owner))
         elif name in ("system", "user", "instructions"):
@@ -468,16 +519,17 @@ class Compiler:
         elif name == "interaction":
             node.interaction = self.choice(p, owner, INTERACTIONS)
         elif name == "await":
-            if nd.kind == "router":
-                self.err("C103", p.span, f"{owner} declares await, but routers take no await",
-                         "declare await on the node where the branches converge")
-                return
             mode = self.choice(p, owner, AWAIT_MODES)
             node.await_mode = AwaitMode(mode) if mode else None
         elif name == "reasoning_effort":
-            node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
+            v = p.value
+            if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
+                node.reasoning_effort = v.value  # expanded when the node runs; not checked (dsl.md 1.7)
+            else:
+                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
         elif name == "tools":
-            node.tools = self.str_list(p, owner) or ()
+            if self.blocks.ref_list(p, owner):
+                node.tools = self.str_list(p, owner) or ()
         elif name in ("tool_max_steps", "max_tokens", "min_answers"):
             setattr(node, name, self.integer(p, owner))
         elif name in ("readonly", "multi", "resumable"):
@@ -487,7 +539,12 @@ class Compiler:
             mode = self.choice(p, owner, ROUTER_MODES)
             node.mode = RouterMode(mode) if mode else None
         elif name == "language":
-            node.language = self.choice(p, owner, LANGUAGES)
+            lang = to_py(p.value) if isinstance(p.value, (ast.Ident, ast.Literal)) else None
+            if not isinstance(lang, str) or lang not in LANGUAGES:
+                self.err("C004", p.value.span, f"unknown script language {lang!r} in {owner}",
+                         "expected one of: " + ", ".join(LANGUAGES))
+            else:
+                node.language = {"python3": "python"}.get(LANGUAGE_INTERPRETERS[lang], LANGUAGE_INTERPRETERS[lang])
         elif name == "expr":
             self.compute_exprs(node, nd, p, owner)
         elif name == "code":
@@ -505,8 +562,9 @@ class Compiler:
                          f'write {fp.name}: "vars.x + 1"')
                 continue
             if fp.name in node.exprs:
-                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}")
-                continue
+                self.err("C105", fp.span, f"field '{fp.name}' has two expressions in {owner}; the last wins")
+                exprs = [x for x in exprs if x[0] != fp.name]
+                del node.exprs[fp.name]
             node.exprs[fp.name] = v.value
             exprs.append((fp.name, Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))))
         self.sources.node_exprs[nd.name] = exprs
@@ -527,28 +585,28 @@ class Compiler:
     def finish_node(self, node: Node, nd: ast.NodeDecl, owner: str, wf: Workflow) -> None:
         kind = nd.kind
         has = {p.name for p in nd.properties}
+        if kind in ("agent", "judge", "router") and not ({"model", "backend"} & has) and self.supervisor_model \
+                and (kind != "router" or node.mode is RouterMode.LLM):
+            node.model = self.supervisor_model  # the default-supervisor-model fallback (dsl.md §1.7)
+            has = has | {"model"}
         if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
             self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
-                     'add model: "..." or backend: NAME (or default_backend: in the workflow)')
+                     'add model: "..." or backend: NAME (or default_backend: in the workflow), '
+                     "or set ITERION_DEFAULT_SUPERVISOR_MODEL")
+        self.model_needed(node, nd, owner, has)
         if kind == "router":
             if "mode" not in has:
-                self.err("C104", nd.name_span, f"{owner} has no mode", "expected mode: " + " | ".join(ROUTER_MODES))
-            elif node.mode is not None and node.mode is not RouterMode.LLM:
+                node.mode = RouterMode.FAN_OUT_ALL  # the default when omitted (dsl.md 2.5)
+            if node.mode is not None and node.mode is not RouterMode.LLM:
                 for prop in nd.properties:
                     if prop.name in LLM_ROUTER_ONLY:
                         self.err("C023", prop.span, f"'{prop.name}' is only valid on an llm router; {owner} is {node.mode.value}",
                                  "remove it, or use mode: llm")
         if kind == "tool":
-            if node.command is None and node.script is None and not ({"command", "script"} & has):
-                self.err("C104", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
-            if {"command", "script"} <= has:
-                self.err("C105", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+            self.tool_shape(node, nd, owner, has)
             if "script" in has and "language" not in has:
-                self.err("C104", nd.name_span, f"{owner} has a script: but no language:",
-                         "add language: " + " | ".join(LANGUAGES))
+                node.language = "sh"  # the default (dsl.md §2.7)
         if kind == "compute":
-            if "output" not in has:
-                self.err("C104", nd.name_span, f"{owner} has no output:", "declare output: SCHEMA; expr: fills its fields")
             if not node.exprs and not any(p.name == "expr" and isinstance(p.value, ast.Block) and p.value.properties
                                           for p in nd.properties):
                 self.err("C039", nd.name_span, f"{owner} has no expressions",
@@ -559,6 +617,32 @@ class Compiler:
                         self.err("C111", loc.origin, f"{owner} computes '{fname}', which is not a field of schema '{node.output_schema.name}'")
         if kind == "fail" and "code" not in has:
             self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
+
+    def model_needed(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
+        """C018 beyond agents and judges (dsl.md 7): an llm router without model or backend is a
+        warning (a default model applies at run time); a human answered by a model
+        (interaction llm or llm_or_human) needs a model and an output."""
+        if nd.kind == "router" and node.mode is RouterMode.LLM and not ({"model", "backend"} & has) \
+                and not self.default_backend:
+            self.sink.add("C018", nd.name_span, f"{owner} is an llm router without model or backend",
+                          'add model: "..."; until then a default model is used', Severity.WARNING)
+        if nd.kind == "human" and node.interaction in ("llm", "llm_or_human"):
+            missing = [k for k in ("model", "output") if k not in has and not (k == "model" and "interaction_model" in has)]
+            if missing:
+                self.err("C018", nd.name_span, f"{owner} is answered by a model (interaction {node.interaction}) "
+                         f"but has no {' and no '.join(missing)}", "add model: \"...\" and output: SCHEMA")
+
+    def tool_shape(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
+        """C004 (dsl.md 2.7): exactly one of command:/script:; language: only with script:
+        (absent: sh)."""
+        if not ({"command", "script"} & has):
+            self.err("C004", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
+        if {"command", "script"} <= has:
+            self.err("C004", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+        lang = next((p for p in nd.properties if p.name == "language"), None)
+        if lang is not None and "script" not in has:
+            self.err("C004", lang.span, f"{owner} has language: without script:",
+                     "language: names the interpreter of a script:; a command: runs with bash")
 
     # --- workflow -----------------------------------------------------------------------------
 
@@ -579,9 +663,15 @@ class Compiler:
             elif p.name == "budget":
                 wf.budget = self.budget(p, owner)
             elif p.name == "worktree":
-                wf.worktree = self.choice(p, owner, WORKTREE_MODES) == "auto"
+                # auto: a per-run worktree; none, absent or any other name: in place (as observed, §2.13)
+                if isinstance(p.value, ast.Ident):
+                    wf.worktree = p.value.name == "auto"
+                else:
+                    self.choice(p, owner, WORKTREE_MODES)  # a string or another kind: reported
             elif p.name == "interaction":
                 wf.interaction = self.choice(p, owner, INTERACTIONS)
+            elif p.name in BLOCK_EXTENSIONS:
+                wf.extra[p.name] = self.blocks.node_block(p, owner)
             elif p.name in WORKFLOW_EXTENSIONS:
                 wf.extra[p.name] = to_py(p.value)
         if w.prop("entry") is None:
@@ -621,7 +711,7 @@ class Compiler:
         return Budget(**caps)
 
     def edges(self, w: ast.WorkflowDecl, wf: Workflow) -> None:
-        loops: dict[str, tuple[int, Span]] = {}
+        loops: dict[str, tuple[int | str, Span]] = {}
         fail_nodes = {n for n, node in wf.nodes.items() if node.kind is NodeKind.FAIL}
         for e in w.edges:
             ok = True
@@ -648,8 +738,19 @@ class Compiler:
                     cond = Condition(ConditionKind.EXPR, expr=expr_src)
                 else:
                     cond = Condition(ConditionKind(e.when.kind), field=e.when.field)
-            loop_name, loop_max = None, None
-            if e.loop is not None:
+            loop_name, loop_max, loop_bound = None, None, None
+            bound_loc: Located | None = None
+            if e.loop is not None and isinstance(e.loop.max, str):
+                # a template bound: resolved at run time, no C026 (dsl.md §3.5)
+                loop_name, loop_bound = e.loop.name, e.loop.max
+                bound_loc = Located(e.loop.max, Span(e.loop.span.file, e.loop.span.line, e.loop.span.column))
+                prev = loops.get(e.loop.name)
+                if prev is not None and prev[0] != e.loop.max:
+                    self.err("C005", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max!r} here but {prev[0]!r} at {prev[1]}",
+                             "one loop has one bound; use the same bound or another loop name")
+                else:
+                    loops.setdefault(e.loop.name, (e.loop.max, e.loop.span))
+            elif e.loop is not None and isinstance(e.loop.max, int):
                 loop_name, loop_max = e.loop.name, e.loop.max
                 if e.loop.max < 1:
                     self.err("C026", e.loop.span, f"loop '{e.loop.name}' has bound {e.loop.max}; it must be at least 1")
@@ -661,6 +762,8 @@ class Compiler:
                     loops.setdefault(e.loop.name, (e.loop.max, e.loop.span))
             with_map: list[tuple[str, str]] = []
             templates: list[tuple[str, Located]] = []
+            if bound_loc is not None:
+                templates.append(("loop bound", bound_loc))
             if e.with_map is not None:
                 keys: set[str] = set()
                 for entry in e.with_map.entries:
@@ -672,7 +775,7 @@ class Compiler:
                     if isinstance(v, ast.Literal) and isinstance(v.value, str):
                         loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
                         templates.append((entry.key, loc))
-                        with_map.append((entry.key, self.env_subst(v.value, loc)))
+                        with_map.append((entry.key, v.value))  # never env-expanded (dsl.md 1.7)
                     else:
                         py = to_py(v)
                         with_map.append((entry.key, py if isinstance(py, str) else json.dumps(py, separators=(",", ":"))))
@@ -682,6 +785,11 @@ class Compiler:
             if expr_loc is not None:
                 self.sources.edge_exprs[edge_index] = expr_loc
             self.sources.edge_templates[edge_index] = templates
-            wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, tuple(with_map)))
+            wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, loop_bound=loop_bound,
+                                 with_map=tuple(with_map)))
         for name, (mx, _) in loops.items():
-            wf.loops[name] = Loop(name, mx, tuple(ed.index for ed in wf.edges if ed.loop == name))
+            indices = tuple(ed.index for ed in wf.edges if ed.loop == name)
+            if isinstance(mx, str):
+                wf.loops[name] = Loop(name, 0, indices, bound=mx)
+            else:
+                wf.loops[name] = Loop(name, mx, indices)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from iterion.ir import DONE, FAIL, Edge, Node, NodeKind, Workflow
 
 # Mermaid shapes per kind: (open, close). Ids are prefixed because Mermaid reserves words like `end`.
@@ -40,7 +42,7 @@ def _edge_label(e: Edge) -> str:
     if e.condition is not None:
         parts.append(str(e.condition))
     if e.loop:
-        parts.append(f"as {e.loop}({e.loop_max})")
+        parts.append(f"as {e.loop}({e.loop_max if e.loop_bound is None else json.dumps(e.loop_bound)})")
     if e.with_map:
         parts.append("with " + ", ".join(k for k, _ in e.with_map))
     return " ".join(parts)

@@ -93,7 +93,8 @@ def edge_text(edge: ast.EdgeDecl) -> str:
         else:
             text += f" when {json.dumps(enc['expr'], ensure_ascii=False)}"
     if edge.loop is not None:
-        text += f" as {edge.loop.name}({edge.loop.max})"
+        bound = edge.loop.max if isinstance(edge.loop.max, int) else json.dumps(edge.loop.max, ensure_ascii=False)
+        text += f" as {edge.loop.name}({bound})"
     if edge.with_map is not None:
         entries = sorted(edge.with_map.entries, key=lambda e: e.key)
         body = ", ".join(f"{e.key}: {_value_text(e.value)}" for e in entries)

@@ -28,15 +28,17 @@ VAR_TYPES = ("string", "bool", "int", "float", "json", "string[]")
 TERMINAL_NAMES = ("done", "fail")
 
 _LLM = ("model", "backend", "provider", "input", "output", "system", "user", "publish", "session", "tools",
-        "tool_max_steps", "max_tokens", "reasoning_effort", "readonly", "interaction", "await")
+        "tool_max_steps", "max_tokens", "reasoning_effort", "readonly", "interaction", "interaction_prompt",
+        "interaction_model", "await", "cursors")
 
 NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
     "agent": _LLM + BLOCK_EXTENSIONS,
     "judge": _LLM + BLOCK_EXTENSIONS,
-    "router": ("mode", "model", "backend", "system", "user", "multi", "input", "reasoning_effort",
-               "max_tokens", "await"),  # await is accepted to report C103 (routers take none)
-    "human": ("input", "output", "instructions", "interaction", "min_answers", "model", "backend",
-              "system", "publish", "await"),
+    # a router takes no await, input or output, a human no backend: unknown properties (dsl.md §2.5, §2.6)
+    "router": ("mode", "model", "backend", "provider", "system", "user", "multi", "reasoning_effort",
+               "max_tokens"),
+    "human": ("input", "output", "instructions", "interaction", "interaction_prompt", "interaction_model",
+              "min_answers", "model", "system", "publish", "await"),
     "tool": ("command", "script", "language", "input", "output", "publish", "await", *BLOCK_EXTENSIONS),
     "compute": ("input", "output", "expr", "publish", "await"),
     "fail": ("code", "message", "resumable"),
@@ -44,7 +46,8 @@ NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
 
 LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort", "max_tokens")
 
-WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", *WORKFLOW_EXTENSIONS)
+WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", "attachments",
+                       *WORKFLOW_EXTENSIONS)
 BUDGET_PROPERTIES = ("max_parallel_branches", "max_duration", "max_cost_usd", "max_tokens", "max_iterations")
 ATTACHMENT_PROPERTIES = ("description", "accept_mime", "required")
 ATTACHMENT_KINDS = ("file", "image")
@@ -54,7 +57,10 @@ REASONING_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 INTERACTIONS = ("none", "human", "llm", "llm_or_human")
 AWAIT_MODES = ("wait_all", "best_effort")
 ROUTER_MODES = ("fan_out_all", "condition", "round_robin", "llm")
-LANGUAGES = ("sh", "bash", "python", "node")
+# script `language:` -> the interpreter it runs with (dsl.md §2.7); absent: sh
+LANGUAGES = ("sh", "bash", "js", "node", "py", "python", "python3")
+LANGUAGE_INTERPRETERS = {"sh": "sh", "bash": "bash", "js": "node", "node": "node", "py": "python3",
+                         "python": "python3", "python3": "python3"}
 WORKTREE_MODES = ("auto", "none")
 
 
@@ -66,3 +72,10 @@ def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
     if len(choices) <= 24:
         return "expected one of: " + ", ".join(choices)
     return None
+
+
+# Names the original reads as keywords (dsl.md §1.3): a prompt named by one is not recognised
+# (its body fails to parse), and a node named like a workflow-body keyword cannot start an edge.
+WORKFLOW_BODY_KEYWORDS = (*WORKFLOW_PROPERTIES, "vars")
+KEYWORDS = frozenset((*TOP_LEVEL_KEYWORDS, *WORKFLOW_BODY_KEYWORDS, *(p for props in NODE_PROPERTIES.values() for p in props),
+                      "when", "as", "with", "not")) - set(TERMINAL_NAMES)

@@ -1,9 +1,17 @@
 """Lexer: source text -> logical lines of tokens, with indentation and raw blocks.
 
 The language is line-oriented: a logical line is one physical line, or several while a
-``[``, ``{`` or ``(`` is open. Comment lines (``##``) and blank lines vanish. The body of
+``[``, ``{`` or ``(`` is open, a backtick string is open, or a double-quoted string continues
+after a backslash at a line end. Comment lines (``##``) and blank lines vanish. The body of
 ``prompt NAME:``, of ``script:`` and of an in-place ``system:``/``user:``/``instructions:`` is raw text (``##`` there is a markdown heading, not a
-comment), so the lexer captures it whole and hands it to the header line.
+comment), so the lexer captures it whole and hands it to the header line; so is a block
+scalar ``key: |`` (dsl.md §1.4).
+
+Strings (dsl.md §1.4): in a double-quoted string a backslash is kept verbatim with the next
+character (the pair never ends the string) unless the file opens with a
+``## strict-escape: on`` comment, which decodes ``\" \\ \n \t \r \0`` (others: P009).
+Backtick strings are raw, newlines included. Names may be dotted paths ending in ``.*``
+(tool references ``mcp.server.tool``, ``mcp.server.*``, ``board.read``): one DOTTED token.
 """
 
 from __future__ import annotations
@@ -24,20 +32,21 @@ STRING = "string"
 INT = "int"
 FLOAT = "float"
 PUNCT = "punct"
+DOTTED = "dotted"  # a dotted name (list items only): mcp.github.get_issue, mcp.github.*, board.read
 
 # Properties whose indented body is raw text: a script, or a prompt written in place.
 RAW_PROPERTIES = ("script", "system", "user", "instructions")
 _TOKEN = re.compile(r"""
-    (?P<ws>[ ]+)
+    (?P<ws>[ \t]+)
   | (?P<comment>\#\#.*)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<number>-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
-  | (?P<string>"(?:[^"\\]|\\.)*")
+  | (?P<ident>[^\W\d]\w*(?:\.[^\W\d]\w*)*(?:\.\*)?)
+  | (?P<number>[0-9]+(?:\.[0-9]+)?)
   | (?P<arrow>->)
   | (?P<punct>[:=,\[\]{}()])
 """, re.VERBOSE)
 _OPEN = {"[": "]", "{": "}", "(": ")"}
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0"}
+_STRICT = re.compile(r"^\s*##\s*strict-escape\s*(?::|=)\s*on\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +76,9 @@ class Line:
 
 
 class _LineError(Exception):
-    def __init__(self, diag: Diagnostic) -> None:
+    def __init__(self, diag: Diagnostic, resume: int | None = None) -> None:
         self.diag = diag
+        self.resume = resume  # the physical line index to go on from (None: the next line)
 
 
 def _is_raw_header(tokens: list[Token], indent: int) -> bool:
@@ -80,21 +90,36 @@ def _is_raw_header(tokens: list[Token], indent: int) -> bool:
 
 
 class _Scanner:
-    def __init__(self, file: str, lines: list[str]) -> None:
+    def __init__(self, file: str, lines: list[str], strict: bool = False) -> None:
         self.file = file
         self.lines = lines
+        self.strict = strict  # `## strict-escape: on`: double-quoted strings decode escapes
 
     def span(self, line: int, col: int) -> Span:
         return Span(self.file, line, col)
 
-    def scan_line(self, idx: int, start: int, tokens: list[Token], stack: list[tuple[str, int, int]]) -> None:
-        """Tokenize physical line ``idx`` from column ``start`` (0-based); updates the bracket stack."""
+    def scan_line(self, idx: int, start: int, tokens: list[Token], stack: list[tuple[str, int, int]]) -> int:
+        """Tokenize physical line ``idx`` from column ``start`` (0-based); updates the bracket stack.
+
+        Returns the index of the last physical line consumed: a backtick string, or a quoted
+        string continued by a backslash at a line end, goes on over the following lines."""
         text = self.lines[idx]
         lineno = idx + 1
         i = start
         n = len(text)
         match = _TOKEN.match
         while i < n:
+            c = text[i]
+            if c == '"' or c == "`":
+                tok, idx, i = self._string(idx, i) if c == '"' else self._raw_string(idx, i)
+                tokens.append(tok)
+                text = self.lines[idx]
+                lineno = idx + 1
+                n = len(text)
+                continue
+            if c == "|":
+                self._block_marker(text, i, lineno, tokens)
+                return idx
             m = match(text, i)
             if m is None:
                 self._bad_char(text, i, lineno)
@@ -104,13 +129,10 @@ class _Scanner:
             if kind == "ws":
                 pass
             elif kind == "comment":
-                return  # a trailing comment
+                return idx  # a trailing comment
             elif kind == "ident":
                 word = intern(m.group())  # keywords and names repeat: one string each, and one per token
-                tokens.append(Token(IDENT, word, lineno, col, word))
-            elif kind == "string":
-                quoted = m.group()
-                tokens.append(Token(STRING, self._unescape(quoted, lineno, col), lineno, col, quoted))
+                tokens.append(Token(DOTTED if "." in word else IDENT, word, lineno, col, word))
             elif kind == "number":
                 tokens.append(self._number(text, m.group(), j, lineno, col))
             elif kind == "arrow":
@@ -126,18 +148,88 @@ class _Scanner:
                     stack.pop()
                 tokens.append(Token(PUNCT, c, lineno, col, c))
             i = j
+        return idx
+
+    def _block_marker(self, text: str, i: int, lineno: int, tokens: list[Token]) -> None:
+        """``|`` right after a property's colon, then only spaces and an optional comment."""
+        rest = text[i + 1:].strip(" \t")
+        if len(tokens) == 2 and tokens[0].kind == IDENT and tokens[1].is_punct(":") and (rest == "" or rest.startswith("##")):
+            tokens.append(Token(PUNCT, "|", lineno, i + 1, "|"))
+            return
+        raise _LineError(make("P003", self.span(lineno, i + 1), "unexpected character '|'",
+                              "a block scalar is 'key: |' with the text on the following, deeper lines"))
+
+    def _string(self, idx: int, i: int) -> tuple[Token, int, int]:
+        """A double-quoted string opening at (``idx``, ``i``) -> (token, last line index, end offset)."""
+        line0, col0 = idx + 1, i + 1
+        text = self.lines[idx]
+        j = i + 1
+        out: list[str] = []
+        raw: list[str] = ['"']
+        while True:
+            if j >= len(text):
+                raise _LineError(make("P004", self.span(line0, col0), "unterminated string: missing closing '\"'",
+                                      "a double-quoted string ends on its line; use a `backtick` string or "
+                                      "a block scalar 'key: |' for several lines"))
+            c = text[j]
+            if c == '"':
+                raw.append('"')
+                value = "".join(out)
+                return Token(STRING, value, line0, col0, "".join(raw)), idx, j + 1
+            if c != "\\":
+                out.append(c)
+                raw.append(c)
+                j += 1
+                continue
+            if j + 1 >= len(text):  # a backslash at the line end: the newline is part of the string
+                if self.strict:
+                    raise _LineError(make("P009", self.span(idx + 1, j + 1), "a backslash at the end of the line "
+                                          "is not an escape in strict-escape mode",
+                                          'the escapes are \\" \\\\ \\n \\t \\r \\0'))
+                if idx + 1 >= len(self.lines):
+                    raise _LineError(make("P004", self.span(line0, col0), "unterminated string: missing closing '\"'"))
+                out.append("\\\n")
+                raw.append("\\\n")
+                idx += 1
+                text = self.lines[idx]
+                j = 0
+                continue
+            e = text[j + 1]
+            raw.append(c + e)
+            if not self.strict:
+                out.append(c + e)  # verbatim: the backslash and the next character are both kept
+            elif e in _ESCAPES:
+                out.append(_ESCAPES[e])
+            else:
+                raise _LineError(make("P009", self.span(idx + 1, j + 1), f"unknown escape '\\{e}' in string",
+                                      'strict-escape mode decodes \\" \\\\ \\n \\t \\r \\0'))
+            j += 2
+
+    def _raw_string(self, idx: int, i: int) -> tuple[Token, int, int]:
+        """A backtick string: everything up to the next backtick, newlines included, no escapes."""
+        line0, col0 = idx + 1, i + 1
+        parts: list[str] = []
+        j = i + 1
+        while True:
+            text = self.lines[idx]
+            k = text.find("`", j)
+            if k >= 0:
+                parts.append(text[j:k])
+                value = "\n".join(parts)
+                return Token(STRING, value, line0, col0, "`" + value + "`"), idx, k + 1
+            parts.append(text[j:])
+            idx += 1
+            j = 0
+            if idx >= len(self.lines):
+                raise _LineError(make("P004", self.span(line0, col0), "unterminated raw string: missing closing '`'",
+                                      "a backtick string ends at the next backtick"), resume=idx)
 
     def _bad_char(self, text: str, i: int, lineno: int) -> NoReturn:
         c = text[i]
-        if c == '"':
-            raise _LineError(make("P004", self.span(lineno, i + 1), "unterminated string: missing closing '\"'",
-                                  "strings are double-quoted and end on the same line"))
-        if c == "\t":
-            raise _LineError(make("P003", self.span(lineno, i + 1), "tab character; use spaces",
-                                  "indent with two spaces per level"))
         what = "'#' (comments start with '##')" if c == "#" else repr(c)
-        raise _LineError(make("P003", self.span(lineno, i + 1), f"unexpected character {what}",
-                              "comments start with '##'" if c == "#" else None))
+        hint = "comments start with '##'" if c == "#" else (
+            "negative numbers cannot be written" if c == "-" else None)
+        raise _LineError(make("P003", self.span(lineno, i + 1), f"unexpected character {what}", hint))
 
     def _number(self, text: str, src: str, end: int, lineno: int, col: int) -> Token:
         if len(src) > 64:  # int() refuses huge literals; no real value is this long
@@ -145,29 +237,22 @@ class _Scanner:
         if end < len(text) and is_ident_start(text[end]):
             raise _LineError(make("P008", self.span(lineno, col), f"malformed number '{src}{text[end]}'",
                                   'quote it if it is a string, e.g. "30m"'))
-        if any(ch in src for ch in ".eE"):
+        if "." in src:
             return Token(FLOAT, float(src), lineno, col, src)
         return Token(INT, int(src), lineno, col, src)
 
-    def _unescape(self, quoted: str, lineno: int, col: int) -> str:
-        body = quoted[1:-1]
-        if "\\" not in body:
-            return body
-        out: list[str] = []
-        j = 0
-        while j < len(body):
-            c = body[j]
-            if c == "\\":
-                e = body[j + 1]  # the token pattern guarantees a character after a backslash
-                if e not in _ESCAPES:
-                    raise _LineError(make("P009", self.span(lineno, col + 1 + j), f"unknown escape '\\{e}' in string",
-                                          'the escapes are \\" \\\\ \\n \\t \\r'))
-                out.append(_ESCAPES[e])
-                j += 2
-            else:
-                out.append(c)
-                j += 1
-        return "".join(out)
+
+def strict_escape(lines: list[str]) -> bool:
+    """Does a comment line among those opening the file read ``## strict-escape: on``?"""
+    for ln in lines:
+        s = ln.strip(" \t")
+        if not s:
+            continue
+        if not s.startswith("##"):
+            return False
+        if _STRICT.match(s):
+            return True
+    return False
 
 
 def _continues(text: str, indent: int) -> bool:
@@ -182,7 +267,9 @@ def _leading_spaces(text: str) -> int:
 
 
 def physical_lines(text: str) -> list[str]:
-    """The lines of a source file, whatever its line endings (CRLF, CR or LF)."""
+    """The lines of a source file, whatever its line endings (CRLF, CR or LF); a leading byte
+    order mark is dropped (dsl.md §1.1)."""
+    text = text.removeprefix("\ufeff")
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
@@ -197,7 +284,9 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
     consumes each top-level block as it completes, so the tokens of a whole file are never
     held at once (peak memory stays linear in the source, with a small factor)."""
     phys = physical_lines(text)
-    sc = _Scanner(file, phys)
+    if len(phys) > 1 and phys[-1] == "":
+        phys.pop()  # the text after the final newline is not a line
+    sc = _Scanner(file, phys, strict_escape(phys))
     idx = 0
     total = len(phys)
     while idx < total:
@@ -218,12 +307,11 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
         tokens: list[Token] = []
         stack: list[tuple[str, int, int]] = []
         try:
-            sc.scan_line(idx, indent, tokens, stack)
+            idx = sc.scan_line(idx, indent, tokens, stack)
             # an open bracket continues onto lines indented deeper, or starting with a closer;
             # anything else is a new statement, so a forgotten ']' costs one line, not the file
             while stack and idx + 1 < total and _continues(phys[idx + 1], indent):
-                idx += 1
-                sc.scan_line(idx, 0, tokens, stack)
+                idx = sc.scan_line(idx + 1, 0, tokens, stack)
             if stack:
                 br, bl, bc = stack[-1]
                 raise _LineError(make("P005", Span(file, bl, bc), f"'{br}' is never closed",
@@ -231,13 +319,45 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
         except _LineError as err:
             diags.append(err.diag)
             yield Line(indent, [], start_idx + 1, indent + 1, broken=True)
-            idx += 1
+            idx = err.resume + 1 if err.resume is not None else start_idx + 1
             continue
         idx += 1
         line = Line(indent, tokens, start_idx + 1, indent + 1)
-        if _is_raw_header(tokens, indent):
+        if tokens and tokens[-1].is_punct("|"):
+            line.raw, idx = block_scalar(phys, idx, file)
+        elif _is_raw_header(tokens, indent) and not (indent == 0 and "##" in phys[start_idx]):
+            # a trailing comment on a `prompt NAME:` line stops its body being read as raw text
+            # (as observed, dsl.md §1.5): the lines below are then lexed and parsed as they are
             line.raw, idx = _raw_block(phys, idx, indent, file)
         yield line
+
+
+def block_scalar(phys: list[str], idx: int, file: str) -> tuple[RawText, int]:
+    """The lines of a block scalar ``key: |`` starting at ``idx`` -> (text, next line index).
+
+    The first non-blank line fixes the indentation stripped from every line (deeper indentation
+    is kept); every line keeps its newline; blank lines inside and after the content are empty
+    lines; ``##`` lines are content. The block ends at the first non-blank line indented less
+    than the first content line, or at the end of the file."""
+    out: list[str] = []
+    ind: int | None = None
+    j = idx
+    while j < len(phys):
+        ln = phys[j]
+        if ln.strip(" \t") == "":
+            out.append("")
+            j += 1
+            continue
+        lead = _leading_spaces(ln)
+        if ind is None:
+            ind = lead
+        elif lead < ind:
+            break
+        out.append(ln[ind:])
+        j += 1
+    if ind is None:  # no content: an empty string, and the blank lines stay blank lines
+        return RawText("", Span(file, idx + 1, 1), 0), idx
+    return RawText("".join(x + "\n" for x in out), Span(file, idx + 1, ind + 1), ind), j
 
 
 def _raw_block(phys: list[str], idx: int, header_indent: int, file: str) -> tuple[RawText, int]:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from iterion.dsl import ast
+from iterion.dsl.blocks import check_blocks
 from iterion.dsl.bundle import MAIN, MANIFEST, load_bundle
 from iterion.dsl.compiler import Compiler
 from iterion.dsl.diagnostics import Severity, Sink, sort_key
@@ -170,6 +171,7 @@ class _Loader:
             self.decls = [*contents.prompts, *contents.presets, *self.decls]
         compiled = Compiler(self.decls, self.sink, env=self.env, read=self.read_include,
                             main_file=display(main)).run()
+        check_blocks(self.decls, self.sink)
         wf = compiled.workflow
         if wf is not None:
             validate(wf, compiled.sources, self.sink)

@@ -13,18 +13,20 @@ from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
 from iterion.dsl.grammar import (
     ATTACHMENT_PROPERTIES,
+    KEYWORDS,
     NAMED_EXTENSIONS,
     NODE_KINDS,
     NODE_PROPERTIES,
     TOP_LEVEL_KEYWORDS,
+    WORKFLOW_BODY_KEYWORDS,
     WORKFLOW_PROPERTIES,
     suggest,
 )
-from iterion.dsl.lexer import FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
+from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, iter_lines
 from iterion.ir import Span
 
 _T = TypeVar("_T")
-_MAX_NESTING = 64  # lists/maps nest this deep at most: deeper is a mistake, and recursion has limits
+_MAX_NESTING = 100  # indentation levels and list/map nesting (dsl.md §1.1); recursion stays far from its limit
 
 
 class _Error(Exception):
@@ -53,34 +55,53 @@ def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
             continue
         if decl is not None:
             decls.append(decl)
+    decls = _drop_duplicate_blocks(decls, parse_diags)
     return ast.File(file, tuple(decls), Span(file, 1, 1)), [*lex_diags, *tree_diags, *parse_diags]
 
 
+_ONCE = {ast.VarsDecl: "vars", ast.PresetsDecl: "presets", ast.AttachmentsDecl: "attachments"}
+
+
+def _drop_duplicate_blocks(decls: list[ast.Decl], diags: list[Diagnostic]) -> list[ast.Decl]:
+    """``vars:``, ``presets:`` and ``attachments:`` at most once per file: a second block is a
+    P008 error and the first is kept (dsl.md 2.1)."""
+    seen: dict[str, Span] = {}
+    kept: list[ast.Decl] = []
+    for d in decls:
+        kw = _ONCE.get(type(d))
+        if kw is not None:
+            span = d.span  # type: ignore[union-attr]
+            if kw in seen:
+                diags.append(make("P008", span, f"a second top-level '{kw}:' block (first at line {seen[kw].line})",
+                                  f"merge the two '{kw}:' blocks into one"))
+                continue
+            seen[kw] = span
+        kept.append(d)
+    return kept
+
+
 def _build_tree(lines: Iterable[Line], diags: list[Diagnostic], file: str) -> Iterator[Line]:
-    """The top-level lines with their children, each yielded once its block is complete."""
-    root = Line(-2, [], 0, 0)
+    """The top-level lines with their children, each yielded once its block is complete.
+
+    Any deeper indentation opens a level (two spaces is the convention, not the rule): the
+    first line of a block fixes its indentation, and a dedent must land exactly on an enclosing
+    level (dsl.md §1.2); top-level lines start at column 1."""
+    root = Line(-1, [], 0, 0)
     stack: list[Line] = [root]
     for line in lines:
-        if line.broken:  # already reported by the lexer; keep it in the tree for its children
-            pass
-        elif line.indent % 2:
-            diags.append(make("P001", Span(file, line.line, line.col),
-                              f"indentation of {line.indent} spaces is not a multiple of 2",
-                              "indent each level by exactly two spaces"))
-            line.indent -= 1
-        if line.indent > 2 * _MAX_NESTING and not line.broken:
-            diags.append(make("P001", Span(file, line.line, line.col),
-                              f"indentation of {line.indent} spaces nests more than {_MAX_NESTING} levels deep"))
-            line.broken = True
         while stack[-1].indent >= line.indent:
             stack.pop()
         parent = stack[-1]
-        if line.indent > parent.indent + 2 and not line.broken:
-            expected = parent.indent + 2
+        level = parent.children[0].indent if parent.children else (0 if parent is root else None)
+        if level is not None and line.indent != level and not line.broken:
             where = "at the top level" if parent is root else f"under line {parent.line}"
             diags.append(make("P001", Span(file, line.line, line.col),
-                              f"unexpected indentation: expected {expected} spaces {where}, found {line.indent}",
-                              "indent each level by exactly two spaces"))
+                              f"unexpected indentation: expected {level} spaces {where}, found {line.indent}",
+                              "indent the lines of one block alike; a dedent returns to an enclosing level"))
+            line.broken = True
+        if len(stack) > _MAX_NESTING and not line.broken:
+            diags.append(make("P008", Span(file, line.line, line.col),
+                              f"this line nests more than {_MAX_NESTING} levels deep"))
             line.broken = True
         if parent is root:
             yield from root.children  # the previous block is complete: parse it, then drop it
@@ -194,12 +215,15 @@ class _Parser:
             if t.value == "null":
                 return ast.Literal(None, sp), pos + 1
             return ast.Ident(str(t.value), sp), pos + 1
+        if t.kind == DOTTED:  # a tool reference such as mcp.github.get_issue or mcp.github.*
+            return ast.Ident(str(t.value), sp), pos + 1
         if t.is_punct("["):
             items: list[ast.Value] = []
             pos += 1
             while True:
                 if pos < len(toks) and toks[pos].is_punct("]"):
-                    return ast.ListValue(tuple(items), sp), pos + 1
+                    trailing = bool(items) and toks[pos - 1].is_punct(",")
+                    return ast.ListValue(tuple(items), sp, trailing), pos + 1
                 item, pos = self.value(line, pos, depth + 1)
                 items.append(item)
                 if pos < len(toks) and toks[pos].is_punct(","):
@@ -236,7 +260,10 @@ class _Parser:
 
     def property(self, line: Line, allowed: tuple[str, ...] | None, owner: str) -> ast.Property:
         """``name: value``, ``name:`` + nested block, or ``script:`` + raw body."""
-        t, pos = self.expect_ident(line, 0, "a property name")
+        if allowed is None and line.tokens and line.tokens[0].kind == STRING:
+            t, pos = line.tokens[0], 1  # a quoted key in a free-form block (cursor bands: "0.0..0.4": "...")
+        else:
+            t, pos = self.expect_ident(line, 0, "a property name")
         name = str(t.value)
         sp = _tok_span(self.file, t)
         if allowed is not None and name not in allowed:
@@ -288,8 +315,18 @@ class _Parser:
             return self.attachments(line)
         if kw == "prompt":
             name, _ = self.header(line, kw, named=True)
-            body = line.raw or ast.RawText("", self.end_span(line), 0)
-            return ast.PromptDecl(str(name), body, self.span(line))
+            if name in KEYWORDS:
+                raise self.err("P008", _tok_span(self.file, line.tokens[1]),
+                               f"a prompt cannot be named {name!r}: it is a keyword",
+                               f"rename it, e.g. prompt {name}_prompt:")
+            if line.raw is None or not line.raw.text.strip():
+                # at least one body line (dsl.md §1.5); a trailing comment on the header line
+                # keeps the lines below from being read as the body (as observed)
+                at = self.span(line.children[0]) if line.children else self.end_span(line)
+                raise self.err("P008", at, f"prompt '{name}' has no body",
+                               "write its text on the following, indented lines (a comment after "
+                               "'prompt NAME:' stops them being read as the body)")
+            return ast.PromptDecl(str(name), line.raw, self.span(line))
         if kw == "schema":
             return self.schema(line)
         if kw in NODE_KINDS:
@@ -391,15 +428,22 @@ class _Parser:
         owner = f"workflow '{name}'"
         props: list[ast.Property] = []
         wvars: list[ast.VarDecl] = []
+        watts: list[ast.AttachmentDecl] = []
         edges: list[ast.EdgeDecl] = []
         for child in self.each_child(line):
             try:
                 toks = child.tokens
                 if len(toks) >= 2 and toks[1].is_punct("->"):
+                    if toks[0].kind == IDENT and str(toks[0].value) in WORKFLOW_BODY_KEYWORDS:
+                        raise self.err("P008", _tok_span(self.file, toks[0]),
+                                       f"an edge cannot start with {toks[0].value!r}: it is a workflow keyword",
+                                       "rename the node")
                     edges.append(self.edge(child))
                 elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
                     self.header(child, "vars", named=False)
                     wvars.extend(self.var_lines(child))
+                elif toks[0].is_ident("attachments") and len(toks) >= 2 and toks[1].is_punct(":"):
+                    watts.extend(self.attachments(child).attachments)
                 elif toks[0].kind == IDENT and (len(toks) < 2 or not toks[1].is_punct(":")):
                     raise self.err("P006", _tok_span(self.file, toks[0]),
                                    f"unknown statement in {owner}: expected a property 'name: value' or an edge 'a -> b'",
@@ -408,7 +452,8 @@ class _Parser:
                     props.append(self.property(child, (*WORKFLOW_PROPERTIES, "vars"), owner))
             except _Error as err:
                 self.diags.append(err.diag)
-        return ast.WorkflowDecl(str(name), tuple(props), tuple(wvars), tuple(edges), self.span(line))
+        return ast.WorkflowDecl(str(name), tuple(props), tuple(wvars), tuple(edges), self.span(line),
+                                attachments=tuple(watts))
 
     def edge(self, line: Line) -> ast.EdgeDecl:
         toks = line.tokens
@@ -435,10 +480,11 @@ class _Parser:
             elif t.is_ident("as") and loop is None:
                 lname, pos = self.expect_ident(line, pos + 1, "a loop name after 'as'")
                 pos = self.expect_punct(line, pos, "(", f"loop name '{lname.value}'")
-                if pos >= len(toks) or toks[pos].kind != INT:
-                    raise self._expected(line, pos, f"the loop bound (an integer) in '{lname.value}(N)'")
+                if pos >= len(toks) or toks[pos].kind not in (INT, STRING):
+                    raise self._expected(line, pos, f"the loop bound (an integer or a quoted \"{{{{ref}}}}\") "
+                                                    f"in '{lname.value}(N)'")
                 bound = toks[pos].value
-                assert isinstance(bound, int)  # the lexer gives every INT token an int value
+                assert isinstance(bound, (int, str))  # INT tokens hold an int, STRING tokens a str
                 pos = self.expect_punct(line, pos + 1, ")", "the loop bound")
                 loop = ast.LoopClause(str(lname.value), bound, _tok_span(self.file, lname))
             elif t.is_ident("with") and with_map is None:

@@ -3,7 +3,8 @@ by the time the consumer runs?
 
 Parsing is ``iterion.templates`` / ``iterion.expr``'s job; this module only maps their
 offsets to file:line:col (via ``Located``) and checks each reference against the workflow:
-C004/C040 (syntax), C017, C029, C031-C036, C106, C107.
+C004/C040 (syntax), C017, C029, C031-C036, C053, C054, C106. Fields named ``_...`` are
+runtime fields nodes add to outputs (``_session_id``, ``_tokens``...): exempt from C031/C032.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import suggest
 from iterion.dsl.graph import Graph
 from iterion.dsl.located import Located
-from iterion.expr import ExprSyntaxError, Reference, expr_references, parse_expr
+from iterion.expr import ATTACHMENT_FIELDS, ExprSyntaxError, Reference, expr_references, parse_expr
 from iterion.ir import NodeKind, Span, Workflow
 from iterion.templates import TemplateSyntaxError, template_references
 
-_TOOL_OUTPUT = ("stdout", "stderr", "exit_code")
+_TOOL_OUTPUT = ("result", "stdout", "stderr", "exit_code")
 
 
 class _Checker:
@@ -43,7 +44,8 @@ class _Checker:
 
     def expression(self, loc: Located, what: str) -> list[Reference]:
         try:
-            return expr_references(parse_expr(loc.text))
+            # bare names (fields of the implicit input) are not checked (dsl.md §3.1)
+            return [r for r in expr_references(parse_expr(loc.text)) if not r.implicit]
         except ExprSyntaxError as exc:
             self.sink.add("C040", loc.span_at(exc.offset), f"{what} does not parse: {exc.message}",
                           'expressions look like "outputs.node.count > 2 && vars.strict"')
@@ -71,8 +73,11 @@ class _Checker:
                               suggest(name, tuple(sorted(self.artifacts))) if self.artifacts else "set publish: NAME on the producing node")
         elif ns == "attachments":
             if name not in wf.attachments:
-                self.sink.add("C107", span, f"unknown attachment '{name}'",
+                self.sink.add("C053", span, f"unknown attachment '{name}'",
                               suggest(name, tuple(wf.attachments)) if wf.attachments else "declare it under attachments:")
+            elif len(path) >= 2 and (path[1] not in ATTACHMENT_FIELDS or len(path) > 2):
+                self.sink.add("C054", span, f"unknown attachment field '{'.'.join(path[1:])}' in {{{{attachments.{'.'.join(path)}}}}}",
+                              "expected one of: " + ", ".join(ATTACHMENT_FIELDS))
         elif ns == "loop":
             if name not in wf.loops:
                 self.sink.add("C106", span, f"unknown loop '{name}'",
@@ -105,7 +110,7 @@ class _Checker:
         if len(ref.path) >= 2:
             f = ref.path[1]
             if f.startswith("_"):
-                pass  # dsl.md 5.1: runtime fields (_session_id, _tokens, ...) are exempt from C031/C032
+                pass  # a runtime field (_session_id, _tokens, ...): present whatever the schema
             elif f == "history":
                 if name not in self.g.loop_nodes():
                     self.sink.add("C017", span, f"'outputs.{name}.history': '{name}' is not inside any loop",
@@ -115,8 +120,11 @@ class _Checker:
                     self.sink.add("C031", span, f"'outputs.{name}.{f}': '{f}' is not a field of schema '{node.output_schema.name}'",
                                   suggest(f, tuple(x.name for x in node.output_schema.fields)))
             elif node.kind is NodeKind.TOOL:
+                # schemaless: a JSON object on stdout is the output, else {result, stdout, stderr,
+                # exit_code} (dsl.md §2.7): another field cannot be checked (C032, a warning)
                 if f not in _TOOL_OUTPUT:
-                    self.sink.add("C031", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so its output is {{stdout, stderr, exit_code}}",
+                    self.sink.add("C032", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so '{f}' "
+                                  "cannot be checked (its text output is {result, stdout, stderr, exit_code})",
                                   "declare output: SCHEMA on the tool")
             else:
                 self.sink.add("C032", span, f"'outputs.{name}.{f}': '{name}' has no output schema, so '{f}' cannot be checked",

@@ -1,17 +1,16 @@
 """Validator: graph rules over the compiled workflow, and fan-out regions.
 
-Edges (C010-C014, C020-C022), reachability (C016), undeclared cycles (C019), fan-out
-convergence (C108, C109, C009). References inside templates and expressions are checked by
+Edges (C010-C014, C020-C022), reachability (C016), undeclared cycles (C019), sessions of
+nodes declaring await (C009). No await is required where branches converge (the C108/C109
+rule is withdrawn, dsl.md 3.2). References inside templates and expressions are checked by
 ``iterion.dsl.references``. Fills ``Workflow.fan_out_regions``.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from iterion.dsl.compiler import Sources
 from iterion.dsl.diagnostics import Sink
-from iterion.dsl.graph import Graph, sccs
+from iterion.dsl.graph import Graph
 from iterion.dsl.references import check_references
 from iterion.ir import (
     TERMINALS,
@@ -35,7 +34,7 @@ def validate(wf: Workflow, sources: Sources, sink: Sink) -> None:
         _check_reachable(wf, g, sink)
     _check_cycles(wf, g, sink)
     _fan_out_regions(wf, g, sink)
-    _check_convergence_sessions(wf, sink)
+    _check_await_sessions(wf, sink)
     check_references(wf, g, sources, sink)
 
 
@@ -43,25 +42,26 @@ def _check_out_edges(wf: Workflow, g: Graph, node_id: str, sink: Sink) -> None:
     node = wf.nodes[node_id]
     edges = g.out[node_id]
     router = node.kind is NodeKind.ROUTER
-    if router and node.mode is RouterMode.ROUND_ROBIN and len(edges) < 2:
-        sink.add("C020", node.span, f"round_robin router '{node_id}' has {len(edges)} outgoing edge(s); it needs at least 2",
+    plain_or_loop = [e for e in edges if e.condition is None]
+    if router and node.mode is RouterMode.ROUND_ROBIN and len(plain_or_loop) < 2:
+        sink.add("C020", node.span, f"round_robin router '{node_id}' has {len(plain_or_loop)} non-conditional edge(s); it needs at least 2",
                  "a round_robin router cycles through its targets")
     if router and node.mode is RouterMode.LLM:
         if len(edges) < 2:
             sink.add("C021", node.span, f"llm router '{node_id}' has {len(edges)} outgoing edge(s); it needs at least 2",
                      "the model picks among the targets")
         for e in edges:
-            if e.condition is not None:
+            if e.condition is not None and e.condition.kind is not ConditionKind.EXPR:  # as observed
                 sink.add("C022", e.span, f"edge {e.src} -> {e.dst} has a 'when', but '{node_id}' is an llm router",
                          "the model picks the target; remove the condition")
         return
     if router and node.mode in (RouterMode.FAN_OUT_ALL, RouterMode.ROUND_ROBIN):
         return
-    unconditional = [e for e in edges if e.condition is None]
-    if not router:
-        for extra in unconditional[1:]:
-            sink.add("C010", extra.span, f"'{node_id}' has more than one unconditional edge (first: -> {unconditional[0].dst})",
-                     "add 'when' conditions, or use a router (mode: fan_out_all) to run targets in parallel")
+    unconditional = [e for e in edges if e.condition is None]  # plain and loop-bearing
+    plain = [e for e in unconditional if e.loop is None]  # a loop-bearing edge is not counted (C010)
+    for extra in plain[1:]:
+        sink.add("C010", extra.span, f"'{node_id}' has more than one plain edge (first: -> {plain[0].dst})",
+                 "add 'when' conditions, or use a router (mode: fan_out_all) to run targets in parallel")
     seen: dict[tuple[str, str | None, str | None], Edge] = {}
     for e in edges:
         if e.condition is None:
@@ -124,22 +124,35 @@ def _check_reachable(wf: Workflow, g: Graph, sink: Sink) -> None:
 
 
 def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
-    """Every cycle must contain an edge declared ``as LOOP(N)``: cycles of the loop-free graph are errors."""
-    adj: dict[str, list[str]] = defaultdict(list)
-    first_edge: dict[tuple[str, str], Edge] = {}
-    for e in wf.edges:
-        if e.loop is None and e.dst not in TERMINALS and e.dst in wf.nodes:
-            adj[e.src].append(e.dst)
-            first_edge.setdefault((e.src, e.dst), e)
-    for comp in sccs(list(wf.nodes), adj):
-        members = set(comp)
-        if len(comp) == 1 and comp[0] not in adj[comp[0]]:
+    """C019 (dsl.md 3.2): a cycle is reported at its back edge (depth-first, nodes and edges in
+    declaration order) only when neither endpoint of that edge is an endpoint of some loop
+    edge, so an extra unbounded path between nodes that touch a loop passes."""
+    loop_ends = {n for e in wf.edges if e.loop is not None for n in (e.src, e.dst)}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in wf.nodes:
+        if root in state:
             continue
-        inner = [e for (s, d), e in first_edge.items() if s in members and d in members]
-        at = min(inner, key=lambda e: e.index)
-        names = " -> ".join(sorted(members))
-        sink.add("C019", at.span, f"cycle without a declared loop through {names}",
-                 f"declare the back edge as a bounded loop: {at.src} -> {at.dst} ... as NAME(N)")
+        state[root] = 1
+        work: list[tuple[str, int]] = [(root, 0)]
+        while work:
+            n, i = work[-1]
+            out = g.out[n]
+            if i >= len(out):
+                state[n] = 2
+                work.pop()
+                continue
+            work[-1] = (n, i + 1)
+            e = out[i]
+            d = e.dst
+            if d not in wf.nodes:
+                continue
+            st = state.get(d)
+            if st is None:
+                state[d] = 1
+                work.append((d, 0))
+            elif st == 1 and e.src not in loop_ends and d not in loop_ends:
+                sink.add("C019", e.span, f"cycle without a declared loop: {e.src} -> {d} leads back to '{d}'",
+                         f"declare the back edge as a bounded loop: {e.src} -> {d} ... as NAME(N)")
 
 
 def _fan_out_regions(wf: Workflow, g: Graph, sink: Sink) -> None:
@@ -159,7 +172,6 @@ def _region(wf: Workflow, g: Graph, router: str, memo: dict[str, FanOutRegion], 
     branches: list[tuple[str, ...]] = []
     joins: list[str] = []
     owner: dict[str, int] = {}
-    reported = False  # one C108 per region: every node after the first shared one is shared too
     for bi, e in enumerate(g.out[router]):
         body: list[str] = []
         seen: set[str] = set()
@@ -176,11 +188,6 @@ def _region(wf: Workflow, g: Graph, router: str, memo: dict[str, FanOutRegion], 
                 continue
             body.append(n)
             # a named fail node is a terminal: several branches may end there without converging
-            if n in owner and owner[n] != bi and not reported and node.kind is not NodeKind.FAIL:
-                reported = True
-                sink.add("C108", node.span,
-                         f"branches of fan-out '{router}' converge on '{n}', which declares no await",
-                         f"add 'await: wait_all' (or best_effort) to '{n}'")
             owner.setdefault(n, bi)
             if (node.kind is NodeKind.ROUTER and node.mode is RouterMode.FAN_OUT_ALL and n not in active):
                 inner = _region(wf, g, n, memo, sink, (*active, router))
@@ -195,19 +202,14 @@ def _region(wf: Workflow, g: Graph, router: str, memo: dict[str, FanOutRegion], 
                 continue
             stack.extend(reversed(g.succ(n)))
         branches.append(tuple(body))
-    if len(joins) > 1:
-        sink.add("C109", wf.nodes[router].span,
-                 f"branches of fan-out '{router}' converge on different await nodes: {', '.join(joins)}",
-                 "make every branch meet at one node that declares await")
     region = FanOutRegion(router, tuple(branches), joins[0] if joins else None)
     memo[router] = region
     return region
 
 
-def _check_convergence_sessions(wf: Workflow, sink: Sink) -> None:
-    joins = {r.join for r in wf.fan_out_regions.values() if r.join}
+def _check_await_sessions(wf: Workflow, sink: Sink) -> None:
     for node_id, node in wf.nodes.items():
-        if (node.await_mode is not None or node_id in joins) and node.session in ("inherit", "fork"):
+        if node.await_mode is not None and node.session in ("inherit", "inherit_if_available", "fork"):
             sink.add("C009", node.span,
-                     f"'{node_id}' is a convergence node and cannot use session: {node.session}",
+                     f"'{node_id}' declares await and cannot use session: {node.session}",
                      "several branches arrive here, so there is no single session to continue; use fresh or artifacts_only")

@@ -7,6 +7,7 @@ exhausted and never taken; when that leaves nothing, the failure names the loop.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ from iterion.failure_codes import FailureCode
 from iterion.ir import ConditionKind, Edge, Workflow
 
 Evaluate = Callable[[str, Mapping[str, Any]], Any]
+# warn(message, payload): a run-time warning the caller records as a `warning` event
+Warn = Callable[[str, dict[str, Any]], None]
 
 
 def _default_evaluate(src: str, scope: Mapping[str, Any]) -> Any:
@@ -24,40 +27,107 @@ def _default_evaluate(src: str, scope: Mapping[str, Any]) -> Any:
     return evaluate(src, scope)
 
 
+def warner(emit: Callable[[str, str | None, int | None, dict[str, Any]], None], node: str,
+           iteration: int | None) -> Warn:
+    """A ``Warn`` that records each warning as a `warning` event of ``node``."""
+    from iterion.store import events as ev
+
+    def warn(message: str, payload: dict[str, Any]) -> None:
+        emit(ev.WARNING, node, iteration, {"message": message, **payload})
+
+    return warn
+
+
 def condition_holds(edge: Edge, output: Mapping[str, Any], scope: Mapping[str, Any],
-                    evaluate: Evaluate = _default_evaluate) -> bool:
+                    evaluate: Evaluate = _default_evaluate, warn: Warn | None = None) -> bool:
+    """Whether ``edge``'s `when` matches ``output`` (the source's output).
+
+    `when FIELD` / `when not FIELD`: the field must be present and a real boolean, else the
+    edge does not match (a present non-boolean also warns). `when "EXPR"`: evaluated with
+    ``input`` = the source's output (bare names are its fields), the result read by
+    truthiness; an expression that fails to evaluate skips the edge with a warning
+    (dsl.md §3.3), it never fails the run.
+    """
     cond = edge.condition
     if cond is None:
         return True
-    if cond.kind is ConditionKind.FIELD:
-        return output.get(cond.field or "") is True
-    if cond.kind is ConditionKind.NOT_FIELD:
-        return output.get(cond.field or "") is not True
-    from iterion.expr import ExprError
+    if cond.kind in (ConditionKind.FIELD, ConditionKind.NOT_FIELD):
+        value = output.get(cond.field or "")
+        if not isinstance(value, bool):
+            if value is not None and warn is not None:
+                warn(f"edge {edge.src} -> {edge.dst}: field {cond.field!r} is {type(value).__name__}, "
+                     "not a bool; the edge is skipped",
+                     {"code": "when_not_bool", "edge": edge.index, "to": edge.dst, "field": cond.field})
+            return False
+        return value if cond.kind is ConditionKind.FIELD else not value
+    from iterion.expr import ExprError, truthy
 
     try:
-        value = evaluate(cond.expr or "", scope)
+        value = evaluate(cond.expr or "", {**scope, "input": dict(output)})
     except ExprError as exc:
-        raise NodeFailure(FailureCode.EXPRESSION_FAILED,
-                          f"edge {edge.src} -> {edge.dst} {cond}: {getattr(exc, 'message', str(exc))}",
-                          node=edge.src) from None
-    if not isinstance(value, bool):
-        raise NodeFailure(FailureCode.EXPRESSION_FAILED,
-                          f"edge {edge.src} -> {edge.dst} {cond}: the condition gave {value!r}, not a bool",
-                          node=edge.src)
-    return value
+        message = getattr(exc, "message", str(exc))
+        if warn is not None:
+            warn(f"edge {edge.src} -> {edge.dst} when {cond.expr!r} failed: {message}; the edge is skipped",
+                 {"code": "when_failed", "edge": edge.index, "to": edge.dst, "expr": cond.expr,
+                  "error": message})
+        return False
+    return truthy(value)
 
 
-def loop_exhausted(edge: Edge, state: RunState) -> bool:
+def loop_bound(edge: Edge, scope: Mapping[str, Any] | None) -> int:
+    """The effective bound of ``edge``'s loop: its literal N, or its template bound resolved now
+    from the last reference that resolves to an int, a float (truncated) or a numeric string;
+    none: 0, so the edge is never taken (dsl.md §3.5)."""
+    if edge.loop_bound is None:
+        return edge.loop_max if edge.loop_max is not None else 0
+    if scope is None:
+        return 0
+    from iterion.expr import ExprEvalError, resolve_reference
+    from iterion.templates import TemplateSyntaxError, template_references
+
+    try:
+        refs = template_references(edge.loop_bound)
+    except TemplateSyntaxError:
+        return 0
+    for ref in reversed(refs):
+        try:
+            value = resolve_reference(ref, scope)
+        except ExprEvalError:
+            continue
+        number = _as_bound(value)
+        if number is not None:
+            return number
+    return 0
+
+
+def _as_bound(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and abs(value) < 2 ** 63 else None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                return _as_bound(float(text))
+            except ValueError:
+                return None
+    return None
+
+
+def loop_exhausted(edge: Edge, state: RunState, scope: Mapping[str, Any] | None = None) -> bool:
     if edge.loop is None:
         return False
-    cap = edge.loop_max if edge.loop_max is not None else 0
-    return state.loop(edge.loop).iteration >= cap
+    return state.loop(edge.loop).iteration >= loop_bound(edge, scope)
 
 
 def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mapping[str, Any],
                 state: RunState, evaluate: Evaluate = _default_evaluate,
-                edges: list[Edge] | None = None) -> Edge:
+                edges: list[Edge] | None = None, warn: Warn | None = None) -> Edge:
     """The one edge a non-fan-out node leaves by, or NO_OUTGOING_EDGE."""
     candidates = wf.out_edges(node) if edges is None else edges
     exhausted: list[Edge] = []
@@ -67,19 +137,19 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
             if fallback is None:
                 fallback = edge
             continue
-        if condition_holds(edge, output, scope, evaluate):
-            if loop_exhausted(edge, state):
+        if condition_holds(edge, output, scope, evaluate, warn):
+            if loop_exhausted(edge, state, scope):
                 exhausted.append(edge)
                 continue
             return edge
     if fallback is not None:
-        if not loop_exhausted(fallback, state):
+        if not loop_exhausted(fallback, state, scope):
             return fallback
         exhausted.append(fallback)
     if not candidates:
         raise NodeFailure(FailureCode.NO_OUTGOING_EDGE, f"node {node} has no outgoing edge", node=node)
     if exhausted:
-        loops = ", ".join(sorted({f"{e.loop}({e.loop_max})" for e in exhausted if e.loop}))
+        loops = ", ".join(sorted({f"{e.loop}({loop_bound(e, scope)})" for e in exhausted if e.loop}))
         raise NodeFailure(FailureCode.NO_OUTGOING_EDGE,
                           f"node {node}: no outgoing edge can be taken: loop {loops} is exhausted "
                           f"and no other edge matched", node=node, details={"loops": sorted({e.loop for e in exhausted if e.loop})})

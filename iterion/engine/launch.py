@@ -5,6 +5,7 @@ A workflow with validation errors is refused BEFORE anything is created (Invalid
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
 from iterion.engine.coerce import AnswerError, coerce_value
 from iterion.engine.context import RunOptions
+from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
 from iterion.engine.errors import EngineError
 from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
 from iterion.engine.result import RunResult
@@ -22,6 +24,7 @@ from iterion.engine.state import RunState, to_checkpoint
 from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
+from iterion.envsubst import expand_launch
 from iterion.ir import SchemaField, Workflow
 from iterion.permissions import build_policy
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
@@ -55,7 +58,9 @@ class LaunchOptions:
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
-    values: dict[str, Any] = {n: v.default for n, v in wf.vars.items() if v.has_default}
+    # string defaults and --var values are env-expanded at run start ($N, ${N}; dsl.md 1.7)
+    values: dict[str, Any] = {n: expand_launch(v.default, os.environ) if isinstance(v.default, str) else v.default
+                              for n, v in wf.vars.items() if v.has_default}
     if preset is not None:
         if preset not in wf.presets:
             known = ", ".join(sorted(wf.presets)) or "none declared"
@@ -67,7 +72,8 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[
             known = ", ".join(sorted(wf.vars)) or "none declared"
             raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
         try:
-            values[key] = coerce_value(SchemaField(key, var.type), text)
+            values[key] = coerce_value(SchemaField(key, var.type),
+                                       expand_launch(text, os.environ) if isinstance(text, str) else text)
         except AnswerError as exc:
             shown = text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "..."
             why = exc.reason or f"is not a valid {var.type.value}"
@@ -179,6 +185,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                                           "file": doc.file_path,
                                           "digest": src.digest, "workspace": str(run_workspace),
                                           "mode": mode.value, "mechanism": versioning.mechanism})
+        for gap in not_enforced(wf):  # said once, at the start: declared blocks this engine does not execute
+            emit(ev.WARNING, gap["node"], None, {"code": FEATURE_NOT_ENFORCED, **gap})
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
                                                     restart_node=wf.entry, restart_iteration=0))

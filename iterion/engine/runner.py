@@ -21,7 +21,8 @@ from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.budget import BudgetExceeded
 from iterion.engine.context import ExecContext, NodeCall, render_text
 from iterion.engine.control import OperatorPause, park_operator, pause_point
-from iterion.engine.edges import note_loop_output, select_edge, take_edge
+from iterion.engine.declared import with_value
+from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
 from iterion.engine.errors import Cancelled, NodeFailure
 from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
@@ -185,8 +186,9 @@ class Runner:
             scope_after = dict(scope)
             scope_after["outputs"] = {**scope["outputs"], nid: output}
             edges = result.selected if result.selected is not None else [
-                select_edge(wf, nid, output, scope_after, st)]
-            mapped = {e.index: self._render_with(e, scope_after) for e in edges if e.with_map}
+                select_edge(wf, nid, output, scope_after, st, warn=warner(ctx.emit, nid, it))]
+            mapped = {e.index: {key: with_value(tpl, scope_after, output, e.src, f"with {key} on edge {e.src} -> {e.dst}")
+                                for key, tpl in e.with_map} for e in edges if e.with_map}
             self._commit(node, it, output)
             self._boundary(BoundaryKind.NODES, nid, it)
             usage = ctx.budget.usage()

@@ -37,7 +37,7 @@ def build_scope(wf: Workflow, state: RunState, *, input: Mapping[str, Any] | Non
                 history_nodes: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``history_nodes`` (nodes on a loop) read ``outputs.NODE.history`` as [] before they ran."""
     with state.lock:
-        return {
+        scope = {
             "vars": dict(state.vars),
             "input": dict(input or {}),
             "outputs": {k: v for k, v in state.outputs.items()},
@@ -47,3 +47,15 @@ def build_scope(wf: Workflow, state: RunState, *, input: Mapping[str, Any] | Non
             "loop": loop_view(wf, state),
             "run": {"id": state.run_id},
         }
+    _template_bounds(wf, scope)
+    return scope
+
+
+def _template_bounds(wf: Workflow, scope: dict[str, Any]) -> None:
+    """``loop.NAME.max`` of a loop bounded by a template: its bound resolved in this scope."""
+    from iterion.engine.edges import loop_bound
+
+    by_index = {e.index: e for e in wf.edges}
+    for name, loop in wf.loops.items():
+        if loop.bound is not None and loop.edges and loop.edges[0] in by_index and name in scope["loop"]:
+            scope["loop"][name]["max"] = loop_bound(by_index[loop.edges[0]], scope)

@@ -14,11 +14,13 @@ ENV = {"MODEL": "m", "DEPLOY_TARGET": "prod", "DEFAULT_BACKEND": "claw"}
 
 
 def test_validate_clean_and_warning_only_files_exit_zero() -> None:
-    proc = run_cli("validate", str(WF / "fan_out.bot"), str(BAD / "c016_unreachable.bot"), env=ENV)
+    proc = run_cli("validate", str(WF / "fan_out.bot"), str(BAD / "c110_unset_env.bot"), env=ENV)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0].endswith(": C016 warning: 'orphan' is not reachable from the entry 'a'")
+    assert proc.stdout.splitlines()[0].endswith(": C110 warning: environment variable ITERION_FIXTURE_UNSET_MODEL is not set")
     assert "fan_out.bot: ok (0 error(s), 0 warning(s))" in proc.stderr
-    assert "c016_unreachable.bot: ok (0 error(s), 1 warning(s))" in proc.stderr
+    assert "c110_unset_env.bot: ok (0 error(s), 1 warning(s))" in proc.stderr
+    # C016 is an error (dsl.md 7)
+    assert run_cli("validate", str(BAD / "c016_unreachable.bot"), env=ENV).returncode == 1
 
 
 def test_validate_prints_diagnostics_and_exits_two_on_errors() -> None:

@@ -11,11 +11,18 @@ from iterion.dsl import load_source, parse
 from iterion.dsl.diagnostics import CODES, Severity
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted(p.read_text() for p in [*(ROOT / "fixtures").rglob("*.bot"), *(ROOT / "fixtures").rglob("*.iter")])
+# errors="replace": the P010 fixture is deliberately not UTF-8
+SOURCES = sorted(p.read_bytes().decode("utf-8", errors="replace")
+                 for p in [*(ROOT / "fixtures").rglob("*.bot"), *(ROOT / "fixtures").rglob("*.iter")])
 # Fragments that steer random text toward the grammar's interesting corners.
 PIECES = ['"', "\\", "#", "##", "{", "}", "[", "]", "(", ")", "->", ":", "=", ",", "\n", "  ", "\t", "\r",
           "{{", "}}", "${", "when ", "not ", "as ", "with ", "agent ", "router ", "workflow ", "prompt ",
-          "schema ", "fail ", "import ", "mode: fan_out_all", "await: wait_all", "done", "x", "1", "-2.5e3", "é"]
+          "schema ", "fail ", "import ", "mode: fan_out_all", "await: wait_all", "done", "x", "1", "-2.5e3", "é",
+          # dsl.md 1.4-1.7: raw strings, block scalars, escapes, dotted lists, env forms
+          "`", "``", "`a\nb`", ": |", ": |\n    x\n", "  script: |\n", "|", "\\\"", "\\n", "\\\n", "\\q",
+          "## strict-escape: on\n", "[a.b.*, mcp.x.y]", "mcp.", ".*", "a.b", "${A:-${B:-c}}", "$NAME", "${p.name}",
+          # dsl.md 1.1-1.2: a byte order mark, any deeper indentation, trailing commas
+          "\ufeff", "   ", "    ", "\n     ", ",]"]
 
 text_like = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), max_size=40).map("".join)
 
@@ -49,6 +56,47 @@ def test_mutated_fixtures_never_raise(src: str, edits: list[tuple[float, str, in
     tree, diags = parse(src, "m.bot")
     assert tree.path == "m.bot"
     _well_formed(diags)
+
+
+LEXICAL_SEED = """## strict-escape: on
+tool t:
+  command: `echo "a\\tb"`
+tool s:
+  script: |
+    echo one
+      two
+agent a:
+  model: "${M:-${N:-x}}"
+  tools: [read_file, mcp.github.get_issue, mcp.github.*, board.read]
+  user: "say \\"hi\\" \\n"
+workflow w:
+  entry: t
+  t -> s
+  s -> a
+  a -> done
+"""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans(), st.lists(st.tuples(st.floats(0, 1), st.sampled_from(PIECES + [""]), st.integers(0, 8)),
+                               min_size=1, max_size=8))
+def test_mutated_lexical_forms_never_raise(strict: bool, edits: list[tuple[float, str, int]]) -> None:
+    """Backticks, block scalars, escapes (both modes) and dotted lists, cut and spliced anywhere
+    (the seed itself is valid: test_lexical_seed_is_valid)."""
+    src = LEXICAL_SEED if strict else LEXICAL_SEED.split("\n", 1)[1]
+    for where, insert, delete in edits:
+        pos = int(where * len(src))
+        src = src[:pos] + insert + src[pos + delete:]
+    result = load_source(src, file="fuzz/lexical.bot", env={})
+    _well_formed(result.diagnostics)
+    _tree, diags = parse(src, "l.bot")
+    _well_formed(diags)
+
+
+def test_lexical_seed_is_valid() -> None:
+    for src in (LEXICAL_SEED, LEXICAL_SEED.split("\n", 1)[1]):
+        result = load_source(src, file="fuzz/lexical.bot", env={})
+        assert result.diagnostics == [] and result.workflow is not None
 
 
 # Include and import paths holding NUL bytes (a ValueError escaped the include reader once),

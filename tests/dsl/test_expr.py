@@ -32,8 +32,8 @@ SCOPE: dict[str, Any] = {
 @pytest.mark.parametrize(("src", "expected"), [
     ("1", 1), ("1.5", 1.5), ("2e3", 2000.0), ('"a\\"b"', 'a"b'), ("'single'", "single"),
     ("true", True), ("false", False), ("null", None), ("[1, 'a', [true]]", [1, "a", [True]]),
-    ("[]", []), ('"\\u00e9\\n"', "é\n"),
-    ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("10 - 4 - 3", 3), ("8 / 2 / 2", 2), ("7 / 2", 3.5),
+    ("[]", []), ('"\\u00e9\\n"', "u00e9\n"),
+    ("1 + 2 * 3", 7), ("(1 + 2) * 3", 9), ("10 - 4 - 3", 3), ("8 / 2 / 2", 2), ("7 / 2", 3), ("-7 / 2", -3), ("7 % 3", 1), ("-7 % 3", -1), ("7.0 / 2", 3.5),
     ("6 / 3", 2), ("-3 + 1", -2), ("- -3", 3), ("1.5 * 2", 3.0),
     ("'a' + 'b'", "ab"), ("[1] + [2]", [1, 2]),
     ("1 == 1.0", True), ("1 == true", False), ("'1' == 1", False), ("null == null", True),
@@ -58,7 +58,7 @@ def test_literals_operators_and_functions(src: str, expected: Any) -> None:
 @pytest.mark.parametrize(("src", "expected"), [
     ("vars.n", 3), ("vars.cfg.depth", 2), ("input.ok", True), ("outputs.review.summary", "meh"),
     ("outputs.review", SCOPE["outputs"]["review"]), ("artifacts.plan", "the plan"),
-    ("attachments.spec", "/tmp/spec.pdf"), ("attachments.spec.mime", "application/pdf"),
+    ("attachments", None),  # a bare name, even `attachments`, is a field of the implicit input
     ("loop.fix.iteration", 2), ("loop.fix.max", 3), ("loop.fix.previous_output.approved", False),
     ("run.id", "run-1"),
     ("length(unique(outputs.review.items)) == 3", True),
@@ -96,13 +96,11 @@ def test_literals_have_no_references() -> None:
     ("   ", 0, "empty"),
     ("1 +", 3, "end of expression"),
     ("(1 + 2", 6, "')'"),
-    ("a.b", 0, "unknown name 'a'"),
     ("vars", 0, "needs a name"),
     ("vars.", 4, "after '.'"),
     ("run.name", 0, "only run.id"),
     ("loop.l", 0, "loop.NAME.iteration"),
     ("loop.l.iteration.x", 0, "has no fields"),
-    ("attachments.a.color", 0, "attachments.NAME"),
     ("foo(1)", 0, "unknown function 'foo'"),
     ("length(1, 2)", 0, "takes 1 argument"),
     ("if(true, 1)", 0, "takes 3 argument"),
@@ -111,8 +109,6 @@ def test_literals_have_no_references() -> None:
     ("a & b", 2, "'&&'"),
     ("x | y", 2, "'||'"),
     ("'abc", 0, "unterminated string"),
-    ('"a\\q"', 2, "unknown escape"),
-    ('"\\u12"', 1, "\\u escape"),
     ("1 2", 2, "after a complete expression"),
     ("12abc", 0, "malformed number"),
     ("1e999", 0, "out of range"),
@@ -140,20 +136,13 @@ def test_excessive_depth_is_a_syntax_error_not_a_crash() -> None:
 
 
 @pytest.mark.parametrize(("src", "fragment"), [
-    ("vars.missing", "unknown reference vars.missing"),
-    ("vars.cfg.depth.x", "vars.cfg.depth.x"),
-    ("outputs.nope.field", "outputs.nope does not exist"),
     ("1 / 0", "division by zero"),
     ("1.0 / 0.0", "division by zero"),
-    ("1 + 'a'", "needs two numbers"),
+    ("1 + true", "needs two numbers"),
     ("true + 1", "needs two numbers"),
     ("1 < 'a'", "compares two numbers or two strings"),
     ("[1] < [2]", "compares"),
-    ("1 && true", "needs a bool"),
-    ("true && 1", "needs a bool"),
-    ("!1", "needs a bool"),
     ("-'a'", "needs a number"),
-    ("if(1, 2, 3)", "needs a bool"),
     ("length(1)", "length()"),
     ("unique('ab')", "unique()"),
     ("contains(1, 1)", "contains()"),
@@ -170,18 +159,19 @@ def test_eval_errors(src: str, fragment: str) -> None:
 
 
 def test_eval_error_offset_points_at_the_failing_part() -> None:
-    src = "1 + vars.nope"
+    src = "1 + 'a' * 2"
     with pytest.raises(ExprEvalError) as info:
         evaluate(src, SCOPE)
-    assert info.value.offset == src.index("vars")
+    assert info.value.offset == src.index("*")
     with pytest.raises(ExprEvalError) as info:
         evaluate("1 + 2 / 0", SCOPE)
     assert info.value.offset == 6
 
 
-def test_missing_namespace_is_an_unknown_reference() -> None:
-    with pytest.raises(ExprEvalError, match="no 'loop' in scope"):
-        evaluate("loop.l.iteration", {"vars": {}})
+def test_a_missing_value_is_null() -> None:
+    assert evaluate("loop.l.iteration", {"vars": {}}) is None
+    assert evaluate("vars.missing == null", SCOPE) is True
+    assert evaluate("outputs.nope.field", SCOPE) is None
 
 
 def test_short_circuit_and_lazy_if_skip_the_unevaluated_side() -> None:
@@ -191,8 +181,10 @@ def test_short_circuit_and_lazy_if_skip_the_unevaluated_side() -> None:
     assert evaluate("if(false, 1 / 0, 'ok')", SCOPE) == "ok"
 
 
-def test_integer_division_stays_exact_for_big_ints() -> None:
-    assert evaluate("100000000000000000000001 * 3 / 3", {}) == 100000000000000000000001
+def test_integer_overflow_is_an_eval_error() -> None:
+    with pytest.raises(ExprEvalError, match="overflow"):
+        evaluate("9223372036854775807 + 1", {})
+    assert evaluate("9223372036854775807 / 3", {}) == 3074457345618258602
 
 
 def test_huge_int_mixed_with_float_is_an_eval_error() -> None:
@@ -214,3 +206,31 @@ def test_format_normalises_spelling() -> None:
 def test_parse_rejects_non_string() -> None:
     with pytest.raises(ExprSyntaxError):
         parse_expr(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("src", "expected"), [
+    ("approved and blockers == 0", True), ("not approved", False), ("approved or missing", True),
+    ("blockers > 0 or not approved", False), ("not blockers", True), ("count % 2 == 1", True),
+    ("title", "Fix"), ("nothing", None), ("length(nothing) == 0", True),
+    ("contains(nothing, 1)", False), ("join(nothing, ',')", ""), ("concat([1], nothing, [2])", [1, 2]),
+    ("'n=' + count", "n=3"), ("count + 'x'", "3x"), ("1.5 + 'x'", "1.5x"),
+    ("'a\\qb'", "aqb"), ("if('no', 1, 2)", 2), ("if('  FALSE ', 1, 2)", 2), ("if('0', 1, 2)", 2),
+    ("if([], 1, 2)", 2), ("if({}, 1, 2)" if False else "if(0.0, 1, 2)", 2), ("if('yes', 1, 2)", 1),
+    ("1 and 'x'", True), ("0 or ''", False), ("!'false'", True),
+])
+def test_bare_fields_word_operators_and_truthiness(src: str, expected: Any) -> None:
+    scope = {"input": {"approved": True, "blockers": 0, "count": 3, "title": "Fix"}}
+    assert evaluate(src, scope) == expected
+
+
+def test_comparisons_do_not_chain_and_bare_names_format_bare() -> None:
+    with pytest.raises(ExprSyntaxError, match="do not chain"):
+        parse_expr("a < b < c")
+    assert format_expr(parse_expr("approved and not (x == 1)")) == "approved && !(x == 1)"
+    assert format_expr(parse_expr("(a < b) == c")) == "(a < b) == c"
+
+
+@pytest.mark.parametrize("src", ["1 / 0", "5 % 0", "2.5 % 2", "'a' < 1", "[1] - 1"])
+def test_runtime_faults_are_eval_errors(src: str) -> None:
+    with pytest.raises(ExprEvalError):
+        evaluate(src, {})

@@ -36,8 +36,8 @@ LEAVES = st.one_of(
 def _extend(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     binops = st.sampled_from(["||", "&&", "==", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/"])
     return st.one_of(
-        st.tuples(children, binops, children).map(lambda t: f"{t[0]} {t[1]} {t[2]}"),
-        st.tuples(children, binops, children).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        st.tuples(children, binops, children).map(lambda t: f"({t[0]}) {t[1]} ({t[2]})"),
+        st.tuples(children, binops, children).map(lambda t: f"(({t[0]}) {t[1]} ({t[2]}))"),
         st.tuples(st.sampled_from(["!", "-"]), children).map(lambda t: f"{t[0]}({t[1]})"),
         st.tuples(st.sampled_from(["length", "unique"]), children).map(lambda t: f"{t[0]}({t[1]})"),
         st.tuples(st.sampled_from(["contains", "join"]), children, children)

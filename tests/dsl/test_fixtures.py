@@ -9,7 +9,12 @@ import pytest
 
 from iterion.dsl import CompileResult, load_workflow
 from iterion.ir import (
-    AwaitMode, ConditionKind, FieldType, NodeKind, RouterMode, Workflow,
+    AwaitMode,
+    ConditionKind,
+    FieldType,
+    NodeKind,
+    RouterMode,
+    Workflow,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,8 +24,7 @@ ENV = {"MODEL": "claude-test", "DEPLOY_TARGET": "prod", "DEFAULT_BACKEND": "claw
 
 VALID = sorted([*WORKFLOWS.glob("*.bot"), *WORKFLOWS.glob("*.iter"), WORKFLOWS / "imports" / "main.bot",
                 WORKFLOWS / "bundle_dir"])
-# the dsl.md example keeps its fail node unreachable on purpose (the text says it "could replace" the loop)
-EXPECTED_WARNINGS = {"tidy.bot": ["C016"]}
+EXPECTED_WARNINGS: dict[str, list[str]] = {}
 
 
 def _load(name: str) -> Workflow:
@@ -44,18 +48,29 @@ def test_fixture_compiles_without_errors(path: Path) -> None:
     assert result.unit.asts, "the parsed files are part of the unit"
 
 
-def _expectations(path: Path) -> list[tuple[str, int]]:
-    head = path.read_text().splitlines()[0]
-    return [(c, int(n)) for c, n in re.findall(r"([A-Z]\d{3}) line (\d+)", head)]
+def _expectations(path: Path) -> list[tuple[str, int, int | None]]:
+    """``CODE line N[ col M]`` items of the comment lines opening the file."""
+    head = []
+    # a fixture need not be UTF-8 (P010): its comment lines are
+    for ln in path.read_bytes().decode("utf-8", errors="replace").splitlines():
+        if not ln.startswith("##"):
+            break
+        head.append(ln)
+    return [(c, int(n), int(col) if col else None)
+            for c, n, col in re.findall(r"([A-Z]\d{3}) line (\d+)(?: col (\d+))?", "\n".join(head))]
 
 
 @pytest.mark.parametrize("path", sorted(INVALID.glob("*.bot")), ids=lambda p: p.stem)
 def test_invalid_fixture_reports_its_code_at_its_line(path: Path) -> None:
     expected = _expectations(path)
     assert expected, f"{path.name} must say what it expects on its first line"
+    assert all(col is not None for _, _, col in expected), f"{path.name}: give the column of each expectation"
     result: CompileResult = load_workflow(path, env={})
-    got = [(d.code, d.span.line) for d in result.diagnostics]
-    assert sorted(got) == sorted(expected), [d.format() for d in result.diagnostics]
+    got = [(d.code, d.span.line, d.span.column if col is not None else None)
+           for d, col in zip(sorted(result.diagnostics, key=lambda d: (d.code, d.span.line, d.span.column)),
+                             [c for _, _, c in sorted(expected, key=lambda e: (e[0], e[1], e[2] or 0))])]
+    assert len(result.diagnostics) == len(expected), [d.format() for d in result.diagnostics]
+    assert sorted(got, key=str) == sorted(expected, key=str), [d.format() for d in result.diagnostics]
     for d in result.diagnostics:
         assert d.span.file == str(path)
         assert d.message and "\n" not in d.message
@@ -94,7 +109,7 @@ def test_loops_have_bounds_and_closing_edges() -> None:
 def test_edges_keep_declaration_order_and_index() -> None:
     wf = _load("tidy.bot")
     assert [(e.index, e.src, e.dst) for e in wf.edges] == [
-        (0, "edit", "review"), (1, "review", "done"), (2, "review", "edit")]
+        (0, "edit", "review"), (1, "review", "done"), (2, "review", "edit"), (3, "review", "rejected")]
     assert wf.budget.max_cost_usd == 2.0
 
 
@@ -103,7 +118,7 @@ def test_prompts_are_resolved_and_named() -> None:
     review = wf.nodes["review"]
     assert review.user_ref == "review_user"
     assert review.user == "Review {{vars.target}} after the edit:\n{{outputs.edit.stdout}}"
-    assert review.model == "claude-test"
+    assert review.model == "${MODEL}"  # expanded when the node runs
     assert wf.prompts["review_user"] == review.user
     rejected = wf.nodes["rejected"]
     assert (rejected.kind, rejected.code, rejected.resumable) == (NodeKind.FAIL, "REVIEW_REJECTED", True)
@@ -119,21 +134,22 @@ def test_includes_are_inlined_and_listed_in_the_unit() -> None:
     assert roles == {"includes.bot": "main", "base.md": "include", "rules.md": "include"}
 
 
-def test_env_is_substituted_at_compile_time() -> None:
+def test_env_is_kept_as_written_by_the_compiler() -> None:
+    """dsl.md 1.7: the compiler never expands ${...}; the run does, each property at its time."""
     wf = _load("env.bot")
-    assert wf.nodes["deployer"].model == "claude-test"
-    assert wf.nodes["deployer"].user == "Deploy to prod as {{vars.who}}."
-    assert wf.nodes["announce"].command == "echo deployed to prod"
-    assert wf.default_backend == "claw"
+    assert wf.nodes["deployer"].model == "${MODEL}"
+    assert wf.nodes["deployer"].user == "Deploy to ${DEPLOY_TARGET} as {{vars.who}}."
+    assert wf.nodes["announce"].command == "echo deployed to ${DEPLOY_TARGET}"
+    assert wf.default_backend == "${DEFAULT_BACKEND}"
 
 
-def test_unset_env_is_empty_plus_a_warning_at_its_place() -> None:
+def test_unset_env_is_a_warning_where_the_property_expands() -> None:
     result = load_workflow(WORKFLOWS / "env.bot", env={"MODEL": "m"})
     assert result.workflow is not None  # warnings only
     warnings = [(d.code, d.span.line, d.span.column) for d in result.diagnostics]
-    assert ("C110", 3, 13) in warnings  # inside the prompt body
-    assert ("C110", 14, 30) in warnings  # inside the command string
-    assert result.workflow.nodes["announce"].command == "echo deployed to "
+    # the command and default_backend expand at run time; a prompt body never does
+    assert warnings == [("C110", 14, 30), ("C110", 18, 21)]
+    assert result.workflow.nodes["announce"].command == "echo deployed to ${DEPLOY_TARGET}"
 
 
 def test_node_properties_compile_to_the_ir() -> None:
@@ -186,11 +202,20 @@ def test_vars_presets_attachments() -> None:
 def test_extensions_are_kept_not_executed() -> None:
     wf = _load("extensions.bot")
     assert wf.extra["mcp_server"]["github"]["args"] == ["--read-only"]
-    assert wf.extra["cursor"] == {"main_cursor": {"scope": "repo"}}
-    assert wf.extra["sandbox"] == {"driver": "docker"}  # the workflow's own setting wins over the file's
-    assert wf.extra["memory"] == {"kind": "file"} and wf.extra["compaction"] == "auto"
+    assert wf.extra["mcp_server"]["tracker"]["auth"]["type"] == "oauth2"
+    assert wf.extra["mcp_server"]["tracker"]["auth"]["scopes"] == ["issues:read"]
+    assert wf.extra["cursor"]["tone"]["values"] == {"terse": "One line per finding.", "detailed": "Explain each finding."}
+    assert wf.extra["cursor"]["scrutiny"]["bands"]["0.41..1.0"].startswith("Also read")
+    assert wf.extra["sandbox"] == "none" and wf.extra["compaction"] == {"threshold": 1.0}
     node = wf.nodes["researcher"]
-    assert node.extra["mcp"] == {"servers": ["github"]} and node.extra["tool_policy"] == {"allow": ["read_file"]}
+    assert node.tools == ("read_file", "mcp.github.get_issue", "mcp.github.*", "board.read")
+    assert node.extra["mcp"] == {"autoload_project": True, "servers": ["github", "tracker"], "inherit": True}
+    assert node.extra["tool_policy"] == ["read_file", "mcp.github.*"]
+    assert node.extra["capabilities"] == ["board.read", "board.label"]
+    assert node.extra["memory"] == {"enabled": True, "scope": "project", "autoload": ["notes.md"]}
+    assert node.extra["sandbox"]["network"] == {"mode": "allowlist", "rules": ["pypi.org"]}
+    assert node.cursors == {"scrutiny": 0.8, "tone": "terse"}
+    assert node.provider == "anthropic" and node.interaction_model == "m-answers"
     assert wf.worktree is True and wf.default_backend == "claw" and wf.interaction == "none"
 
 
@@ -198,12 +223,13 @@ def test_workflow_permission_is_kept_not_executed() -> None:
     from iterion.dsl import load_tree
 
     text = (WORKFLOWS / "extensions.bot").read_text().replace(
-        "  compaction: \"auto\"\n", '  compaction: "auto"\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
+        "  mcp:\n    inherit: false\n", '  mcp:\n    inherit: false\n  permission:\n    allow: ["read_file"]\n    ask: ["bash"]\n')
     result = load_tree({"extensions.bot": text}, "extensions.bot", env={})
     assert result.ok, result.diagnostics
     assert result.workflow.extra["permission"] == {"allow": ["read_file"], "ask": ["bash"]}
     # only as a workflow setting: on a node or at the top level it stays unknown
     on_node = text.replace("  tool_max_steps: 20\n", '  tool_max_steps: 20\n  permission: "ask"\n')
+    assert on_node != text
     assert [d.code for d in load_tree({"x.bot": on_node}, "x.bot", env={}).diagnostics] == ["P007"]
     top = 'permission:\n  allow: ["x"]\n' + text
     assert [d.code for d in load_tree({"x.bot": top}, "x.bot", env={}).diagnostics] == ["P006"]

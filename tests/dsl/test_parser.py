@@ -41,7 +41,7 @@ workflow tidy:
     note: "again",
     level: "{{outputs.review.level}}"
   }
-  review -> fail when "outputs.review.level == \\"high\\""
+  review -> fail when "outputs.review.level == 'high'"
 """
 
 
@@ -110,7 +110,7 @@ def test_edges_carry_conditions_loops_and_multiline_with_maps() -> None:
     assert [(e.key, e.value.value) for e in second.with_map.entries] == [  # type: ignore[union-attr]
         ("note", "again"), ("level", "{{outputs.review.level}}")]
     assert third.when is not None and third.when.expr is not None
-    assert third.when.expr.value == 'outputs.review.level == "high"'
+    assert third.when.expr.value == "outputs.review.level == 'high'"
 
 
 def test_script_body_is_raw_and_keeps_hash_lines() -> None:
@@ -151,8 +151,8 @@ def test_import_declaration() -> None:
 @pytest.mark.parametrize(
     ("src", "code", "line", "col", "words"),
     [
-        ('agent a:\n   model: "m"\n', "P001", 2, 4, "multiple of 2"),
-        ('agent a:\n  model: "m"\n      tools: []\n', "P001", 3, 7, "expected 4 spaces"),
+        ('agent a:\n    model: "m"\n  user: "x"\n', "P001", 3, 3, "expected 4 spaces"),  # a dedent between levels
+        ('agent a:\n  model: "m"\n      tools: []\n', "P001", 3, 7, "only a line ending with ':'"),
         ('  agent a:\n', "P001", 1, 3, "at the top level"),
         ('agent a:\n\tmodel: "m"\n', "P002", 2, 1, "tab"),
         ('agent a:\n  model: "m" % 2\n', "P003", 2, 14, "unexpected character '%'"),
@@ -169,7 +169,7 @@ def test_import_declaration() -> None:
         ('workflow w:\n  entry a\n', "P006", 2, 3, "unknown statement"),
         ('schema s:\n  x: string [enum "a"]\n', "P008", 2, 19, "expected ':' after 'enum'"),
         ('schema s:\n  x: string (1)\n', "P008", 2, 13, "'[enum: ...]'"),
-        ('agent a:\n  model: "a\\qb"\n', "P009", 2, 12, "unknown escape"),
+        ('## strict-escape: on\nagent a:\n  model: "a\\qb"\n', "P009", 3, 12, "unknown escape"),
         ('vars:\n  n: int 3\n', "P008", 2, 10, "'= default'"),
         ('agent a:\n  model: 12abc\n', "P008", 2, 10, "malformed number"),
         ('agent a:\n  model: "m"\n  tools: [a,, b]\n', "P008", 2 + 1, 13, "expected a value"),

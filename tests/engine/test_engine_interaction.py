@@ -34,7 +34,8 @@ def test_agent_ask_user_parks_the_node_and_resume_reinvokes_it(tmp_path: Path, w
     assert events(store, r.run_id, "ask_user_requested")
     r2 = resume(store, r.run_id, answers={"answer": "release"})
     assert r2.status is RunStatus.FINISHED, r2.error
-    assert r2.outputs["planner"] == {"branch": "release"}
+    # the session the backend kept rides along as the runtime field _session_id (dsl.md §5.1)
+    assert r2.outputs["planner"] == {"branch": "release", "_session_id": "sess-1"}
     assert labels(store, r.run_id) == ["pre:planner:0", "pause:planner:0", "resume:planner:0", "nodes:planner:0"]
 
 
@@ -46,7 +47,6 @@ def test_human_gate_answered_by_a_model(tmp_path: Path, ws: Path, store: Store) 
         human gate:
           interaction: llm
           model: "m"
-          backend: "script"
           output: approval
           instructions: "approve?"
 
@@ -74,3 +74,56 @@ def test_backend_error_code_lands_on_the_run(tmp_path: Path, ws: Path, store: St
     r = launch(store, bot, ws)
     assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "RATE_LIMITED"
     assert "slow down" in r.error
+
+
+def test_an_agent_question_is_answered_by_the_interaction_model(tmp_path: Path, ws: Path, store: Store) -> None:
+    """interaction: llm (here the workflow's default): the interaction model answers, the agent
+    goes on with the answer, the run never pauses (dsl.md §2.4)."""
+    bot = write_bot(tmp_path / "src", """
+        schema plan:
+          branch: string
+
+        prompt guide:
+          Answer with a branch name.
+
+        agent planner:
+          model: "m-plan"
+          interaction: none
+          interaction_model: "m-answer"
+          interaction_prompt: guide
+          output: plan
+          user: "plan"
+
+        workflow h:
+          entry: planner
+          interaction: llm
+          planner -> done
+    """, {"planner": {"*": {"attempts": [{"ask_user": "Which branch?"}, {"text": "release"},
+                                         {"output": {"branch": "release"}}]}}})
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["planner"] == {"branch": "release"}
+    calls = [e.payload["model"] for e in events(store, r.run_id, "backend_call")]
+    assert calls == ["m-plan", "m-answer", "m-plan"]
+    assert not events(store, r.run_id, "ask_user_requested")
+
+
+def test_llm_or_human_escalates_to_a_person(tmp_path: Path, ws: Path, store: Store) -> None:
+    bot = write_bot(tmp_path / "src", """
+        schema plan:
+          branch: string
+
+        agent planner:
+          model: "m-plan"
+          interaction: llm_or_human
+          output: plan
+          user: "plan"
+
+        workflow h:
+          entry: planner
+          planner -> done
+    """, {"planner": {"*": {"attempts": [{"ask_user": "Which branch?"}, {"ask_user": "I cannot tell"},
+                                         {"output": {"branch": "main"}}]}}})
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.PAUSED_WAITING_HUMAN, r.error
+    assert events(store, r.run_id, "ask_user_requested")

@@ -26,7 +26,7 @@ compute count:
   output: sum
   expr:
     total: "length(outputs.edit.stdout) * 2"
-    greeting: "concat(\\"hi \\", vars.word)"
+    greeting: "concat('hi ', vars.word)"
 
 agent review:
   backend: "script"
@@ -58,7 +58,8 @@ def test_linear_tool_compute_agent_checkpoints_after_every_node(tmp_path: Path, 
 
     assert result.status is RunStatus.FINISHED, result.error
     assert (ws / "notes.txt").read_text() == "delta\n"
-    assert result.outputs["edit"] == {"stdout": "edited\n", "stderr": "", "exit_code": 0}
+    # text stdout: `result` (trimmed) beside stdout/stderr/exit_code (dsl.md §2.7, §9)
+    assert result.outputs["edit"] == {"result": "edited", "stdout": "edited\n", "stderr": "", "exit_code": 0}
     assert result.outputs["count"] == {"total": 14, "greeting": "hi delta"}
     assert result.outputs["review"] == {"approved": True, "summary": "fine"}
     # the checkpoint after each node names the next node and holds every output so far
@@ -139,7 +140,7 @@ def test_tool_output_not_matching_schema_is_schema_validation(tmp_path: Path, ws
           healthy: bool
 
         tool check:
-          command: "echo '{\\"healthy\\": \\"yes\\"}'"
+          command: `echo '{"healthy": "yes"}'`
           output: probe
 
         workflow s:

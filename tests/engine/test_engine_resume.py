@@ -111,7 +111,7 @@ def test_tool_fails_fix_then_resume_reexecutes_only_that_node(tmp_path: Path, ws
         resume(store, r.run_id)
 
 
-GUARD = """
+GUARD = """## strict-escape: on
 schema gate:
   over: bool
 

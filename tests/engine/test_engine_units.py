@@ -46,9 +46,14 @@ def test_expression_condition_and_its_failure_code() -> None:
     st = RunState("r")
     assert select_edge(wf, "a", {"n": 3}, {"outputs": {"a": {"n": 3}}}, st) is e0
     assert select_edge(wf, "a", {"n": 1}, {"outputs": {"a": {"n": 1}}}, st) is e1
-    with pytest.raises(NodeFailure) as info:
-        select_edge(wf, "a", {}, {"outputs": {}}, st)
-    assert info.value.code == "EXPRESSION_FAILED"
+    # a missing value is null; `null > 2` fails to evaluate: the edge is skipped with a warning
+    warnings: list[tuple[str, dict[str, object]]] = []
+    assert select_edge(wf, "a", {}, {"outputs": {}}, st, warn=lambda m, p: warnings.append((m, p))) is e1
+    assert [p["code"] for _, p in warnings] == ["when_failed"] and warnings[0][1]["to"] == "b"
+    # bare names are fields of the source's output
+    e2 = Edge(0, "a", "b", SP, Condition(ConditionKind.EXPR, expr="n > 2 and not skip"))
+    assert select_edge(_wf([e2, e1]), "a", {"n": 3, "skip": False}, {}, st) is e2
+    assert select_edge(_wf([e2, e1]), "a", {"n": 3, "skip": "yes"}, {}, st) is e1
 
 
 def test_loop_edge_counts_and_is_not_taken_once_exhausted() -> None:

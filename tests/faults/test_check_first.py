@@ -22,7 +22,7 @@ from .faultlib import cli, cli_json, error_lines, store_hash, tree_hash
 
 FLOW = """\
 tool change:
-  command: "printf 'changed by the node\\\\n' > a.txt && printf 'new\\\\n' > b.txt && rm c.txt"
+  command: "printf 'changed by the node\\n' > a.txt && printf 'new\\n' > b.txt && rm c.txt"
 
 tool check:
   command: "test -f {allow}"

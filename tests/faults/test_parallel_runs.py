@@ -26,7 +26,7 @@ prompt gate_text:
   Keep it?
 
 tool write:
-  command: "sleep 0.3; printf '%s\\\\n' '{{vars.tag}}' > out-{{vars.tag}}.txt; mkdir -p shared; printf 'x' > shared/{{vars.tag}}.bin"
+  command: "sleep 0.3; printf '%s\\n' '{{vars.tag}}' > out-{{vars.tag}}.txt; mkdir -p shared; printf 'x' > shared/{{vars.tag}}.bin"
 
 human gate:
   output: verdict
@@ -49,7 +49,7 @@ prompt gate_text:
   Keep it?
 
 tool write:
-  command: "touch started-{{vars.tag}}; while [ ! -f go-{{vars.tag}} ]; do sleep 0.05; done; printf '%s\\\\n' '{{vars.tag}}' > out-{{vars.tag}}.txt"
+  command: "touch started-{{vars.tag}}; while [ ! -f go-{{vars.tag}} ]; do sleep 0.05; done; printf '%s\\n' '{{vars.tag}}' > out-{{vars.tag}}.txt"
 
 human gate:
   output: verdict

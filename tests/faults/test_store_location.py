@@ -24,13 +24,13 @@ prompt gate_text:
   Ship it?
 
 tool one:
-  command: "printf 'one\\\\n' > one.txt; mkdir -p build; printf 'obj' > build/out.o"
+  command: "printf 'one\\n' > one.txt; mkdir -p build; printf 'obj' > build/out.o"
 
 tool clean:
   command: "git clean -fdxq"
 
 tool two:
-  command: "printf 'two\\\\n' > two.txt"
+  command: "printf 'two\\n' > two.txt"
 
 human gate:
   output: verdict
@@ -52,7 +52,7 @@ prompt gate_text:
   Keep it?
 
 tool write:
-  command: "printf 'made\\\\n' > made.txt"
+  command: "printf 'made\\n' > made.txt"
 
 human gate:
   output: verdict

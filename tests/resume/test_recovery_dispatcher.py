@@ -151,12 +151,13 @@ def test_deterministic_codes_are_not_retried(tmp_path: Path, ws: Path, store_dir
           command: "echo x >> tries.log; exit 3"
 
         tool check:
-          command: "echo x >> checks.log; echo '{\\"healthy\\": \\"yes\\"}'"
+          command: `echo x >> checks.log; echo '{"healthy": "yes"}'`
           output: probe
 
         workflow d:
           entry: broken
-          broken -> done
+          broken -> check
+          check -> done
     """)
     r = _launch(store, bot, ws)
     assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "TOOL_FAILED_PERMANENT"
@@ -167,7 +168,7 @@ def test_deterministic_codes_are_not_retried(tmp_path: Path, ws: Path, store_dir
     # a tool's schema failure is not a model's verdict: not retried either
     bot2 = write_bot(tmp_path / "src2", (tmp_path / "src" / "wf.bot").read_text().replace("entry: broken",
                                                                                            "entry: check")
-                     .replace("broken -> done", "check -> done"))
+                     .replace("broken -> check", "check -> broken").replace("check -> done", "broken -> done"))
     r2 = _launch(store, bot2, ws)
     assert r2.failure_code == "SCHEMA_VALIDATION" and (ws / "checks.log").read_text() == "x\n"
     assert "from llm_verdict" in events(store_dir, r2.run_id, "recovery_declined")[0].payload["reason"]

@@ -406,7 +406,7 @@ tool one:
 
 tool check:
   output: gate
-  command: "echo '{\\"over\\": true}'"
+  command: `echo '{"over": true}'`
 
 fail refuse:
   code: LOT_REFUSED

@@ -19,7 +19,7 @@ tool implement:
 
 tool verify:
   output: verdict
-  command: "if [ $(wc -c < work.txt) -ge 2 ]; then echo '{\\"ok\\": true}'; else echo '{\\"ok\\": false}'; fi"
+  command: `if [ $(wc -c < work.txt) -ge 2 ]; then echo '{"ok": true}'; else echo '{"ok": false}'; fi`
 
 tool ship:
   command: "test -f shipped.ok && printf 'shipped\\n' > ship.txt"

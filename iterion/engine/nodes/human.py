@@ -40,7 +40,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     if mode in ("llm", "llm_or_human"):
         response = call_backend(ctx, node, call.iteration, system=instructions,
                                 user=render_text(node.user, call.scope, node.id, "user prompt") or instructions,
-                                schema=node.output_schema)
+                                schema=node.output_schema, model=node.interaction_model)
         ask = getattr(response, "ask_user", None)
         output = getattr(response, "output", None)
         if mode == "llm" or (not ask and output is not None):

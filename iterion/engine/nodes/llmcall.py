@@ -11,23 +11,35 @@ from iterion.budget import BudgetExceeded
 from iterion.engine.cancel import call_cancellable
 from iterion.engine.context import ExecContext, NodeCall
 from iterion.engine.errors import NodeFailure
+from iterion.envsubst import expand_node
 from iterion.failure_codes import FailureCode
-from iterion.ir import Node, Schema
+from iterion.ir import Node, NodeKind, Schema
 
 SCRIPT = "script"
+DEFAULT_SUPERVISOR_MODEL = "anthropic/claude-sonnet-4-6"
 
 
 def backend_name(ctx: ExecContext, node: Node) -> str:
-    """--backend wins, then the node's own, then the workflow default, then $ITERION_BACKEND, then
-    the script backend when answers were supplied, else openai (the one that needs only an
-    endpoint and a key). `iterion backends` states this order."""
-    name = (ctx.options.backend or node.backend or ctx.workflow.default_backend
+    """--backend wins, then the node's own, then the workflow default (``${...}`` expanded now),
+    then $ITERION_BACKEND, then the script backend when answers were supplied, else openai (the one
+    that needs only an endpoint and a key). `iterion backends` states this order."""
+    name = (ctx.options.backend or expand_node(node.backend or "", os.environ)
+            or expand_node(ctx.workflow.default_backend or "", os.environ)
             or os.environ.get("ITERION_BACKEND", "").strip())
     if name:
         return name
     if ctx.options.script_file or os.environ.get("ITERION_SCRIPT_FILE"):
         return SCRIPT
     return "openai"
+
+
+def _effort(value: str | None) -> str | None:
+    """A quoted reasoning_effort is env-expanded when the node runs; an invalid result means the
+    provider default (dsl.md 1.7)."""
+    if not value or "$" not in value:
+        return value
+    got = expand_node(value, os.environ)
+    return got if got in ("low", "medium", "high", "xhigh", "max") else None
 
 
 def get_backend(ctx: ExecContext, name: str) -> Any:
@@ -50,9 +62,28 @@ def get_backend(ctx: ExecContext, name: str) -> Any:
     return backend
 
 
+def interaction_mode(ctx: ExecContext, node: Node) -> str:
+    """May an agent or judge ask questions, and who answers (dsl.md §2.4): its own
+    ``interaction``, else the workflow's, else none; an explicit ``none`` counts as unset
+    (as observed, §2.13)."""
+    own = node.interaction if node.interaction not in (None, "none") else None
+    return own or ctx.workflow.interaction or "none"
+
+
+def node_model(node: Node, model: str | None = None) -> str | None:
+    """The model a call uses, ``${...}`` expanded now (dsl.md §1.7): ``model`` when given (a
+    human's ``interaction_model``), else the node's; an llm router with neither model nor
+    backend takes ``ITERION_DEFAULT_SUPERVISOR_MODEL``, else the default supervisor (§2.5)."""
+    spec = model or node.model
+    if not spec and node.kind is NodeKind.ROUTER and not node.backend:
+        spec = os.environ.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or DEFAULT_SUPERVISOR_MODEL
+    return expand_node(spec, os.environ) if spec else spec
+
+
 def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, user: str,
                  schema: Schema | None, choices: list[str] | None = None,
-                 prior: tuple[str, Any] | None = None, call: NodeCall | None = None) -> Any:
+                 prior: tuple[str, Any] | None = None, call: NodeCall | None = None, model: str | None = None,
+                 allow_ask: bool | None = None) -> Any:
     """One backend call; tokens and cost are charged to the run budget (even when over a cap,
     and even when the call failed after consuming them). The claw backend charges each of its
     turns as it goes (``agent_host``) and returns a response that carries none."""
@@ -71,26 +102,28 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         from iterion.permissions import claude_code_flags
 
         flags = tuple(claude_code_flags(permission_policy(ctx)))
+    model = node_model(node, model)
     request = BackendRequest(
-        node_id=node.id, iteration=iteration, node_kind=node.kind, model=node.model,
+        node_id=node.id, iteration=iteration, node_kind=node.kind,
+        model=model,
         system=system, user=user, output_schema=schema, tools=tuple(node.tools), max_tokens=node.max_tokens,
-        reasoning_effort=node.reasoning_effort, session_id=ctx.state.sessions.get(node.id),
+        reasoning_effort=_effort(node.reasoning_effort), session_id=ctx.state.sessions.get(node.id),
         prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
-        allow_ask_user=(node.interaction or ctx.workflow.interaction or "none") != "none",
+        allow_ask_user=interaction_mode(ctx, node) != "none" if allow_ask is None else allow_ask,
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
-        provider=node.extra.get("provider"), tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
+        provider=expand_node(node.provider or node.extra.get("provider") or "", os.environ) or None, tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
     )
     try:
         response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
     except BackendError as exc:
-        _charge(ctx, node, iteration, name, exc.tokens_in + exc.tokens_out, exc.cost_usd)
+        _charge(ctx, node, iteration, name, model, exc.tokens_in + exc.tokens_out, exc.cost_usd)
         raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id,
                           origin="backend", retry_after_s=exc.retry_after_s) from None
     if response.session_id:
         with ctx.state.lock:
             ctx.state.sessions[node.id] = response.session_id
     if not response.raw.get("charged"):
-        _charge(ctx, node, iteration, name, response.tokens, response.cost_usd)
+        _charge(ctx, node, iteration, name, model, response.tokens, response.cost_usd)
     return response
 
 
@@ -154,7 +187,7 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
         return ShellResult(res.stdout, res.stderr, res.exit_code)
 
     def charge(model: str | None, tin: int, tout: int, cost: float) -> None:
-        _charge(ctx, node, iteration, name, tin + tout, cost)
+        _charge(ctx, node, iteration, name, model or node_model(node), tin + tout, cost)
 
     wf_servers = ctx.workflow.extra.get("mcp_server") or {}
     pending_ours = call is not None and call.pending is not None and call.pending.node == node.id \
@@ -172,8 +205,9 @@ class _ShellTimeout(Exception):
     """The agent's bash call ran past its timeout (raised inside run_process's poll)."""
 
 
-def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, tokens: int, cost: float) -> None:
-    ctx.emit("backend_call", node.id, iteration, {"backend": name, "model": node.model, "tokens": tokens,
+def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, model: str | None, tokens: int,
+            cost: float) -> None:
+    ctx.emit("backend_call", node.id, iteration, {"backend": name, "model": model, "tokens": tokens,
                                                   "cost_usd": cost})
     try:
         ctx.budget.charge(tokens=tokens, cost_usd=cost)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
-from iterion.engine.edges import round_robin_edge, select_edge
+from iterion.engine.edges import round_robin_edge, select_edge, warner
 from iterion.engine.errors import NodeFailure
 from iterion.engine.nodes.llmcall import call_backend
 from iterion.failure_codes import FailureCode
@@ -26,7 +26,9 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         edge = round_robin_edge(wf, node.id, ctx.state)
         return NodeResult(_summary([edge]), selected=[edge])
     if mode is RouterMode.CONDITION:
-        edge = select_edge(wf, node.id, {}, call.scope, ctx.state)
+        # a router's output is its input: its `when` expressions read the input's fields
+        edge = select_edge(wf, node.id, call.input, call.scope, ctx.state,
+                           warn=warner(ctx.emit, node.id, call.iteration))
         return NodeResult(_summary([edge]), selected=[edge])
     # llm: the model names the target(s) among the edges' destinations
     choices = [e.dst for e in out_edges]

@@ -17,6 +17,7 @@ from iterion.engine.coerce import validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
 from iterion.engine.errors import NodeFailure
 from iterion.engine.toolproc import ToolLaunchError, run_command, run_script
+from iterion.envsubst import expand_command
 from iterion.failure_codes import FailureCode
 from iterion.shellquote import script_mode
 from iterion.store import events as ev
@@ -36,11 +37,11 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     check = ctx.duration_guard(node.id)
     try:
         if node.script is not None:
-            script = render_text(node.script, call.scope, node.id, "script", script_mode(node.language))
+            script = render_text(expand_command(node.script, env), call.scope, node.id, "script", script_mode(node.language))
             result = run_script(script, node.language or "sh", cwd=ctx.workspace, env=env, token=ctx.token,
                                 check=check)
         else:
-            command = render_text(node.command, call.scope, node.id, "command", "shell")
+            command = render_text(expand_command(node.command or "", env), call.scope, node.id, "command", "shell")
             result = run_command(command, cwd=ctx.workspace, env=env, token=ctx.token, check=check)
     except ToolLaunchError as exc:
         raise NodeFailure(FailureCode.TOOL_FAILED_PERMANENT, f"tool {node.id}: {exc}", node=node.id) from None
@@ -53,12 +54,18 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
                           + (f": {detail}" if detail else ""), node=node.id,
                           details={"exit_code": result.exit_code, "stdout": _tail(result.stdout),
                                    "stderr": _tail(result.stderr)})
-    if node.output_schema is None:
-        return NodeResult({"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code})
     text = result.stdout.strip()
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
+        data = None
+    if node.output_schema is None:
+        if isinstance(data, dict):
+            return NodeResult(data)  # stdout that is one JSON object is the output (dsl.md §2.7)
+        # text: `result` (the original's), plus stdout/stderr/exit_code (this project's, §9)
+        return NodeResult({"result": text, "stdout": result.stdout, "stderr": result.stderr,
+                           "exit_code": result.exit_code})
+    if data is None:
         raise NodeFailure(FailureCode.SCHEMA_VALIDATION,
                           f"tool {node.id}: stdout is not one JSON object (schema {node.output_schema.name}): "
                           f"{_tail(text)[:200]!r}", node=node.id, details={"stdout": _tail(result.stdout)}) from None
