@@ -20,7 +20,7 @@ def test_validate_clean_and_warning_only_files_exit_zero() -> None:
     assert "fan_out.bot: ok (0 error(s), 0 warning(s))" in proc.stderr
     assert "c110_unset_env.bot: ok (0 error(s), 1 warning(s))" in proc.stderr
     # C016 is an error (dsl.md 7)
-    assert run_cli("validate", str(BAD / "c016_unreachable.bot"), env=ENV).returncode == 1
+    assert run_cli("validate", str(BAD / "c016_unreachable.bot"), env=ENV).returncode == 2  # invalid: exit 2 (README)
 
 
 def test_validate_prints_diagnostics_and_exits_two_on_errors() -> None:
