@@ -2,12 +2,12 @@
 
 An object's name is the hash of its bytes, so a write is idempotent and deduplicates across
 captures and runs. Objects of one capture are written without per-file fsync and made durable
-together by ``flush`` before anything that references them is committed.
+together by ``flush`` before anything that references them is committed: exactly the files and
+directories written since the last flush (``persist.sync_paths``), never the whole filesystem.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import secrets
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import blake3
 
-from persist import atomic_write_bytes, fsync_dir
+from persist import atomic_write_bytes, sync_paths
 from workspacetrack.bigfiles import copy_sparse, hasher
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 
@@ -26,27 +26,11 @@ def digest_of(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
 
 
-def sync_filesystem(path: Path) -> None:
-    """Flush the filesystem holding ``path``: one call instead of one fsync per file, for a
-    batch (a capture's objects, a restore's writes) made durable together."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    except (OSError, AttributeError):
-        pass
-    os.sync()
-
-
 class ObjectStore:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._root_str = str(root)
-        self._pending = False
+        self._pending: list[str] = []  # object files written since the last flush
         self._known: set[str] = set()
 
     def path_for(self, digest: str) -> Path:
@@ -64,7 +48,7 @@ class ObjectStore:
         path = f"{self._root_str}/{digest[:2]}/{digest[2:]}"
         if not os.path.exists(path):
             atomic_write_bytes(path, data, mode=0o444, durable=False)
-            self._pending = True
+            self._pending.append(path)
         self._known.add(digest)
         return digest
 
@@ -87,7 +71,7 @@ class ObjectStore:
             else:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.replace(tmp, path)
-                self._pending = True
+                self._pending.append(path)
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -126,8 +110,14 @@ class ObjectStore:
         return data
 
     def flush(self) -> None:
-        """Make every object written since the last flush durable."""
+        """Make every object written since the last flush durable: each object file's data,
+        then the fan-out directories naming them, then the root (which names a fan-out
+        directory created meanwhile). Nothing references these objects before this returns
+        (the caller commits its snapshot after), so a crash at any point leaves at worst an
+        unreferenced or, on a filesystem that does not order data before names, an empty or
+        partial object file (``read``/``copy_to`` verify content against the name); the run's
+        state never names an object that was not durable here first."""
         if self._pending:
-            sync_filesystem(self.root)
-            fsync_dir(self.root)
-            self._pending = False
+            files = self._pending
+            self._pending = []
+            sync_paths(files, [*{os.path.dirname(f) for f in files}, self._root_str])
