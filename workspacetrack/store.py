@@ -35,6 +35,7 @@ crash artefact: ``CorruptStoreError``. A state.json of format 1 (no log) reads a
 
 from __future__ import annotations
 
+import json
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -320,12 +321,30 @@ class TrackStore:
 
     # -- stat cache -------------------------------------------------------------------------
     def load_cache(self) -> StatCacheDoc:
+        """The stat cache, or an empty one when missing, unreadable or of another format.
+
+        Parsed with the json module and checked row by row by shape, not through pydantic: a
+        100,000-row cache is loaded by every new process before its first walk (a resume, a
+        rewind's bank), and full model validation cost several times the parse itself.
+        """
         path = self.run_dir / "statcache.json"
         try:
-            doc = read_model(path, StatCacheDoc)
-        except (FileNotFoundError, ValueError):
+            raw = json.loads(path.read_bytes())
+            if raw.get("format_version") != StatCacheDoc.FORMAT_VERSION:
+                raise ValueError("another format")
+            rows: dict[str, CacheRow] = {}
+            for p, (key, h, trusted, target) in raw["rows"].items():
+                k = tuple(key)
+                if len(k) != 5 or not isinstance(h, str) or not isinstance(trusted, bool):
+                    raise ValueError("bad row")
+                rows[p] = (k, h, trusted, target)  # type: ignore[assignment]
+            manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
+            if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int):
+                raise ValueError("bad header")
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
-        doc.rows = _rows_from_wire(doc.rows)
+        doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
+                                           size_cap=size_cap, rows=_rows_from_wire(rows))
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:
