@@ -125,6 +125,14 @@ class TrackStore:
     def load_state(self) -> RunState | None:
         """The run's state (None before its first commit). Shared and cached: never mutate it;
         change it through ``commit``."""
+        for _ in range(3):
+            try:
+                return self._load_state()
+            except FileNotFoundError:
+                self._state = None  # a compaction replaced the files under this (unlocked) reader
+        return self._load_state()
+
+    def _load_state(self) -> RunState | None:
         try:
             st = os.stat(self._state_path)
         except FileNotFoundError:

@@ -372,7 +372,10 @@ class Tracker:
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
                     pivot: str) -> PlannedRestore:
         # The bank IS the current disk state: capturing it first gives both the undo point and
-        # the evidence (what changed since the last boundary) the report needs.
+        # the evidence (what changed since the last boundary) the report needs. With the journal
+        # running (this process captured the last boundary) that costs what changed since; in
+        # a new process it is one stat walk against the stat cache (no re-hashing): the
+        # report's ``left_in_place`` is about the whole tree, which nothing else here knows.
         manifest, stats = self._capturer.scan()
         self.last_capture = stats
         current = self.store.read_manifest(manifest)
