@@ -278,8 +278,10 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
 # Reported names that change how OTHER paths are staged: the watcher cannot say which.
 _DOUBT_NAMES = frozenset({".gitignore", ".gitattributes", ".git"})
 # update-index under the same rules as ADD_ALL's `git add` (no hooks, fsmonitor or split index)
-_UPDATE_INDEX = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false",
-                 "update-index", "--add", "--remove", "--replace", "-z", "--stdin"]
+_UPDATE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false",
+           "update-index"]
+_UPDATE_INDEX = [*_UPDATE, "--add", "--remove", "--replace", "-z", "--stdin"]
+_FORCE_REMOVE = [*_UPDATE, "--force-remove", "-z", "--stdin"]
 
 
 def _nul(paths: Iterable[str]) -> bytes:
@@ -300,8 +302,8 @@ def _expand(ws: Workspace, reported: list[str]) -> tuple[set[str], list[str]] | 
         is_dir = os.path.isdir(root + rel) and not os.path.islink(root + rel)
         if not is_dir:
             files.add(rel)
-            if not os.path.lexists(root + rel):
-                prefixes.append(rel + "/")  # a directory removed or renamed away, maybe
+            if not os.path.exists(root + rel) or os.path.islink(root + rel):
+                prefixes.append(rel + "/")  # a directory removed, renamed away or replaced, maybe
             continue
         prefixes.append(rel + "/")  # it may have replaced a file, or lost files staged before
         stack = [rel]
@@ -367,6 +369,20 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
             if proc.returncode not in (0, 1):
                 return None
             files.difference_update(_split_nul(proc.stdout))
+        # A path below something that is no longer a real directory (a file, a symlink, nothing)
+        # can only have gone: git refuses to look "beyond a symbolic link", so drop it outright.
+        real_dirs: dict[str, bool] = {"": True}
+
+        def real_dir(d: str) -> bool:
+            if d not in real_dirs:
+                parent = d.rpartition("/")[0]
+                real_dirs[d] = real_dir(parent) and os.path.isdir(root + d) and not os.path.islink(root + d)
+            return real_dirs[d]
+
+        gone = sorted(p for p in files if not real_dir(p.rpartition("/")[0]))
+        if gone:
+            run_git(ws.workdir, _FORCE_REMOVE, env=env, input_bytes=_nul(gone))
+            files.difference_update(gone)
         if files:
             run_git(ws.workdir, _UPDATE_INDEX, env=env, input_bytes=_nul(sorted(files)))
         tree = git_out(ws.workdir, ["write-tree"], env=env)

@@ -80,6 +80,11 @@ def test_edits_additions_deletions_renames_and_ignored_files_are_staged_exactly(
     shutil.rmtree(repo / "new")
     (repo / "new").write_text("now a file\n")
     run.mark("staged")
+    files(repo, {"swap/a.txt": "a\n", "swap/b/c.txt": "c\n"})
+    run.mark("staged")
+    shutil.rmtree(repo / "swap")  # a directory replaced by a symlink to another one
+    os.symlink("src", repo / "swap")
+    run.mark("staged")
     os.chmod(repo / "src" / "a.py", 0o755)
     files(repo, {"gone-soon.txt": "g\n"})
     (repo / "gone-soon.txt").unlink()  # created and deleted between two boundaries
