@@ -200,7 +200,8 @@ class _Writer:
 
     def sync(self) -> None:
         """Make every write and removal so far durable: the files' data, then the directories."""
-        sync_paths(self._files, self._dirs, dir_fd=self.root)
+        # the journal-commit probe is named like a restore temp: a crash leaves nothing unknown
+        sync_paths(self._files, self._dirs, dir_fd=self.root, dummy_prefix=RESTORE_TMP_MARK + "sync")
         self._files.clear()
         self._dirs.clear()
 
