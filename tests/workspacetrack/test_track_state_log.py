@@ -188,3 +188,24 @@ def test_recorded_changes_give_the_produced_scope_the_manifests_give(tracker: Tr
         assert tracker.produced_scope(L(pivot)).paths == expected
         assert Tracker(tracker.store.root, ws, "run-1").produced_scope(L(pivot)).paths == expected
     assert tracker.produced_scope(L("pre:b:0")).paths >= {"lib/app.py", "src/app.py", "deep/x/y.txt"}
+
+
+@pytest.mark.parametrize("method", ["batch", "fsync"])
+def test_captures_and_restores_sync_exactly_what_they_wrote(ws: Path, store: Path, method: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both durability methods (persist.sync_paths) leave the store and the workspace exactly as
+    written: no journal-commit probe file behind, every object readable."""
+    from persist.atomic import FSYNC_METHOD_ENV
+
+    monkeypatch.setenv(FSYNC_METHOD_ENV, method)
+    t = Tracker(store, ws, "run-1")
+    t.capture(L("pre:a:0"))
+    for i in range(5):
+        write(ws, f"gen/{i}/f.txt", f"{method} {i}\n")
+    rec = t.capture(L("nodes:a:0"))
+    report = t.restore(L("pre:a:0"))
+    assert len(report.removed) == 5
+    leftovers = [p for root in (store, ws) for p in root.rglob("*") if "sync" in p.name and p.name.endswith(".tmp")]
+    assert leftovers == []
+    m = t.manifest(rec.id)
+    assert all(t.read_object(m.entries[f"gen/{i}/f.txt"][0]) == f"{method} {i}\n".encode() for i in range(5))
