@@ -362,8 +362,18 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
             out = run_git(ws.workdir, ["ls-files", "-z", "--cached", "--", *prefixes],
                           env={**env, "GIT_LITERAL_PATHSPECS": "1"}).stdout
             files.update(_split_nul(out))
-        on_disk = sorted(p for p in files if os.path.lexists(root + p))
-        if on_disk:  # untracked and ignored: `git add -A` leaves it out (tracked ones are not listed)
+        # Untracked and ignored: `git add -A` leaves it out. P holds exactly the last tree, so a
+        # path in it is tracked (staged whatever the rules say); only the others are asked about.
+        last = ws.repo[pygit2.Oid(hex=st.tree)].peel(pygit2.Tree)
+
+        def tracked(path: str) -> bool:
+            try:
+                return bool(last[path].type != pygit2.GIT_OBJECT_TREE)  # a directory then: not this path
+            except KeyError:
+                return False
+
+        on_disk = sorted(p for p in files if os.path.lexists(root + p) and not tracked(p))
+        if on_disk:
             proc = run_git(ws.workdir, ["check-ignore", "-z", "--stdin"], env=env, check=False,
                            input_bytes=_nul(on_disk))
             if proc.returncode not in (0, 1):
