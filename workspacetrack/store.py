@@ -94,7 +94,7 @@ class TrackStore:
         self._log_valid = 0   # bytes of state.log that are complete, committed lines
         self._log_lines = 0   # lines in state.log (compaction threshold)
         self._log_stale = 0   # of which already folded into state.json
-        self._whole_snaps = 0  # snapshots state.json itself holds: the log is folded once as long
+        self._whole_snaps = 0  # snapshots state.json holds: the log is folded in once it has as many lines
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
