@@ -22,6 +22,16 @@ did its tree). Kept copy P and fresh copy C of the user's index U give the same 
 * a gitlink P holds lost its repository (C sees a plain directory, P keeps the gitlink): P is
   re-seeded when a gitlink of the last tree has no ``.git`` any more.
 
+With a watcher (``stage_reported_paths``), a boundary does not even run `git add -A` over the
+tree: it stages into P only the paths the watcher reported changed since the last boundary, the
+way git's fsmonitor lets `git status` look only where something happened. That stands for
+`git add -A` exactly when P stood for a copy at the last boundary and nothing else can have
+changed the outcome; on any doubt it gives up and the caller does the full boundary: P not
+trusted or rewritten by someone else, the user's index changed, a source outside the tree
+changed, a reported path is (or is inside) an ignore/attributes file, a ``.git`` or a gitlink
+of the last tree. (The watcher's own doubts - an overflow, a restart, no baseline - are the
+caller's: it then never calls this.)
+
 Re-seeding is the original algorithm (copy U, `git add -A`, write-tree), so every case it does
 not cover costs one slow boundary, never a wrong tree. Signatures taken less than
 ``_RACY_NS`` before the boundary started are not trusted (a second change within the same
@@ -42,7 +52,7 @@ from typing import NamedTuple
 import pygit2
 
 from gitrefs.errors import GitCommandFailed
-from gitrefs.gitcli import git_out
+from gitrefs.gitcli import git_out, run_git
 from gitrefs.run_lock import file_lock
 from gitrefs.snapshot import ADD_ALL
 from gitrefs.workspace import Workspace
@@ -262,4 +272,144 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
         if new != st:
             # Not fsynced: it is a cache, and the rename keeps it whole; lost, it means a re-seed.
             atomic_write_bytes(paths.state, new.model_dump_json().encode(), durable=False)
+        return tree
+
+
+# Reported names that change how OTHER paths are staged: the watcher cannot say which.
+_DOUBT_NAMES = frozenset({".gitignore", ".gitattributes", ".git"})
+# update-index under the same rules as ADD_ALL's `git add` (no hooks, fsmonitor or split index)
+_UPDATE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false",
+           "update-index"]
+_UPDATE_INDEX = [*_UPDATE, "--add", "--remove", "--replace", "-z", "--stdin"]
+_FORCE_REMOVE = [*_UPDATE, "--force-remove", "-z", "--stdin"]
+
+
+def _nul(paths: Iterable[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _split_nul(out: bytes) -> list[str]:
+    return [os.fsdecode(p) for p in out.split(b"\0") if p]
+
+
+def _expand(ws: Workspace, reported: list[str]) -> tuple[set[str], list[str]] | None:
+    """(every file path to re-stage, the directory prefixes whose old index entries may have
+    gone); None when a reported directory holds a ``.git`` (it would become a gitlink)."""
+    root = os.path.join(ws.workdir, "")
+    files: set[str] = set()
+    prefixes: list[str] = []
+    for rel in reported:
+        is_dir = os.path.isdir(root + rel) and not os.path.islink(root + rel)
+        if not is_dir:
+            files.add(rel)
+            if not os.path.exists(root + rel) or os.path.islink(root + rel):
+                prefixes.append(rel + "/")  # a directory removed, renamed away or replaced, maybe
+            continue
+        prefixes.append(rel + "/")  # it may have replaced a file, or lost files staged before
+        stack = [rel]
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(root + d) as it:
+                    for e in it:
+                        if e.name == ".git":
+                            return None
+                        sub = f"{d}/{e.name}"
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(sub)
+                        else:
+                            files.add(sub)
+            except OSError:
+                continue
+    return files, prefixes
+
+
+def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) -> str | None:
+    """The tree `snapshot_with_private_index` would give, staging only ``reported`` into P:
+    every path the caller's watcher saw change since the last boundary written through P
+    (files, and directories created, removed or renamed, whole). None: not trustworthy here
+    (see the module doc); the caller must take the full boundary instead."""
+    paths = _paths(ws, run_id)
+    env = {"GIT_INDEX_FILE": str(paths.index_file)}
+    wanted = sorted(set(reported))
+    for rel in wanted:
+        parts = rel.split("/")
+        if _DOUBT_NAMES.intersection(parts):
+            return None
+    with file_lock(paths.lock):
+        st = _load(paths.state)
+        if st is None or not st.trusted:
+            return None
+        if index_sig(ws.user_index) != st.user_index or index_sig(paths.index_file) != st.private_index:
+            return None
+        root = os.path.join(str(ws.workdir), "")
+        # in-tree sources (.gitignore, .gitattributes) would have been reported; the others not
+        if any(source_sig(p, 0)[0] != sig for p, sig in st.sources.items() if not p.startswith(root)):
+            return None
+        if any(rel == g or rel.startswith(g + "/") for rel in wanted for g in st.gitlinks):
+            return None
+        if not all(os.path.lexists(os.path.join(ws.workdir, g, ".git")) for g in st.gitlinks):
+            return None
+        if any(os.path.lexists(ws.workdir / p) and not _in_tree(ws.repo, st.tree, p) for p in st.tracked_ignored):
+            return None
+        if not wanted:
+            return st.tree  # nothing happened: P, its tree and every source are as they were
+        expanded = _expand(ws, wanted)
+        if expanded is None:
+            return None
+        files, prefixes = expanded
+        if prefixes:  # what P holds under a changed directory: gone files must be removed too
+            out = run_git(ws.workdir, ["ls-files", "-z", "--cached", "--", *prefixes],
+                          env={**env, "GIT_LITERAL_PATHSPECS": "1"}).stdout
+            files.update(_split_nul(out))
+        # Untracked and ignored: `git add -A` leaves it out. P holds exactly the last tree, so a
+        # path in it is tracked (staged whatever the rules say); only the others are asked about.
+        last = ws.repo[pygit2.Oid(hex=st.tree)].peel(pygit2.Tree)
+
+        def tracked(path: str) -> bool:
+            try:
+                return bool(last[path].type != pygit2.GIT_OBJECT_TREE)  # a directory then: not this path
+            except KeyError:
+                return False
+
+        on_disk = sorted(p for p in files if os.path.lexists(root + p) and not tracked(p))
+        if on_disk:
+            proc = run_git(ws.workdir, ["check-ignore", "-z", "--stdin"], env=env, check=False,
+                           input_bytes=_nul(on_disk))
+            if proc.returncode not in (0, 1):
+                return None
+            files.difference_update(_split_nul(proc.stdout))
+        # A path below something that is no longer a real directory (a file, a symlink, nothing)
+        # can only have gone: git refuses to look "beyond a symbolic link", so drop it outright.
+        real_dirs: dict[str, bool] = {"": True}
+
+        def real_dir(d: str) -> bool:
+            if d not in real_dirs:
+                parent = d.rpartition("/")[0]
+                real_dirs[d] = real_dir(parent) and os.path.isdir(root + d) and not os.path.islink(root + d)
+            return real_dirs[d]
+
+        gone = sorted(p for p in files if not real_dir(p.rpartition("/")[0]))
+        if gone:
+            run_git(ws.workdir, _FORCE_REMOVE, env=env, input_bytes=_nul(gone))
+            files.difference_update(gone)
+        if files:
+            run_git(ws.workdir, _UPDATE_INDEX, env=env, input_bytes=_nul(sorted(files)))
+        tree = git_out(ws.workdir, ["write-tree"], env=env)
+        dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs, st.gitlinks)
+        started = time.time_ns()
+        # The sources of the new tree: unchanged ones as checked (a change in the tree would
+        # have been reported, outside it was just checked); a new directory's, read now.
+        sources: dict[str, Sig] = {}
+        racy = False
+        for p in _source_paths(ws, dirs):
+            if p in st.sources:
+                sources[p] = st.sources[p]
+            else:
+                sources[p], is_racy = source_sig(p, started)
+                racy = racy or is_racy
+        new = PrivateIndexState(user_index=st.user_index, private_index=index_sig(paths.index_file), tree=tree,
+                                sources=sources, tracked_ignored=st.tracked_ignored, dirs=dirs, gitlinks=gitlinks,
+                                trusted=not racy)
+        atomic_write_bytes(paths.state, new.model_dump_json().encode(), durable=False)
         return tree

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 import pygit2
@@ -37,7 +38,7 @@ from gitrefs.errors import (
 )
 from gitrefs.gitcli import run_git
 from gitrefs.ids import validate_id
-from gitrefs.private_index import snapshot_with_private_index
+from gitrefs.private_index import snapshot_with_private_index, stage_reported_paths
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope, produced_scope
 from gitrefs.records import (
     BankRecord,
@@ -71,6 +72,7 @@ class RunRefs:
         self.run_id = validate_id(run_id, "run id")
         self.ws: Workspace = open_workspace(workspace)
         self.repo = self.ws.repo
+        self.last_snapshot = ""  # "staged" (watcher-reported paths only) or "full": the last snapshot's way
 
     # --- run lifecycle --------------------------------------------------------------------
 
@@ -164,25 +166,34 @@ class RunRefs:
 
     # --- snapshots and boundaries ---------------------------------------------------------
 
-    def snapshot(self) -> str:
+    def snapshot(self, reported: Sequence[str] | None = None) -> str:
         """Tree id of the working tree as `git add -A` on a copy of the user's index would record it.
 
         Nothing of the user's is written; the run's private index (a warm stat cache) is.
+        ``reported``: every path a watcher saw change since the last boundary (the caller
+        vouches for that): only those are staged, unless in doubt (``private_index``).
         """
+        if reported is not None:
+            tree = stage_reported_paths(self.ws, self.run_id, reported)
+            if tree is not None:
+                self.last_snapshot = "staged"
+                return tree
+        self.last_snapshot = "full"
         return snapshot_with_private_index(self.ws, self.run_id)
 
-    def write_boundary(self, label: BoundaryLabel) -> BoundaryRecord:
+    def write_boundary(self, label: BoundaryLabel, reported: Sequence[str] | None = None) -> BoundaryRecord:
+        """Record a boundary; ``reported`` as for ``snapshot``."""
         self.record()
         with run_lock(self.ws.run_dir(self.run_id)):
-            return self._write_boundary_locked(label)
+            return self._write_boundary_locked(label, reported)
 
-    def _write_boundary_locked(self, label: BoundaryLabel) -> BoundaryRecord:
+    def _write_boundary_locked(self, label: BoundaryLabel, reported: Sequence[str] | None = None) -> BoundaryRecord:
         ref = layout.boundary_ref(self.run_id, label)
         prev = self.chain_head()
         if label.kind.is_alias:
             self._set_ref(ref, prev)
             return BoundaryRecord(label, ref, prev, self._tree_of(prev))
-        tree = self.snapshot()
+        tree = self.snapshot(reported)
         commit = create_commit(self.repo, CommitSpec(
             f"iterion: {label} (run {self.run_id})",
             {T_RUN: self.run_id, T_NODE: label.node, T_ITERATION: str(label.iteration),

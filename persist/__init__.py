@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+    from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, sync_paths
     from persist.errors import UserError
     from persist.filelock import file_lock
     from persist.model import FormatVersionError, VersionedModel, read_model, write_model
@@ -21,6 +21,7 @@ _HOME = {
     "atomic_write_bytes": "persist.atomic",
     "atomic_write_text": "persist.atomic",
     "fsync_dir": "persist.atomic",
+    "sync_paths": "persist.atomic",
     "UserError": "persist.errors",
     "file_lock": "persist.filelock",
     "FormatVersionError": "persist.model",
@@ -38,6 +39,7 @@ __all__ = [
     "file_lock",
     "fsync_dir",
     "read_model",
+    "sync_paths",
     "write_model",
 ]
 

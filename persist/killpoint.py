@@ -8,6 +8,8 @@ operations. Unset (always, outside those tests) a kill point is one dictionary l
 
 The variable is read here and nowhere else. Sites in use:
 
+* ``track-state-append``: after each half of a line appended to a tracker's ``state.log``
+  (the first kill leaves a torn line: workspacetrack/store.py);
 * ``restore``: after each file write or removal of a restore (workspacetrack and git);
 * ``rewind-intent``, ``rewind-files``, ``rewind-checkpoint``, ``rewind-parked``, ``rewind-event``:
   after each durable step of ``iterion rewind`` (see iterion/rewind/intent.py);

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from workspacetrack.changes import changed_paths
 from workspacetrack.ignore import RULE_FILES, IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import CacheRow, Entry, Manifest, StatCacheDoc
@@ -56,6 +57,8 @@ class Capturer:
         self._baseline: str | None = None  # manifest of the last capture, when the journal covers since
         self._outside_fp: tuple[object, ...] | None = None
         self._epoch = store.objects.epoch
+        # (base manifest, new manifest, paths that differ) of the last journal capture
+        self._last_diff: tuple[str, str, frozenset[str]] | None = None
         try:
             st = os.stat(store.root)
             self._store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -78,8 +81,22 @@ class Capturer:
     def forget_baseline(self) -> None:
         self._baseline = None
 
+    def changed_since(self, previous: str, current: str) -> list[str] | None:
+        """The paths whose recorded state differs between manifests ``previous`` and ``current``
+        (``changes.changed_paths``), when known without reading a manifest from disk: from the
+        last journal capture's delta, or from two manifests still in memory; None otherwise."""
+        if previous == current:
+            return []
+        if self._last_diff is not None and self._last_diff[:2] == (previous, current):
+            return sorted(self._last_diff[2])
+        a, b = self.store.cached_manifest(previous), self.store.cached_manifest(current)
+        if a is None or b is None:
+            return None
+        return sorted(changed_paths(a, b))
+
     def scan(self) -> tuple[str, CaptureStats]:
         """Capture the workspace's current state; returns (manifest digest, stats)."""
+        self._last_diff = None
         t0 = time.perf_counter()
         if self._epoch != self.store.objects.epoch:
             # a gc swept since this process last looked: rows and the baseline may name objects
@@ -198,6 +215,7 @@ class Capturer:
             skipped[p] = reason
         removed = [p for p in removed if p not in d_entries and p not in d_skipped]
         n_changes = len(d_entries) + len(d_skipped) + len(removed)
+        diff = frozenset(d_entries) | frozenset(d_skipped) | frozenset(removed)
         if n_changes == 0:
             digest = base_digest
         elif (self.store.depth_of(base_digest) >= MAX_DELTA_DEPTH
@@ -209,6 +227,7 @@ class Capturer:
             digest = self.store.put_delta(base_digest, self.store.depth_of(base_digest), d_entries,
                                           d_skipped, removed, full)
         self._rows_dirty = True
+        self._last_diff = (base_digest, digest, diff)
         self._finish(new_rows, digest, exact=len(entries) + len(skipped) == len(new_rows))
         return digest, CaptureStats("journal", scan.hashed, len(dirty) + len(trees), digest == base_digest)
 

@@ -48,6 +48,8 @@ def diff_manifests(a: Manifest, b: Manifest) -> list[Change]:
 
 def changed_paths(a: Manifest, b: Manifest) -> set[str]:
     """Paths whose recorded state differs, including a path becoming or ceasing to be skipped."""
+    if a is b:
+        return set()  # one state (the manifest cache hands out the same object for one digest)
     ea, eb = a.entries, b.entries
     paths = {p for p in ea.keys() | eb.keys() if _state(ea.get(p)) != _state(eb.get(p))}
     sa, sb = a.skipped, b.skipped

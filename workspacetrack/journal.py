@@ -129,6 +129,26 @@ class Journal:
             self.dirty_trees.clear()
             self.broken = None
 
+    def arm(self) -> None:
+        """Watch every directory of the workspace now (what a walk does as it goes), for a
+        caller whose own baseline is taken right AFTER this returns (a worktree boundary's full
+        ``git add -A``): every change from here on is journaled, every earlier one is in that
+        baseline. ``.git`` directories are not entered (a nested one makes the caller re-verify
+        anyway)."""
+        self.begin_walk()
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            absd = f"{self.workspace}/{rel}" if rel else self.workspace
+            self.watch_dir(absd, rel)
+            try:
+                with os.scandir(absd) as it:
+                    for e in it:
+                        if e.name != ".git" and e.is_dir(follow_symlinks=False):
+                            stack.append(f"{rel}/{e.name}" if rel else e.name)
+            except OSError:
+                continue  # gone, or unreadable: its parent's watch reports what happens to it
+
     def watch_dir(self, abs_dir: str, rel_dir: str) -> None:
         """Called by the walk BEFORE it lists a directory, so no change to it can fall between."""
         if self._fd < 0:

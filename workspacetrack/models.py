@@ -68,6 +68,11 @@ class SnapshotRecord(VersionedModel):
     capture_mode: str = "full"
     # banks only: the paths the restore that took this bank went on to change (what undo puts back)
     touched: list[str] = Field(default_factory=list)
+    # boundaries: the paths whose recorded state differs from the ``parent`` snapshot's (what
+    # ``changes.changed_paths`` of the two manifests gives), when the capture knew it cheaply
+    # (its journal delta, or a walk with the parent's manifest in memory); None: unknown, diff
+    # the manifests. A produced scope is the union of these over its intervals.
+    changed: list[str] | None = None
 
 
 class ChainLink(VersionedModel):
@@ -76,14 +81,15 @@ class ChainLink(VersionedModel):
 
 
 class RunState(VersionedModel):
-    """A run's snapshots, chain, label map and banks: the one document a capture commits.
+    """A run's snapshots, chain, label map and banks.
 
-    Snapshot records live here rather than in files of their own so that a capture costs one
-    durable write (state.json) on top of its objects: the per-capture fsyncs dominate an
-    unchanged capture.
+    Persisted as ``state.json`` (this document, rewritten whole only when created and when the
+    log is compacted) plus ``state.log`` (one ``StateLogRecord`` line per commit after it, with
+    ``seq`` > ``log_seq``): a capture appends one line rather than rewriting every snapshot the
+    run ever recorded (``TrackStore`` has the crash rules). Version 1 had no log (``log_seq`` 0).
     """
 
-    FORMAT_VERSION = 1
+    FORMAT_VERSION = 2
     run_id: str
     workspace: str
     head: str | None = None
@@ -93,6 +99,35 @@ class RunState(VersionedModel):
     snapshots: dict[str, SnapshotRecord] = Field(default_factory=dict)
     # object id of the ignore-rule texts in force for this run (those at its first capture,
     # JSON {path: text} in wire form); None: a run recorded before rules were frozen (live rules)
+    ignore_rules: str | None = None
+    # every state.log record with seq <= log_seq is already folded into this document
+    log_seq: int = 0
+
+    def apply(self, rec: StateLogRecord) -> None:
+        """Fold one committed log record in (the same code for a writer and a reader)."""
+        if rec.snapshot is not None:
+            self.snapshots[rec.snapshot.id] = rec.snapshot
+        if rec.ignore_rules is not None:
+            self.ignore_rules = rec.ignore_rules
+        if rec.link is not None:
+            self.chain.append(rec.link)
+            self.labels[rec.link.label] = rec.link.snapshot
+        if rec.head is not None:
+            self.head = rec.head
+        if rec.bank is not None:
+            self.banks.append(rec.bank)
+        self.log_seq = rec.seq
+
+
+class StateLogRecord(VersionedModel):
+    """One commit after ``state.json``: a snapshot record and what it changes in the run state."""
+
+    FORMAT_VERSION = 1
+    seq: int = 0
+    snapshot: SnapshotRecord | None = None
+    link: ChainLink | None = None   # appended to the chain (and the label map)
+    head: str | None = None
+    bank: str | None = None         # appended to the banks
     ignore_rules: str | None = None
 
 

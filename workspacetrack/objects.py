@@ -3,7 +3,9 @@
 An object's name is the hash of its bytes (blake3, or git's blob id for runs whose workspace is
 in a git repository: ``workspacetrack.gitsource``), so a write is idempotent and deduplicates
 across captures and runs. Objects of one capture are written without per-file fsync and made
-durable together by ``flush`` before anything that references them is committed.
+durable together by ``flush`` before anything that references them is committed: exactly the
+files and directories written since the last flush (``persist.sync_paths``), never the whole
+filesystem.
 
 Garbage collection (``iterion.store.gc``) deletes objects no kept run references. It holds
 ``.gc.lock`` exclusively; every capture and restore holds it shared (``TrackStore.locked``), so
@@ -14,7 +16,6 @@ no object is looked up, deduplicated against or referenced while a sweep runs. A
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import re
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import blake3
 
-from persist import atomic_write_bytes, fsync_dir
+from persist import atomic_write_bytes, sync_paths
 from workspacetrack.bigfiles import copy_sparse, hasher
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.gitsource import GitSource, blob_hasher, blob_id, is_blob_id
@@ -35,22 +36,6 @@ _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 def digest_of(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
-
-
-def sync_filesystem(path: Path) -> None:
-    """Flush the filesystem holding ``path``: one call instead of one fsync per file, for a
-    batch (a capture's objects, a restore's writes) made durable together."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    except (OSError, AttributeError):
-        pass
-    os.sync()
 
 
 GC_LOCK = ".gc.lock"          # shared by every capture/restore, exclusive for ``iterion gc``
@@ -70,7 +55,7 @@ class ObjectStore:
         self.root = root
         self._root_str = str(root)
         self.legacy = legacy
-        self._pending = False
+        self._pending: list[str] = []  # object files written since the last flush
         self._known: set[str] = set()
         self._in_git: set[str] = set()
         self._git: GitSource | None = None
@@ -148,7 +133,7 @@ class ObjectStore:
         path = f"{self._root_str}/{digest[:2]}/{digest[2:]}"
         if not os.path.exists(path):
             atomic_write_bytes(path, data, mode=0o444, durable=False)
-            self._pending = True
+            self._pending.append(path)
         self._known.add(digest)
         return digest
 
@@ -202,7 +187,7 @@ class ObjectStore:
             else:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 os.replace(tmp, path)
-                self._pending = True
+                self._pending.append(path)
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -263,11 +248,17 @@ class ObjectStore:
         raise UnknownSnapshotError(f"object {digest} is not in the store")
 
     def flush(self) -> None:
-        """Make every object written since the last flush durable."""
+        """Make every object written since the last flush durable: each object file's data,
+        then the fan-out directories naming them, then the root (which names a fan-out
+        directory created meanwhile). Nothing references these objects before this returns
+        (the caller commits its snapshot after), so a crash at any point leaves at worst an
+        unreferenced or, on a filesystem that does not order data before names, an empty or
+        partial object file (``read``/``copy_to`` verify content against the name); the run's
+        state never names an object that was not durable here first."""
         if self._pending:
-            sync_filesystem(self.root)
-            fsync_dir(self.root)
-            self._pending = False
+            files = self._pending
+            self._pending = []
+            sync_paths(files, [*{os.path.dirname(f) for f in files}, self._root_str])
 
     def seal(self) -> None:
         """Pin every git blob the capture in progress referenced (before anything names it)."""

@@ -8,9 +8,11 @@ occur.
 
 Durability: the caller commits the bank (the disk state about to be changed) durably BEFORE
 ``apply_restore`` writes anything, and the pivot's content is durable in the store already. The
-writes themselves are not fsynced one by one (that cost dominated a restore's wall time): each
-file is still replaced by an atomic rename, and the whole batch is made durable by one
-filesystem sync at the end, before the report is returned. A crash mid-restore can therefore
+writes themselves are not fsynced one by one as they happen (that cost dominated a restore's
+wall time): each file is still replaced by an atomic rename, and the batch is made durable at
+the end, before the report is returned, by syncing exactly the files written and the directories
+whose entries changed, concurrently (``persist.sync_paths``; never ``syncfs``, which would wait
+for every other process's unflushed writes too). A crash mid-restore can therefore
 leave any written path old or new (or, on a filesystem that does not order data before a
 rename, empty); both the target and the pre-restore state are durable in the store, so running
 the restore again, or undoing it from the bank, repairs every such path.
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from persist import VersionedModel
+from persist import VersionedModel, sync_paths
 from persist.killpoint import kill_point
 from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.changes import changed_paths
@@ -37,7 +39,7 @@ from workspacetrack.errors import TrackError
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.models import EMPTY_DIR, SKIP_OVERSIZED, Entry, Manifest
 from workspacetrack.names import from_wire, to_wire
-from workspacetrack.objects import ObjectStore, sync_filesystem
+from workspacetrack.objects import ObjectStore
 from workspacetrack.paths import check_relpath, parent_dirs
 
 SKIP_IGNORED = "ignored"
@@ -186,23 +188,22 @@ class _Writer:
     def __init__(self, workspace: Path) -> None:
         self.ws = workspace
         self.root = os.open(workspace, _DIR_FLAGS)
-        # device -> a directory written to on it: what ``sync`` must flush (a mount point
-        # inside the workspace is another filesystem than the workspace's own)
-        self._written: dict[int, str] = {}
+        # what ``sync`` must make durable: files written, directories whose entries changed
+        self._files: set[str] = set()
+        self._dirs: set[str] = set()
 
     def close(self) -> None:
         os.close(self.root)
 
     def _note(self, dir_fd: int, rel_dir: str) -> None:
-        dev = os.fstat(dir_fd).st_dev
-        if dev not in self._written:
-            self._written[dev] = rel_dir
+        self._dirs.add(rel_dir or ".")
 
     def sync(self) -> None:
-        """Make every write and removal so far durable: one sync per filesystem written to."""
-        for rel_dir in self._written.values():
-            sync_filesystem(self.ws / rel_dir if rel_dir else self.ws)
-        self._written.clear()
+        """Make every write and removal so far durable: the files' data, then the directories."""
+        # the journal-commit probe is named like a restore temp: a crash leaves nothing unknown
+        sync_paths(self._files, self._dirs, dir_fd=self.root, dummy_prefix=RESTORE_TMP_MARK + "sync")
+        self._files.clear()
+        self._dirs.clear()
 
     def _link_reason(self, dir_fd: int, name: str, rel_dir: str) -> str:
         target = os.readlink(name, dir_fd=dir_fd)
@@ -223,6 +224,7 @@ class _Writer:
                         os.close(fd)
                         return None
                     os.mkdir(comp, 0o755, dir_fd=fd)
+                    self._dirs.add("/".join(parts[:i]) or ".")  # the new name must last too
                     nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
                     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
@@ -306,6 +308,8 @@ class _Writer:
                     raise
             try:
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                if not st_mod.S_ISLNK(mode):
+                    self._files.add(path)
             except BaseException:
                 try:
                     os.unlink(tmp, dir_fd=fd)
@@ -326,7 +330,8 @@ class _DryWriter(_Writer):
         self._gone: set[str] = set()
 
     def sync(self) -> None:
-        self._written.clear()
+        self._files.clear()
+        self._dirs.clear()
 
     def open_parent(self, path: str, create: bool) -> int | None:
         return super().open_parent(path, create=False)  # a missing directory would be made: no obstacle

@@ -2,17 +2,41 @@
 
     <objects>/ab/cdef...                content-addressed blobs and manifests, shared by all runs
                                         (``shared_objects_dir``)
-    <store>/runs/<run>/state.json       snapshot records, chain, label map, banks (the commit point)
+    <store>/runs/<run>/state.json       snapshot records, chain, label map, banks up to ``log_seq``
+    <store>/runs/<run>/state.log        one JSON line per later commit (``StateLogRecord``, seq order)
     <store>/runs/<run>/statcache.json   path -> stat -> hash (a cache: losing it costs re-hashing)
     <store>/runs/<run>/lock             flock: one capture or restore of a run at a time
 
-Commit order: objects and manifest (flushed once) -> state.json. A process
-killed at any point leaves state.json naming the previous head, whose objects are all durable;
-what it wrote before dying is unreferenced and harmless.
+Commit order: objects and manifest (flushed once) -> one line appended to state.log and
+fdatasync'ed (the commit point). The first commit of a run writes state.json whole instead, and
+every so often (``_COMPACT_MIN`` lines, or as many lines as state.json holds snapshots: amortised
+constant per commit) the log is folded into a new state.json and removed. So a boundary costs
+one appended line and one fdatasync, whatever the length of the run.
+
+The executing process keeps the state in memory; a reader re-checks only the identity of the
+two files (state.json's inode/size/mtime, the log's inode/size) and reads only lines appended
+since it last looked, so no boundary re-reads or rewrites the run's whole history.
+
+What a SIGKILL (or a crash) at any point leaves, and what repairs it:
+
+* before the line is appended: objects nobody references (harmless); state as before;
+* mid-append: a last line without its newline (or unparsable: a torn write). Readers ignore it
+  (it was never committed: ``commit`` had not returned); the next writer, under the run lock,
+  truncates the log back to its last complete line before appending;
+* after the append, before the fdatasync returned: the line is in the page cache and readers
+  see it committed; only a power loss can drop it, and then its objects, flushed before, are
+  merely unreferenced;
+* mid-compaction, before state.json's atomic rename: the old state.json and the whole log;
+  after it, before the log's removal: the new state.json whose ``log_seq`` covers every line
+  of the stale log, so readers skip them and the next writer removes it.
+
+A complete line that does not parse before the last one, or a gap in the seq numbers, is not a
+crash artefact: ``CorruptStoreError``. A state.json of format 1 (no log) reads as is.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -23,14 +47,24 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from gitrefs.ids import validate_id
-from persist import VersionedModel, atomic_write_bytes, file_lock, read_model, write_model
+from persist import VersionedModel, atomic_write_bytes, file_lock, fsync_dir, read_model, write_model
 from persist.atomic import is_temp_leftover
+from persist.killpoint import kill_point
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
-from workspacetrack.models import CacheRow, Entry, Manifest, RunState, SnapshotRecord, StatCacheDoc
+from workspacetrack.models import (
+    CacheRow,
+    Entry,
+    Manifest,
+    RunState,
+    SnapshotRecord,
+    StatCacheDoc,
+    StateLogRecord,
+)
 from workspacetrack.names import from_wire, is_clean, keys_from_wire, list_from_wire, list_to_wire, to_wire
 from workspacetrack.objects import ObjectStore, digest_of
 
 _MANIFEST_CACHE_SIZE = 6
+_COMPACT_MIN = 256  # log lines before the log may be folded into state.json
 
 M = TypeVar("M", bound=VersionedModel)
 
@@ -70,6 +104,15 @@ class TrackStore:
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()  # digest -> full state
         self._depths: dict[str, int] = {}
         self._epoch = 0
+        # the run state as of the last load/commit, and the identity of what it was read from
+        self._state: RunState | None = None
+        self._state_ident: tuple[int, int, int] | None = None
+        self._log_ino: int | None = None
+        self._log_read = 0    # bytes of state.log looked at
+        self._log_valid = 0   # bytes of state.log that are complete, committed lines
+        self._log_lines = 0   # lines in state.log (compaction threshold)
+        self._log_stale = 0   # of which already folded into state.json
+        self._whole_snaps = 0  # snapshots state.json holds: the log is folded in once it has as many lines
 
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
@@ -92,22 +135,143 @@ class TrackStore:
                 (self.run_dir / name).unlink(missing_ok=True)
 
     # -- run state --------------------------------------------------------------------------
+    @property
+    def _state_path(self) -> Path:
+        return self.run_dir / "state.json"
+
+    @property
+    def _log_path(self) -> Path:
+        return self.run_dir / "state.log"
+
     def load_state(self) -> RunState | None:
-        path = self.run_dir / "state.json"
-        if not path.exists():
+        """The run's state (None before its first commit). Shared and cached: never mutate it;
+        change it through ``commit``."""
+        for _ in range(3):
+            try:
+                return self._load_state()
+            except FileNotFoundError:
+                self._state = None  # a compaction replaced the files under this (unlocked) reader
+        return self._load_state()
+
+    def _load_state(self) -> RunState | None:
+        try:
+            st = os.stat(self._state_path)
+        except FileNotFoundError:
+            self._state = None
             return None
-        state = _read(path, RunState)
-        for rec in state.snapshots.values():
-            if any(t[:1] == "\x00" for t in rec.touched):
-                rec.touched = list_from_wire(rec.touched)
+        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+        try:
+            lst: os.stat_result | None = os.stat(self._log_path)
+        except FileNotFoundError:
+            lst = None
+        log_ino = lst.st_ino if lst is not None else None
+        log_size = lst.st_size if lst is not None else 0
+        if self._state is None or ident != self._state_ident or log_ino != self._log_ino or log_size < self._log_read:
+            state = _read(self._state_path, RunState)
+            for rec in state.snapshots.values():
+                _unwire_record(rec)
+            self._state, self._state_ident, self._log_ino = state, ident, log_ino
+            self._whole_snaps = len(state.snapshots)
+            self._log_read = self._log_valid = 0
+            self._log_lines = self._log_stale = 0
+        if log_size > self._log_read:
+            self._read_log(self._state, log_size)
+        return self._state
+
+    def _read_log(self, state: RunState, size: int) -> None:
+        """Fold the log lines after ``_log_read`` into ``state`` (see the module doc for a torn tail)."""
+        with open(self._log_path, "rb") as f:
+            f.seek(self._log_valid)
+            data = f.read(size - self._log_valid)
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break  # no newline: an append in progress or torn; not committed
+            try:
+                rec = StateLogRecord.model_validate_json(data[pos:nl])
+            except ValueError as exc:
+                if data.find(b"\n", nl + 1) < 0 and not data[nl + 1:].strip(b"\0"):
+                    break  # the last line, unparsable: a torn write, never committed
+                raise CorruptStoreError(f"cannot read {self._log_path} at byte {self._log_valid + pos}: "
+                                        f"{exc}") from None
+            pos = nl + 1
+            if rec.seq <= state.log_seq:
+                self._log_lines += 1
+                self._log_stale += 1
+                continue  # folded into state.json already (a compaction died before removing the log)
+            if rec.seq != state.log_seq + 1:
+                raise CorruptStoreError(f"{self._log_path}: record {rec.seq} follows {state.log_seq}")
+            if rec.snapshot is not None:
+                _unwire_record(rec.snapshot)
+            state.apply(rec)
+            self._log_lines += 1
+        self._log_valid += pos
+        self._log_read = size
+
+    def commit(self, rec: StateLogRecord, workspace: str) -> RunState:
+        """Durably apply one change to the run's state (caller holds ``locked()``); returns it.
+
+        The objects and manifest ``rec`` names must be durable already (``objects.flush``).
+        ``workspace``: recorded by the run's first commit.
+        """
+        state = self.load_state()
+        if state is None:  # the run's first commit: the whole document
+            state = RunState(run_id=self.run_id, workspace=workspace)
+            rec.seq = 0
+            state.apply(rec)
+            self._write_whole(state)
+            return state
+        rec.seq = state.log_seq + 1
+        if self._log_lines >= max(_COMPACT_MIN, self._whole_snaps):
+            state.apply(rec)
+            self._write_whole(state)
+            return state
+        if self._log_stale and self._log_stale == self._log_lines:
+            # a compaction died before removing the log it had folded in: remove it now
+            self._log_path.unlink(missing_ok=True)
+            self._log_ino, self._log_read, self._log_valid, self._log_lines, self._log_stale = None, 0, 0, 0, 0
+        line = _wire_log_record(rec).model_dump_json(exclude_none=True).encode("utf-8") + b"\n"
+        created = self._log_ino is None
+        fd = os.open(self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            if os.fstat(fd).st_size > self._log_valid:
+                os.ftruncate(fd, self._log_valid)  # a torn tail of a writer killed mid-append
+            # In two writes, so a fault test can SIGKILL between them (a torn line, as a crash
+            # mid-write leaves); under the run lock nobody else appends in between.
+            half = len(line) // 2
+            for part in (line[:half], line[half:]):
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(fd, view):]
+                kill_point("track-state-append")
+            os.fdatasync(fd)
+            st = os.fstat(fd)
+        except BaseException:
+            self._state = None  # the in-memory copy may be ahead of the disk: re-read next time
+            raise
+        finally:
+            os.close(fd)
+        if created:
+            fsync_dir(self.run_dir)  # the log's directory entry, once
+        state.apply(rec)
+        self._log_ino, self._log_read, self._log_valid = st.st_ino, st.st_size, st.st_size
+        self._log_lines += 1
         return state
 
-    def save_state(self, state: RunState) -> None:
-        if any(not is_clean(t) for rec in state.snapshots.values() for t in rec.touched):
-            snaps = {k: rec.model_copy(update={"touched": list_to_wire(rec.touched)})
-                     for k, rec in state.snapshots.items()}
-            state = state.model_copy(update={"snapshots": snaps})
-        write_model(self.run_dir / "state.json", state)
+    def _write_whole(self, state: RunState) -> None:
+        """state.json := ``state`` (atomic, durable), then the log it folds in is removed."""
+        try:
+            write_model(self._state_path, _wire_state(state))
+            self._log_path.unlink(missing_ok=True)
+            fsync_dir(self.run_dir)
+        except BaseException:
+            self._state = None
+            raise
+        st = os.stat(self._state_path)
+        self._state, self._state_ident = state, (st.st_ino, st.st_size, st.st_mtime_ns)
+        self._whole_snaps = len(state.snapshots)
+        self._log_ino, self._log_read, self._log_valid, self._log_lines, self._log_stale = None, 0, 0, 0, 0
 
     # -- snapshots --------------------------------------------------------------------------
     @staticmethod
@@ -176,6 +340,10 @@ class TrackStore:
         self._remember(digest, m)
         return m
 
+    def cached_manifest(self, digest: str) -> Manifest | None:
+        """The full state of ``digest`` if this process holds it in memory (never reads)."""
+        return self._manifests.get(digest)
+
     def _remember(self, digest: str, m: Manifest) -> None:
         self._manifests[digest] = m
         while len(self._manifests) > _MANIFEST_CACHE_SIZE:
@@ -183,12 +351,30 @@ class TrackStore:
 
     # -- stat cache -------------------------------------------------------------------------
     def load_cache(self) -> StatCacheDoc:
+        """The stat cache, or an empty one when missing, unreadable or of another format.
+
+        Parsed with the json module and checked row by row by shape, not through pydantic: a
+        100,000-row cache is loaded by every new process before its first walk (a resume, a
+        rewind's bank), and full model validation cost several times the parse itself.
+        """
         path = self.run_dir / "statcache.json"
         try:
-            doc = read_model(path, StatCacheDoc)
-        except (FileNotFoundError, ValueError):
+            raw = json.loads(path.read_bytes())
+            if raw.get("format_version") != StatCacheDoc.FORMAT_VERSION:
+                raise ValueError("another format")
+            rows: dict[str, CacheRow] = {}
+            for p, (key, h, trusted, target) in raw["rows"].items():
+                k = tuple(key)
+                if len(k) != 5 or not isinstance(h, str) or not isinstance(trusted, bool):
+                    raise ValueError("bad row")
+                rows[p] = (k, h, trusted, target)  # type: ignore[assignment]
+            manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
+            if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int):
+                raise ValueError("bad header")
+        except (OSError, ValueError, TypeError, AttributeError, KeyError):
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
-        doc.rows = _rows_from_wire(doc.rows)
+        doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
+                                           size_cap=size_cap, rows=_rows_from_wire(rows))
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:
@@ -201,6 +387,36 @@ class TrackStore:
 
 
 # -- wire form of names (workspacetrack.names): what JSON can carry --------------------------
+
+def _unwire_record(rec: SnapshotRecord) -> None:
+    if any(t[:1] == "\x00" for t in rec.touched):
+        rec.touched = list_from_wire(rec.touched)
+    if rec.changed is not None and any(t[:1] == "\x00" for t in rec.changed):
+        rec.changed = list_from_wire(rec.changed)
+
+
+def _wire_record(rec: SnapshotRecord) -> SnapshotRecord:
+    update: dict[str, list[str]] = {}
+    if not all(is_clean(t) for t in rec.touched):
+        update["touched"] = list_to_wire(rec.touched)
+    if rec.changed is not None and not all(t.isascii() or is_clean(t) for t in rec.changed):
+        update["changed"] = list_to_wire(rec.changed)
+    return rec.model_copy(update=update) if update else rec
+
+
+def _wire_state(state: RunState) -> RunState:
+    snaps = {k: _wire_record(r) for k, r in state.snapshots.items()}
+    if all(snaps[k] is r for k, r in state.snapshots.items()):
+        return state
+    return state.model_copy(update={"snapshots": snaps})
+
+
+def _wire_log_record(rec: StateLogRecord) -> StateLogRecord:
+    if rec.snapshot is None:
+        return rec
+    wired = _wire_record(rec.snapshot)
+    return rec if wired is rec.snapshot else rec.model_copy(update={"snapshot": wired})
+
 
 def _entry_clean(path: str, e: Entry) -> bool:
     return (path.isascii() or is_clean(path)) and (e[3] is None or e[3].isascii() or is_clean(e[3]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -20,7 +20,7 @@ from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotE
 from workspacetrack.gitsource import GitSource, git_reuse_enabled
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
-from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord
+from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord, StateLogRecord
 from workspacetrack.names import mapping_from_wire, mapping_to_wire, to_wire
 from workspacetrack.objects import digest_of
 from workspacetrack.restore import (
@@ -117,14 +117,16 @@ class Tracker:
         raw = json.loads(self.store.objects.read(digest))
         self.rules.freeze(mapping_from_wire(raw))
 
-    def _record_rules(self, state: RunState) -> None:
+    def _record_rules(self) -> str:
         """After the run's first capture: store the rule texts it read and freeze them, so a
-        node that adds or edits ignore rules cannot shrink what this run can restore."""
+        node that adds or edits ignore rules cannot shrink what this run can restore. Returns
+        the object id the state records."""
         texts = self.rules.recorded()
         data = json.dumps(mapping_to_wire(texts), sort_keys=True).encode("utf-8")
-        state.ignore_rules = self.store.objects.put(data, digest_of(data))
+        digest = self.store.objects.put(data, digest_of(data))
         self.rules.freeze(texts, just_read=True)
         self._capturer.rules_frozen()
+        return digest
 
     # -- watching ---------------------------------------------------------------------------
     def start_watching(self) -> None:
@@ -143,7 +145,11 @@ class Tracker:
 
     # -- capture ----------------------------------------------------------------------------
     def _state(self) -> RunState:
+        """The run's state, as the store caches it: read it, never mutate it (``_commit``)."""
         return self.store.load_state() or RunState(run_id=self.run_id, workspace=str(self.workspace))
+
+    def _commit(self, rec: StateLogRecord) -> RunState:
+        return self.store.commit(rec, str(self.workspace))
 
     def capture(self, label: BoundaryLabel) -> SnapshotRecord:
         """Record a boundary. ``pre`` aliases the run's head (no walk) once the run has one."""
@@ -152,9 +158,8 @@ class Tracker:
             state = self._state()
             text = str(label)
             if label.kind.is_alias and state.head is not None:
-                state.chain.append(_link(text, state.head))
-                state.labels[text] = state.head
-                self.store.save_state(state)
+                state = self._commit(StateLogRecord(link=_link(text, state.head)))
+                assert state.head is not None
                 head = self.store.snapshot(state, state.head)
                 self.last_capture = CaptureStats("alias", 0, 0, True)
                 return self._with_labels(head, state)
@@ -163,12 +168,12 @@ class Tracker:
             if first:
                 self.rules.record()
             previous = self.store.snapshot(state, state.head).manifest if state.head else None
-            rec = self._record(state, kind="boundary", label=text, record_rules=first)
+            rec, rules = self._record(state, kind="boundary", label=text, record_rules=first)
+            if previous is not None:
+                rec.changed = self._capturer.changed_since(previous, rec.manifest)
             self.newly_skipped = self._newly_skipped(previous, rec.manifest)
-            state.head = rec.id
-            state.chain.append(_link(text, rec.id))
-            state.labels[text] = rec.id
-            self.store.save_state(state)
+            state = self._commit(StateLogRecord(snapshot=rec, link=_link(text, rec.id), head=rec.id,
+                                                ignore_rules=rules))
             self._capturer.save_cache()
             return self._with_labels(rec, state)
 
@@ -183,22 +188,23 @@ class Tracker:
 
     def _record(self, state: RunState, *, kind: Literal["boundary", "bank"], label: str,
                 touched: list[str] | None = None, manifest: str | None = None,
-                record_rules: bool = False) -> SnapshotRecord:
-        """Capture (unless ``manifest`` is given) and durably write a snapshot; not yet in the chain."""
+                record_rules: bool = False) -> tuple[SnapshotRecord, str | None]:
+        """Capture (unless ``manifest`` is given) and durably write a snapshot's objects; the
+        caller commits it. Returns it and the ignore rules' object id when ``record_rules``."""
+        rules: str | None = None
         if manifest is None:
             manifest, stats = self._capturer.scan()
             self.last_capture = stats
             mode: str = stats.mode
             if record_rules:
-                self._record_rules(state)
+                rules = self._record_rules()
         else:
             mode = "given"
         rec = SnapshotRecord(id=secrets.token_hex(16), run_id=self.run_id, kind=kind,
                              parent=state.head, labels=[label], created_at=_now(), manifest=manifest,
                              capture_mode=mode, touched=touched or [])
-        self.store.objects.flush()  # objects and manifest durable before state.json names them
-        state.snapshots[rec.id] = rec
-        return rec
+        self.store.objects.flush()  # objects and manifest durable before the state names them
+        return rec, rules
 
     # -- reading ----------------------------------------------------------------------------
     def snapshots(self) -> list[SnapshotRecord]:
@@ -252,18 +258,25 @@ class Tracker:
         return self.store.objects.read(digest)
 
     # -- scope and restore ------------------------------------------------------------------
+    def _changed_fn(self, state: RunState) -> Callable[[str, str], set[str]]:
+        """Paths changed between two snapshots of the chain: from the later one's recorded
+        ``changed`` when it was captured right on top of the earlier one (no manifest read, so a
+        produced scope costs what the run changed), else by diffing the two manifests."""
+
+        def changed(a: str, b: str) -> set[str]:
+            ra, rb = self.store.snapshot(state, a), self.store.snapshot(state, b)
+            if ra.manifest == rb.manifest:
+                return set()
+            if rb.parent == a and rb.changed is not None:
+                return set(rb.changed)
+            return changed_paths(self.store.read_manifest(ra.manifest), self.store.read_manifest(rb.manifest))
+
+        return changed
+
     def produced_scope(self, pivot: BoundaryLabel, state: RunState | None = None) -> ProducedScope:
         state = state or self._state()
 
-        def manifest_of(snap: str) -> str:
-            return self.store.snapshot(state, snap).manifest
-
-        def changed(a: str, b: str) -> set[str]:
-            ma, mb = manifest_of(a), manifest_of(b)
-            if ma == mb:
-                return set()
-            return changed_paths(self.store.read_manifest(ma), self.store.read_manifest(mb))
-
+        changed = self._changed_fn(state)
         try:
             return compute_produced_scope(self.chain_entries(state), pivot, changed)
         except PivotNotRecorded as exc:
@@ -275,14 +288,7 @@ class Tracker:
         boundary was captured after it."""
         state = self._state()
 
-        def manifest_of(snap: str) -> str:
-            return self.store.snapshot(state, snap).manifest
-
-        def changed(a: str, b: str) -> set[str]:
-            ma, mb = manifest_of(a), manifest_of(b)
-            if ma == mb:
-                return set()
-            return changed_paths(self.store.read_manifest(ma), self.store.read_manifest(mb))
+        changed = self._changed_fn(state)
 
         def counts(_start: ChainEntry, end: ChainEntry) -> bool:
             return after is None or self.store.snapshot(state, end.state).created_at > after
@@ -393,7 +399,10 @@ class Tracker:
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
                     pivot: str, bank: bool = True) -> PlannedRestore:
         # The bank IS the current disk state: capturing it first gives both the undo point and
-        # the evidence (what changed since the last boundary) the report needs.
+        # the evidence (what changed since the last boundary) the report needs. With the journal
+        # running (this process captured the last boundary) that costs what changed since; in
+        # a new process it is one stat walk against the stat cache (no re-hashing): the
+        # report's ``left_in_place`` is about the whole tree, which nothing else here knows.
         self._choose_ids(state)
         manifest, stats = self._capturer.scan()
         self.last_capture = stats
@@ -405,10 +414,9 @@ class Tracker:
             raise MissingObjectsError(bad)  # before the bank: nothing recorded, nothing written
         bank_id: str | None = None
         if plan.actions and bank:
-            rec = self._record(state, kind="bank", label=label, manifest=manifest,
-                               touched=sorted(a.path for a in plan.actions))
-            state.banks.append(rec.id)
-            self.store.save_state(state)
+            rec, _ = self._record(state, kind="bank", label=label, manifest=manifest,
+                                  touched=sorted(a.path for a in plan.actions))
+            self._commit(StateLogRecord(snapshot=rec, bank=rec.id))
             bank_id = rec.id
         self._capturer.save_cache()
         return PlannedRestore.of(plan, pivot=pivot, bank=bank_id)

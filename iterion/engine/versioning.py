@@ -1,6 +1,10 @@
 """The ONE place that chooses how a run's workspace is versioned, behind one small interface.
 
-* worktree runs (``worktree: auto``): boundary commits through ``gitrefs.RunRefs``;
+* worktree runs (``worktree: auto``): boundary commits through ``gitrefs.RunRefs``; with the
+  watcher on, a boundary stages only the paths the change journal reported into the run's
+  private index (``gitrefs.private_index.stage_reported_paths``), re-verifying with a full
+  ``git add -A`` on any doubt: the first boundary of a process (a restart), a journal overflow or
+  any other loss of trust, and whatever ``stage_reported_paths`` itself refuses;
 * in-place runs: snapshots through ``workspacetrack.Tracker``, whose store lives under the
   run's directory in the run store - never in the operator's workspace.
 
@@ -85,14 +89,43 @@ class Versioning(ABC):
 class GitVersioning(Versioning):
     mechanism = GITREFS
 
-    def __init__(self, workspace: Path, run_id: str, *, base: str | None = None, start: bool = False) -> None:
+    def __init__(self, workspace: Path, run_id: str, *, base: str | None = None, start: bool = False,
+                 watch: bool = False) -> None:
         super().__init__()
         from gitrefs import RunRefs
 
         self._refs = RunRefs.start(workspace, run_id, base=base) if start else RunRefs(workspace, run_id)
+        self._journal: Any = None
+        self._armed = False  # the journal holds every change since the last boundary's full add
+        if watch:
+            from workspacetrack.journal import Journal
+
+            journal = Journal(str(Path(workspace).resolve()))
+            try:
+                journal.start()
+            except Exception:  # noqa: BLE001 - the journal is an optimisation; boundaries fall back to git add -A
+                journal.stop()
+            self._journal = journal if journal.active else None
 
     def _write(self, label: BoundaryLabel) -> str:
-        return str(self._refs.write_boundary(label).commit)
+        j = self._journal
+        if j is None or label.kind.is_alias:
+            return str(self._refs.write_boundary(label).commit)
+        reported: list[str] | None = None
+        if self._armed and j.trusted():
+            dirty, trees = j.drain()
+            reported = sorted(dirty | trees)
+        else:
+            # Watches first, then the full `git add -A`: every change is either in that
+            # baseline or journaled for the next boundary.
+            j.arm()
+        try:
+            commit = str(self._refs.write_boundary(label, reported).commit)
+        except BaseException:
+            self._armed = False  # what was drained may not be staged: the next boundary re-verifies
+            raise
+        self._armed = j.trusted()
+        return commit
 
     def chain(self) -> list[ChainEntry]:
         return list(self._refs.chain_entries())
@@ -102,6 +135,14 @@ class GitVersioning(Versioning):
 
     def changed_paths(self, a: str, b: str) -> set[str]:
         return set(self._refs.changed_paths(a, b))
+
+    def close(self) -> None:
+        if self._journal is not None:
+            journal, self._journal = self._journal, None
+            try:
+                journal.stop()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own outcome
+                pass
 
     @property
     def backend(self) -> Any:
@@ -156,7 +197,7 @@ def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: s
                     base: str | None = None, start: bool = False, watch: bool = True) -> Versioning:
     """The mechanism for this run shape (see module doc). ``start`` on launch, not on resume."""
     if worktree:
-        return GitVersioning(workspace, run_id, base=base, start=start)
+        return GitVersioning(workspace, run_id, base=base, start=start, watch=watch)
     return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch)
 
 

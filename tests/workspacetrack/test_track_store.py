@@ -62,7 +62,7 @@ def test_manifest_records_hash_mode_size_target_and_skips(ws: Path, store: Path)
     assert "big.bin" not in m.entries
     assert rec.parent is None and rec.labels == ["nodes:n:0"] and rec.created_at
     doc = json.loads((store / "runs" / "r" / "state.json").read_text())
-    assert doc["format_version"] == 1 and doc["snapshots"][rec.id]["manifest"] == rec.manifest
+    assert doc["format_version"] == RunState.FORMAT_VERSION and doc["snapshots"][rec.id]["manifest"] == rec.manifest
 
 
 def test_snapshots_chain_on_the_head_with_a_label_map(tracker: Tracker, ws: Path) -> None:
