@@ -33,6 +33,7 @@ from iterion.rewind.intent import has_intent, inspect_view
 from iterion.store import Event, RunDoc, RunStatus, Store, resolve_store_dir
 from iterion.store import events as ev
 from iterion.store.store import CorruptRun
+from iterion.workspace_checkpoint import recovery_hint
 
 EXIT_FINISHED = 0
 EXIT_FAILED = 1
@@ -58,6 +59,7 @@ MAX_TOKENS = typer.Option(None, "--max-tokens", help="Cap the run's tokens.")
 MAX_DURATION = typer.Option(None, "--max-duration", help='Cap the run\'s active time, e.g. "30m", "4h".')
 MAX_ITERATIONS = typer.Option(None, "--max-iterations", help="Cap node executions.")
 MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurrent fan-out branches.")
+PUSH_EVERY = typer.Option(None, "--push-every", min=1, help="With --push-checkpoints: also push every N completed nodes (env ITERION_PUSH_EVERY, workflow push_every:). Example: --push-every 5")
 NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
                                                  "executes in the same workspace. Example: --no-wait")
 
@@ -198,6 +200,8 @@ def run_cmd(
     merge_into: str | None = typer.Option(None, "--merge-into", help="worktree runs: the branch to fast-forward on success (default: the current one)."),
     auto_merge: bool = typer.Option(True, "--auto-merge/--no-auto-merge", help="worktree runs: fast-forward on success."),
     auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="If the run fails with a code the failure table allows (transient), resume it automatically up to N times with bounded backoff. Example: --auto-resume 3"),
+    push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push the workspace state as a commit under refs/iterion/runs/<run>/checkpoints/<n> to REMOTE (a remote name, URL or path) at every pause, failure, cancel and at the end; kept by every resume. Precedence: this flag > $ITERION_PUSH_CHECKPOINTS > the workflow's push_checkpoints: (an empty value turns pushing off). Example: --push-checkpoints origin"),
+    push_every: int | None = PUSH_EVERY,
     on_budget: OnBudget = typer.Option(OnBudget.FAIL, "--on-budget", help="When a budget cap stops a node: fail (park failed_resumable) or pause (a recovery pause: raise the cap and answer acknowledge_recovery on resume); kept by every resume of the run. Example: --on-budget pause"),
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
@@ -226,6 +230,7 @@ def run_cmd(
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
                             auto_merge=auto_merge, on_budget=on_budget.value,
                             wait_workspace=not no_wait, on_wait=echo_err,
+                            push_checkpoints=push_checkpoints, push_every=push_every,
                             attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))
@@ -263,6 +268,9 @@ def resume_cmd(
     max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
     max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
+    push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push workspace checkpoints to REMOTE from now on, replacing the run's recorded setting (kept by later resumes). Example: --push-checkpoints origin"),
+    no_push_checkpoints: bool = typer.Option(False, "--no-push-checkpoints", help="Stop pushing workspace checkpoints for this run (kept by later resumes). Example: --no-push-checkpoints"),
+    push_every: int | None = PUSH_EVERY,
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
@@ -287,6 +295,8 @@ def resume_cmd(
     """
     check_backend(backend)
     check_script(script)
+    if no_push_checkpoints and push_checkpoints is not None:
+        raise CliError("--push-checkpoints and --no-push-checkpoints contradict each other", hint="pass one of them")
     store = _store(store_dir, skip=run_id, write=True)  # this run, if orphaned, is taken over by the resume itself
     check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
@@ -296,6 +306,7 @@ def resume_cmd(
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
                             wait_workspace=not no_wait, on_wait=echo_err,
+                            push_checkpoints="" if no_push_checkpoints else push_checkpoints, push_every=push_every,
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches))
     token = CancelToken()
@@ -377,6 +388,11 @@ def inspect_cmd(
         "boundaries": _boundaries(store, doc),
     }
     detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
+    if doc.final_commit:
+        detail["final_branch"], detail["final_commit"] = doc.final_branch, doc.final_commit
+    hint = recovery_hint(store, rid)  # an unreadable timeline is an error, never an absent hint
+    if hint is not None:
+        detail["workspace_checkpoint"] = hint
     timeline = store.read_events(rid) if events else []
     if as_json:
         if events:
@@ -400,6 +416,12 @@ def inspect_cmd(
     echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
               f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
     echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    if doc.final_commit:
+        echo(f"final state: {doc.final_commit}" + (f" on branch {doc.final_branch}" if doc.final_branch else ""))
+    if hint is not None:
+        echo(f"workspace checkpoint: {hint['ref']} = {hint['commit']} (pushed to {hint['remote']} at {hint['time']})")
+        echo(f"  fetch (in a clone whose origin is that repository): {hint['fetch_command']}")
+        echo(f"  verify: {hint['verify']}")
     for node, output in detail["outputs"].items():
         echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
     for e in timeline:

@@ -12,6 +12,7 @@ from typing import Any
 
 from iterion.budget import Budget
 from iterion.engine.cancel import CancelToken, signals_cancel
+from iterion.engine.checkpoint_push import after_stop, pusher_for
 from iterion.engine.context import ExecContext, RunOptions
 from iterion.engine.control import watch_control
 from iterion.engine.edges import nodes_in_cycles
@@ -99,18 +100,27 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
                       options=options, emit=emit or make_emit(store, doc.id, listener),
                       in_cycles=nodes_in_cycles(wf), attachments=attachments_view(store, doc.id))
 
+    finished: dict[str, Any] = {}
+
     def on_finish(c: ExecContext) -> dict[str, Any]:
         fresh = store.load_run(doc.id)
         if fresh.workspace_mode is not WorkspaceMode.WORKTREE or fresh.worktree is None:
             return {}
         opts = fresh.options
         try:
-            return finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
-                                     Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,
-                                     merge_into=opts.get("merge_into"), auto_merge=bool(opts.get("auto_merge", True)))
+            out = finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
+                                    Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,
+                                    merge_into=opts.get("merge_into"), auto_merge=bool(opts.get("auto_merge", True)))
         except EngineError as exc:
             c.emit(ev.WARNING, None, None, {"message": f"worktree finalisation failed: {exc.message}"})
             return {"final_branch": fresh.worktree.branch, "merge_skipped": exc.message}
+        finished.update(out)
+        return out
 
+    ctx.checkpoints = pusher_for(store, doc, versioning, emit=ctx.emit)
     with signals_cancel(token), watch_control(store, doc.id, token):
-        return Runner(ctx, on_finish=on_finish).run(resumed=resumed, answers=answers)
+        result = Runner(ctx, on_finish=on_finish).run(resumed=resumed, answers=answers)
+        # parked: bank a failed/cancelled run, record final_branch/final_commit, push its state
+        after_stop(store, doc, result.status, versioning, emit=ctx.emit, pusher=ctx.checkpoints,
+                   final=finished)
+        return result

@@ -12,6 +12,8 @@ from typing import Any
 
 from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
+from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
+from iterion.engine.checkpoint_push import check_target, resolve_setting
 from iterion.engine.coerce import AnswerError, coerce_value
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
@@ -50,6 +52,8 @@ class LaunchOptions:
     on_budget: str = "fail"                                 # --on-budget: BUDGET_EXCEEDED fails or pauses
     wait_workspace: bool = True                             # in place: wait for a run executing there (--no-wait: refuse)
     on_wait: Callable[[str], None] | None = None            # told who holds the workspace while waiting
+    push_checkpoints: str | None = None                     # --push-checkpoints REMOTE ("" off; None: env, workflow)
+    push_every: int | None = None                           # --push-every N
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +124,9 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     run_id = options.run_id or new_id()
     name = friendly_name(wf.name)
     prepare_store(store.root, store.origin, workspace)  # refused inside the working tree unless ignored
+    push = resolve_setting(options.push_checkpoints, options.push_every, wf.push_checkpoints, wf.push_every)
+    if push is not None:
+        check_target(workspace, push)  # no repository / unknown remote: refused before the run exists
 
     worktree_info = None
     mode = WorkspaceMode.IN_PLACE
@@ -138,7 +145,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  backend=options.backend,
                  options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
-                          "answers": options.answers, "on_budget": options.on_budget},
+                          "answers": options.answers, "on_budget": options.on_budget,
+                          **({PUSH_OPTION: push.to_json()} if push is not None else {})},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
                  owner=OwnerInfo.this_process())
     doc.record_sources(src.main_path, src.sources)
