@@ -125,7 +125,9 @@ def check_target(workspace: Path, setting: PushSetting) -> None:
         ws = open_workspace(workspace)
         check_remote(ws, setting.remote)
     except GitRefsError as exc:
-        raise EngineError(f"--push-checkpoints {setting.remote}: {exc.message}",
+        where = {"env": f"{ENV_REMOTE}={setting.remote}", "workflow": f"the workflow's push_checkpoints: "
+                 f"{setting.remote}"}.get(setting.source, f"--push-checkpoints {setting.remote}")
+        raise EngineError(f"{where}: {exc.message}",
                           hint=exc.hint or "push to a remote of the workspace's repository") from None
 
 
@@ -145,6 +147,7 @@ class CheckpointPusher:
         self._nodes = 0
         self._next: int | None = None
         self._last_ok: tuple[str, str] | None = None  # (commit, remote) of the last recorded success
+        self._last_tree: str | None = None  # the tree of that commit, when recorded
 
     # -- the timeline ------------------------------------------------------------------------
     def _append(self, type: str, payload: dict[str, Any]) -> None:
@@ -173,6 +176,7 @@ class CheckpointPusher:
                         highest = max(highest, parsed.number)
                     if e.type == ev.RUN_WORKSPACE_CHECKPOINT:
                         self._last_ok = (str(e.payload.get("commit") or ""), str(e.payload.get("remote") or ""))
+                        self._last_tree = str(e.payload.get("tree") or "") or None
             self._next = highest + 1
         return self._next
 
@@ -185,7 +189,7 @@ class CheckpointPusher:
         from workspacetrack.gitexport import export_snapshot
 
         exported = export_snapshot(backend)
-        extra: dict[str, Any] = {"snapshot": exported.snapshot}
+        extra: dict[str, Any] = {"snapshot": exported.snapshot, "tree": exported.tree}
         if exported.skipped:
             extra["skipped"] = exported.skipped[:50]
         return exported.commit, extra
@@ -220,8 +224,12 @@ class CheckpointPusher:
         extra: dict[str, Any] = {}
         if commit is None:
             commit, extra = self._state_commit()
-        if self._last_ok == (commit, self.setting.remote):
-            return True  # the remote already holds this very state under the last recorded ref
+        if self._last_ok == (commit, self.setting.remote) or (
+                self._last_ok is not None and self._last_ok[1] == self.setting.remote
+                and extra.get("tree") is not None and extra["tree"] == self._last_tree):
+            # the remote already holds this very state under the last recorded ref (an in-place
+            # export of an unchanged tree differs only in its commit time: not worth a ref)
+            return True
         ref = layout.checkpoint_ref(self.run_id, n)
         self._next = n + 1  # a number is used once per process, whatever the outcome
         outcome = push_commit(self._push_dir(), self.setting.remote, commit, ref)
@@ -231,6 +239,7 @@ class CheckpointPusher:
             self._append(ev.RUN_WORKSPACE_CHECKPOINT_FAILED, {**common, "error": outcome.error})
             return False
         self._last_ok = (commit, self.setting.remote)
+        self._last_tree = extra.get("tree")
         self._append(ev.RUN_WORKSPACE_CHECKPOINT, {**common, "commit": commit,
                                                    "mechanism": self.versioning.mechanism, **extra})
         return True
