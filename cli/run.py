@@ -270,7 +270,7 @@ def resume_cmd(
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
     push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push workspace checkpoints to REMOTE from now on, replacing the run's recorded setting (kept by later resumes). Example: --push-checkpoints origin"),
     no_push_checkpoints: bool = typer.Option(False, "--no-push-checkpoints", help="Stop pushing workspace checkpoints for this run (kept by later resumes). Example: --no-push-checkpoints"),
-    push_every: int | None = PUSH_EVERY,
+    push_every: int | None = typer.Option(None, "--push-every", min=0, help="Replace the run's periodic push: every N completed nodes (0: only when the run stops). Example: --push-every 5"),
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
