@@ -136,6 +136,12 @@ class Progress:
             echo_err(styled("warning:", "yellow"), f" {p.get('message')}")
         elif e.type == ev.RUN_RESUMED:
             echo_err(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
+        elif e.type == ev.RUN_WORKSPACE_CHECKPOINT:
+            echo_err(styled("↑", "cyan"), f" workspace checkpoint pushed to {p.get('remote')}: {p.get('ref')} ",
+                     styled(str(p.get("commit"))[:12], "dim"))
+        elif e.type == ev.RUN_WORKSPACE_CHECKPOINT_FAILED:
+            echo_err(styled("warning:", "yellow"), f" workspace checkpoint push to {p.get('remote')} failed "
+                     f"(the last pushed checkpoint still stands): {p.get('error')}")
 
 
 def _store_flag(store: Store) -> str:
