@@ -84,7 +84,9 @@ def test_worktree_run_pushes_at_the_gate_then_banks_its_failure_for_restore_bank
     proc = run_cli("resume", "--run-id", run_id, "--answer", "approved=true", "--store-dir", str(store_dir),
                    "--json", cwd=ws)
     assert proc.returncode == 5, proc.stderr  # after failed: failed_resumable
+    result = json.loads(proc.stdout)
     detail = inspect_json(store_dir, run_id, ws)
+    assert (result["final_branch"], result["final_commit"]) == (detail["final_branch"], detail["final_commit"])
     base = detail["worktree"]["base_commit"]
     assert detail["final_branch"] == detail["worktree"]["branch"]
     final = detail["final_commit"]
