@@ -176,3 +176,16 @@ def test_cancelled_worktree_run_and_failed_in_place_run_bank_and_push(tmp_path: 
     hint = recovery_hint(store, r.run_id)
     assert hint is not None and doc.final_branch is None and doc.final_commit == hint["commit"]
     assert git(origin, "show", f"{hint['commit']}:two.txt") == "two\n"  # the failed node's debris too
+
+
+def test_workflow_properties_compile_and_are_checked(tmp_path: Path) -> None:
+    from iterion.engine.source import InvalidWorkflow, compile_source
+
+    ok = write_bot(tmp_path / "a", THREE.replace("  entry: one\n", '  entry: one\n  push_checkpoints: "up"\n'
+                                                                   "  push_every: 2\n"))
+    wf = compile_source(ok).workflow
+    assert (wf.push_checkpoints, wf.push_every) == ("up", 2)
+    bad = write_bot(tmp_path / "b", THREE.replace("  entry: one\n", "  entry: one\n  push_every: 0\n"))
+    with pytest.raises(InvalidWorkflow) as caught:
+        compile_source(bad)
+    assert any(d.code == "C103" and "push_every" in d.message for d in caught.value.diagnostics)
