@@ -107,6 +107,12 @@ class Progress:
             self._line(styled("?", "yellow"), f" {e.node} {p.get('code')}: paused for a person to fix the cause")
         elif kind == "warning":
             self._line(styled("warning:", "yellow"), f" {p.get('message')}")
+        elif kind == "run_workspace_checkpoint":
+            self._line(styled("↑", "cyan"), f" workspace checkpoint pushed to {p.get('remote')}: {p.get('ref')} ",
+                       styled(str(p.get("commit"))[:12], "dim"))
+        elif kind == "run_workspace_checkpoint_failed":
+            self._line(styled("warning:", "yellow"), f" workspace checkpoint push to {p.get('remote')} failed "
+                       f"(the last pushed checkpoint still stands): {p.get('error')}")
         elif kind == "tool_called":  # the claw agent's tool calls, as they happen
             ms = p.get("duration_ms")
             parts: list[Part] = [styled("  ·", "dim"), f" {p.get('tool')} {p.get('subject') or ''}",

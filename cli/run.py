@@ -46,6 +46,7 @@ from iterion.store import RunDoc, RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.lock import is_held
 from iterion.store.store import CorruptRun
+from iterion.workspace_checkpoint import recovery_hint
 
 STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
@@ -58,6 +59,7 @@ PERMISSION = typer.Option(None, "--permission", help="Tool-permission mode for a
 PERMISSION_ALLOW = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE = TOOL or TOOL(PATTERN) (repeatable). Example: --permission-allow 'bash(git *)' --permission-allow 'write_file(docs/**)'")
 PERMISSION_ASK = typer.Option([], "--permission-ask", help="Pause for a person before tool calls matching RULE (repeatable). Example: --permission-ask 'bash(*)'")
 PERMISSION_DENY = typer.Option([], "--permission-deny", help="Refuse tool calls matching RULE; the agent gets a tool error (repeatable). Example: --permission-deny 'mcp.github.*'")
+PUSH_EVERY = typer.Option(None, "--push-every", min=1, help="With --push-checkpoints: also push every N completed nodes (env ITERION_PUSH_EVERY, workflow push_every:). Example: --push-every 5")
 NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
                                                  "executes in the same workspace. Example: --no-wait")
 
@@ -169,6 +171,8 @@ def run_cmd(
     permission_allow: list[str] = PERMISSION_ALLOW,
     permission_ask: list[str] = PERMISSION_ASK,
     permission_deny: list[str] = PERMISSION_DENY,
+    push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push the workspace state as a commit under refs/iterion/runs/<run>/checkpoints/<n> to REMOTE (a remote name, URL or path) at every pause, failure, cancel and at the end; kept by every resume. Precedence: this flag > $ITERION_PUSH_CHECKPOINTS > the workflow's push_checkpoints: (an empty value turns pushing off). Example: --push-checkpoints origin"),
+    push_every: int | None = PUSH_EVERY,
     on_budget: OnBudget = typer.Option(OnBudget.FAIL, "--on-budget", help="When a budget cap stops a node: fail (park failed_resumable) or pause (a recovery pause: raise the cap and answer acknowledge_recovery on resume); kept by every resume of the run. Example: --on-budget pause"),
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
@@ -191,6 +195,7 @@ def run_cmd(
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
                             auto_merge=auto_merge, on_budget=on_budget.value,
                             wait_workspace=not no_wait, on_wait=echo_err,
+                            push_checkpoints=push_checkpoints, push_every=push_every,
                             attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches),
@@ -250,6 +255,9 @@ def resume_cmd(
     permission_allow: list[str] = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE (repeatable); added over the launch's rules, so it can authorize the call a run paused on. Example: --permission-allow 'bash(git push *)'"),
     permission_ask: list[str] = PERMISSION_ASK,
     permission_deny: list[str] = PERMISSION_DENY,
+    push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push workspace checkpoints to REMOTE from now on, replacing the run's recorded setting (kept by later resumes). Example: --push-checkpoints origin"),
+    no_push_checkpoints: bool = typer.Option(False, "--no-push-checkpoints", help="Stop pushing workspace checkpoints for this run (kept by later resumes). Example: --no-push-checkpoints"),
+    push_every: int | None = typer.Option(None, "--push-every", min=0, help="Replace the run's periodic push: every N completed nodes (0: only when the run stops). Example: --push-every 5"),
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
@@ -274,6 +282,8 @@ def resume_cmd(
     """
     check_backend(backend)
     check_script(script)
+    if no_push_checkpoints and push_checkpoints is not None:
+        raise CliError("--push-checkpoints and --no-push-checkpoints contradict each other", hint="pass one of them")
     store = _store(store_dir, skip=run_id, write=True)  # this run, if orphaned, is taken over by the resume itself
     check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
@@ -283,6 +293,7 @@ def resume_cmd(
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
                             wait_workspace=not no_wait, on_wait=echo_err,
+                            push_checkpoints="" if no_push_checkpoints else push_checkpoints, push_every=push_every,
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches),
                             permission=_permission("resume", permission, permission_allow, permission_ask,
@@ -401,6 +412,11 @@ def inspect_cmd(
         "continue_with": _continue_with(doc, cp, store_args(store)),
     }
     detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
+    if doc.final_commit:
+        detail["final_branch"], detail["final_commit"] = doc.final_branch, doc.final_commit
+    hint = recovery_hint(store, rid)  # an unreadable timeline is an error, never an absent hint
+    if hint is not None:
+        detail["workspace_checkpoint"] = hint
     timeline = store.read_events(rid) if events else []
     filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
@@ -432,6 +448,12 @@ def inspect_cmd(
     echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
               f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
     echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    if doc.final_commit:
+        echo(f"final state: {doc.final_commit}" + (f" on branch {doc.final_branch}" if doc.final_branch else ""))
+    if hint is not None:
+        echo(f"workspace checkpoint: {hint['ref']} = {hint['commit']} (pushed to {hint['remote']} at {hint['time']})")
+        echo(f"  fetch (in a clone whose origin is that repository): {hint['fetch_command']}")
+        echo(f"  verify: {hint['verify']}")
     for node, output in detail["outputs"].items():
         echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
     last = events_view.show(timeline, **filters)

@@ -18,6 +18,7 @@ import pygit2
 
 from gitrefs import layout
 from gitrefs.boundary import BANK_KIND, BoundaryKind, BoundaryLabel
+from gitrefs.checkpoint_push import push_commit
 from gitrefs.commits import (
     T_ITERATION,
     T_KIND,
@@ -430,14 +431,9 @@ class RunRefs:
         commit = self._resolve_pushable(commit_or_label)
         seq = 1 + max((a.sequence for a in log.attempts), default=0)
         ref = layout.checkpoint_ref(self.run_id, seq)
-        proc = run_git(self.ws.workdir, ["push", "--no-verify", "--quiet", remote, f"{commit}:{ref}"],
-                       check=False)
-        ok = proc.returncode == 0
-        error = None
-        if not ok:
-            lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-            # One line, but all of it: the reason (a hook's words, "rejected") precedes git's summary.
-            error = "; ".join(lines)[:500] if lines else f"git push exited {proc.returncode}"
+        # the one push every caller uses (gitrefs.checkpoint_push); a sequence is never reused here
+        outcome = push_commit(self.ws.workdir, remote, commit, ref, force=False)
+        ok, error = outcome.ok, outcome.error
         attempt = PushAttempt(sequence=seq, remote=remote, ref=ref, commit=commit, time=_now(), ok=ok,
                               error=error)
         write_model(self._push_log_path, PushLog(attempts=[*log.attempts, attempt]))

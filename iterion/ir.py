@@ -251,6 +251,8 @@ class Workflow:
     schemas: dict[str, Schema] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)
     worktree: bool = False  # `worktree: auto`
+    push_checkpoints: str | None = None  # `push_checkpoints: origin` (a remote name, URL or path)
+    push_every: int = 0  # `push_every: N`: also push every N completed nodes
     default_backend: str | None = None
     interaction: str | None = None
     fan_out_regions: dict[str, FanOutRegion] = field(default_factory=dict)

@@ -672,6 +672,16 @@ class Compiler:
                 wf.interaction = self.choice(p, owner, INTERACTIONS)
             elif p.name in BLOCK_EXTENSIONS:
                 wf.extra[p.name] = self.blocks.node_block(p, owner)
+            elif p.name == "push_checkpoints":  # extension: the remote workspace checkpoints go to
+                got = self.string(p, owner, idents=True)
+                if got is not None:
+                    if not got[0].strip():
+                        self.err("C103", p.value.span, f"push_checkpoints of {owner} names no remote",
+                                 'write push_checkpoints: origin (a remote name, URL or path)')
+                    else:
+                        wf.push_checkpoints = got[0].strip()
+            elif p.name == "push_every":
+                wf.push_every = self.integer(p, owner) or 0
             elif p.name in WORKFLOW_EXTENSIONS:
                 wf.extra[p.name] = to_py(p.value)
         if w.prop("entry") is None:

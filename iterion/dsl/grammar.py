@@ -47,7 +47,7 @@ NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
 LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort", "max_tokens")
 
 WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", "attachments",
-                       *WORKFLOW_EXTENSIONS)
+                       "push_checkpoints", "push_every", *WORKFLOW_EXTENSIONS)
 BUDGET_PROPERTIES = ("max_parallel_branches", "max_duration", "max_cost_usd", "max_tokens", "max_iterations")
 ATTACHMENT_PROPERTIES = ("description", "accept_mime", "required")
 ATTACHMENT_KINDS = ("file", "image")

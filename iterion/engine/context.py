@@ -50,6 +50,7 @@ class ExecContext:
     in_cycles: frozenset[str]
     attachments: dict[str, Any] = field(default_factory=dict)
     backend_cache: dict[str, Any] = field(default_factory=dict)
+    checkpoints: Any = None  # a CheckpointPusher when the run pushes workspace checkpoints
 
     @property
     def run_dir(self) -> Path:

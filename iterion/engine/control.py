@@ -208,6 +208,9 @@ def _cancel_directly(store: Store, run_id: str, reason: str) -> ControlOutcome |
                                                                "restart_node": _restart_node(store, run_id),
                                                                "by": "operator", "live": False})
         clear_request(store, run_id)
+        from iterion.engine.checkpoint_push import after_found_dead  # (execution imports this module)
+
+        after_found_dead(store, run_id)  # bank it, record final_branch/_commit, push its state
         return ControlOutcome(run_id, Action.CANCEL.value, RunStatus.CANCELLED.value, "direct",
                               _restart_node(store, run_id), f"run was {previous.value}; no process executes it")
     finally:

@@ -5,6 +5,7 @@ Shared by launch and resume so both execute through exactly the same path.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from iterion.budget import Budget
 from iterion.engine.cancel import CancelToken, signals_cancel
+from iterion.engine.checkpoint_push import BANKED, after_stop, pusher_for
 from iterion.engine.context import ExecContext, RunOptions
 from iterion.engine.control import watch_control
 from iterion.engine.edges import nodes_in_cycles
@@ -22,7 +24,7 @@ from iterion.engine.state import RunState
 from iterion.engine.versioning import Versioning, open_versioning
 from iterion.engine.worktree import finalize_worktree
 from iterion.ir import Workflow
-from iterion.store import Event, RunDoc, Store, WorkspaceMode
+from iterion.store import Event, RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
 
 Listener = Callable[[Event], None]
@@ -99,18 +101,32 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
                       options=options, emit=emit or make_emit(store, doc.id, listener),
                       in_cycles=nodes_in_cycles(wf), attachments=attachments_view(store, doc.id))
 
+    finished: dict[str, Any] = {}
+
     def on_finish(c: ExecContext) -> dict[str, Any]:
         fresh = store.load_run(doc.id)
         if fresh.workspace_mode is not WorkspaceMode.WORKTREE or fresh.worktree is None:
             return {}
         opts = fresh.options
         try:
-            return finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
-                                     Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,
-                                     merge_into=opts.get("merge_into"), auto_merge=bool(opts.get("auto_merge", True)))
+            out = finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
+                                    Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,
+                                    merge_into=opts.get("merge_into"), auto_merge=bool(opts.get("auto_merge", True)))
         except EngineError as exc:
             c.emit(ev.WARNING, None, None, {"message": f"worktree finalisation failed: {exc.message}"})
             return {"final_branch": fresh.worktree.branch, "merge_skipped": exc.message}
+        finished.update(out)
+        return out
 
+    ctx.checkpoints = pusher_for(store, doc, versioning, emit=ctx.emit)
     with signals_cancel(token), watch_control(store, doc.id, token):
-        return Runner(ctx, on_finish=on_finish).run(resumed=resumed, answers=answers)
+        result = Runner(ctx, on_finish=on_finish).run(resumed=resumed, answers=answers)
+        # parked: bank a failed/cancelled run, record final_branch/final_commit, push its state
+        after_stop(store, doc, result.status, versioning, emit=ctx.emit, pusher=ctx.checkpoints,
+                   final=finished)
+        if result.status in (*BANKED, RunStatus.FINISHED):  # (a paused run's bank is an earlier one)
+            with contextlib.suppress(Exception):  # display only; the run's outcome stands
+                fresh = store.load_run(doc.id)
+                result.final_branch = result.final_branch or fresh.final_branch
+                result.final_commit = fresh.final_commit
+        return result

@@ -13,6 +13,8 @@ from typing import Any
 
 from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
+from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
+from iterion.engine.checkpoint_push import check_target, resolve_setting
 from iterion.engine.coerce import AnswerError, coerce_value
 from iterion.engine.context import RunOptions
 from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
@@ -55,6 +57,8 @@ class LaunchOptions:
     wait_workspace: bool = True                             # in place: wait for a run executing there (--no-wait: refuse)
     on_wait: Callable[[str], None] | None = None            # told who holds the workspace while waiting
     permission: dict[str, Any] | None = None                # --permission* flags (permissions.layer_to_json)
+    push_checkpoints: str | None = None                     # --push-checkpoints REMOTE ("" off; None: env, workflow)
+    push_every: int | None = None                           # --push-every N
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +134,9 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     run_id = options.run_id or new_id()
     name = friendly_name(wf.name, store.run_names())
     prepare_store(store.root, store.origin, workspace)  # refused inside the working tree unless ignored
+    push = resolve_setting(options.push_checkpoints, options.push_every, wf.push_checkpoints, wf.push_every)
+    if push is not None:
+        check_target(workspace, push)  # no repository / unknown remote: refused before the run exists
 
     worktree_info = None
     mode = WorkspaceMode.IN_PLACE
@@ -149,7 +156,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
                           "answers": options.answers, "on_budget": options.on_budget,
-                          "permission_layers": layers},
+                          "permission_layers": layers,
+                          **({PUSH_OPTION: push.to_json()} if push is not None else {})},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
                  owner=OwnerInfo.this_process())
     doc.record_sources(src.main_path, src.sources)

@@ -20,6 +20,7 @@ class RunResult:
     outputs: dict[str, Any] = field(default_factory=dict)
     workspace: str = ""
     final_branch: str | None = None
+    final_commit: str | None = None  # where the run's last state was banked (see RunDoc.final_commit)
     merged_into: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -27,5 +28,5 @@ class RunResult:
             "run_id": self.run_id, "name": self.name, "status": self.status.value,
             "failure_code": self.failure_code, "error": self.error, "checkpoint_node": self.checkpoint_node,
             "pending": self.pending, "outputs": self.outputs, "workspace": self.workspace,
-            "final_branch": self.final_branch, "merged_into": self.merged_into,
+            "final_branch": self.final_branch, "final_commit": self.final_commit, "merged_into": self.merged_into,
         }

@@ -19,6 +19,8 @@ from typing import Any
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
+from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
+from iterion.engine.checkpoint_push import PushSetting, check_target
 from iterion.engine.coerce import AnswerError, coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import EngineError
@@ -69,6 +71,8 @@ class ResumeOptions:
     wait_workspace: bool = True       # in place: wait for a run executing there (--no-wait: refuse)
     on_wait: Callable[[str], None] | None = None  # told who holds the workspace while waiting
     permission: dict[str, Any] | None = None  # --permission* flags: a layer over the launch's (permissions.py)
+    push_checkpoints: str | None = None  # replace the run's push remote ("" stops pushing; None keeps it)
+    push_every: int | None = None        # replace its --push-every (0: only at stops)
 
 
 class SourceChanged(EngineError):
@@ -120,6 +124,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None)
         check_pending_uploads(state, wf, answers)
 
+        push_option = _push_override(doc, options)  # checked before anything is claimed
         ask = merge_ask(doc.budget, options.budget)
         check_budget_raised(doc, cp, ask)  # a budget stop resumed without a raised cap: refused up front
         budget = Budget(ask, usage=usage)
@@ -147,6 +152,10 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                 d.options = {**d.options, "script_file": options.script_file}
             if options.permission:  # rebuilt on every later resume too (each resume adds its layer)
                 d.options = {**d.options, "permission_layers": layers}
+            if push_option is not None:  # the override persists: later resumes keep it
+                d.options = {k: v for k, v in d.options.items() if k != PUSH_OPTION}
+                if push_option:
+                    d.options[PUSH_OPTION] = push_option
 
         # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
         # the run keeps its parked status
@@ -181,6 +190,27 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
             versioning.close()
         release_workspace(ws_lock)
         lock.release()
+
+
+def _push_override(doc: RunDoc, options: ResumeOptions) -> dict[str, Any] | None:
+    """The run's push setting after --push-checkpoints / --push-every on resume: None (unchanged),
+    {} (pushing stops) or the new setting."""
+    if options.push_checkpoints is None and options.push_every is None:
+        return None
+    current = PushSetting.from_options(doc.options)
+    remote = options.push_checkpoints if options.push_checkpoints is not None else (
+        current.remote if current else "")
+    if not remote.strip():
+        if options.push_every:
+            raise EngineError(f"run {doc.id} pushes no checkpoints, so --push-every has nothing to pace",
+                              hint="add --push-checkpoints REMOTE")
+        return {}
+    every = options.push_every if options.push_every is not None else (current.every if current else 0)
+    if every < 0:
+        raise EngineError(f"--push-every must be at least 1, got {every}")
+    setting = PushSetting(remote.strip(), every, "resume")
+    check_target(Path(doc.workspace_dir), setting)
+    return setting.to_json()
 
 
 def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDoc, Checkpoint | None]:

@@ -351,6 +351,8 @@ class Runner:
                 FailureCode.EXECUTION_FAILED, f"{what}: {exc}", node=node) from exc
         self.ctx.emit(ev.BOUNDARY_WRITTEN, node, it, {"label": str(label), "state": mark.state,
                                                       "mechanism": self.ctx.versioning.mechanism})
+        if self.ctx.checkpoints is not None:  # --push-every N: a push every N completed nodes
+            self.ctx.checkpoints.after_boundary(label)
         skipped = self.ctx.versioning.capture_skipped()
         if skipped:
             self.ctx.emit(ev.WORKSPACE_CAPTURE_SKIPPED, node, it, capture_skipped_payload(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iterion.engine.checkpoint_push import after_found_dead
 from iterion.engine.takeover import BY_FORCE_STALE, BY_PROMOTION, BY_RESUME, record_takeover
 from iterion.failure_codes import FailureCode
 from iterion.store import RunDoc, RunLock, RunStatus, Store
@@ -202,6 +203,7 @@ def promote_if_orphaned(store: Store, run_id: str, *, threshold_s: float | None 
             "to_status": new.value, "code": code, "restart_node": cp.restart_node if cp else None,
             "grace_s": threshold, "proof": proof, "takeover": takeover.label,
             "owner": doc.owner.model_dump(mode="json") if doc.owner else None})
+        after_found_dead(store, run_id)  # bank it, record final_branch/_commit, push its state
         return Promotion(run_id, new.value, cp is not None, cp.restart_node if cp else None)
     finally:
         lock.release()

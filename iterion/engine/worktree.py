@@ -57,14 +57,20 @@ def create_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) 
     return CreatedWorktree(path, branch, base, top)
 
 
-def finalize_worktree(path: Path, branch: str, repo_dir: Path, run_name: str, *, merge_into: str | None,
-                      auto_merge: bool) -> dict[str, Any]:
-    """Commit the final tree on the run's branch; fast-forward the target branch if possible."""
+def commit_worktree(path: Path, message: str) -> str:
+    """Commit the worktree's tree (untracked files included) on its branch when it changed; the
+    branch's head. Only the run's own worktree and its index are written, never the user's."""
     path = Path(path)
     git(path, "add", "-A")
     if git(path, "diff", "--cached", "--quiet", check=False).returncode != 0:
-        git(path, "commit", "-q", "--no-verify", "-m", f"iterion: run {run_name} finished", identity=True)
-    final = git(path, "rev-parse", "HEAD").stdout.strip()
+        git(path, "commit", "-q", "--no-verify", "-m", message, identity=True)
+    return git(path, "rev-parse", "HEAD").stdout.strip()
+
+
+def finalize_worktree(path: Path, branch: str, repo_dir: Path, run_name: str, *, merge_into: str | None,
+                      auto_merge: bool) -> dict[str, Any]:
+    """Commit the final tree on the run's branch; fast-forward the target branch if possible."""
+    final = commit_worktree(path, f"iterion: run {run_name} finished")
     out: dict[str, Any] = {"final_branch": branch, "final_commit": final, "merged_into": None}
     if not auto_merge:
         out["merge_skipped"] = "auto-merge disabled"

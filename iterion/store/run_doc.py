@@ -76,6 +76,11 @@ class RunDoc(VersionedModel):
     workspace_dir: str = ""
     workspace_mode: WorkspaceMode = WorkspaceMode.IN_PLACE
     worktree: WorktreeInfo | None = None
+    # where the run's last state was banked when it ended (finished, failed, cancelled, found dead):
+    # a worktree run's branch and the commit on it; an in-place run that pushes checkpoints records
+    # the exported commit alone (iterion/engine/checkpoint_push.py). Absent in older documents.
+    final_branch: str | None = None
+    final_commit: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
