@@ -39,9 +39,10 @@ COMMANDS = (
                 "A worktree run's git refs: boundaries, produced scope, banks, reverts, checkpoint pushes."),
     LazyCommand("track", "cli.track",
                 "Version an in-place run's workspace outside it (content-hashed snapshots)."),
-    LazyCommand("gc", "cli.gc_cmd", "Free what only finished runs reference (objects, snapshots, worktrees, refs)."),
+    LazyCommand("gc", "cli.gc_cmd",
+                "Delete the snapshots, objects, worktrees and refs that only finished or deleted runs need."),
     LazyCommand("server", "cli.server_cmd", "Serve the run store over HTTP (API + web timeline)."),
-    LazyCommand("remote", "cli.remote_cmd", "Drive runs on an `iterion server` over HTTP (list, get, events, resume, ...)."),
+    LazyCommand("remote", "cli.remote_cmd", "Operate runs on an `iterion server` over HTTP."),
 )
 # --- end of command registration ---
 

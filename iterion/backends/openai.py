@@ -75,6 +75,8 @@ def post_json(client: httpx.Client, path: str, body: dict[str, Any], *, timeout:
               credential: str = "$OPENAI_API_KEY") -> httpx.Response:
     """POST ``body``; a transport failure or a non-2xx answer becomes its typed BackendError
     (the one mapping the openai and claw backends share)."""
+    import httpx  # imported when a request is made: listing runs or backends does not pay for it
+
     try:
         resp = client.post(path, json=body, timeout=timeout)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

@@ -56,8 +56,9 @@ def test_inspect_of_a_waiting_run_shows_fields_types_enum_and_the_command(tmp_pa
     assert i.returncode == 0, i.stderr
     assert "Which level?" in i.stdout
     assert "level: string, one of low, high" in i.stdout and "ok: bool" in i.stdout
-    cmd = re.search(r"^continue with: (.+)$", i.stdout, re.MULTILINE)
-    assert cmd and f"resume --run-id {rid} --answer level=low --answer ok=true" in cmd.group(1)
+    name = json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path).stdout)["name"]
+    cmd = re.search(r"^continue with: (.+)$", i.stdout, re.MULTILINE)  # hints name the run by its name
+    assert cmd and f"resume --run-id {name} --answer level=low --answer ok=true" in cmd.group(1)
     assert json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path, env=PROG).stdout)["continue_with"] == cmd.group(1)
     done = subprocess.run(["sh", "-c", cmd.group(1)], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -70,8 +71,9 @@ def test_inspect_of_a_budget_failure_names_code_message_and_the_raised_cap(tmp_p
     rid = _run_id(p.stderr)
     i = run_cli("inspect", "--run-id", rid, cwd=tmp_path, env=PROG)
     assert "failure: BUDGET_EXCEEDED: budget exceeded: max_iterations cap 3" in i.stdout, i.stdout
+    name = json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path).stdout)["name"]
     cmd = re.search(r"^continue with: (.+)$", i.stdout, re.MULTILINE)
-    assert cmd and cmd.group(1).endswith(f"resume --run-id {rid} --max-iterations 6"), i.stdout
+    assert cmd and cmd.group(1).endswith(f"resume --run-id {name} --max-iterations 6"), i.stdout
     again = subprocess.run(["sh", "-c", cmd.group(1)], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120)
     assert again.returncode == 5 and "max_iterations cap 6" in again.stderr, again.stderr  # it went on to 6
 

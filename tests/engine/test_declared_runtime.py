@@ -20,7 +20,7 @@ def _run(tmp_path: Path, ws: Path, text: str, script: dict[str, Any] | None = No
     p = run_cli("run", str(bot), "--store-dir", store, cwd=ws, env=env)
     assert "Traceback" not in p.stderr, p.stderr
     (run,) = json.loads(run_cli("inspect", "--store-dir", store, "--json", cwd=ws).stdout)
-    detail = json.loads(run_cli("inspect", "--run-id", run["id"], "--store-dir", store, "--json", "--events",
+    detail = json.loads(run_cli("inspect", "--run-id", run["id"], "--store-dir", store, "--json", "--events", "--all",
                                 cwd=ws).stdout)
     detail["returncode"] = p.returncode
     return detail

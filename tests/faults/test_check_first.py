@@ -179,7 +179,7 @@ def test_cancel_with_an_unreadable_event_log_changes_nothing(run: Run) -> None:
 def test_cancel_with_an_unreadable_run_document_changes_nothing(run: Run) -> None:
     (run.run_dir / "run.json").write_text("{ not json\n")
     before = run.state()
-    line = _refused(cli(run.ws, run.store, "cancel", "--run-id", run.run_id), code=1)
+    line = _refused(cli(run.ws, run.store, "cancel", "--run-id", run.run_id), code=2)  # damaged store: 2
     assert "run.json" in line, line
     assert run.state() == before
 
