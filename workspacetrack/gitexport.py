@@ -34,6 +34,7 @@ from pydantic import Field
 from gitrefs.commits import T_KIND, T_RUN, CommitSpec, create_commit
 from gitrefs.workspace import open_workspace
 from persist import VersionedModel, read_model, write_model
+from workspacetrack.gitsource import is_blob_id
 from workspacetrack.models import Manifest
 from workspacetrack.names import display, is_clean, to_bytes
 
@@ -115,8 +116,12 @@ class _Blobs:
         known = self.cache.blobs.get(digest)
         if known is not None and pygit2.Oid(hex=known) in self.repo:
             return known
+        if is_blob_id(digest) and pygit2.Oid(hex=digest) in self.repo:
+            return digest  # recorded by git blob id (workspacetrack.gitsource): git already has it
         # streamed from the object file (its bytes are the content): a big file never sits in memory
-        oid = str(self.repo.create_blob_fromdisk(str(self.objects.path_for(digest))))
+        where = self.objects.locate(digest)
+        oid = str(self.repo.create_blob_fromdisk(str(where)) if where is not None
+                  else self.repo.create_blob(self.objects.read(digest)))
         self.cache.blobs[digest] = oid
         self.dirty = True
         return oid

@@ -109,6 +109,11 @@ class ObjectStore:
             raise UnknownSnapshotError(f"{digest!r} is not an object id (64 or 40 lowercase hex digits)")
         return self.root / digest[:2] / digest[2:]
 
+    def locate(self, digest: str) -> Path | None:
+        """The file holding object ``digest`` in this store (or a legacy one); None when it is
+        not stored here (a git blob recorded by reference lives in git's object database)."""
+        return self._locate(digest)
+
     def _locate(self, digest: str) -> Path | None:
         path = self.path_for(digest)
         if path.exists():

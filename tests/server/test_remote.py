@@ -68,4 +68,4 @@ def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:
     assert f"run {run_id} (" in done.stdout and "finished" in done.stdout
     assert server.run_json(run_id)["budget"]["max_duration_s"] == 14400.0
     refused = remote(server, "cancel", run_id)
-    assert refused.returncode == 1 and refused.stderr.startswith("error: ")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: ")  # a refusal: exit 2
