@@ -1,7 +1,7 @@
-"""Environment substitution in workflow strings: the one home of the three forms of dsl.md §1.7.
+"""Environment substitution in workflow strings: the one home of the three forms of docs/language.md §1.7.
 
 The compiler never expands ``${...}``: strings reach the IR as written, and each property is
-expanded when the spec says, by the function named for that moment:
+expanded when the language says (docs/language.md, 1. Lexical rules), by the function named for that moment:
 
 - ``expand_node``: ``model``, ``backend``, ``provider``, ``interaction_model``, cursor values,
   a quoted ``reasoning_effort`` -- when the node runs. ``${N}``, ``${N:-d}`` (the default when N

@@ -176,7 +176,7 @@ class _Tok:
 
 _TWO_CHAR_OPS = ("==", "!=", "<=", ">=", "&&", "||")
 _ONE_CHAR_OPS = "<>!+-*/%()[],."
-# dsl.md §4: `\\ \" \' \n \t`; any other `\x` is `x`.
+# docs/language.md §4: `\\ \" \' \n \t`; any other `\x` is `x`.
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
 
 
@@ -625,7 +625,7 @@ def _check_number(value: Any, offset: int) -> Any:
 
 
 def truthy(value: Any) -> bool:
-    """dsl.md §4: null, false, 0, an empty list/map and the strings "", "false", "no", "0"
+    """docs/language.md §4: null, false, 0, an empty list/map and the strings "", "false", "no", "0"
     (any case, trimmed) are false; everything else is true."""
     if value is None or value is False:
         return False

@@ -1,4 +1,4 @@
-"""The nested blocks of the language (dsl.md §2.9, §2.10): their properties, kinds and checks.
+"""The nested blocks of the language (docs/language.md §2.9, §2.10): their properties, kinds and checks.
 
 ``mcp:``, ``compaction:``, ``memory:``, ``sandbox:`` (with ``network:`` and ``build:``),
 ``cursors:``, ``tool_policy:``/``capabilities:``/``tools:`` lists, and the ``mcp_server`` and
@@ -45,7 +45,7 @@ NETWORK = Schema({"mode": Enum(("allowlist", "denylist", "open")), "preset": "na
                   "inherit": Enum(("merge", "replace", "append")), "rules": "list"})
 BUILD = Schema({"dockerfile": "string", "context": "string", "args": "map"})
 SANDBOX = Schema({
-    # mode and host_state: an invalid value is C044 (dsl.md §7), checked in BlockChecker.sandbox
+    # mode and host_state: an invalid value is C044 (docs/language.md §7), checked in BlockChecker.sandbox
     "mode": "name_or_string", "image": "string", "user": "string",
     "workspace_folder": "string", "post_create": "string", "host_state": "name_or_string",
     "env": "map", "mounts": "list", "network": NETWORK, "build": BUILD,
@@ -193,7 +193,7 @@ class BlockChecker:
     def ref_list(self, p: ast.Property, owner: str) -> bool:
         """Checks a tool-reference list; False if it is not a list at all (reported)."""
         v = p.value
-        if isinstance(v, ast.ListValue) and not v.items:  # as observed (dsl.md §1.6): a syntax error
+        if isinstance(v, ast.ListValue) and not v.items:  # as observed (docs/language.md §1.6): a syntax error
             self.err("P008", v.span, f"'{p.name}' of {owner} is an empty list; a tool-reference list holds at least one item",
                      f"remove '{p.name}:' (absent: the workflow's), or name the items")
             return True
@@ -338,7 +338,7 @@ _KIND_TEXT = {"bool": "true or false", "int": "an integer", "number": "a number"
 
 def cursor_fragment(cursor: dict[str, Any], value: Any) -> str | None:
     """The fragment ``value`` selects in ``cursor`` (its plain IR form), or None if unresolvable
-    (dsl.md §2.10): a number in [0, 1] picks the band holding it, or position
+    (docs/language.md §2.10): a number in [0, 1] picks the band holding it, or position
     floor(v x count) of the values (clamped); otherwise it must be a values name."""
     values = cursor.get("values")
     bands = cursor.get("bands")
@@ -369,7 +369,7 @@ def cursor_fragment(cursor: dict[str, Any], value: Any) -> str | None:
 
 
 def calibration_section(cursors: dict[str, Any], settings: dict[str, Any]) -> str:
-    """The ``## Calibration`` text appended to a system prompt, or "" (dsl.md §2.10): one
+    """The ``## Calibration`` text appended to a system prompt, or "" (docs/language.md §2.10): one
     ``**Name:** fragment`` line per resolvable cursor, sorted by cursor name."""
     if settings.get("enabled") is False:
         return ""

@@ -109,7 +109,7 @@ class Compiler:
 
     def each_once(self, props: Iterable[ast.Property], owner: str, noun: str = "property ") -> Iterator[ast.Property]:
         """``props`` without repeats: a property set twice is C105 (a warning) and the last value
-        wins (dsl.md 2.1)."""
+        wins (docs/language.md 2.1)."""
         items = list(props)
         last = {p.name: i for i, p in enumerate(items)}
         seen: set[str] = set()
@@ -121,7 +121,7 @@ class Compiler:
                 yield p
 
     def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
-        """``text`` as written: the compiler never expands ``${...}`` (dsl.md 1.7; the run does,
+        """``text`` as written: the compiler never expands ``${...}`` (docs/language.md 1.7; the run does,
         through ``iterion.envsubst``). Only warns (C110) for a ``${NAME}`` without default whose
         variable is unset in the validation environment."""
         if warn and loc is not None and "${" in text:
@@ -148,7 +148,7 @@ class Compiler:
     def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103") -> str | None:
         v = prop.value
         if isinstance(v, ast.Literal) and isinstance(v.value, str) and code != "C027":
-            # a name is needed, not a string (dsl.md §7: a wrong token is a syntax error); only
+            # a name is needed, not a string (docs/language.md §7: a wrong token is a syntax error); only
             # reasoning_effort may be quoted
             self.err("P008", v.span, f"'{prop.name}' of {owner} takes a name, not a quoted string",
                      f"write {prop.name}: {v.value}" if v.value.isidentifier() else
@@ -386,7 +386,7 @@ class Compiler:
                                                                          v.default.span.column + 1)))
             written_as_text = isinstance(default, str) and v.type.name in ("json", "string[]")
             if not type_matches(default, v.type.name) and not written_as_text:
-                # not checked by the original (dsl.md 2.2): a warning, and the default is kept
+                # not checked by the original (docs/language.md 2.2): a warning, and the default is kept
                 self.sink.add("C100", v.default.span,
                               f"default of var '{v.name}' is {kind_of(v.default)}, but its type is {v.type.name}",
                               f"give a {v.type.name} default, or change the type", Severity.WARNING)
@@ -474,13 +474,13 @@ class Compiler:
             if not isinstance(p.value, ast.Block):
                 self.err("C100", p.value.span, f"'cursors' of {owner} must be an indented block of 'CURSOR: value' lines")
         elif name in ("provider", "interaction_model"):
-            v = p.value  # kept as written: `${...}` expands when the node runs (dsl.md §1.7)
+            v = p.value  # kept as written: `${...}` expands when the node runs (docs/language.md §1.7)
             if isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and isinstance(v.value, str)):
                 setattr(node, name, to_py(v))
             else:
                 self.err("C100", v.span, f"'{name}' of {owner} must be a quoted string, not {kind_of(v)}")
         elif name == "interaction_prompt":
-            v = p.value  # a prompt name; an unknown one is not reported (as observed, dsl.md §2.4)
+            v = p.value  # a prompt name; an unknown one is not reported (as observed, docs/language.md §2.4)
             if isinstance(v, ast.Ident):
                 node.interaction_prompt_ref = v.name
                 if v.name in self.prompt_decls:
@@ -505,7 +505,7 @@ class Compiler:
             got = self.string(p, owner, idents=name != "model")
             if got:
                 setattr(node, name, got[0])
-        elif name == "provider":  # dsl.md 2.4: the claw backend's wire format (anthropic, openai, auto, ...)
+        elif name == "provider":  # docs/language.md 2.4: the claw backend's wire format (anthropic, openai, auto, ...)
             got = self.string(p, owner, idents=True)
             if got:
                 node.extra["provider"] = got[0]
@@ -524,7 +524,7 @@ class Compiler:
         elif name == "reasoning_effort":
             v = p.value
             if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
-                node.reasoning_effort = v.value  # expanded when the node runs; not checked (dsl.md 1.7)
+                node.reasoning_effort = v.value  # expanded when the node runs; not checked (docs/language.md 1.7)
             else:
                 node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
         elif name == "tools":
@@ -587,7 +587,7 @@ class Compiler:
         has = {p.name for p in nd.properties}
         if kind in ("agent", "judge", "router") and not ({"model", "backend"} & has) and self.supervisor_model \
                 and (kind != "router" or node.mode is RouterMode.LLM):
-            node.model = self.supervisor_model  # the default-supervisor-model fallback (dsl.md §1.7)
+            node.model = self.supervisor_model  # the default-supervisor-model fallback (docs/language.md §1.7)
             has = has | {"model"}
         if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
             self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
@@ -596,7 +596,7 @@ class Compiler:
         self.model_needed(node, nd, owner, has)
         if kind == "router":
             if "mode" not in has:
-                node.mode = RouterMode.FAN_OUT_ALL  # the default when omitted (dsl.md 2.5)
+                node.mode = RouterMode.FAN_OUT_ALL  # the default when omitted (docs/language.md 2.5)
             if node.mode is not None and node.mode is not RouterMode.LLM:
                 for prop in nd.properties:
                     if prop.name in LLM_ROUTER_ONLY:
@@ -605,7 +605,7 @@ class Compiler:
         if kind == "tool":
             self.tool_shape(node, nd, owner, has)
             if "script" in has and "language" not in has:
-                node.language = "sh"  # the default (dsl.md §2.7)
+                node.language = "sh"  # the default (docs/language.md §2.7)
         if kind == "compute":
             if not node.exprs and not any(p.name == "expr" and isinstance(p.value, ast.Block) and p.value.properties
                                           for p in nd.properties):
@@ -619,7 +619,7 @@ class Compiler:
             self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
 
     def model_needed(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
-        """C018 beyond agents and judges (dsl.md 7): an llm router without model or backend is a
+        """C018 beyond agents and judges (docs/language.md 7): an llm router without model or backend is a
         warning (a default model applies at run time); a human answered by a model
         (interaction llm or llm_or_human) needs a model and an output."""
         if nd.kind == "router" and node.mode is RouterMode.LLM and not ({"model", "backend"} & has) \
@@ -633,7 +633,7 @@ class Compiler:
                          f"but has no {' and no '.join(missing)}", "add model: \"...\" and output: SCHEMA")
 
     def tool_shape(self, node: Node, nd: ast.NodeDecl, owner: str, has: set[str]) -> None:
-        """C004 (dsl.md 2.7): exactly one of command:/script:; language: only with script:
+        """C004 (docs/language.md 2.7): exactly one of command:/script:; language: only with script:
         (absent: sh)."""
         if not ({"command", "script"} & has):
             self.err("C004", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
@@ -751,7 +751,7 @@ class Compiler:
             loop_name, loop_max, loop_bound = None, None, None
             bound_loc: Located | None = None
             if e.loop is not None and isinstance(e.loop.max, str):
-                # a template bound: resolved at run time, no C026 (dsl.md §3.5)
+                # a template bound: resolved at run time, no C026 (docs/language.md §3.5)
                 loop_name, loop_bound = e.loop.name, e.loop.max
                 bound_loc = Located(e.loop.max, Span(e.loop.span.file, e.loop.span.line, e.loop.span.column))
                 prev = loops.get(e.loop.name)
@@ -785,7 +785,7 @@ class Compiler:
                     if isinstance(v, ast.Literal) and isinstance(v.value, str):
                         loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
                         templates.append((entry.key, loc))
-                        with_map.append((entry.key, v.value))  # never env-expanded (dsl.md 1.7)
+                        with_map.append((entry.key, v.value))  # never env-expanded (docs/language.md 1.7)
                     else:
                         py = to_py(v)
                         with_map.append((entry.key, py if isinstance(py, str) else json.dumps(py, separators=(",", ":"))))

@@ -5,9 +5,9 @@ The language is line-oriented: a logical line is one physical line, or several w
 after a backslash at a line end. Comment lines (``##``) and blank lines vanish. The body of
 ``prompt NAME:``, of ``script:`` and of an in-place ``system:``/``user:``/``instructions:`` is raw text (``##`` there is a markdown heading, not a
 comment), so the lexer captures it whole and hands it to the header line; so is a block
-scalar ``key: |`` (dsl.md §1.4).
+scalar ``key: |`` (docs/language.md §1.4).
 
-Strings (dsl.md §1.4): in a double-quoted string a backslash is kept verbatim with the next
+Strings (docs/language.md §1.4): in a double-quoted string a backslash is kept verbatim with the next
 character (the pair never ends the string) unless the file opens with a
 ``## strict-escape: on`` comment, which decodes ``\" \\ \n \t \r \0`` (others: P009).
 Backtick strings are raw, newlines included. Names may be dotted paths ending in ``.*``
@@ -268,7 +268,7 @@ def _leading_spaces(text: str) -> int:
 
 def physical_lines(text: str) -> list[str]:
     """The lines of a source file, whatever its line endings (CRLF, CR or LF); a leading byte
-    order mark is dropped (dsl.md §1.1)."""
+    order mark is dropped (docs/language.md §1.1)."""
     text = text.removeprefix("\ufeff")
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
@@ -327,7 +327,7 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
             line.raw, idx = block_scalar(phys, idx, file)
         elif _is_raw_header(tokens, indent) and not (indent == 0 and "##" in phys[start_idx]):
             # a trailing comment on a `prompt NAME:` line stops its body being read as raw text
-            # (as observed, dsl.md §1.5): the lines below are then lexed and parsed as they are
+            # (as observed, docs/language.md §1.5): the lines below are then lexed and parsed as they are
             line.raw, idx = _raw_block(phys, idx, indent, file)
         yield line
 

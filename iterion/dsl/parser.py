@@ -26,7 +26,7 @@ from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, it
 from iterion.ir import Span
 
 _T = TypeVar("_T")
-_MAX_NESTING = 100  # indentation levels and list/map nesting (dsl.md §1.1); recursion stays far from its limit
+_MAX_NESTING = 100  # indentation levels and list/map nesting (docs/language.md §1.1); recursion stays far from its limit
 
 
 class _Error(Exception):
@@ -64,7 +64,7 @@ _ONCE = {ast.VarsDecl: "vars", ast.PresetsDecl: "presets", ast.AttachmentsDecl: 
 
 def _drop_duplicate_blocks(decls: list[ast.Decl], diags: list[Diagnostic]) -> list[ast.Decl]:
     """``vars:``, ``presets:`` and ``attachments:`` at most once per file: a second block is a
-    P008 error and the first is kept (dsl.md 2.1)."""
+    P008 error and the first is kept (docs/language.md 2.1)."""
     seen: dict[str, Span] = {}
     kept: list[ast.Decl] = []
     for d in decls:
@@ -85,7 +85,7 @@ def _build_tree(lines: Iterable[Line], diags: list[Diagnostic], file: str) -> It
 
     Any deeper indentation opens a level (two spaces is the convention, not the rule): the
     first line of a block fixes its indentation, and a dedent must land exactly on an enclosing
-    level (dsl.md §1.2); top-level lines start at column 1."""
+    level (docs/language.md §1.2); top-level lines start at column 1."""
     root = Line(-1, [], 0, 0)
     stack: list[Line] = [root]
     for line in lines:
@@ -320,7 +320,7 @@ class _Parser:
                                f"a prompt cannot be named {name!r}: it is a keyword",
                                f"rename it, e.g. prompt {name}_prompt:")
             if line.raw is None or not line.raw.text.strip():
-                # at least one body line (dsl.md §1.5); a trailing comment on the header line
+                # at least one body line (docs/language.md §1.5); a trailing comment on the header line
                 # keeps the lines below from being read as the body (as observed)
                 at = self.span(line.children[0]) if line.children else self.end_span(line)
                 raise self.err("P008", at, f"prompt '{name}' has no body",

@@ -19,7 +19,7 @@ class Unwritable(ValueError):
 def _reads_back_quoted(s: str) -> bool:
     """Does ``"s"`` read back as ``s`` in the default (verbatim) mode? A backslash and the
     character after it are kept as a pair that never ends the string; a bare quote or line
-    break does (dsl.md §1.4)."""
+    break does (docs/language.md §1.4)."""
     i = 0
     while i < len(s):
         c = s[i]
@@ -107,7 +107,7 @@ def _is_scalar(p: ast.Property) -> bool:
 
 def _ends_in_scalar(props: tuple[ast.Property, ...]) -> bool:
     """Does the last line printed for ``props`` belong to a block scalar? Then no blank line may
-    follow it: a block scalar keeps the blank lines after its content (dsl.md §1.4)."""
+    follow it: a block scalar keeps the blank lines after its content (docs/language.md §1.4)."""
     if not props:
         return False
     last = props[-1]

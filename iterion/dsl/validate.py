@@ -2,7 +2,7 @@
 
 Edges (C010-C014, C020-C022), reachability (C016), undeclared cycles (C019), sessions of
 nodes declaring await (C009). No await is required where branches converge (the C108/C109
-rule is withdrawn, dsl.md 3.2). References inside templates and expressions are checked by
+rule is withdrawn, docs/language.md 3.2). References inside templates and expressions are checked by
 ``iterion.dsl.references``. Fills ``Workflow.fan_out_regions``.
 """
 
@@ -124,7 +124,7 @@ def _check_reachable(wf: Workflow, g: Graph, sink: Sink) -> None:
 
 
 def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
-    """C019 (dsl.md 3.2): a cycle is reported at its back edge (depth-first, nodes and edges in
+    """C019 (docs/language.md 3.2): a cycle is reported at its back edge (depth-first, nodes and edges in
     declaration order) only when neither endpoint of that edge is an endpoint of some loop
     edge, so an extra unbounded path between nodes that touch a loop passes."""
     loop_ends = {n for e in wf.edges if e.loop is not None for n in (e.src, e.dst)}

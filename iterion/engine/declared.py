@@ -1,4 +1,4 @@
-"""The run-time side of declarations (dsl.md §1.7, §2.4, §2.9, §2.10, §5.1).
+"""The run-time side of declarations (docs/language.md §1.7, §2.4, §2.9, §2.10, §5.1).
 
 - ``with_calibration``: the fragments a node's ``cursors:`` select, appended to its system
   prompt under ``## Calibration``.
@@ -39,7 +39,7 @@ def _static_backend(wf: Workflow, node: Node) -> str:
 
 def with_calibration(wf: Workflow, node: Node, system: str, env: Mapping[str, str] | None = None) -> str:
     """``system`` with the node's cursor fragments appended (sorted by cursor name); values
-    holding ``${...}`` are expanded now; an unresolvable value is skipped (dsl.md §2.10)."""
+    holding ``${...}`` are expanded now; an unresolvable value is skipped (docs/language.md §2.10)."""
     if not node.cursors:
         return system
     cursors = wf.extra.get("cursor") or {}
@@ -91,7 +91,7 @@ def not_enforced(wf: Workflow) -> list[dict[str, Any]]:
 
 def with_value(template: str, scope: Mapping[str, Any], source_output: Mapping[str, Any], node: str,
                what: str) -> Any:
-    """One `with` value (dsl.md §3.6): exactly one ``{{ref}}`` and nothing else is the value
+    """One `with` value (docs/language.md §3.6): exactly one ``{{ref}}`` and nothing else is the value
     itself, typed (map, list, number...); otherwise the rendered string (text around a
     reference and several references are rendered: a deliberate difference, §9).
     ``{{input.X}}`` reads the edge source's output, falling back to the scope's input."""

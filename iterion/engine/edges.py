@@ -46,7 +46,7 @@ def condition_holds(edge: Edge, output: Mapping[str, Any], scope: Mapping[str, A
     edge does not match (a present non-boolean also warns). `when "EXPR"`: evaluated with
     ``input`` = the source's output (bare names are its fields), the result read by
     truthiness; an expression that fails to evaluate skips the edge with a warning
-    (dsl.md §3.3), it never fails the run.
+    (docs/language.md §3.3), it never fails the run.
     """
     cond = edge.condition
     if cond is None:
@@ -77,7 +77,7 @@ def condition_holds(edge: Edge, output: Mapping[str, Any], scope: Mapping[str, A
 def loop_bound(edge: Edge, scope: Mapping[str, Any] | None) -> int:
     """The effective bound of ``edge``'s loop: its literal N, or its template bound resolved now
     from the last reference that resolves to an int, a float (truncated) or a numeric string;
-    none: 0, so the edge is never taken (dsl.md §3.5)."""
+    none: 0, so the edge is never taken (docs/language.md §3.5)."""
     if edge.loop_bound is None:
         return edge.loop_max if edge.loop_max is not None else 0
     if scope is None:

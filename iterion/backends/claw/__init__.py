@@ -18,6 +18,8 @@ from typing import Any
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.failure_codes import FailureCode
 
+__all__ = ["ClawBackend"]
+
 
 class ClawBackend(Backend):
     name = "claw"

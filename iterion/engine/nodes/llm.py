@@ -48,14 +48,14 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     if output is None:
         output = _parse_json(response.text)
     output = validate_output(node.id, node.output_schema, output)
-    if isinstance(output, dict):  # the runtime `_` fields (dsl.md §5.1), never overriding the model's own
+    if isinstance(output, dict):  # the runtime `_` fields (docs/language.md §5.1), never overriding the model's own
         output = {**runtime_fields(response), **output}
     return NodeResult(output, session_id=getattr(response, "session_id", None))
 
 
 def _model_answer(ctx: ExecContext, call: NodeCall, question: str, *, escalate: bool) -> str | None:
     """The answer the interaction model (``interaction_model``, else ``model``) gives to the
-    node's question, guided by ``interaction_prompt`` (dsl.md §2.4); None when it escalates
+    node's question, guided by ``interaction_prompt`` (docs/language.md §2.4); None when it escalates
     to a person (``llm_or_human`` only)."""
     node = call.node
     guide = render_text(node.interaction_prompt, call.scope, node.id, "interaction prompt") or \

@@ -35,7 +35,7 @@ def backend_name(ctx: ExecContext, node: Node) -> str:
 
 def _effort(value: str | None) -> str | None:
     """A quoted reasoning_effort is env-expanded when the node runs; an invalid result means the
-    provider default (dsl.md 1.7)."""
+    provider default (docs/language.md 1.7)."""
     if not value or "$" not in value:
         return value
     got = expand_node(value, os.environ)
@@ -63,7 +63,7 @@ def get_backend(ctx: ExecContext, name: str) -> Any:
 
 
 def interaction_mode(ctx: ExecContext, node: Node) -> str:
-    """May an agent or judge ask questions, and who answers (dsl.md §2.4): its own
+    """May an agent or judge ask questions, and who answers (docs/language.md §2.4): its own
     ``interaction``, else the workflow's, else none; an explicit ``none`` counts as unset
     (as observed, §2.13)."""
     own = node.interaction if node.interaction not in (None, "none") else None
@@ -71,7 +71,7 @@ def interaction_mode(ctx: ExecContext, node: Node) -> str:
 
 
 def node_model(node: Node, model: str | None = None) -> str | None:
-    """The model a call uses, ``${...}`` expanded now (dsl.md §1.7): ``model`` when given (a
+    """The model a call uses, ``${...}`` expanded now (docs/language.md §1.7): ``model`` when given (a
     human's ``interaction_model``), else the node's; an llm router with neither model nor
     backend takes ``ITERION_DEFAULT_SUPERVISOR_MODEL``, else the default supervisor (§2.5)."""
     spec = model or node.model
