@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -315,6 +315,10 @@ class Store:
             if log is None:
                 log = self._logs[run_id] = EventLog(self.run_dir(run_id))
             return log
+
+    def append_event(self, run_id: str, type: str, *, node: str | None = None, iteration: int | None = None,
+                     payload: dict[str, Any] | None = None) -> Event:
+        return self.events(run_id).append(type, node=node, iteration=iteration, payload=payload)
 
     def read_events(self, run_id: str, *, after_seq: int = 0) -> list[Event]:
         return read_events(self.run_dir(run_id), after_seq=after_seq)

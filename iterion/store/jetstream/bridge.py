@@ -1,0 +1,82 @@
+"""A synchronous face for nats-py: one asyncio loop on a daemon thread per connection.
+
+The engine and the CLI are synchronous; nats-py is asyncio-only. Every call is submitted to the
+bridge's loop and waited for with a deadline, so a caller never blocks forever on a server that
+went away: the wait ends in StoreUnavailableError (a UserError naming the URL and what to check).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from iterion.store.errors import StoreError
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class StoreUnavailableError(StoreError):
+    """The shared store did not answer (server down, network, timeout)."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, exit_code=2)
+
+
+class Bridge:
+    def __init__(self, url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="iterion-nats", daemon=True)
+        self._thread.start()
+        self.nc: Any = None
+        self.js: Any = None
+        try:
+            self.call(self._connect())
+        except BaseException:
+            self.close()
+            raise
+
+    async def _connect(self) -> None:
+        import nats  # heavy: only when a JetStream store is opened
+
+        # reconnect forever in the background (a restarted server is picked up again); each call
+        # still has its own deadline, so a caller is never stuck behind reconnects
+        self.nc = await nats.connect(self.url, connect_timeout=min(self.timeout_s, 5.0), max_reconnect_attempts=-1,
+                                     reconnect_time_wait=0.2, allow_reconnect=True)
+        self.js = self.nc.jetstream(timeout=self.timeout_s)
+
+    def call(self, coro: Coroutine[Any, Any, T], *, timeout_s: float | None = None) -> T:
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        wait = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            return fut.result(wait + 1.0)
+        except (FutureTimeout, TimeoutError):
+            fut.cancel()
+            raise StoreUnavailableError(
+                f"the run store at {self.url} did not answer within {wait:.0f}s",
+                hint="check that nats-server is running with JetStream (-js) and reachable") from None
+        except OSError as exc:  # refused connection and the like, from the connect
+            raise StoreUnavailableError(f"cannot reach the run store at {self.url}: {exc.strerror or exc}",
+                                        hint="start nats-server with JetStream (-js), or check --nats") from None
+        except Exception as exc:
+            import nats.errors
+
+            if isinstance(exc, nats.errors.NoServersError | nats.errors.TimeoutError | nats.errors.ConnectionClosedError
+                          | nats.errors.NoRespondersError):
+                raise StoreUnavailableError(f"the run store at {self.url} is unavailable ({type(exc).__name__})",
+                                            hint="check that nats-server is running with JetStream (-js)") from None
+            raise
+
+    def close(self) -> None:
+        if self.nc is not None:
+            with contextlib.suppress(Exception):  # closing a dead connection must not mask the caller's error
+                asyncio.run_coroutine_threadsafe(self.nc.close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
