@@ -369,12 +369,14 @@ class TrackStore:
                     raise ValueError("bad row")
                 rows[p] = (k, h, trusted, target)  # type: ignore[assignment]
             manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
-            if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int):
+            ids = raw.get("ids", "blake3")  # the kind of content ids its rows hold (workspacetrack.gitsource)
+            if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int) \
+                    or ids not in ("blake3", "git"):
                 raise ValueError("bad header")
         except (OSError, ValueError, TypeError, AttributeError, KeyError):
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
         doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
-                                           size_cap=size_cap, rows=_rows_from_wire(rows))
+                                           size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows))
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:

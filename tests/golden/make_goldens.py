@@ -8,7 +8,9 @@ version has a golden). It drives the same scenarios the existing goldens came fr
 code as it is now: a demo run paused at its gate, rewound by a rewind SIGKILLed right after its
 commit point, resumed, answered and finished (in place); a worktree run paused at its gate,
 pushed to an accepting and a rejecting remote, and rewound the same way; a control request,
-an attachment; a tracker capture of names that are not UTF-8. Each document is copied as the
+an attachment; a tracker capture of names that are not UTF-8; the claw agent (against the
+scripted LLM server, tests/claw/scripted_server.py) parked on ask_user in a git workspace that
+pushes its checkpoints (the export's blob cache). Each document is copied as the
 code wrote it. An existing golden is NEVER overwritten: a golden records what an older iterion
 wrote, which is the point. A new format needs a registry entry and, here, the line that picks
 its document out of the scenarios (``collect``).
@@ -28,6 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from persist import VersionedModel  # noqa: E402
 from tests.golden.registry import EVENT_LINE_VERSION, FORMATS, GOLDEN, Format  # noqa: E402
 
 ENV = dict(os.environ, GIT_AUTHOR_NAME="iterion-goldens", GIT_AUTHOR_EMAIL="goldens@iterion.invalid",
@@ -35,6 +38,9 @@ ENV = dict(os.environ, GIT_AUTHOR_NAME="iterion-goldens", GIT_AUTHOR_EMAIL="gold
            GIT_CONFIG_NOSYSTEM="1")
 ENV.pop("ITERION_STORE_DIR", None)
 ENV.pop("ITERION_TEST_KILL_AT", None)
+for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ITERION_BACKEND", "ITERION_PUSH_CHECKPOINTS",
+             "ITERION_PUSH_EVERY"):
+    ENV.pop(_key, None)
 
 
 def sh(*args: Any, cwd: Path, ok: tuple[int, ...] = (0, 4), extra: dict[str, str] | None = None) -> str:
@@ -83,6 +89,28 @@ workflow wt:
 """
 
 
+CLAW_BOT = """schema result:
+  summary: string
+
+prompt coder_system:
+  You maintain a tiny project in the workspace. Use the tools, ask when unsure, then answer
+  with the JSON the instructions ask for.
+
+agent coder:
+  backend: claw
+  provider: openai
+  model: "golden-model"
+  system: coder_system
+  user: "Fix the greeting in greet.txt."
+  output: result
+  interaction: human
+
+workflow claw_golden:
+  entry: coder
+  coder -> done
+"""
+
+
 def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     """format name -> [(variant, document bytes)] (variant "" is the plain ``v<N>`` golden)."""
     out: dict[str, list[tuple[str, bytes]]] = {}
@@ -108,6 +136,7 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     take("rewind_intent", rd / "rewind-intent.json")
     take_json("track_planned_restore", intent["files"]["tracked"])
     iterion("rewind", "--run-id", run, "--store-dir", store, cwd=ws)
+    take("rewind_undo", rd / "rewind-undo.json")  # the finished rewind's record for --undo
     iterion("resume", "--run-id", run, "--store-dir", store, "--json", cwd=ws)
     iterion("resume", "--run-id", run, "--store-dir", store, "--answer", "approved=true", "--answer", "note=ship it",
             "--json", cwd=ws)
@@ -126,6 +155,7 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     state_path = track.run_dir / "state.json"
     state = json.loads(state_path.read_bytes())
     take("track_state", state_path)
+    take("track_state_log", track.run_dir / "state.log")  # the commits after state.json, one a line
     take("track_statcache", track.run_dir / "statcache.json")
     take_json("track_snapshot_record", state["snapshots"][state["head"]])
     take_json("track_chain_link", state["chain"][0])
@@ -133,12 +163,14 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     def manifest(digest: str) -> bytes:
         return bytes(track.objects.read(digest))
 
-    records = list(state["snapshots"].values())
-    for rec in records:  # a delta manifest, and the full one it is based on
-        body = json.loads(manifest(rec["manifest"]))
+    # every snapshot, state.json and state.log folded together by the tracker's own reader
+    loaded = track.load_state()
+    assert loaded is not None
+    for snap in loaded.snapshots.values():  # a delta manifest, and the full one it is based on
+        body = json.loads(manifest(snap.manifest))
         if body.get("base") and not json.loads(manifest(body["base"])).get("base"):
             take("track_manifest", manifest(body["base"]))
-            take("track_manifest", manifest(rec["manifest"]), "delta")
+            take("track_manifest", manifest(snap.manifest), "delta")
             break
 
     # -- control request and attachment, through their writers
@@ -199,13 +231,40 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     take("rewind_intent", wrd / "rewind-intent.json", "worktree")
     take_json("gitrefs_revert_plan", wintent["files"]["revert"])
     iterion("rewind", "--run-id", wrun, cwd=repo)
+    take("rewind_undo", wrd / "rewind-undo.json", "worktree")
+
+    # -- the claw agent parked on ask_user (its conversation saved with the pending call), in a
+    # git workspace pushing its checkpoints: the pause exports the tracker's snapshot (gitblobs.json)
+    from tests.claw.scripted_server import ScriptedLLM
+
+    cws = git_repo(work / "cws", "greet.txt")
+    (cws / "greet.txt").write_text("helo\n")
+    remote = work / "checkpoints.git"
+    sh("git", "init", "-q", "--bare", remote, cwd=work)
+    (work / "claw.bot").write_text(CLAW_BOT)
+    steps = [{"text": "Let me look at the workspace first.", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
+             {"tool_calls": [{"name": "write_file", "arguments": {"path": "NOTES.md", "content": "greeting: ?\n"}}]},
+             {"text": "Two spellings are possible.",
+              "tool_calls": [{"name": "ask_user", "arguments": {"question": "Which greeting should I use?"}},
+                             {"name": "read_file", "arguments": {"path": "greet.txt"}}]}]
+    with ScriptedLLM(steps) as llm:
+        crun = json.loads(iterion("run", work / "claw.bot", "--workspace", cws, "--store-dir", store,
+                                  "--push-checkpoints", remote, "--json", cwd=cws,
+                                  extra={"OPENAI_BASE_URL": llm.openai_url, "ANTHROPIC_BASE_URL": llm.url}))
+    assert crun["status"] == "paused_waiting_human", crun
+    crd = store / "runs" / crun["run_id"]
+    conv_path = next((crd / "conversations").glob("*.json"))
+    take("claw_conversation", conv_path)
+    take_json("claw_pending_call", json.loads(conv_path.read_bytes())["pending"])
+    take("track_blob_cache", crd / "track" / "gitblobs.json")
     return out
 
 
 def current_version(fmt: Format) -> int:
-    if fmt.lines:  # the event line: versioned in the registry, not in the model
+    cls = fmt.cls()
+    if not issubclass(cls, VersionedModel):  # the event line: versioned in the registry, not in the model
         return EVENT_LINE_VERSION
-    return int(getattr(fmt.cls(), "FORMAT_VERSION"))
+    return int(cls.FORMAT_VERSION)
 
 
 def target(fmt: Format, variant: str) -> Path:

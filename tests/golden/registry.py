@@ -66,12 +66,22 @@ FORMATS: tuple[Format, ...] = (
     Format("attachment", "iterion.store.attachments:AttachmentRecord", "<store>/runs/<run>/attachments/<name>.json"),
     Format("control_request", "iterion.engine.control:ControlRequest", "<store>/runs/<run>/control.json"),
     Format("rewind_intent", "iterion.rewind.intent:RewindIntent", "<store>/runs/<run>/rewind-intent.json"),
+    Format("rewind_undo", "iterion.rewind.undo:UndoRecord", "<store>/runs/<run>/rewind-undo.json"),
+    # the claw agent (iterion/backends/claw)
+    Format("claw_conversation", "iterion.backends.claw.conversation:Conversation",
+           "<store>/runs/<run>/conversations/<session>.json"),
+    Format("claw_pending_call", "iterion.backends.claw.conversation:PendingCall",
+           "inside claw_conversation (pending)"),
     # the in-place tracker (workspacetrack), under <store>/runs/<run>/track/
     Format("track_state", "workspacetrack.models:RunState", "track/runs/<run>/state.json"),
+    Format("track_state_log", "workspacetrack.models:StateLogRecord",
+           "track/runs/<run>/state.log (one record per commit after state.json)", lines=True),
     Format("track_snapshot_record", "workspacetrack.models:SnapshotRecord", "inside track_state (snapshots)"),
     Format("track_chain_link", "workspacetrack.models:ChainLink", "inside track_state (chain)"),
     Format("track_manifest", "workspacetrack.models:Manifest", "track/objects/<2 hex>/<62 hex> (a blake3-named object)"),
     Format("track_statcache", "workspacetrack.models:StatCacheDoc", "track/runs/<run>/statcache.json (a cache)"),
+    Format("track_blob_cache", "workspacetrack.gitexport:BlobCache",
+           "track/gitblobs.json (a cache: content id -> git blob id, written by a checkpoint export)"),
     Format("track_planned_restore", "workspacetrack.restore:PlannedRestore", "inside rewind_intent (files.tracked)"),
     # worktree runs (gitrefs), under the repository's git directory
     Format("gitrefs_run", "gitrefs.records:RunRecord", "<git common dir>/iterion/runs/<run>/run.json"),
