@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from iterion.engine.cancel import CancelToken
+from iterion.engine.errors import OperatorPause
 from iterion.engine.preflight import check_event_log, check_run_dir
 from iterion.engine.stop import Emit, Lost, Stop, stop_run
 from iterion.failure_codes import FailureCode
@@ -60,14 +61,6 @@ class ControlRequest(VersionedModel):
     requested_at: datetime = Field(default_factory=utcnow)
     pid: int = Field(default_factory=os.getpid)
     host: str = Field(default_factory=socket.gethostname)
-
-
-class OperatorPause(Exception):
-    """Raised at a node boundary when an operator asked the run to pause."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 # -- the request document -----------------------------------------------------------------------

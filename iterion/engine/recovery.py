@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitrefs.boundary import BoundaryKind
 from iterion.engine.auto_resume import Backoff
-from iterion.engine.errors import Cancelled, NodeFailure
+from iterion.engine.errors import Cancelled, NodeFailure, RecoveryPause
 from iterion.engine.stop import Ask, Emit, Lost, Mark, Stop, stop_run
 from iterion.failure_codes import Origin, Pause, Retry, row_for
 from iterion.ir import Node, NodeKind, RouterMode
@@ -149,14 +149,6 @@ def decide(code: str, attempt: int, *, origin: str | None = None, retry_after_s:
         why_not = f"recovery pauses exhausted ({policy.max_pauses})"
     return Decision(Action.FAIL, code, attempt, retries, why_not or "no in-run recovery for this code",
                     origin=origin)
-
-
-class RecoveryPause(Exception):
-    """Raised out of a node's execution when the dispatcher parks it for a person."""
-
-    def __init__(self, failure: NodeFailure, node: str, iteration: int, decision: Decision) -> None:
-        super().__init__(failure.message)
-        self.failure, self.node, self.iteration, self.decision = failure, node, iteration, decision
 
 
 class RecoveryDispatcher:

@@ -19,13 +19,13 @@ from typing import Any
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.budget import BudgetExceeded
 from iterion.engine.context import ExecContext, NodeCall, render_text
-from iterion.engine.control import OperatorPause, park_operator, pause_point
+from iterion.engine.control import park_operator, pause_point
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
-from iterion.engine.errors import Cancelled, NodeFailure
+from iterion.engine.errors import Cancelled, CheckpointLost, NodeFailure, OperatorPause, RecoveryPause
 from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
-from iterion.engine.recovery import Action, RecoveryDispatcher, RecoveryPause, park_recovery
+from iterion.engine.recovery import Action, RecoveryDispatcher, park_recovery
 from iterion.engine.result import RunResult
 from iterion.engine.scope import build_scope
 from iterion.engine.state import Pending, to_checkpoint
@@ -37,12 +37,6 @@ from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, R
 from iterion.store import AnchorReason, RunStatus
 from iterion.store import events as ev
 from iterion.store.checkpoint import InteractionKind
-
-
-class CheckpointLost(Exception):
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
 
 
 @dataclass

@@ -26,7 +26,6 @@ it (``control.park_operator``, ``recovery.park_recovery``) describe their stop a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -130,7 +129,7 @@ class Stop:
     lost: Lost | None = None             # the checkpoint must land, else the run stops as lost
     finalize: Callable[[], dict[str, Any]] | None = None
     events: Callable[[Closing], Sequence[Emit]] = lambda _: ()
-    notice: str | None = None            # a line for the person watching (see ``_notify``)
+    notice: str | None = None            # a line for the person watching (iterion/engine/notice.py)
 
 
 def stop_run(host: StopHost, stop: Stop) -> RunResult:
@@ -156,7 +155,7 @@ def stop_run(host: StopHost, stop: Stop) -> RunResult:
     for e in stop.events(Closing(interaction_id, finalized)):  # 6
         ctx.emit(e.type, e.node, e.iteration, e.payload)
     if stop.notice is not None:
-        _notify(stop.notice)
+        ctx.notify(stop.notice)
     return run_result(ctx, **{k: finalized.get(k) for k in _FINALIZED_FIELDS})  # 7
 
 
@@ -170,10 +169,6 @@ def _mark(host: StopHost, mark: Mark) -> None:
         if not mark.best_effort:
             raise
         host.ctx.emit(ev.WARNING, mark.node, mark.iteration, {"message": exc.message})
-
-
-def _notify(message: str) -> None:
-    print(f"iterion: {message}", file=sys.stderr)
 
 
 def lost(host: StopHost, code: str | None, what: str) -> RunResult:
