@@ -1,11 +1,21 @@
-"""Shared test set-up: a git identity for the tests' own `git commit` calls, and repo helpers."""
+"""Shared test set-up: a git identity for the tests' own `git commit` calls, and repo helpers.
+
+The one home of the helpers that start a process of the tests (issue 18, point 4): ``git``
+runs the real git CLI; ``run_cli``/``cli_json``/``start_cli`` run this checkout's CLI
+(``iterion_cmd``); ``wait_for_file`` waits for a marker a started process writes. A test
+directory's own helpers adapt these (their signatures, what they return), never spawn.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +47,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "fixtures"
 
 
-def git(cwd: Path, *args: str, check: bool = True) -> str:
-    """Run the real git CLI in ``cwd`` and return its stdout."""
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+# a stray GIT_DIR (a test run from a git hook) would point every git call at another repository
+_GIT_LOCATION = ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE")
+
+
+def git(cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None,
+        input: str | None = None) -> str:
+    """Run the real git CLI in ``cwd`` and return its stdout (``check``: a failure raises)."""
+    full = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION}
+    full.update(env or {})
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
     return proc.stdout
@@ -82,10 +99,75 @@ def iterion_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli.main", *args]
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(iterion_cmd(*args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+def cli_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The environment of a CLI subprocess: this one, the checkout first on PYTHONPATH (the CLI
+    under test is this tree's), then ``env`` on top (a None value removes the variable)."""
+    out = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    for key, value in (env or {}).items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def _argv(args: tuple[str, ...], store: Path | None) -> list[str]:
+    return iterion_cmd(*args, *(("--store-dir", str(store)) if store is not None else ()))
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
+            store: Path | None = None, timeout: float = 120, text: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess[Any]:
+    """`iterion ARGS [--store-dir STORE]` in a real subprocess, to completion (bytes if not ``text``)."""
+    return subprocess.run(_argv(args, store), cwd=cwd, env=cli_env(env), capture_output=True, text=text,
+                          timeout=timeout, input=input, check=False)
+
+
+def cli_json(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
+             store: Path | None = None, timeout: float = 120) -> dict[str, Any]:
+    """``run_cli(*args, "--json")``'s stdout, parsed; no JSON fails with the exit code and stderr."""
+    proc = run_cli(*args, "--json", cwd=cwd, env=env, store=store, timeout=timeout)
+    assert proc.stdout.strip(), f"exit {proc.returncode}: {proc.stderr}"
+    try:
+        out: dict[str, Any] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON from {args}: rc={proc.returncode} out={proc.stdout!r} "
+                             f"err={proc.stderr!r}") from None
+    return out
+
+
+def start_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
+              store: Path | None = None, **popen: Any) -> subprocess.Popen[Any]:
+    """`iterion ARGS [--store-dir STORE]` started and left running (stdout and stderr piped as
+    text unless ``popen`` says otherwise; ``start_new_session=True`` for a process group a
+    SIGKILL takes down whole, like a crash)."""
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **popen}
+    return subprocess.Popen(_argv(args, store), cwd=cwd, env=cli_env(env), **popen)
+
+
+def kill_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL ``proc``, and its whole group when it leads one (``start_new_session``)."""
+    try:
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+    except ProcessLookupError:
+        return
+    proc.kill()
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen[Any] | None = None, limit: float = 60) -> None:
+    """Block until ``path`` exists (a marker the process writes). Fails when ``proc`` exits
+    first (with its output) or after ``limit`` seconds (killing it)."""
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process exited before {path.name} appeared: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            if proc is not None:
+                kill_process(proc)
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.02)
 
 
 def store_fingerprint(path: Path) -> dict[str, str]:

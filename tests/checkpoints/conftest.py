@@ -12,7 +12,7 @@ import pytest
 
 from iterion.store import Store
 
-from ..conftest import git, make_checkout, run_cli, write_bot  # noqa: F401 (re-exported)
+from ..conftest import git, make_checkout, run_cli, start_cli, wait_for_file, write_bot  # noqa: F401 (re-exported)
 
 GATE = """
 schema approval:

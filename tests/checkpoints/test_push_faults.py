@@ -7,8 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 from iterion.engine.stale import reconcile_orphans
@@ -16,25 +14,17 @@ from iterion.store import RunStatus, Store
 from iterion.store import events as ev
 from iterion.workspace_checkpoint import recovery_hint
 
-from .conftest import git, index_digest, run_cli, write_bot
+from .conftest import git, index_digest, run_cli, start_cli, wait_for_file, write_bot
 
 TIMEOUT = 90.0
 
 
 def _start(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return start_cli(*args, cwd=cwd, start_new_session=True)
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"the run exited before {path.name} appeared: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"{path} never appeared")
-        time.sleep(0.05)
+    wait_for_file(path, proc, limit=TIMEOUT)
 
 
 def _only_run(store_dir: Path) -> str:

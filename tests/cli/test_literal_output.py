@@ -9,11 +9,10 @@ codes are the README's (run/resume: 0 finished, 1 failed, 4 paused, 5 failed_res
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import iterion_cmd, make_checkout, write_bot
+from tests.conftest import make_checkout, run_cli, write_bot
 
 INSTRUCTIONS = "Deploy to [prod]? :warning:"
 STDERR_LINE = "FAILED tests/test_x.py::test_y - AssertionError: [/] [bold]x[/bold] :fire:"
@@ -80,9 +79,8 @@ class Out:
 
 
 def cli(*args: str, cwd: Path, store: Path) -> Out:
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}  # no colour on a pipe even so
-    return Out(subprocess.run(iterion_cmd(*args, "--store-dir", str(store)), check=False, cwd=cwd, env=env,
-                              capture_output=True, timeout=180))
+    # no NO_COLOR: no colour on a pipe even so
+    return Out(run_cli(*args, cwd=cwd, store=store, env={"NO_COLOR": None}, timeout=180, text=False))
 
 
 def _run_to_gate(tmp_path: Path) -> tuple[Path, Path, str, Out]:
@@ -197,8 +195,7 @@ def test_refs_list_of_a_worktree_run_prints_labels_literally(tmp_path: Path) -> 
     assert p.code == 0, p.err
     p.assert_literal()
     (run,) = json.loads(cli("inspect", "--json", cwd=ws, store=store).out)
-    refs = subprocess.run(iterion_cmd("refs", "list", "--run-id", run["id"], "--repo", str(ws)),
-                          check=False, cwd=ws, capture_output=True, timeout=60)
+    refs = run_cli("refs", "list", "--run-id", run["id"], "--repo", str(ws), cwd=ws, timeout=60, text=False)
     assert refs.returncode == 0, refs.stderr
     labels = [ln.split(b"\t")[0].decode() for ln in refs.stdout.splitlines()]
     assert labels == ["pre:ok:0", "nodes:ok:0", "pre:fire:0", "nodes:fire:0"]

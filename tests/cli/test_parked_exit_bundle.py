@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import FIXTURES, run_cli, write_bot
+from tests.conftest import FIXTURES, run_cli, start_cli, write_bot
 
 # the commands these tests execute as printed must name a program sh can find
 PROG = {"ITERION_PROG": f"{shlex.quote(sys.executable)} -m cli.main"}
@@ -147,8 +147,7 @@ workflow slow:
 
 def test_paused_operator_has_its_own_exit_code(tmp_path: Path) -> None:
     bot = write_bot(tmp_path / "wf", SLOW)
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "run", str(bot), "--workspace", str(tmp_path)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_cli("run", str(bot), "--workspace", str(tmp_path), cwd=tmp_path)
     runs = tmp_path / ".iterion" / "runs"
     deadline = time.monotonic() + 60
     rid = None

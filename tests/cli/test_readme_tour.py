@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_cli
 
 PROGRAM = f"{shlex.quote(sys.executable)} -m cli.main"
 
@@ -51,8 +51,8 @@ def test_readme_tour_runs_as_pasted(tmp_path: Path) -> None:
             run_id = m.group(1)
     # the run parked twice (first run, replay after the rewind) and then finished
     assert [c for _, c in codes].count(4) == 2, codes
-    p = subprocess.run([sys.executable, "-m", "cli.main", "inspect", "--run-id", str(run_id), "--json"],
-                       cwd=cwd, env=env, check=False, capture_output=True, text=True, timeout=60)
+    p = run_cli("inspect", "--run-id", str(run_id), "--json", cwd=cwd,
+                env={"ITERION_STORE_DIR": None, "ITERION_PROG": None}, timeout=60)
     doc = json.loads(p.stdout)
     assert doc["status"] == "finished"
     assert "review" in doc["outputs"] and doc["outputs"]["approve"]["approved"] is True

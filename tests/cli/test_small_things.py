@@ -36,9 +36,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_backends_names_the_real_flag_and_the_order_including_iterion_backend(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("ITERION_SCRIPT_FILE", "ITERION_BACKEND")}
-    out = subprocess.run([sys.executable, "-m", "cli.main", "backends"], check=False, capture_output=True, text=True, env=env,
-                         cwd=tmp_path)
+    out = run_cli("backends", cwd=tmp_path, env={"ITERION_SCRIPT_FILE": None, "ITERION_BACKEND": None})
     assert out.returncode == 0
     assert "--script-file" not in out.stdout and "--script FILE" in out.stdout
     assert "$ITERION_BACKEND" in out.stdout

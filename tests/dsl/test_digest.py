@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from iterion.dsl.digest import (
     digest_of_files,
     workflow_digest,
 )
+from tests.conftest import git
 
 SINGLE = """\
 vars:
@@ -158,7 +158,7 @@ def test_missing_imports_and_includes_and_cycles_do_not_break_the_digest(tmp_pat
 
 def test_include_outside_the_main_directory_keeps_a_relative_path(tmp_path: Path) -> None:
     # inside the git repository holding the main file: includes may leave the main's directory
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    git(tmp_path, "init", "-q")
     (tmp_path / "bot").mkdir()
     (tmp_path / "common.md").write_text("C")
     (tmp_path / "bot" / "w.bot").write_text('prompt p:\n  {{include "../common.md"}}\n')

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from ..conftest import git
+from ..conftest import git, run_cli
 from .conftest import write_bot
 
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "demo.bot"
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(DEMO.parents[2])})
+    return run_cli(*args, cwd=cwd)
 
 
 def test_run_with_validation_errors_prints_diagnostics_and_creates_nothing(tmp_path: Path, ws: Path) -> None:

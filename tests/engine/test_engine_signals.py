@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from iterion.store import RunStatus, Store
 from persist.atomic import is_temp_leftover
 
+from ..conftest import start_cli, wait_for_file
 from .conftest import events, labels, write_bot
 
 SLOW = """
@@ -36,20 +36,7 @@ workflow slowpoke:
 
 
 def _start(bot: Path, ws: Path, store_dir: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", "run", str(bot), "--store-dir", str(store_dir),
-                             "--workspace", str(ws)], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-def _wait_for(path: Path, proc: subprocess.Popen[str], limit: float = 60) -> None:
-    deadline = time.monotonic() + limit
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"run exited early: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("the slow node never started")
-        time.sleep(0.05)
+    return start_cli("run", str(bot), "--workspace", str(ws), cwd=ws, store=store_dir)
 
 
 def _alive(pid: int) -> bool:
@@ -67,7 +54,7 @@ def test_signal_cancels_kills_the_tool_group_and_persists(tmp_path: Path, ws: Pa
     bot = write_bot(tmp_path / "src", SLOW)
     store_dir = tmp_path / "store"
     proc = _start(bot, ws, store_dir)
-    _wait_for(ws / "slow.started", proc)
+    wait_for_file(ws / "slow.started", proc)
     child = int((ws / "child.pid").read_text())
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -98,7 +85,7 @@ def test_sigkill_mid_node_leaves_the_store_intact(tmp_path: Path, ws: Path) -> N
     bot = write_bot(tmp_path / "src", SLOW)
     store_dir = tmp_path / "store"
     proc = _start(bot, ws, store_dir)
-    _wait_for(ws / "slow.started", proc)
+    wait_for_file(ws / "slow.started", proc)
     child = int((ws / "child.pid").read_text())
     proc.kill()
     proc.communicate(timeout=30)

@@ -48,7 +48,7 @@ class Rewound:
 
 
 def cli(cwd: Path, store: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    proc = run_cli(*args, "--store-dir", str(store), cwd=cwd, env=env, timeout=600)
+    proc = run_cli(*args, cwd=cwd, store=store, env=env, timeout=600)
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -8,7 +8,6 @@ every trial starts from byte-identical state.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import stat
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..conftest import cli_json as root_cli_json
 from ..conftest import run_cli
 
 
@@ -66,13 +66,11 @@ def store_hash(store: Path) -> str:
 
 
 def cli(cwd: Path, store: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_cli(*args, "--store-dir", str(store), cwd=cwd, env=env, timeout=600)
+    return run_cli(*args, cwd=cwd, store=store, env=env, timeout=600)
 
 
 def cli_json(cwd: Path, store: Path, *args: str) -> dict:
-    proc = cli(cwd, store, *args, "--json")
-    assert proc.stdout.strip(), f"exit {proc.returncode}: {proc.stderr}"
-    return json.loads(proc.stdout)
+    return root_cli_json(*args, cwd=cwd, store=store, timeout=600)
 
 
 def save_template(live: Path, template: Path) -> None:

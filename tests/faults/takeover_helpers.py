@@ -8,31 +8,29 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from iterion.store import Event, Store
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from ..conftest import cli_env, run_cli, start_cli, wait_for_file
 TIMEOUT = 120  # the only time limit: a generous bound on one subprocess
 
 
+def _overlay(extra: dict[str, str] | None = None) -> dict[str, str | None]:
+    """No store or staleness setting of the developer's; `iterion` on PATH, as commands are printed."""
+    return {"ITERION_STORE_DIR": None, "ITERION_STALE_AFTER_S": None,
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""), **(extra or {})}
+
+
 def env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    out = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out.pop("ITERION_STORE_DIR", None)
-    out.pop("ITERION_STALE_AFTER_S", None)
-    out["PATH"] = str(Path(sys.executable).parent) + os.pathsep + out.get("PATH", "")  # `iterion` as printed
-    out.update(extra or {})
-    return out
+    return cli_env(_overlay(extra))
 
 
 def cli(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = None,
         no_store: bool = False) -> subprocess.CompletedProcess[str]:
     """`iterion ARGS --store-dir STORE` (``no_store``: a command without that option, e.g. `track`)."""
-    tail = [] if no_store else ["--store-dir", str(store)]
-    return subprocess.run([sys.executable, "-m", "cli.main", *args, *tail], check=False, cwd=cwd,
-                          env=env(extra_env), capture_output=True, text=True, timeout=TIMEOUT)
+    return run_cli(*args, cwd=cwd, store=None if no_store else store, env=_overlay(extra_env), timeout=TIMEOUT)
 
 
 def cli_json(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | None = None,
@@ -47,20 +45,11 @@ def cli_json(*args: str, cwd: Path, store: Path, extra_env: dict[str, str] | Non
 
 
 def start_run(bot: Path, *, cwd: Path, store: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", "run", str(bot), "--store-dir", str(store)],
-                            cwd=cwd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return start_cli("run", str(bot), cwd=cwd, store=store, env=_overlay(), start_new_session=True)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"the run exited before {path.name} appeared: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"{path} never appeared")
-        time.sleep(0.02)
+    wait_for_file(path, proc, limit=TIMEOUT)
 
 
 def crash(proc: subprocess.Popen[str], tool_pid: Path) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from iterion.store import Store
-from tests.conftest import git, iterion_cmd, run_cli, write_bot
+from tests.conftest import git, run_cli, start_cli, wait_for_file, write_bot
 
 WRITE_AND_PARK = """
 schema verdict:
@@ -100,8 +100,7 @@ def test_five_parked_runs_rewinding_one_leaves_the_other_four_untouched_and_name
     first = run_cli("run", str(bot), "--var", "tag=t1", "--json", cwd=ws)
     ids = {"t1": parked(first, first.stdout)}
     # the other four are launched at once: the workspace lock has them execute one at a time
-    procs = {t: subprocess.Popen(iterion_cmd("run", str(bot), "--var", f"tag={t}", "--json"), cwd=ws,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for t in TAGS[1:]}
+    procs = {t: start_cli("run", str(bot), "--var", f"tag={t}", "--json", cwd=ws) for t in TAGS[1:]}
     for t, proc in procs.items():
         out, _ = proc.communicate(timeout=120)
         ids[t] = parked(proc, out)
@@ -142,11 +141,7 @@ def test_five_parked_runs_rewinding_one_leaves_the_other_four_untouched_and_name
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str] | None = None, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc is None or proc.poll() is None, proc.stderr.read() if proc and proc.stderr else ""
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
+    wait_for_file(path, proc, limit=timeout)
 
 
 def read_until(proc: subprocess.Popen[str], needle: str, timeout: float = 60) -> str:
@@ -164,8 +159,7 @@ def read_until(proc: subprocess.Popen[str], needle: str, timeout: float = 60) ->
 
 def test_a_second_run_waits_for_the_executing_one_and_no_wait_refuses(tmp_path: Path, ws: Path) -> None:
     bot = write_bot(tmp_path / "src", BLOCKING)
-    holder = subprocess.Popen(iterion_cmd("run", str(bot), "--var", "tag=a", "--json"), cwd=ws,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = start_cli("run", str(bot), "--var", "tag=a", "--json", cwd=ws)
     wait_for(ws / "started-a", holder)  # run a is executing its node now
     store = Store.open(None, ws)
     holder_id = store.list_runs()[0].id
@@ -179,8 +173,7 @@ def test_a_second_run_waits_for_the_executing_one_and_no_wait_refuses(tmp_path: 
     assert [r.id for r in store.list_runs()] == [holder_id]
 
     # without it: waits, saying for whom, and runs once the holder parks
-    waiter = subprocess.Popen(iterion_cmd("run", str(bot), "--var", "tag=b", "--json"), cwd=ws,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiter = start_cli("run", str(bot), "--var", "tag=b", "--json", cwd=ws)
     said = read_until(waiter, "waiting for run")
     assert (f"waiting for run {holder_id} (pid {holder.pid}) which is executing in {ws.resolve()}; "
             "--no-wait to refuse instead") in said
@@ -196,8 +189,7 @@ def test_a_second_run_waits_for_the_executing_one_and_no_wait_refuses(tmp_path: 
     # a resume of the parked run a now waits for run b the same way, and --no-wait refuses it
     refused = run_cli("resume", "--run-id", a_id, "--answer", "approved=true", "--no-wait", cwd=ws)
     assert refused.returncode == 2 and "busy" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
-    resumer = subprocess.Popen(iterion_cmd("resume", "--run-id", a_id, "--answer", "approved=true", "--json"),
-                               cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    resumer = start_cli("resume", "--run-id", a_id, "--answer", "approved=true", "--json", cwd=ws)
     b_id = next(r.id for r in store.list_runs() if r.id != a_id)
     said = read_until(resumer, "waiting for run")
     assert f"waiting for run {b_id} (pid {waiter.pid})" in said
@@ -218,8 +210,7 @@ def test_runs_in_nested_workspaces_overlap_and_a_rewind_leaves_the_inner_runs_fi
     blocking = write_bot(tmp_path / "src", BLOCKING, name="blocking")
     inner = write_bot(tmp_path / "src", WRITE_AND_PARK, name="inner")
     index = (ws / ".git" / "index").read_bytes()
-    outer = subprocess.Popen(iterion_cmd("run", str(blocking), "--var", "tag=outer", "--json"), cwd=ws,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outer = start_cli("run", str(blocking), "--var", "tag=outer", "--json", cwd=ws)
     wait_for(ws / "started-outer", outer)
     ids: dict[str, str] = {}
     for t in TAGS[1:]:

@@ -33,7 +33,7 @@ import pytest
 
 from iterion.store import Store
 
-from ..conftest import git, iterion_cmd, make_checkout, write_bot
+from ..conftest import git, make_checkout, start_cli, write_bot
 from .faultlib import (
     cli,
     cli_json,
@@ -245,9 +245,8 @@ def test_external_sigkill_at_random_moments_converges(fx: Fixture) -> None:
     for trial in range(4):
         restore_template(fx.template, fx.live)
         intent = fx.store / "runs" / fx.run_id / "rewind-intent.json"
-        proc = subprocess.Popen(iterion_cmd("rewind", "--run-id", fx.run_id, "--node", "change",
-                                            "--store-dir", str(fx.store)),
-                                cwd=fx.ws, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = start_cli("rewind", "--run-id", fx.run_id, "--node", "change", cwd=fx.ws, store=fx.store,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
         while not intent.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)

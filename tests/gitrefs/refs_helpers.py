@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import subprocess
 from pathlib import Path
+
+from tests.conftest import git as run_git
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
-    full = {k: v for k, v in os.environ.items() if k not in ("GIT_INDEX_FILE", "GIT_DIR", "GIT_WORK_TREE")}
-    full.update(env or {})
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=full)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
-    return proc.stdout.strip()
+    """The tests' one git (tests/conftest.py), its output stripped: these tests compare ids and names."""
+    return run_git(cwd, *args, env=env, check=check).strip()
 
 
 def make_repo(root: Path, *, commit: bool = True) -> Path:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +11,8 @@ import pytest
 
 from iterion.store import Event, Store
 
-from ..conftest import git, write_bot  # noqa: F401 (re-exported to this directory's tests)
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from ..conftest import git, run_cli, wait_for_file, write_bot  # noqa: F401 (re-exported to this directory's tests)
+from ..conftest import start_cli as start_cli_
 
 
 @pytest.fixture
@@ -24,18 +20,13 @@ def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("ITERION_STORE_DIR", None)
-    env.update(extra or {})
-    return env
+_NO_STORE_ENV = {"ITERION_STORE_DIR": None}  # each test names its store
 
 
 def cli(*args: str, cwd: Path, store: Path, env: dict[str, str] | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`iterion ARGS --store-dir STORE` in a real subprocess."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *args, "--store-dir", str(store)], cwd=cwd,
-                          env=_env(env), capture_output=True, text=True, timeout=timeout)
+    return run_cli(*args, cwd=cwd, store=store, env={**_NO_STORE_ENV, **(env or {})}, timeout=timeout)
 
 
 def cli_json(*args: str, cwd: Path, store: Path, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -47,19 +38,7 @@ def cli_json(*args: str, cwd: Path, store: Path, env: dict[str, str] | None = No
 
 
 def start_cli(*args: str, cwd: Path, store: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", *args, "--store-dir", str(store)], cwd=cwd,
-                            env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for_file(path: Path, proc: subprocess.Popen[str], limit: float = 60) -> None:
-    deadline = time.monotonic() + limit
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"process exited early: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"{path} never appeared")
-        time.sleep(0.02)
+    return start_cli_(*args, cwd=cwd, store=store, env={**_NO_STORE_ENV, **(env or {})})
 
 
 def only_run(store: Path) -> str:

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.engine.versioning import open_versioning
 from iterion.store import AnchorReason, Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo, new_id
+
+from ..conftest import cli_json as root_cli_json
+from ..conftest import git, run_cli
 
 FLOW = """\
 ## the bot-author loop of the rewind tests
@@ -53,8 +56,17 @@ Step = tuple[str, Callable[[Path], None] | None, dict]
 
 
 def head(repo: Path) -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def cli(repo: Path, store: Path, *args: str) -> tuple[int, str, str]:
+    """`iterion ARGS --store-dir STORE` run in ``repo``: (exit code, stdout, stderr)."""
+    proc = run_cli(*args, cwd=repo, store=store)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def cli_json(repo: Path, store: Path, *args: str) -> dict[str, Any]:
+    return root_cli_json(*args, cwd=repo, store=store)
 
 
 def fake_run(store: Store, repo: Path, steps: list[Step], *, status: RunStatus = RunStatus.FAILED_RESUMABLE,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import git, run_cli
+from ..conftest import git
+from .rewind_runs import cli
 
 FLOW = """\
 cursor tone:
@@ -69,11 +70,6 @@ EDITS = {
     "provider": (('  provider: "anthropic"', '  provider: "zai"'), "writer", "node writer"),
     "block scalar": (("    printf 'base", "    printf 'start"), "setup", "node setup"),
 }
-
-
-def cli(repo: Path, store: Path, *args: str) -> tuple[int, str, str]:
-    proc = run_cli(*args, "--store-dir", str(store), cwd=repo)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize("construct", sorted(EDITS))

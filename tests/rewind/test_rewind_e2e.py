@@ -3,10 +3,10 @@ run -> pause (a person edits) -> failure -> edit the .bot -> rewind --auto -> re
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..conftest import git, run_cli
+from ..conftest import git
+from .rewind_runs import cli, cli_json
 
 from iterion.store import Store
 
@@ -54,17 +54,6 @@ COMMIT = " && git add c.txt a.txt && git commit -q -m 'apply: the run commits it
 
 def answer(note: str) -> str:
     return f'draft:\n  "*": {{output: {{note: "{note}"}}}}\n'
-
-
-def cli(repo: Path, store: Path, *args: str) -> tuple[int, str, str]:
-    proc = run_cli(*args, "--store-dir", str(store), cwd=repo)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def cli_json(repo: Path, store: Path, *args: str) -> dict:
-    code, out, err = cli(repo, store, *args, "--json")
-    assert out.strip(), f"exit {code}: {err}"
-    return json.loads(out)
 
 
 def setup_project(repo: Path, *, worktree: bool) -> None:

@@ -3,15 +3,13 @@ second rewind of a session (diffs against what the first replay ran), CLI refusa
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from ..conftest import git, iterion_cmd, run_cli
-from .rewind_runs import fake_run, loop_steps
+from ..conftest import git, run_cli, start_cli, wait_for_file
+from .rewind_runs import cli_json, fake_run, loop_steps
 from typer.testing import CliRunner
 
 from cli.errors import CliError
@@ -34,30 +32,16 @@ workflow k:
 """
 
 
-def cli_json(repo: Path, store: Path, *args: str) -> dict:
-    proc = run_cli(*args, "--store-dir", str(store), "--json", cwd=repo)
-    assert proc.stdout.strip(), f"exit {proc.returncode}: {proc.stderr}"
-    return json.loads(proc.stdout)
-
-
-def _wait_for(path: Path, proc: subprocess.Popen, limit: float = 60) -> None:
-    deadline = time.monotonic() + limit
-    while not path.exists():
-        assert proc.poll() is None, "the run ended before its slow node started"
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_edit_while_a_node_ran_is_reported_overwritten_and_recoverable_from_the_bank(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     (repo / "a.txt").write_text("orig\n")
     (repo / "k.bot").write_text(SLOW)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "bot")
-    proc = subprocess.Popen(iterion_cmd("run", "k.bot", "--store-dir", str(store), "--json"), cwd=repo,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = start_cli("run", "k.bot", "--json", cwd=repo, store=store,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        _wait_for(repo / "s.txt", proc)
+        wait_for_file(repo / "s.txt", proc)
         # a person edits a file the run produced while `slow` is running...
         (repo / "a.txt").write_text("a person's edit\n")
     finally:
@@ -156,10 +140,10 @@ def test_second_rewind_diffs_against_what_the_first_replay_ran(repo: Path, tmp_p
 def test_cli_refusals_are_one_clear_line(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     doc = fake_run(Store(store), repo, loop_steps(), status=RunStatus.FINISHED)
-    proc = run_cli("rewind", "--run-id", doc.id, "--node", "draft", "--store-dir", str(store), cwd=repo)
+    proc = run_cli("rewind", "--run-id", doc.id, "--node", "draft", cwd=repo, store=store)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: run {doc.id} is finished: a finished run cannot be rewound")
-    proc = run_cli("rewind", "--run-id", "nope-not-a-run", "--node", "x", "--store-dir", str(store), cwd=repo)
+    proc = run_cli("rewind", "--run-id", "nope-not-a-run", "--node", "x", cwd=repo, store=store)
     assert proc.returncode == 2 and proc.stderr.startswith("error: run nope-not-a-run not found")
     # flag misuse is refused before the store is even opened
     runner = CliRunner()

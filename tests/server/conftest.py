@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import select
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import FIXTURES, iterion_cmd, make_checkout
+from tests.conftest import FIXTURES, make_checkout, start_cli
 
 TOKEN = "test-token-0123456789abcdef"
 
@@ -59,14 +58,10 @@ def demo_project(root: Path) -> Path:
 
 def start_server(project: Path, *args: str, env: dict[str, str] | None = None, token: str | None = TOKEN,
                  timeout: float = 60) -> Server:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("ITERION_SERVER_TOKEN", "ITERION_STORE_DIR")}
-    if token is not None:
-        full_env["ITERION_SERVER_TOKEN"] = token
-    full_env.update(env or {})
+    overlay: dict[str, str | None] = {"ITERION_SERVER_TOKEN": token, "ITERION_STORE_DIR": None, **(env or {})}
     err = project.parent / f"server-{time.monotonic_ns()}.err"
     with open(err, "w") as stderr:
-        proc = subprocess.Popen(iterion_cmd("server", "--port", "0", *args), cwd=project, env=full_env,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+        proc = start_cli("server", "--port", "0", *args, cwd=project, env=overlay, stderr=stderr)
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     line = ""

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import stat
-import subprocess
 from pathlib import Path
 
-from tests.conftest import iterion_cmd
+from tests.conftest import run_cli
 from tests.server.conftest import TOKEN, Server, demo_project, start_server, wait_status
 
 DEMO_NODES = ["gather", "plan", "write", "review", "checks", "save_draft", "stamp", "collect", "approve"]
@@ -128,9 +126,8 @@ def test_token_generated_saved_0600_and_public_bind_refused(tmp_path: Path) -> N
         assert s.client().get("/api/runs").status_code == 200
     finally:
         s.stop()
-    env = {k: v for k, v in os.environ.items() if k != "ITERION_SERVER_TOKEN"}
-    proc = subprocess.run(iterion_cmd("server", "--host", "0.0.0.0", "--port", "0"), cwd=project, env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = run_cli("server", "--host", "0.0.0.0", "--port", "0", cwd=project, env={"ITERION_SERVER_TOKEN": None},
+                   timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: refusing to bind 0.0.0.0: a non-loopback address needs a token")
     assert proc.stdout == ""

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
-from tests.conftest import git, iterion_cmd, write_bot
+from tests.conftest import git, run_cli, write_bot
 from tests.server.conftest import Server, demo_project, start_server, wait_status
 
 GATE_WORKTREE = """
@@ -41,9 +40,8 @@ def _index(ws: Path) -> str:
 
 
 def _remote(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ITERION_SERVER": server.url, "ITERION_SERVER_TOKEN": server.token}
-    return subprocess.run(iterion_cmd("remote", "runs", *args), cwd=server.project, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    env = {"ITERION_SERVER": server.url, "ITERION_SERVER_TOKEN": server.token}
+    return run_cli("remote", "runs", *args, cwd=server.project, env=env)
 
 
 def _fetch_in_fresh_clone(origin: Path, where: Path, fetch_command: str) -> str:
@@ -67,8 +65,7 @@ def test_pushed_checkpoints_are_recovered_through_remote_get(tmp_path: Path) -> 
         wait_status(c, in_place, {"paused_waiting_human"})
         # a worktree run launched by the CLI into the same store: the server serves it alike
         bot = write_bot(tmp_path / "wf", GATE_WORKTREE)
-        proc = subprocess.run(iterion_cmd("run", str(bot), "--push-checkpoints", "origin", "--json"),
-                              cwd=project, capture_output=True, text=True, timeout=120, check=False)
+        proc = run_cli("run", str(bot), "--push-checkpoints", "origin", "--json", cwd=project)
         assert proc.returncode == 4, proc.stderr
         worktree = json.loads(proc.stdout)["run_id"]
         assert _index(project) == index0

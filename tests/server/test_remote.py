@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from datetime import UTC, datetime
 
 from iterion.store import Store
 from iterion.store.events import RUN_WORKSPACE_CHECKPOINT, RUN_WORKSPACE_CHECKPOINT_FAILED
-from tests.conftest import iterion_cmd
+from tests.conftest import run_cli
 from tests.server.conftest import Server, wait_status
 
 
 def remote(server: Server, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ITERION_SERVER": server.url, "ITERION_SERVER_TOKEN": server.token if token is None else token}
-    return subprocess.run(iterion_cmd("remote", "runs", *args), cwd=server.project, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    env = {"ITERION_SERVER": server.url, "ITERION_SERVER_TOKEN": server.token if token is None else token}
+    return run_cli("remote", "runs", *args, cwd=server.project, env=env)
 
 
 def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from tests.conftest import git
 
 from .track_helpers import L, write
 from workspacetrack import Tracker
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
 def test_git_workspace_ignore_rules_at_every_level(repo: Path, tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,11 +13,11 @@ from typer.testing import CliRunner, Result
 
 from cli.errors import CliError
 from cli.main import app
+from tests.conftest import REPO_ROOT, run_cli, start_cli
 from .track_helpers import L, write
 from workspacetrack import TrackError, Tracker
 from workspacetrack.capture import PAUSE_HOOK_ENV
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER = CliRunner()
 
 
@@ -28,8 +27,7 @@ def track(*args: str) -> Result:
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", "track", *args], cwd=REPO_ROOT,
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120)
+    return run_cli("track", *args, cwd=REPO_ROOT, env=env)
 
 
 def test_capture_killed_mid_way_leaves_the_store_consistent(ws: Path, store: Path, tmp_path: Path) -> None:
@@ -39,9 +37,8 @@ def test_capture_killed_mid_way_leaves_the_store_consistent(ws: Path, store: Pat
     for i in range(50):
         write(ws, f"gen/{i}.txt", f"new content {i}\n")
     marker = tmp_path / "mid-capture"
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "track", "capture", "--label", "nodes:a:0", *common],
-                            cwd=REPO_ROOT, env={**os.environ, PAUSE_HOOK_ENV: str(marker)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = start_cli("track", "capture", "--label", "nodes:a:0", *common, cwd=REPO_ROOT,
+                     env={PAUSE_HOOK_ENV: str(marker)}, text=False)
     deadline = time.monotonic() + 60
     while not marker.exists():
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import git
 
 from workspacetrack.ignore import Level, Matcher, is_ignored
 
@@ -21,7 +22,7 @@ NAMES = ["a", "b", "x", "xy", "xyz", "top", "build", "docs", "keep.pyc", "m.pyc"
 
 @pytest.mark.parametrize("lines", PATTERN_SETS)
 def test_matcher_agrees_with_git_check_ignore(tmp_path: Path, lines: list[str]) -> None:
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    git(tmp_path, "init", "-q")
     (tmp_path / ".gitignore").write_text("\n".join(lines) + "\n")
     level = (Level(0, "", Matcher(lines)),)
     probes: list[tuple[str, bool]] = []
@@ -32,8 +33,7 @@ def test_matcher_agrees_with_git_check_ignore(tmp_path: Path, lines: list[str]) 
                 continue
             probes += [("/".join(parts), False), ("/".join(parts), True)]
     stdin = "".join(p + ("/" if d else "") + "\n" for p, d in probes)
-    out = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=tmp_path, input=stdin,
-                         capture_output=True, text=True).stdout
+    out = git(tmp_path, "check-ignore", "--no-index", "--stdin", input=stdin, check=False)
     git_ignored = set(out.splitlines())
     mismatches = [(p, d) for p, d in probes
                   if is_ignored(level, p, d) != ((p + "/" if d else p) in git_ignored)]

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import REPO_ROOT, run_cli
 
 from .track_helpers import L, write
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
@@ -20,7 +21,6 @@ from workspacetrack import TrackError, Tracker
 from workspacetrack import store as store_mod
 from workspacetrack.changes import changed_paths
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_dir(store: Path, run: str = "run-1") -> Path:
@@ -94,8 +94,7 @@ def test_sigkill_mid_append_leaves_the_previous_state(ws: Path, store: Path) -> 
     common = ["--store", str(store), "--workspace", str(ws), "--run-id", "r"]
 
     def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cli.main", "track", *args, *common], cwd=REPO_ROOT,
-                              env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=120)
+        return run_cli("track", *args, *common, cwd=REPO_ROOT, env=env)
 
     assert cli("capture", "--label", "pre:a:0").returncode == 0
     write(ws, "gen/x.txt", "x\n")
