@@ -21,6 +21,17 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
 
 
+def TRANSIENT() -> tuple[type[BaseException], ...]:  # noqa: N802 - a constant computed on first use (nats is heavy)
+    """nats-py errors that mean "the server is not answering right now" (down, restarting,
+    JetStream not ready yet): retried within the deadline, then StoreUnavailableError."""
+    import nats.errors
+    import nats.js.errors
+
+    return (nats.errors.NoServersError, nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
+            nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError,
+            nats.js.errors.ServiceUnavailableError)
+
+
 class StoreUnavailableError(StoreError):
     """The shared store did not answer (server down, network, timeout)."""
 
@@ -83,10 +94,7 @@ class Bridge:
             raise StoreUnavailableError(f"cannot reach the run store at {self.url}: {exc.strerror or exc}",
                                         hint="start nats-server with JetStream (-js), or check --nats") from None
         except Exception as exc:
-            import nats.errors
-
-            if isinstance(exc, nats.errors.NoServersError | nats.errors.TimeoutError | nats.errors.ConnectionClosedError
-                          | nats.errors.NoRespondersError):
+            if isinstance(exc, TRANSIENT()):
                 raise StoreUnavailableError(f"the run store at {self.url} is unavailable ({type(exc).__name__})",
                                             hint="check that nats-server is running with JetStream (-js)") from None
             raise
