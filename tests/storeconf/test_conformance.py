@@ -140,6 +140,15 @@ def test_events_are_ordered_and_numbered_per_run(backend: Backends) -> None:
     assert [e.seq for e in store.read_events(r1, after_seq=3)] == [4, 5]
     assert [e.node for e in store.read_events(r2)] == [f"m{i}" for i in range(5)]
     assert store.read_events(new_id()) == []
+    # polling as --follow does: each read continues after the previous one
+    for i in range(5, 8):
+        store.append_event(r1, "node_started", node=f"n{i}", payload={"i": i})
+    assert [e.seq for e in store.read_events(r1, after_seq=5)] == [6, 7, 8]
+    assert store.read_events(r1, after_seq=8) == []
+    store.append_event(r1, "node_finished")
+    assert [e.seq for e in store.read_events(r1, after_seq=8)] == [9]
+    assert [e.seq for e in store.read_events(r1, after_seq=6)] == [7, 8, 9]
+    assert [e.payload.get("i") for e in store.read_events(r1)][:8] == list(range(8))
 
 
 def test_concurrent_appenders_never_share_a_seq(backend: Backends) -> None:
