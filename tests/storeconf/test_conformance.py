@@ -200,6 +200,22 @@ def test_jetstream_data_survives_a_server_restart(nats_server: NatsServer, tmp_p
         backend.close()
 
 
+def test_jetstream_name_claims_of_crashed_launches_are_reclaimed_after_a_grace(nats_server: NatsServer,
+                                                                            tmp_path: Path) -> None:
+    import json
+
+    backend = Backends("jetstream", tmp_path, nats_server)
+    try:
+        js = backend.open()
+        ghost = new_id()  # a launch that claimed names, then died before writing its document
+        js._bridge.call(js._names.create("old-name", json.dumps({"run": ghost, "at": time.time() - 3600}).encode()))
+        js._bridge.call(js._names.create("young-name", json.dumps({"run": ghost, "at": time.time()}).encode()))
+        assert js.create_run(RunDoc(id=new_id(), name="old-name", workflow_name="w")).name == "old-name"
+        assert js.create_run(RunDoc(id=new_id(), name="young-name", workflow_name="w")).name == "young-name-2"
+    finally:
+        backend.close()
+
+
 def test_jetstream_unreachable_server_is_one_clear_error() -> None:
     from iterion.store.jetstream import JetStreamStore, StoreUnavailableError
     from tests.natsserver import free_port
