@@ -131,6 +131,12 @@ class JetStreamStore:
     def where(self) -> str:
         return f"the run store at {self.url} (prefix {self.prefix})"
 
+    @property
+    def bridge(self) -> Bridge:
+        """The connection (sync face over nats-py): the queue and the runner share it, so one
+        process holds one connection to the server."""
+        return self._bridge
+
     def close(self) -> None:
         self._bridge.close()
 
