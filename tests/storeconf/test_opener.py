@@ -54,3 +54,21 @@ def test_inspect_on_files_never_imports_the_nats_client(tmp_path: Path) -> None:
 
     modules = _modules_after("from cli.main import main\nmain()", ["inspect", "--store-dir", str(tmp_path / "s")])
     assert "cli.run" in modules and not [m for m in modules if m == "nats" or m.startswith("nats.")]
+
+
+def test_printed_commands_name_the_shared_store(nats_server: NatsServer, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.parked import resume_command, store_args
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ITERION_NATS_URL", raising=False)
+    monkeypatch.setenv("ITERION_NATS_PREFIX", "opener2")
+    store = open_store(tmp_path / "s", nats=nats_server.url, cwd=tmp_path)
+    try:
+        args = store_args(store)
+        assert args == ["--nats", nats_server.url, "--store-dir", str(tmp_path / "s")]
+        assert f"--nats {nats_server.url}" in resume_command("r1", None, None, args)
+        monkeypatch.setenv("ITERION_NATS_URL", nats_server.url)  # implied by the environment: not repeated
+        assert store_args(store) == ["--store-dir", str(tmp_path / "s")]
+    finally:
+        store.close()
