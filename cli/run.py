@@ -27,7 +27,7 @@ from cli.parked import (
     resume_command,
     store_args,
 )
-from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
+from cli.preflight import NATS_HELP, check_backend, check_launch, check_run_writable, check_script, open_store
 from cli.progress import Progress, notices_only
 from cli.runlist import add_short_ids, print_runs
 from cli.scaffold import merge_skipped_reason, scaffold
@@ -60,14 +60,31 @@ PERMISSION_ALLOW = typer.Option([], "--permission-allow", help="Allow tool calls
 PERMISSION_ASK = typer.Option([], "--permission-ask", help="Pause for a person before tool calls matching RULE (repeatable). Example: --permission-ask 'bash(*)'")
 PERMISSION_DENY = typer.Option([], "--permission-deny", help="Refuse tool calls matching RULE; the agent gets a tool error (repeatable). Example: --permission-deny 'mcp.github.*'")
 PUSH_EVERY = typer.Option(None, "--push-every", min=1, help="With --push-checkpoints: also push every N completed nodes (env ITERION_PUSH_EVERY, workflow push_every:). Example: --push-every 5")
+NATS = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP)
 NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
                                                  "executes in the same workspace. Example: --no-wait")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _store(store_dir: Path | None, skip: str | None = None, *, write: bool = False) -> Store:
+def _store(store_dir: Path | None, skip: str | None = None, *, write: bool = False,
+           nats: str | None = None) -> Store:
     # a read-only store is refused before the sweep; stale `running` runs promoted first
-    return sweep_orphans(open_store(store_dir, write=write), skip)
+    return sweep_orphans(open_store(store_dir, write=write, nats=nats), skip)
+
+
+def _owner_may_live(store: Store, run_id: str) -> bool:
+    """For --follow: a local lock holder, or (shared store: the owner may be on another machine)
+    an event written within the staleness window."""
+    if is_held(store.run_dir(run_id)):
+        return True
+    if not store.shared:
+        return False
+    import time
+
+    from iterion.store.store import STALE_AFTER_S
+
+    flushed = store.last_flush_time(run_id)
+    return flushed is not None and time.time() - flushed < STALE_AFTER_S
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -177,6 +194,7 @@ def run_cmd(
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
     store_dir: Path | None = STORE_DIR,
+    nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
     as_json: bool = JSON,
 ) -> None:
@@ -187,7 +205,7 @@ def run_cmd(
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
-    store = _store(store_dir, write=True)
+    store = _store(store_dir, write=True, nats=nats)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
     options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
@@ -259,6 +277,7 @@ def resume_cmd(
     no_push_checkpoints: bool = typer.Option(False, "--no-push-checkpoints", help="Stop pushing workspace checkpoints for this run (kept by later resumes). Example: --no-push-checkpoints"),
     push_every: int | None = typer.Option(None, "--push-every", min=0, help="Replace the run's periodic push: every N completed nodes (0: only when the run stops). Example: --push-every 5"),
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
+    nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:
@@ -284,7 +303,7 @@ def resume_cmd(
     check_script(script)
     if no_push_checkpoints and push_checkpoints is not None:
         raise CliError("--push-checkpoints and --no-push-checkpoints contradict each other", hint="pass one of them")
-    store = _store(store_dir, skip=run_id, write=True)  # this run, if orphaned, is taken over by the resume itself
+    store = _store(store_dir, skip=run_id, write=True, nats=nats)  # this run, if orphaned, is taken over by the resume itself
     check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
@@ -369,11 +388,13 @@ def inspect_cmd(
     follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
                                 "new events until the run parks or ends."),
     store_dir: Path | None = STORE_DIR,
+    nats: str | None = NATS,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.
 
     Example: iterion inspect --run-id 01a2b3 --events --follow
+    Example: iterion inspect --nats nats://127.0.0.1:4222 --run-id 01a2b3 --events
     """
     events = events or follow or bool(event_type or event_node or show_all)
     if follow and as_json:
@@ -382,7 +403,7 @@ def inspect_cmd(
     if run_id is None and events:
         raise CliError("--events, --follow, --type, --node and --all need --run-id",
                        hint="list the runs with `iterion inspect`, then pass --run-id")
-    store = _store(store_dir)
+    store = _store(store_dir, nats=nats)
     if run_id is None:
         rows = [_list_row(r, store) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
         add_short_ids(rows)
@@ -390,7 +411,7 @@ def inspect_cmd(
             echo_json(rows)
             return
         if not rows:
-            echo(f"no runs in {store.root}")
+            echo(f"no runs in {store.where() if store.shared else store.root}")
             return
         print_runs(rows)
         return
@@ -459,7 +480,7 @@ def inspect_cmd(
     last = events_view.show(timeline, **filters)
     if follow:
         events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
-                           lambda: is_held(store.run_dir(rid)), after=last, **filters)
+                           lambda: _owner_may_live(store, rid), after=last, **filters)
 
 
 def init_cmd(
