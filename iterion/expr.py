@@ -181,13 +181,14 @@ _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
 
 
 def is_ident_start(ch: str) -> bool:
-    """The first character of a name, here and in `.bot` files. ASCII only: names become ref
-    components and CLI arguments, where look-alikes confuse."""
-    return ("a" <= ch <= "z") or ("A" <= ch <= "Z") or ch == "_"
+    """The first character of a name, here and in `.bot` files: a letter or `_`, Unicode
+    counting (docs/language.md 1.3), so a node or var the DSL lexer accepts can be referenced."""
+    return ch == "_" or ch.isalpha()
 
 
 def _is_ident_char(ch: str) -> bool:
-    return is_ident_start(ch) or ("0" <= ch <= "9")
+    # the DSL lexer's `\w`: letters, digits (any script) and `_`
+    return ch == "_" or ch.isalnum()
 
 
 def _lex_string(src: str, i: int) -> tuple[str, int]:
