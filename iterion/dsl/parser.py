@@ -17,6 +17,7 @@ from iterion.dsl.grammar import (
     NAMED_EXTENSIONS,
     NODE_KINDS,
     NODE_PROPERTIES,
+    TERMINAL_NAMES,
     TOP_LEVEL_KEYWORDS,
     WORKFLOW_BODY_KEYWORDS,
     WORKFLOW_PROPERTIES,
@@ -192,6 +193,10 @@ class _Parser:
             name, name_span = str(t.value), _tok_span(self.file, t)
         pos = self.expect_punct(line, pos, ":", f"'{keyword}{' ' + name if name else ''}'")
         self.expect_end(line, pos, f"'{keyword}{' ' + name if name else ''}:'")
+        if name in TERMINAL_NAMES and keyword in ("prompt", "schema", "cursor") and name_span is not None:
+            # dsl.md 7: a prompt, schema or cursor named done/fail is the original's E011, like a node
+            raise self.err("C042", name_span, f"a {keyword} cannot be named '{name}': it is a built-in terminal",
+                           f"rename it, e.g. {keyword} {name}_{keyword}:")
         return name, name_span
 
     # --- values -------------------------------------------------------------------------------
@@ -447,6 +452,12 @@ class _Parser:
                 elif toks[0].kind == IDENT and (len(toks) < 2 or not toks[1].is_punct(":")):
                     raise self.err("P006", _tok_span(self.file, toks[0]),
                                    f"unknown statement in {owner}: expected a property 'name: value' or an edge 'a -> b'",
+                                   suggest(str(toks[0].value), (*WORKFLOW_PROPERTIES, "vars")))
+                elif toks[0].kind == IDENT and str(toks[0].value) not in (*WORKFLOW_PROPERTIES, "vars"):
+                    # dsl.md 7: an unknown keyword in the workflow body is P006 (P007 is for the
+                    # properties of nodes and of the blocks nested in them)
+                    raise self.err("P006", _tok_span(self.file, toks[0]),
+                                   f"unknown keyword {toks[0].value!r} in {owner}",
                                    suggest(str(toks[0].value), (*WORKFLOW_PROPERTIES, "vars")))
                 else:
                     props.append(self.property(child, (*WORKFLOW_PROPERTIES, "vars"), owner))
