@@ -41,7 +41,7 @@ from iterion.dsl.grammar import (
 )
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
-from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
+from iterion.dsl.values import kind_of, parse_duration, preset_value_matches, to_py, type_matches
 from iterion.envsubst import unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
@@ -431,7 +431,7 @@ class Compiler:
                          suggest(prop.name, tuple(self.vars)) if self.vars else "declare it under vars:")
                 continue
             value = to_py(prop.value)
-            if not type_matches(value, var.type.value):
+            if not preset_value_matches(value, var.type.value):
                 self.err("C071", prop.value.span,
                          f"preset '{p.name}' gives var '{prop.name}' {kind_of(prop.value)}, but its type is {var.type.value}")
                 continue
