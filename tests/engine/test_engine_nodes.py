@@ -278,8 +278,12 @@ def test_vars_presets_and_their_refusals(tmp_path: Path, ws: Path, store: Store)
     runs_before = len(store.list_runs())
     with pytest.raises(EngineError, match="var name has no default"):
         launch(store, bot, ws)
-    with pytest.raises(EngineError, match="not a valid int"):
-        launch(store, bot, ws, vars={"name": "z", "n": "many"})
+    # "a failed coercion keeps the raw value with a warning" (dsl.md 2.2)
+    kept = launch(store, bot, ws, vars={"name": "z", "n": "many"})
+    assert kept.outputs["show"]["stdout"] == "many z\n"
+    assert [e.payload["message"] for e in events(store, kept.run_id, "warning")] == [
+        "--var n='many' is not a valid int; kept as text"]
+    runs_before = len(store.list_runs())
     with pytest.raises(EngineError, match="unknown preset 'huge'"):
         launch(store, bot, ws, vars={"name": "z"}, preset="huge")
     assert len(store.list_runs()) == runs_before  # refused before anything was created
