@@ -145,9 +145,10 @@ class Compiler:
                  f'write {prop.name}: "..."')
         return None
 
-    def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103") -> str | None:
+    def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103",
+               quoted_ok: bool = False) -> str | None:
         v = prop.value
-        if isinstance(v, ast.Literal) and isinstance(v.value, str) and code != "C027":
+        if isinstance(v, ast.Literal) and isinstance(v.value, str) and not quoted_ok:
             # a name is needed, not a string (docs/language.md §7: a wrong token is a syntax error); only
             # reasoning_effort may be quoted
             self.err("P008", v.span, f"'{prop.name}' of {owner} takes a name, not a quoted string",
@@ -526,7 +527,11 @@ class Compiler:
             if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
                 node.reasoning_effort = v.value  # expanded when the node runs; not checked (docs/language.md 1.7)
             else:
-                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
+                # "quoted values without `$` checked by C027" (dsl.md 2.4); an unquoted one is the
+                # original's E020, an invalid enumerated value (C103, dsl.md 7)
+                quoted = isinstance(v, ast.Literal) and isinstance(v.value, str)
+                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027" if quoted else "C103",
+                                                    quoted_ok=True)
         elif name == "tools":
             if self.blocks.ref_list(p, owner):
                 node.tools = self.str_list(p, owner) or ()
