@@ -348,7 +348,9 @@ def block_scalar(phys: list[str], idx: int, file: str) -> tuple[RawText, int]:
             out.append("")
             j += 1
             continue
-        lead = _leading_spaces(ln)
+        # a tab may indent a block scalar (dsl.md 1.2): it counts as one column, as a space does,
+        # so tab-indented content ends at the next line indented less, not at the end of the file
+        lead = len(ln) - len(ln.lstrip(" \t"))
         if ind is None:
             ind = lead
         elif lead < ind:

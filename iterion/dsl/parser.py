@@ -254,6 +254,8 @@ class _Parser:
                     continue
                 if pos < len(toks) and toks[pos].is_punct("}"):
                     continue
+                if pos < len(toks) and toks[pos].line > toks[pos - 1].line:
+                    continue  # "separated by commas and/or newlines" (dsl.md 3.1)
                 raise self._expected(line, pos, "',' or '}' in the map")
         raise self.err("P008", sp, f"expected a value, found {_describe(t)}")
 
