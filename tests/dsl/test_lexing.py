@@ -100,6 +100,13 @@ def test_block_scalar_runs_to_the_end_of_the_file_and_may_be_empty() -> None:
     assert _value("tool a:\n  script: |\n", "script") == ""
 
 
+def test_a_tab_indented_block_scalar_ends_at_a_line_indented_less() -> None:
+    # a tab may indent a block scalar (dsl.md 1.2); the workflow below is not swallowed
+    src = "tool a:\n  language: python\n  script: |\n\timport sys\n\t\tprint(1)\n" + TAIL
+    assert _value(src, "script") == "import sys\n\tprint(1)\n"
+    assert _codes(src) == []
+
+
 def test_block_scalar_spans_map_back_to_the_file() -> None:
     src = 'tool a:\n  script: |\n    echo {{vars.nope}}\n' + TAIL.replace("entry: a", "entry: a")
     assert _codes(src) == [("C033", 3, 12)]
