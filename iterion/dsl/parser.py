@@ -27,6 +27,7 @@ from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, it
 from iterion.ir import Span
 
 _T = TypeVar("_T")
+MAX_SOURCE_BYTES = 10 * 1024 * 1024  # docs/language.md 1.1
 _MAX_NESTING = 100  # indentation levels and list/map nesting (docs/language.md §1.1); recursion stays far from its limit
 
 
@@ -41,6 +42,11 @@ def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
     Streaming: each top-level block is parsed as soon as the lexer has produced its last line,
     and its tokens are then dropped; only the syntax tree grows with the file.
     """
+    if len(text) > MAX_SOURCE_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
+        # dsl.md 1.1 "at most 10 MiB"; §7 "size or nesting limit → P008"
+        return ast.File(file, (), Span(file, 1, 1)), [make(
+            "P008", Span(file, 1, 1), f"{file} is larger than the 10 MiB a workflow source may hold",
+            "split it: import \"lib/part.bot\" adds another file's declarations")]
     lex_diags: list[Diagnostic] = []
     tree_diags: list[Diagnostic] = []
     parse_diags: list[Diagnostic] = []

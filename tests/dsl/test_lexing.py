@@ -288,3 +288,13 @@ def test_more_than_a_hundred_levels_is_p008() -> None:
     deep = "sandbox:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(101)) + " " * 102 + "x: y\n"
     codes = {(d.code) for d in load_tree({"x.bot": deep}, "x.bot", env={}).diagnostics}
     assert "P008" in codes
+
+
+def test_a_source_over_10_mib_is_p008_and_10_mib_exactly_loads() -> None:
+    # dsl.md 1.1 "at most 10 MiB"; 7 "size or nesting limit → P008"
+    head = 'tool a:\n  command: "x"\n' + TAIL.lstrip("\n")
+    exact = head + "#" * (10 * 1024 * 1024 - len(head) - 1) + "\n"
+    assert len(exact.encode()) == 10 * 1024 * 1024
+    assert _codes(exact) == []
+    assert _codes(exact + "\n") == [("P008", 1, 1)]
+    assert _codes(head + "é" * (5 * 1024 * 1024)) == [("P008", 1, 1)]  # bytes, not characters
