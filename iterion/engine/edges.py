@@ -134,8 +134,13 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
     fallback: Edge | None = None
     for edge in candidates:
         if edge.unconditional:
+            # "else the first non-conditional edge not skipped" (dsl.md 3.3): an exhausted loop edge
+            # is skipped, so `polish -> polish as passes(3)` then `polish -> done` falls through
             if fallback is None:
-                fallback = edge
+                if loop_exhausted(edge, state, scope):
+                    exhausted.append(edge)
+                else:
+                    fallback = edge
             continue
         if condition_holds(edge, output, scope, evaluate, warn):
             if loop_exhausted(edge, state, scope):
@@ -143,9 +148,7 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
                 continue
             return edge
     if fallback is not None:
-        if not loop_exhausted(fallback, state, scope):
-            return fallback
-        exhausted.append(fallback)
+        return fallback
     if not candidates:
         raise NodeFailure(FailureCode.NO_OUTGOING_EDGE, f"node {node} has no outgoing edge", node=node)
     if exhausted:

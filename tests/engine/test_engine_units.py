@@ -72,6 +72,20 @@ def test_loop_edge_counts_and_is_not_taken_once_exhausted() -> None:
     assert select_edge(wf, "b", {"ok": True}, {}, st) is out
 
 
+def test_an_exhausted_plain_loop_edge_falls_through_to_the_next_plain_edge() -> None:
+    # dsl.md 3.3: "else the first non-conditional edge not skipped" (`polish -> polish as passes(3)`
+    # then `polish -> done`)
+    again = Edge(0, "p", "p", SP, loop="passes", loop_max=3)
+    out = Edge(1, "p", "done", SP)
+    wf = _wf([again, out], {"passes": Loop("passes", 3, (0,))})
+    st = RunState("r")
+    for _ in range(3):
+        edge = select_edge(wf, "p", {}, {}, st)
+        assert edge is again
+        take_edge(edge, st, {})
+    assert select_edge(wf, "p", {}, {}, st) is out
+
+
 def test_checkpoint_round_trip_keeps_every_field() -> None:
     st = RunState("r", vars={"x": 1}, outputs={"a": {"v": 1}}, history={"a": [{"v": 0}, {"v": 1}]},
                   inputs={"b": {"k": "v"}}, visits={"a": 2}, executed=[("a", 0), ("a", 1)],
