@@ -221,9 +221,10 @@ def render(text: str, scope: Mapping[str, Any], mode: RenderMode = "text") -> st
     per item), a null value leaves its marker in place, `{{!ref}}` unquoted. ``program`` (a
     python/node `script:`): JSON literals, `{{!ref}}` raw.
 
-    One pass: a substituted value is never scanned for markers again. An unknown reference
-    raises TemplateRenderError naming it, and so does a value the mode cannot write (a NUL byte
-    in shell text); `{{outputs.NODE.history}}` reads ``scope["outputs_history"][NODE]``. An
+    One pass: a substituted value is never scanned for markers again. A reference that names
+    nothing (yet) stays as written in ``text``/``with`` (`loop.N.previous_output...` renders
+    empty), and is a missing (null) value in ``shell``/``program`` (docs/language.md 5.2, 5.3).
+    A value the mode cannot write (a NUL byte in shell text) raises TemplateRenderError; `{{outputs.NODE.history}}` reads ``scope["outputs_history"][NODE]``. An
     include that was not expanded is an error too (the compiler inlines includes before a
     template reaches the engine).
     """
@@ -244,7 +245,17 @@ def render(text: str, scope: Mapping[str, Any], mode: RenderMode = "text") -> st
             def error(message: str, offset: int, _ref: Reference = ref) -> TemplateRenderError:
                 return TemplateRenderError(message, offset, _ref.dotted)
 
-            value = resolve_reference(ref, scope, error)
+            try:
+                value = resolve_reference(ref, scope, error)
+            except TemplateRenderError:
+                # names nothing yet (a node not run, a missing field): dsl.md 5.2 "stays in the text
+                # as written", `loop.N.previous_output...` "renders empty on the first round"; 5.3
+                # a missing value "leaves the {{...}} marker in place" in a command, `null` in a script
+                if mode in ("text", "with"):
+                    previous = ref.namespace == "loop" and ref.path[1:2] == ("previous_output",)
+                    out.append("" if previous else _marker_text(text, ref))
+                    continue
+                value = None
             try:
                 written = substitute(value, mode, isinstance(ref, RawReference))
             except UnquotableValue as exc:

@@ -193,17 +193,37 @@ def test_compute_runtime_error_is_expression_failed(tmp_path: Path, ws: Path, st
     assert "divide" in r.error
 
 
-def test_unresolvable_template_is_template_failed(tmp_path: Path, ws: Path, store: Store) -> None:
+def test_unresolvable_references_stay_as_written(tmp_path: Path, ws: Path, store: Store) -> None:
+    # dsl.md 5.3 "a missing (null) value leaves the {{...}} marker in place" (a command), "null for
+    # missing" (a script); 5.2 "An unresolvable reference ... stays in the text as written" (a with
+    # value, single or not), `loop.N.previous_output...` "renders empty on the first round"
     bot = write_bot(tmp_path / "src", """
         tool t:
-          command: "echo {{input.missing}}"
+          command: "echo {{input.missing}} {{vars.v}}"
+
+        tool s:
+          language: python
+          script: |
+            null = None
+            print({{outputs.t.nothing}} is None)
+
+        tool u:
+          command: "echo {{input.a}} {{input.b}}"
 
         workflow c:
+          vars:
+            v: string = "v1"
           entry: t
-          t -> done
+          t -> s
+          s -> u with { a: "{{outputs.t.nothing}}", b: "x{{outputs.t.nothing}}y{{loop.l.previous_output.f}}" }
+          u -> u as l(1)
+          u -> done
     """)
     r = launch(store, bot, ws)
-    assert r.failure_code == "TEMPLATE_FAILED" and "input.missing" in r.error
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["t"]["stdout"] == "{{input.missing}} v1\n"
+    assert r.outputs["s"]["stdout"] == "True\n"
+    assert r.outputs["u"]["stdout"] == "{{outputs.t.nothing}} x{{outputs.t.nothing}}y\n"
 
 
 def test_with_mapping_becomes_the_targets_input(tmp_path: Path, ws: Path, store: Store) -> None:
