@@ -148,3 +148,10 @@ def test_call_cancellable_returns_or_stops_at_once() -> None:
     threading.Timer(0.1, token.cancel).start()
     with pytest.raises(Cancelled):
         call_cancellable(lambda: time.sleep(5), token)
+
+
+def test_a_command_runs_under_bash(tmp_path: Path) -> None:
+    # dsl.md 2.7: "A command runs as `bash -c`": bash syntax works
+    r = run_command("set -o pipefail; [[ -n x ]] && echo ${BASH_VERSION:+bash}", cwd=tmp_path,
+                    env=dict(os.environ), token=CancelToken())
+    assert (r.exit_code, r.stdout) == (0, "bash\n")
