@@ -38,12 +38,13 @@ CLOSE = "}}"
 class TemplateSyntaxError(ValueError):
     """A malformed template (DSL diagnostic C004), or an include that cannot be expanded."""
 
-    def __init__(self, message: str, offset: int = 0, path: str | None = None) -> None:
+    def __init__(self, message: str, offset: int = 0, path: str | None = None, include: bool = False) -> None:
         where = f"{path}: " if path else ""
         super().__init__(f"{where}{message} (at offset {offset})")
         self.message = message
         self.offset = offset
         self.path = path  # the file the offset is in, when known
+        self.include = include  # an include that cannot be expanded (L003), not a malformed marker (C004)
 
 
 class TemplateRenderError(ValueError):
@@ -79,10 +80,10 @@ def _parse_include(body: str, body_offset: int, marker_offset: int) -> Include:
                                   marker_offset)
     path = rest[1:-1]
     if not path:
-        raise TemplateSyntaxError("include path is empty", marker_offset)
+        raise TemplateSyntaxError("include path is empty", marker_offset, include=True)
     if os.path.isabs(path) or path.startswith("/") or path.startswith("\\"):
         raise TemplateSyntaxError(f"include path {path!r} must be relative to the including file",
-                                  marker_offset)
+                                  marker_offset, include=True)
     return Include(path, marker_offset)
 
 
@@ -191,7 +192,7 @@ def expand_includes(text: str, base_dir: Path,
         try:
             pieces = parse_template(body)
         except TemplateSyntaxError as exc:
-            raise TemplateSyntaxError(exc.message, exc.offset, holder) from None
+            raise TemplateSyntaxError(exc.message, exc.offset, holder, include=exc.include) from None
         out: list[str] = []
         pos = 0
         for piece in pieces:

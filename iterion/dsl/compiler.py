@@ -253,7 +253,7 @@ class Compiler:
                         span = Located(self.read(Path(exc.path)), Span(display(Path(exc.path)), 1, 1)).span_at(exc.offset)
                     except (OSError, UnicodeDecodeError):
                         span = Span(display(Path(exc.path)), 1, 1)
-                if "include cycle" in exc.message or "cannot read" in exc.message:
+                if exc.include or "include cycle" in exc.message or "cannot read" in exc.message:
                     self.err("L003", span, f"in prompt '{decl.name}': {exc.message}",
                              "include paths are relative to the file that holds the {{include}}")
                 elif exc.path:  # malformed marker inside an included file

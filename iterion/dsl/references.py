@@ -36,8 +36,9 @@ class _Checker:
             try:
                 got = template_references(loc.text)
             except TemplateSyntaxError as exc:
-                self.sink.add("C004", loc.span_at(exc.offset), exc.message,
-                              "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
+                if not exc.include:  # an include that cannot be expanded is the compiler's L003 (dsl.md 6)
+                    self.sink.add("C004", loc.span_at(exc.offset), exc.message,
+                                  "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
                 got = []
             self._template_cache[loc] = got
         return got
