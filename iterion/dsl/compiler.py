@@ -707,8 +707,13 @@ class Compiler:
                 text = v.value if isinstance(v, ast.Literal) else None
                 secs = parse_duration(text) if isinstance(text, str) else (
                     float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else None)
-                if secs is None or secs <= 0:
-                    self.err("C103", v.span, f"max_duration in {where} must be a duration like \"30m\" or \"1h30m\"")
+                if secs is None and not isinstance(text, str):
+                    self.err("C100", v.span, f"max_duration in {where} must be a quoted duration like \"30m\" or \"1h30m\"")
+                elif secs is None or secs <= 0:
+                    # "unreadable: no limit (as observed)" (dsl.md 2.13): a C1xx fault the original
+                    # accepts is only a warning (7)
+                    self.sink.add("C103", v.span, f"max_duration {text!r} in {where} is not a duration, so the run "
+                                  "has no time limit", 'write it like "30m" or "1h30m"', severity=Severity.WARNING)
                 else:
                     caps["max_duration_s"] = secs
             elif bp.name == "max_cost_usd":
