@@ -165,11 +165,20 @@ class _Parser:
                            "names are a letter then letters, digits or '_'")
         return t, pos + 1
 
-    def no_children(self, line: Line, what: str) -> None:
+    def expect_name(self, line: Line, pos: int, what: str) -> tuple[Token, int]:
+        """A declared name: an identifier other than ``inherit_if_available``, which "is never a
+        name" (dsl.md 1.3: the original lexes it as a keyword, so it is a wrong token, P008)."""
+        t, after = self.expect_ident(line, pos, what)
+        if t.value == "inherit_if_available":
+            raise self.err("P008", _tok_span(self.file, t), f"expected {what}, found the keyword 'inherit_if_available'",
+                           "it is only a session value; pick another name")
+        return t, after
+
+    def no_children(self, line: Line, what: str, code: str = "P001", hint: str | None = None) -> None:
         for child in line.children:
             if not child.broken:
-                self.diags.append(make("P001", self.span(child), f"unexpected indented line under {what}",
-                                       "only a line ending with ':' opens a block"))
+                self.diags.append(make(code, self.span(child), f"unexpected indented line under {what}",
+                                       hint or "only a line ending with ':' opens a block"))
                 return
 
     def each_child(self, line: Line) -> list[Line]:
@@ -195,7 +204,7 @@ class _Parser:
         name: str | None = None
         name_span: Span | None = None
         if named:
-            t, pos = self.expect_ident(line, pos, f"a name after '{keyword}'")
+            t, pos = self.expect_name(line, pos, f"a name after '{keyword}'")
             name, name_span = str(t.value), _tok_span(self.file, t)
         pos = self.expect_punct(line, pos, ":", f"'{keyword}{' ' + name if name else ''}'")
         self.expect_end(line, pos, f"'{keyword}{' ' + name if name else ''}:'")
@@ -476,8 +485,8 @@ class _Parser:
 
     def edge(self, line: Line) -> ast.EdgeDecl:
         toks = line.tokens
-        src_t, _ = self.expect_ident(line, 0, "the edge source")
-        dst_t, pos = self.expect_ident(line, 2, "the edge target after '->'")
+        src_t, _ = self.expect_name(line, 0, "the edge source")
+        dst_t, pos = self.expect_name(line, 2, "the edge target after '->'")
         when: ast.WhenClause | None = None
         loop: ast.LoopClause | None = None
         with_map: ast.MapValue | None = None
@@ -516,7 +525,9 @@ class _Parser:
                 dup = t.kind == IDENT and str(t.value) in ("when", "as", "with")
                 raise self.err("P008", sp, f"{'duplicate' if dup else 'unexpected'} {_describe(t)} in edge",
                                "an edge is: SRC -> DST [when COND] [as LOOP(N)] [with { key: \"template\" }]")
-        self.no_children(line, "an edge")
+        # "a clause on the next line" is a missing or wrong token, P008 (dsl.md 7)
+        self.no_children(line, "an edge", "P008", "an edge is one line: write its when/as/with clauses after "
+                         "the target (only a with { } map may continue on the following lines)")
         return ast.EdgeDecl(ast.Ident(str(src_t.value), _tok_span(self.file, src_t)),
                             ast.Ident(str(dst_t.value), _tok_span(self.file, dst_t)),
                             when, loop, with_map, self.span(line))
