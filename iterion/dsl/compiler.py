@@ -477,6 +477,8 @@ class Compiler:
         elif name in ("provider", "interaction_model"):
             v = p.value  # kept as written: `${...}` expands when the node runs (docs/language.md §1.7)
             if isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and isinstance(v.value, str)):
+                if isinstance(v, ast.Literal) and isinstance(v.value, str):  # C110, as for model
+                    self.env_subst(v.value, Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1)))
                 setattr(node, name, to_py(v))
             else:
                 self.err("C100", v.span, f"'{name}' of {owner} must be a quoted string, not {kind_of(v)}")
