@@ -167,7 +167,7 @@ class _Parser:
 
     def expect_name(self, line: Line, pos: int, what: str) -> tuple[Token, int]:
         """A declared name: an identifier other than ``inherit_if_available``, which "is never a
-        name" (dsl.md 1.3: the original lexes it as a keyword, so it is a wrong token, P008)."""
+        name" (docs/language.md 1: the original lexes it as a keyword, so it is a wrong token, P008)."""
         t, after = self.expect_ident(line, pos, what)
         if t.value == "inherit_if_available":
             raise self.err("P008", _tok_span(self.file, t), f"expected {what}, found the keyword 'inherit_if_available'",

@@ -86,7 +86,7 @@ class _Checker:
 
     def when_reference(self, ref: Reference, loc: Located, src: str) -> None:
         """A `when "EXPRESSION"`: "`outputs.SRC.f` references are checked against SRC's schema
-        (C014); bare names are not checked" (dsl.md 3.1); nothing else in it is (5.1)."""
+        (C014); bare names are not checked" (docs/language.md 3); nothing else in it is (5)."""
         path = ref.path
         node = self.wf.nodes.get(src)
         if ref.namespace != "outputs" or len(path) < 2 or path[0] != src or node is None:

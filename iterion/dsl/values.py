@@ -41,7 +41,7 @@ def type_matches(value: Any, typ: str) -> bool:
 
 
 def preset_value_matches(value: Any, typ: str) -> bool:
-    """A preset's literal kind for a var type (dsl.md 2.2, C071): "string for string/json/string[],
+    """A preset's literal kind for a var type (docs/language.md 2, C071): "string for string/json/string[],
     int or float for float, else same". A bundle's YAML preset may also give string[] a list of
     strings and json a list or mapping (no `.bot` literal has those kinds)."""
     if typ == "json":

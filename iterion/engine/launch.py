@@ -63,7 +63,7 @@ class LaunchOptions:
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
                  warnings: list[str] | None = None) -> dict[str, Any]:
-    """Defaults < preset < ``--var`` values, each coerced to its var's type (dsl.md 2.2). A value
+    """Defaults < preset < ``--var`` values, each coerced to its var's type (docs/language.md 2). A value
     that does not coerce is kept as written and described in ``warnings`` ("a failed coercion
     keeps the raw value with a warning"); a json var that is not JSON is that text."""
     # string defaults and --var values are env-expanded at run start ($N, ${N}; dsl.md 1.7)
