@@ -311,6 +311,11 @@ class _Parser:
         name = str(t.value)
         toks = line.tokens
         if pos + 1 < len(toks) and toks[pos].is_punct("[") and toks[pos + 1].is_punct("]"):
+            if not (toks[pos].line == t.line == toks[pos + 1].line and toks[pos].col == t.col + len(t.text)
+                    and toks[pos + 1].col == toks[pos].col + 1):
+                # "`string[]` is one token" (docs/language.md 1)
+                raise self.err("P008", _tok_span(self.file, toks[pos]), f"'{name}[]' is written without spaces",
+                               f"write {name}[]")
             name += "[]"
             pos += 2
         return ast.TypeRef(name, _tok_span(self.file, t)), pos
