@@ -155,3 +155,18 @@ def test_a_command_runs_under_bash(tmp_path: Path) -> None:
     r = run_command("set -o pipefail; [[ -n x ]] && echo ${BASH_VERSION:+bash}", cwd=tmp_path,
                     env=dict(os.environ), token=CancelToken())
     assert (r.exit_code, r.stdout) == (0, "bash\n")
+
+
+def test_an_enum_on_a_non_string_field_compares_the_value_text() -> None:
+    # docs/language.md 2: an enum is accepted on any type (C101 warns); `n: int [enum: "1", "2"]`
+    # then admits 1 and 2, and a list field's items are checked one by one
+    from iterion.backends.schema import json_schema, schema_problems
+
+    schema = Schema("s", (SchemaField("n", FieldType.INT, ("1", "2")),
+                          SchemaField("tags", FieldType.STRING_LIST, ("a", "b"))))
+    assert validate_output("x", schema, {"n": 2, "tags": ["a", "b", "a"]}) == {"n": 2, "tags": ["a", "b", "a"]}
+    assert schema_problems(schema, {"n": 2, "tags": ["a"]}) == []
+    with pytest.raises(NodeFailure, match="'n' is 3"):
+        validate_output("x", schema, {"n": 3, "tags": []})
+    assert schema_problems(schema, {"n": 1, "tags": ["c"]}) == ["field 'tags' must be one of a, b, got ['c']"]
+    assert json_schema(schema)["properties"]["n"] == {"type": "integer", "enum": [1, 2]}
