@@ -164,6 +164,9 @@ class Runner:
         ctx.emit(ev.NODE_STARTED, nid, it, {"kind": node.kind.value, "resumed": resumed})
         with st.lock:
             node_input = dict(st.inputs.get(nid, {}))
+            if nid == wf.entry:
+                # "the entry node's input is the run's vars" (docs/language.md 2), its with values on top
+                node_input = {**st.vars, **node_input}
         scope = build_scope(wf, st, input=node_input, attachments=ctx.attachments,
                             history_nodes=ctx.in_cycles)
         call = NodeCall(node, it, node_input, scope, answers=answers, pending=pending)

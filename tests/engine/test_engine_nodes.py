@@ -340,3 +340,27 @@ def test_attachments_are_staged_and_readable_from_templates(tmp_path: Path, ws: 
     assert r.outputs["read"]["stdout"] == f"the spec\n{digest} 9\n"
     staged = store.attachments(r.run_id).get("spec")
     assert staged is not None and Path(staged.path).read_text() == "the spec\n"
+
+
+def test_the_entry_node_input_is_the_run_vars(tmp_path: Path, ws: Path, store: Store) -> None:
+    # docs/language.md 2 / 3: "the entry node's input is the run's vars" (defaults overlaid with --var)
+    bot = write_bot(tmp_path / "src", """
+        vars:
+          branch: string = "main"
+          n: int = 2
+
+        tool first:
+          command: "echo {{input.branch}} {{input.n}}"
+
+        compute count:
+          expr:
+            twice: "n * 2"
+
+        workflow e:
+          entry: first
+          first -> count with { n: "{{input.n}}" }
+          count -> done
+    """)
+    r = launch(store, bot, ws, vars={"n": "5"})
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["first"]["stdout"] == "main 5\n" and r.outputs["count"] == {"twice": 10}
