@@ -231,7 +231,7 @@ class Runner:
 
     def _take(self, edge: Edge, outcome: StepOutcome) -> None:
         st, ctx = self.state, self.ctx
-        take_edge(edge, st, outcome.output)
+        take_edge(edge, st, outcome.output, self.wf)
         if edge.loop is not None:
             ctx.emit(ev.LOOP_ITERATION, edge.src, None, {"loop": edge.loop, "iteration": st.loop(edge.loop).iteration,
                                                           "max": edge.loop_max})

@@ -170,3 +170,24 @@ def test_an_enum_on_a_non_string_field_compares_the_value_text() -> None:
         validate_output("x", schema, {"n": 3, "tags": []})
     assert schema_problems(schema, {"n": 1, "tags": ["c"]}) == ["field 'tags' must be one of a, b, got ['c']"]
     assert json_schema(schema)["properties"]["n"] == {"type": "integer", "enum": [1, 2]}
+
+
+def test_a_nested_loop_gets_a_fresh_budget_each_outer_round() -> None:
+    # docs/language.md 3: "The counter resets to 0 when a non-loop edge enters one of the loop's
+    # entry nodes (targets of its loop edges) from outside the loop body"
+    enter = Edge(0, "outer", "inner", SP)
+    again = Edge(1, "inner", "inner", SP, loop="i", loop_max=2)
+    leave = Edge(2, "inner", "check", SP)
+    back = Edge(3, "check", "outer", SP, loop="o", loop_max=2)
+    wf = _wf([enter, again, leave, back], {"i": Loop("i", 2, (1,)), "o": Loop("o", 2, (3,))})
+    st = RunState("r")
+    for _ in range(2):
+        take_edge(again, st, {}, wf)
+    take_edge(leave, st, {}, wf)
+    take_edge(back, st, {}, wf)
+    assert st.loops["i"].iteration == 2 and st.loops["o"].iteration == 1
+    take_edge(enter, st, {}, wf)  # outer -> inner from outside the inner loop: a fresh budget
+    assert st.loops["i"].iteration == 0 and st.loops["o"].iteration == 1
+    take_edge(again, st, {}, wf)
+    take_edge(leave, st, {}, wf)  # inner -> check does not enter a loop entry: nothing resets
+    assert st.loops["i"].iteration == 1
