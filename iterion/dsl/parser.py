@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from iterion.dsl import ast
-from iterion.dsl.diagnostics import Diagnostic, make
+from iterion.dsl.diagnostics import Diagnostic, Severity, make
 from iterion.dsl.grammar import (
     ATTACHMENT_PROPERTIES,
     KEYWORDS,
@@ -457,6 +457,7 @@ class _Parser:
         wvars: list[ast.VarDecl] = []
         watts: list[ast.AttachmentDecl] = []
         edges: list[ast.EdgeDecl] = []
+        vars_line: int | None = None
         for child in self.each_child(line):
             try:
                 toks = child.tokens
@@ -468,7 +469,13 @@ class _Parser:
                     edges.append(self.edge(child))
                 elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
                     self.header(child, "vars", named=False)
-                    wvars.extend(self.var_lines(child))
+                    if vars_line is not None:
+                        # "a second vars: block in the body replaces the first (as observed)" (docs/language.md 2)
+                        self.diags.append(make("C105", self.span(child), f"{owner} has a second vars: block; it "
+                                               f"replaces the one at line {vars_line}", "merge them into one block",
+                                               severity=Severity.WARNING))
+                    vars_line = child.line
+                    wvars = self.var_lines(child)
                 elif toks[0].is_ident("attachments") and len(toks) >= 2 and toks[1].is_punct(":"):
                     watts.extend(self.attachments(child).attachments)
                 elif toks[0].kind == IDENT and (len(toks) < 2 or not toks[1].is_punct(":")):
