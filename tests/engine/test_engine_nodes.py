@@ -215,7 +215,7 @@ def test_unresolvable_references_stay_as_written(tmp_path: Path, ws: Path, store
             v: string = "v1"
           entry: t
           t -> s
-          s -> u with { a: "{{outputs.t.nothing}}", b: "x{{outputs.t.nothing}}y{{loop.l.previous_output.f}}" }
+          s -> u with { a: "{{outputs.t.nothing}}", b: "x{{outputs.t.nothing}}y{{loop.l.previous_output.f}}", _session_id: "{{outputs.t._session_id}}" }
           u -> u as l(1)
           u -> done
     """)
@@ -224,6 +224,12 @@ def test_unresolvable_references_stay_as_written(tmp_path: Path, ws: Path, store
     assert r.outputs["t"]["stdout"] == "{{input.missing}} v1\n"
     assert r.outputs["s"]["stdout"] == "True\n"
     assert r.outputs["u"]["stdout"] == "{{outputs.t.nothing}} x{{outputs.t.nothing}}y\n"
+    from iterion.engine.declared import with_value
+
+    # a runtime `_` key whose value does not exist is absent data (None), not the marker text
+    tpl = "{{outputs.t._session_id}}"
+    assert with_value(tpl, {"outputs": {"t": {}}}, {}, "t", "with _session_id on edge t -> u") is None
+    assert with_value(tpl, {"outputs": {"t": {}}}, {}, "t", "with sid on edge t -> u") == tpl
 
 
 def test_with_mapping_becomes_the_targets_input(tmp_path: Path, ws: Path, store: Store) -> None:
