@@ -8,7 +8,7 @@ from typing import Any
 
 from iterion.backends.schema import enum_ok
 from iterion.datafile import DataFileError, loads_json
-from iterion.engine.errors import NodeFailure
+from iterion.engine.errors import AnswerError, NodeFailure
 from iterion.failure_codes import FailureCode
 from iterion.ir import FieldType, Schema, SchemaField
 
@@ -66,12 +66,6 @@ def validate_output(node: str, schema: Schema | None, data: Any) -> dict[str, An
 
 _TRUE = {"true", "yes", "y", "1", "on"}
 _FALSE = {"false", "no", "n", "0", "off"}
-
-
-class AnswerError(ValueError):
-    def __init__(self, message: str, *, reason: str | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason  # why the value is refused, when more precise than "not a valid TYPE"
 
 
 def coerce_value(f: SchemaField, raw: Any) -> Any:
