@@ -62,7 +62,7 @@ class _Checker:
         wf = self.wf
         if ns == "vars":
             if name not in wf.vars:
-                self.sink.add("C033", span, f"undeclared var '{name}' in {{vars.{name}}}",
+                self.sink.add("C033", span, f"undeclared var '{name}' in {{{{vars.{name}}}}}",
                               suggest(name, tuple(wf.vars)) if wf.vars else "declare it under vars:")
         elif ns == "input":
             self.input_field(name, span, consumer)
