@@ -85,6 +85,10 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
         try:
             values[key] = coerce_value(SchemaField(key, var.type), value)
         except AnswerError as exc:
+            unsafe = (exc.reason or "").lower()
+            if any(w in unsafe for w in ("finite", "deep", "nan", "infinity", "large", "out of range")):
+                # bounded inputs: a non-finite number or a too-deep document is refused, never kept
+                raise EngineError(f"--var {key}: {exc.reason}") from None
             values[key] = value
             if var.type is not FieldType.JSON and warnings is not None:
                 shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
