@@ -181,13 +181,14 @@ _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}
 
 
 def is_ident_start(ch: str) -> bool:
-    """The first character of a name, here and in `.bot` files. ASCII only: names become ref
-    components and CLI arguments, where look-alikes confuse."""
-    return ("a" <= ch <= "z") or ("A" <= ch <= "Z") or ch == "_"
+    """The first character of a name, here and in `.bot` files: a letter or `_`, Unicode
+    counting (docs/language.md 1.3), so a node or var the DSL lexer accepts can be referenced."""
+    return ch == "_" or ch.isalpha()
 
 
 def _is_ident_char(ch: str) -> bool:
-    return is_ident_start(ch) or ("0" <= ch <= "9")
+    # the DSL lexer's `\w`: letters, digits (any script) and `_`
+    return ch == "_" or ch.isalnum()
 
 
 def _lex_string(src: str, i: int) -> tuple[str, int]:
@@ -403,10 +404,7 @@ class _Parser:
             self._enter(nxt.offset)
             args = self.arguments(")", f"the arguments of {name}()")
             self.nesting -= 1
-            lo, hi = FUNCTIONS[name]
-            if len(args) < lo or (hi is not None and len(args) > hi):
-                want = str(lo) if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
-                raise ExprSyntaxError(f"{name}() takes {want} argument(s), got {len(args)}", tok.offset)
+            # "unknown name: C040; wrong arity: run-time error" (docs/language.md 4): checked in call()
             return Call(tok.offset, name, args)
         if name == "true":
             return Literal(tok.offset, True)
@@ -741,6 +739,10 @@ class _Evaluator:
 
     def call(self, node: Call) -> Any:
         name = node.name
+        lo, hi = FUNCTIONS[name]
+        if len(node.args) < lo or (hi is not None and len(node.args) > hi):
+            want = str(lo) if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+            raise ExprEvalError(f"{name}() takes {want} argument(s), got {len(node.args)}", node.offset)
         if name == "if":
             cond = _need_bool(self.eval(node.args[0]), "if()", node.offset)
             return self.eval(node.args[1] if cond else node.args[2])  # lazy branches

@@ -38,12 +38,13 @@ CLOSE = "}}"
 class TemplateSyntaxError(ValueError):
     """A malformed template (DSL diagnostic C004), or an include that cannot be expanded."""
 
-    def __init__(self, message: str, offset: int = 0, path: str | None = None) -> None:
+    def __init__(self, message: str, offset: int = 0, path: str | None = None, include: bool = False) -> None:
         where = f"{path}: " if path else ""
         super().__init__(f"{where}{message} (at offset {offset})")
         self.message = message
         self.offset = offset
         self.path = path  # the file the offset is in, when known
+        self.include = include  # an include that cannot be expanded (L003), not a malformed marker (C004)
 
 
 class TemplateRenderError(ValueError):
@@ -79,10 +80,10 @@ def _parse_include(body: str, body_offset: int, marker_offset: int) -> Include:
                                   marker_offset)
     path = rest[1:-1]
     if not path:
-        raise TemplateSyntaxError("include path is empty", marker_offset)
+        raise TemplateSyntaxError("include path is empty", marker_offset, include=True)
     if os.path.isabs(path) or path.startswith("/") or path.startswith("\\"):
         raise TemplateSyntaxError(f"include path {path!r} must be relative to the including file",
-                                  marker_offset)
+                                  marker_offset, include=True)
     return Include(path, marker_offset)
 
 
@@ -191,7 +192,7 @@ def expand_includes(text: str, base_dir: Path,
         try:
             pieces = parse_template(body)
         except TemplateSyntaxError as exc:
-            raise TemplateSyntaxError(exc.message, exc.offset, holder) from None
+            raise TemplateSyntaxError(exc.message, exc.offset, holder, include=exc.include) from None
         out: list[str] = []
         pos = 0
         for piece in pieces:
@@ -221,9 +222,10 @@ def render(text: str, scope: Mapping[str, Any], mode: RenderMode = "text") -> st
     per item), a null value leaves its marker in place, `{{!ref}}` unquoted. ``program`` (a
     python/node `script:`): JSON literals, `{{!ref}}` raw.
 
-    One pass: a substituted value is never scanned for markers again. An unknown reference
-    raises TemplateRenderError naming it, and so does a value the mode cannot write (a NUL byte
-    in shell text); `{{outputs.NODE.history}}` reads ``scope["outputs_history"][NODE]``. An
+    One pass: a substituted value is never scanned for markers again. A reference that names
+    nothing (yet) stays as written in ``text``/``with`` (`loop.N.previous_output...` renders
+    empty), and is a missing (null) value in ``shell``/``program`` (docs/language.md 5.2, 5.3).
+    A value the mode cannot write (a NUL byte in shell text) raises TemplateRenderError; `{{outputs.NODE.history}}` reads ``scope["outputs_history"][NODE]``. An
     include that was not expanded is an error too (the compiler inlines includes before a
     template reaches the engine).
     """
@@ -244,7 +246,17 @@ def render(text: str, scope: Mapping[str, Any], mode: RenderMode = "text") -> st
             def error(message: str, offset: int, _ref: Reference = ref) -> TemplateRenderError:
                 return TemplateRenderError(message, offset, _ref.dotted)
 
-            value = resolve_reference(ref, scope, error)
+            try:
+                value = resolve_reference(ref, scope, error)
+            except TemplateRenderError:
+                # names nothing yet (a node not run, a missing field): dsl.md 5.2 "stays in the text
+                # as written", `loop.N.previous_output...` "renders empty on the first round"; 5.3
+                # a missing value "leaves the {{...}} marker in place" in a command, `null` in a script
+                if mode in ("text", "with"):
+                    previous = ref.namespace == "loop" and ref.path[1:2] == ("previous_output",)
+                    out.append("" if previous else _marker_text(text, ref))
+                    continue
+                value = None
             try:
                 written = substitute(value, mode, isinstance(ref, RawReference))
             except UnquotableValue as exc:

@@ -27,7 +27,9 @@ def json_schema(schema: ir.Schema) -> dict[str, Any]:
     for f in schema.fields:
         spec = dict(_JSON_TYPES[f.type])
         if f.enum:
-            spec["enum"] = list(f.enum)
+            typed = [v for v in (_enum_value(f.type, e) for e in f.enum) if v is not _NO_VALUE]
+            if typed:  # an enum on a non-string field (accepted, C101) holds the values' text
+                spec["enum"] = typed
         props[f.name] = spec
     return {"type": "object", "properties": props, "required": [f.name for f in schema.fields],
             "additionalProperties": False}
@@ -103,6 +105,31 @@ def _type_ok(ftype: ir.FieldType, value: Any) -> bool:
     return True  # json: anything
 
 
+_NO_VALUE = object()
+
+
+def _enum_value(ftype: ir.FieldType, text: str) -> Any:
+    """An enum entry (always written as a string) as a value of the field's type, or _NO_VALUE."""
+    if ftype in (ir.FieldType.STRING, ir.FieldType.FILE, ir.FieldType.STRING_LIST, ir.FieldType.JSON):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return _NO_VALUE
+    return value if _type_ok(ftype, value) else _NO_VALUE
+
+
+def enum_ok(value: Any, enum: tuple[str, ...]) -> bool:
+    """Strings compare as they are, other scalars by their JSON text (so `n: int [enum: "1", "2"]`
+    accepts 1: docs/language.md 2 accepts an enum on any type), a list item by item; an object is
+    not constrained."""
+    if isinstance(value, list):
+        return all(enum_ok(v, enum) for v in value)
+    if isinstance(value, dict):
+        return True
+    return (value if isinstance(value, str) else json.dumps(value)) in enum
+
+
 def schema_problems(schema: ir.Schema, output: Any) -> list[str]:
     """Why ``output`` does not match ``schema`` (empty list = it matches)."""
     if not isinstance(output, dict):
@@ -113,7 +140,7 @@ def schema_problems(schema: ir.Schema, output: Any) -> list[str]:
             problems.append(f"missing field {f.name!r}")
         elif not _type_ok(f.type, output[f.name]):
             problems.append(f"field {f.name!r} should be {f.type.value}, got {type(output[f.name]).__name__}")
-        elif f.enum and output[f.name] not in f.enum:
+        elif f.enum and not enum_ok(output[f.name], f.enum):
             problems.append(f"field {f.name!r} must be one of {', '.join(f.enum)}, got {output[f.name]!r}")
     return problems
 

@@ -43,6 +43,7 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str | None = None
     version: str | None = None
+    schema_version: int | None = None  # 1 (the default); others are refused (dsl.md 6)
     requires: Requires = Requires()
 
 
@@ -101,6 +102,10 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             diags.append(make("L004", Span(display(mpath), 1, 1), f"bad bundle manifest: {msg}",
                               "manifest.yaml holds name, version and requires: {iterion: \"X.Y.Z\"}"))
+        if out.manifest and out.manifest.schema_version not in (None, 1):
+            diags.append(make("L004", Span(display(mpath), _line_of(text, "schema_version"), 1),
+                              f"manifest schema_version {out.manifest.schema_version} is not supported (only 1)",
+                              "write schema_version: 1, or leave it out"))
         if out.manifest and out.manifest.requires.iterion:
             need = out.manifest.requires.iterion
             if parse_version(need) is None:
@@ -130,7 +135,7 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
 def _markdown_files(tree: SourceTree, folder: Path, what: str, diags: list[Diagnostic]) -> Iterator[tuple[Path, str]]:
     """The ``*.md`` files of a bundle folder with their text; an unreadable one is reported (L001)."""
     for p in tree.listdir(folder):
-        if p.suffix != ".md":
+        if p.suffix.lower() != ".md":  # "prompts/*.md (any case ...)" (dsl.md 6)
             continue
         try:
             text = tree.read_text(p)

@@ -41,7 +41,7 @@ from iterion.dsl.grammar import (
 )
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
-from iterion.dsl.values import kind_of, parse_duration, to_py, type_matches
+from iterion.dsl.values import kind_of, parse_duration, preset_value_matches, to_py, type_matches
 from iterion.envsubst import unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
@@ -145,9 +145,10 @@ class Compiler:
                  f'write {prop.name}: "..."')
         return None
 
-    def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103") -> str | None:
+    def choice(self, prop: ast.Property, owner: str, choices: tuple[str, ...], code: str = "C103",
+               quoted_ok: bool = False) -> str | None:
         v = prop.value
-        if isinstance(v, ast.Literal) and isinstance(v.value, str) and code != "C027":
+        if isinstance(v, ast.Literal) and isinstance(v.value, str) and not quoted_ok:
             # a name is needed, not a string (docs/language.md §7: a wrong token is a syntax error); only
             # reasoning_effort may be quoted
             self.err("P008", v.span, f"'{prop.name}' of {owner} takes a name, not a quoted string",
@@ -252,7 +253,7 @@ class Compiler:
                         span = Located(self.read(Path(exc.path)), Span(display(Path(exc.path)), 1, 1)).span_at(exc.offset)
                     except (OSError, UnicodeDecodeError):
                         span = Span(display(Path(exc.path)), 1, 1)
-                if "include cycle" in exc.message or "cannot read" in exc.message:
+                if exc.include or "include cycle" in exc.message or "cannot read" in exc.message:
                     self.err("L003", span, f"in prompt '{decl.name}': {exc.message}",
                              "include paths are relative to the file that holds the {{include}}")
                 elif exc.path:  # malformed marker inside an included file
@@ -431,7 +432,7 @@ class Compiler:
                          suggest(prop.name, tuple(self.vars)) if self.vars else "declare it under vars:")
                 continue
             value = to_py(prop.value)
-            if not type_matches(value, var.type.value):
+            if not preset_value_matches(value, var.type.value):
                 self.err("C071", prop.value.span,
                          f"preset '{p.name}' gives var '{prop.name}' {kind_of(prop.value)}, but its type is {var.type.value}")
                 continue
@@ -476,6 +477,8 @@ class Compiler:
         elif name in ("provider", "interaction_model"):
             v = p.value  # kept as written: `${...}` expands when the node runs (docs/language.md §1.7)
             if isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and isinstance(v.value, str)):
+                if isinstance(v, ast.Literal) and isinstance(v.value, str):  # C110, as for model
+                    self.env_subst(v.value, Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1)))
                 setattr(node, name, to_py(v))
             else:
                 self.err("C100", v.span, f"'{name}' of {owner} must be a quoted string, not {kind_of(v)}")
@@ -526,7 +529,11 @@ class Compiler:
             if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
                 node.reasoning_effort = v.value  # expanded when the node runs; not checked (docs/language.md 1.7)
             else:
-                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027")
+                # "quoted values without `$` checked by C027" (dsl.md 2.4); an unquoted one is the
+                # original's E020, an invalid enumerated value (C103, dsl.md 7)
+                quoted = isinstance(v, ast.Literal) and isinstance(v.value, str)
+                node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027" if quoted else "C103",
+                                                    quoted_ok=True)
         elif name == "tools":
             if self.blocks.ref_list(p, owner):
                 node.tools = self.str_list(p, owner) or ()
@@ -702,8 +709,13 @@ class Compiler:
                 text = v.value if isinstance(v, ast.Literal) else None
                 secs = parse_duration(text) if isinstance(text, str) else (
                     float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else None)
-                if secs is None or secs <= 0:
-                    self.err("C103", v.span, f"max_duration in {where} must be a duration like \"30m\" or \"1h30m\"")
+                if secs is None and not isinstance(text, str):
+                    self.err("C100", v.span, f"max_duration in {where} must be a quoted duration like \"30m\" or \"1h30m\"")
+                elif secs is None or secs <= 0:
+                    # "unreadable: no limit (as observed)" (dsl.md 2.13): a C1xx fault the original
+                    # accepts is only a warning (7)
+                    self.sink.add("C103", v.span, f"max_duration {text!r} in {where} is not a duration, so the run "
+                                  "has no time limit", 'write it like "30m" or "1h30m"', severity=Severity.WARNING)
                 else:
                     caps["max_duration_s"] = secs
             elif bp.name == "max_cost_usd":

@@ -19,7 +19,13 @@ _SHAPES: dict[NodeKind, tuple[str, str]] = {
 
 
 def _id(name: str) -> str:
-    return {DONE: "t_done", FAIL: "t_fail"}.get(name, f"n_{name}")
+    if name in (DONE, FAIL):
+        return {DONE: "t_done", FAIL: "t_fail"}[name]
+    if name.isascii():
+        return f"n_{name}"
+    # Mermaid ids are ASCII words: a Unicode node name (docs/language.md 1) is spelled by code point,
+    # `_` doubled so no two names meet
+    return "u_" + "".join("__" if c == "_" else c if c.isascii() else f"_{ord(c):x}_" for c in name)
 
 
 def _label(text: str) -> str:

@@ -14,12 +14,15 @@ NODE_KINDS = ("agent", "judge", "router", "human", "tool", "compute", "fail")
 NAMED_EXTENSIONS = ("mcp_server", "cursor")
 BLOCK_EXTENSIONS = ("sandbox", "compaction", "tool_policy", "capabilities", "mcp", "memory")
 # Kept like BLOCK_EXTENSIONS, but only as a workflow setting (resume-and-rewind.md lists
-# `permission:` among the workflow-scope settings).
-WORKFLOW_EXTENSIONS = (*BLOCK_EXTENSIONS, "permission")
+# `permission:` among the workflow-scope settings). `memory:` is an agent/judge block only
+# (dsl.md 2.9), so a workflow `memory:` is an unknown property like in the original.
+WORKFLOW_EXTENSIONS = (*(b for b in BLOCK_EXTENSIONS if b != "memory"), "permission")
 
+# dsl.md 2.1: the top level holds vars/presets/attachments, the named declarations, import and
+# the workflow; anything else (a top-level `sandbox:` too) is an unknown keyword (P006).
 TOP_LEVEL_KEYWORDS = (
     "vars", "presets", "attachments", "prompt", "schema", *NODE_KINDS, "import", "workflow",
-    *NAMED_EXTENSIONS, *BLOCK_EXTENSIONS,
+    *NAMED_EXTENSIONS,
 )
 
 TYPES = ("string", "bool", "int", "float", "json", "string[]", "file")
@@ -35,16 +38,17 @@ NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
     "agent": _LLM + BLOCK_EXTENSIONS,
     "judge": _LLM + BLOCK_EXTENSIONS,
     # a router takes no await, input or output, a human no backend: unknown properties (dsl.md §2.5, §2.6)
-    "router": ("mode", "model", "backend", "provider", "system", "user", "multi", "reasoning_effort",
-               "max_tokens"),
+    "router": ("mode", "model", "backend", "provider", "system", "user", "multi", "reasoning_effort"),
     "human": ("input", "output", "instructions", "interaction", "interaction_prompt", "interaction_model",
               "min_answers", "model", "system", "publish", "await"),
-    "tool": ("command", "script", "language", "input", "output", "publish", "await", *BLOCK_EXTENSIONS),
-    "compute": ("input", "output", "expr", "publish", "await"),
+    # a tool takes no publish (dsl.md 2.7) and of the shared blocks only sandbox (2.9); a compute
+    # only input/output/await/expr (2.8)
+    "tool": ("command", "script", "language", "input", "output", "await", "sandbox"),
+    "compute": ("input", "output", "expr", "await"),
     "fail": ("code", "message", "resumable"),
 }
 
-LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort", "max_tokens")
+LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort")
 
 WORKFLOW_PROPERTIES = ("entry", "budget", "worktree", "default_backend", "interaction", "attachments",
                        "push_checkpoints", "push_every", *WORKFLOW_EXTENSIONS)

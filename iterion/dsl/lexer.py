@@ -237,9 +237,14 @@ class _Scanner:
         if end < len(text) and is_ident_start(text[end]):
             raise _LineError(make("P008", self.span(lineno, col), f"malformed number '{src}{text[end]}'",
                                   'quote it if it is a string, e.g. "30m"'))
-        if "." in src:
-            return Token(FLOAT, float(src), lineno, col, src)
-        return Token(INT, int(src), lineno, col, src)
+        value: int | float = float(src) if "." in src else int(src)
+        if value > _MAX_INT or value == float("inf"):  # dsl.md 1.6 "out of range: invalid value" (int64)
+            raise _LineError(make("P008", self.span(lineno, col), f"number {src} is out of range",
+                                  f"the largest number is {_MAX_INT}"))
+        return Token(FLOAT if "." in src else INT, value, lineno, col, src)
+
+
+_MAX_INT = 2**63 - 1  # the original's int64
 
 
 def strict_escape(lines: list[str]) -> bool:
@@ -348,7 +353,9 @@ def block_scalar(phys: list[str], idx: int, file: str) -> tuple[RawText, int]:
             out.append("")
             j += 1
             continue
-        lead = _leading_spaces(ln)
+        # a tab may indent a block scalar (dsl.md 1.2): it counts as one column, as a space does,
+        # so tab-indented content ends at the next line indented less, not at the end of the file
+        lead = len(ln) - len(ln.lstrip(" \t"))
         if ind is None:
             ind = lead
         elif lead < ind:

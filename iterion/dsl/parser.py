@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from iterion.dsl import ast
-from iterion.dsl.diagnostics import Diagnostic, make
+from iterion.dsl.diagnostics import Diagnostic, Severity, make
 from iterion.dsl.grammar import (
     ATTACHMENT_PROPERTIES,
     KEYWORDS,
     NAMED_EXTENSIONS,
     NODE_KINDS,
     NODE_PROPERTIES,
+    TERMINAL_NAMES,
     TOP_LEVEL_KEYWORDS,
     WORKFLOW_BODY_KEYWORDS,
     WORKFLOW_PROPERTIES,
@@ -26,6 +27,7 @@ from iterion.dsl.lexer import DOTTED, FLOAT, IDENT, INT, STRING, Line, Token, it
 from iterion.ir import Span
 
 _T = TypeVar("_T")
+MAX_SOURCE_BYTES = 10 * 1024 * 1024  # docs/language.md 1.1
 _MAX_NESTING = 100  # indentation levels and list/map nesting (docs/language.md §1.1); recursion stays far from its limit
 
 
@@ -40,6 +42,11 @@ def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
     Streaming: each top-level block is parsed as soon as the lexer has produced its last line,
     and its tokens are then dropped; only the syntax tree grows with the file.
     """
+    if len(text) > MAX_SOURCE_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
+        # dsl.md 1.1 "at most 10 MiB"; §7 "size or nesting limit → P008"
+        return ast.File(file, (), Span(file, 1, 1)), [make(
+            "P008", Span(file, 1, 1), f"{file} is larger than the 10 MiB a workflow source may hold",
+            "split it: import \"lib/part.bot\" adds another file's declarations")]
     lex_diags: list[Diagnostic] = []
     tree_diags: list[Diagnostic] = []
     parse_diags: list[Diagnostic] = []
@@ -158,11 +165,20 @@ class _Parser:
                            "names are a letter then letters, digits or '_'")
         return t, pos + 1
 
-    def no_children(self, line: Line, what: str) -> None:
+    def expect_name(self, line: Line, pos: int, what: str) -> tuple[Token, int]:
+        """A declared name: an identifier other than ``inherit_if_available``, which "is never a
+        name" (docs/language.md 1: the original lexes it as a keyword, so it is a wrong token, P008)."""
+        t, after = self.expect_ident(line, pos, what)
+        if t.value == "inherit_if_available":
+            raise self.err("P008", _tok_span(self.file, t), f"expected {what}, found the keyword 'inherit_if_available'",
+                           "it is only a session value; pick another name")
+        return t, after
+
+    def no_children(self, line: Line, what: str, code: str = "P001", hint: str | None = None) -> None:
         for child in line.children:
             if not child.broken:
-                self.diags.append(make("P001", self.span(child), f"unexpected indented line under {what}",
-                                       "only a line ending with ':' opens a block"))
+                self.diags.append(make(code, self.span(child), f"unexpected indented line under {what}",
+                                       hint or "only a line ending with ':' opens a block"))
                 return
 
     def each_child(self, line: Line) -> list[Line]:
@@ -188,10 +204,14 @@ class _Parser:
         name: str | None = None
         name_span: Span | None = None
         if named:
-            t, pos = self.expect_ident(line, pos, f"a name after '{keyword}'")
+            t, pos = self.expect_name(line, pos, f"a name after '{keyword}'")
             name, name_span = str(t.value), _tok_span(self.file, t)
         pos = self.expect_punct(line, pos, ":", f"'{keyword}{' ' + name if name else ''}'")
         self.expect_end(line, pos, f"'{keyword}{' ' + name if name else ''}:'")
+        if name in TERMINAL_NAMES and keyword in ("prompt", "schema", "cursor") and name_span is not None:
+            # dsl.md 7: a prompt, schema or cursor named done/fail is the original's E011, like a node
+            raise self.err("C042", name_span, f"a {keyword} cannot be named '{name}': it is a built-in terminal",
+                           f"rename it, e.g. {keyword} {name}_{keyword}:")
         return name, name_span
 
     # --- values -------------------------------------------------------------------------------
@@ -249,6 +269,8 @@ class _Parser:
                     continue
                 if pos < len(toks) and toks[pos].is_punct("}"):
                     continue
+                if pos < len(toks) and toks[pos].line > toks[pos - 1].line:
+                    continue  # "separated by commas and/or newlines" (dsl.md 3.1)
                 raise self._expected(line, pos, "',' or '}' in the map")
         raise self.err("P008", sp, f"expected a value, found {_describe(t)}")
 
@@ -289,6 +311,11 @@ class _Parser:
         name = str(t.value)
         toks = line.tokens
         if pos + 1 < len(toks) and toks[pos].is_punct("[") and toks[pos + 1].is_punct("]"):
+            if not (toks[pos].line == t.line == toks[pos + 1].line and toks[pos].col == t.col + len(t.text)
+                    and toks[pos + 1].col == toks[pos].col + 1):
+                # "`string[]` is one token" (docs/language.md 1)
+                raise self.err("P008", _tok_span(self.file, toks[pos]), f"'{name}[]' is written without spaces",
+                               f"write {name}[]")
             name += "[]"
             pos += 2
         return ast.TypeRef(name, _tok_span(self.file, t)), pos
@@ -430,6 +457,7 @@ class _Parser:
         wvars: list[ast.VarDecl] = []
         watts: list[ast.AttachmentDecl] = []
         edges: list[ast.EdgeDecl] = []
+        vars_line: int | None = None
         for child in self.each_child(line):
             try:
                 toks = child.tokens
@@ -441,12 +469,24 @@ class _Parser:
                     edges.append(self.edge(child))
                 elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
                     self.header(child, "vars", named=False)
-                    wvars.extend(self.var_lines(child))
+                    if vars_line is not None:
+                        # "a second vars: block in the body replaces the first (as observed)" (docs/language.md 2)
+                        self.diags.append(make("C105", self.span(child), f"{owner} has a second vars: block; it "
+                                               f"replaces the one at line {vars_line}", "merge them into one block",
+                                               severity=Severity.WARNING))
+                    vars_line = child.line
+                    wvars = self.var_lines(child)
                 elif toks[0].is_ident("attachments") and len(toks) >= 2 and toks[1].is_punct(":"):
                     watts.extend(self.attachments(child).attachments)
                 elif toks[0].kind == IDENT and (len(toks) < 2 or not toks[1].is_punct(":")):
                     raise self.err("P006", _tok_span(self.file, toks[0]),
                                    f"unknown statement in {owner}: expected a property 'name: value' or an edge 'a -> b'",
+                                   suggest(str(toks[0].value), (*WORKFLOW_PROPERTIES, "vars")))
+                elif toks[0].kind == IDENT and str(toks[0].value) not in (*WORKFLOW_PROPERTIES, "vars"):
+                    # dsl.md 7: an unknown keyword in the workflow body is P006 (P007 is for the
+                    # properties of nodes and of the blocks nested in them)
+                    raise self.err("P006", _tok_span(self.file, toks[0]),
+                                   f"unknown keyword {toks[0].value!r} in {owner}",
                                    suggest(str(toks[0].value), (*WORKFLOW_PROPERTIES, "vars")))
                 else:
                     props.append(self.property(child, (*WORKFLOW_PROPERTIES, "vars"), owner))
@@ -457,8 +497,8 @@ class _Parser:
 
     def edge(self, line: Line) -> ast.EdgeDecl:
         toks = line.tokens
-        src_t, _ = self.expect_ident(line, 0, "the edge source")
-        dst_t, pos = self.expect_ident(line, 2, "the edge target after '->'")
+        src_t, _ = self.expect_name(line, 0, "the edge source")
+        dst_t, pos = self.expect_name(line, 2, "the edge target after '->'")
         when: ast.WhenClause | None = None
         loop: ast.LoopClause | None = None
         with_map: ast.MapValue | None = None
@@ -497,7 +537,9 @@ class _Parser:
                 dup = t.kind == IDENT and str(t.value) in ("when", "as", "with")
                 raise self.err("P008", sp, f"{'duplicate' if dup else 'unexpected'} {_describe(t)} in edge",
                                "an edge is: SRC -> DST [when COND] [as LOOP(N)] [with { key: \"template\" }]")
-        self.no_children(line, "an edge")
+        # "a clause on the next line" is a missing or wrong token, P008 (dsl.md 7)
+        self.no_children(line, "an edge", "P008", "an edge is one line: write its when/as/with clauses after "
+                         "the target (only a with { } map may continue on the following lines)")
         return ast.EdgeDecl(ast.Ident(str(src_t.value), _tok_span(self.file, src_t)),
                             ast.Ident(str(dst_t.value), _tok_span(self.file, dst_t)),
                             when, loop, with_map, self.span(line))

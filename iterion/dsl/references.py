@@ -3,7 +3,7 @@ by the time the consumer runs?
 
 Parsing is ``iterion.templates`` / ``iterion.expr``'s job; this module only maps their
 offsets to file:line:col (via ``Located``) and checks each reference against the workflow:
-C004/C040 (syntax), C017, C029, C031-C036, C053, C054, C106. Fields named ``_...`` are
+C004/C040 (syntax), C017, C029, C031-C036, C053, C054, C106; in a `when` expression only C014. Fields named ``_...`` are
 runtime fields nodes add to outputs (``_session_id``, ``_tokens``...): exempt from C031/C032.
 """
 
@@ -36,8 +36,9 @@ class _Checker:
             try:
                 got = template_references(loc.text)
             except TemplateSyntaxError as exc:
-                self.sink.add("C004", loc.span_at(exc.offset), exc.message,
-                              "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
+                if not exc.include:  # an include that cannot be expanded is the compiler's L003 (dsl.md 6)
+                    self.sink.add("C004", loc.span_at(exc.offset), exc.message,
+                                  "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
                 got = []
             self._template_cache[loc] = got
         return got
@@ -61,7 +62,7 @@ class _Checker:
         wf = self.wf
         if ns == "vars":
             if name not in wf.vars:
-                self.sink.add("C033", span, f"undeclared var '{name}' in {{vars.{name}}}",
+                self.sink.add("C033", span, f"undeclared var '{name}' in {{{{vars.{name}}}}}",
                               suggest(name, tuple(wf.vars)) if wf.vars else "declare it under vars:")
         elif ns == "input":
             self.input_field(name, span, consumer)
@@ -82,6 +83,21 @@ class _Checker:
             if name not in wf.loops:
                 self.sink.add("C106", span, f"unknown loop '{name}'",
                               suggest(name, tuple(wf.loops)) if wf.loops else "loops are declared on edges: a -> b as NAME(N)")
+
+    def when_reference(self, ref: Reference, loc: Located, src: str) -> None:
+        """A `when "EXPRESSION"`: "`outputs.SRC.f` references are checked against SRC's schema
+        (C014); bare names are not checked" (docs/language.md 3); nothing else in it is (5)."""
+        path = ref.path
+        node = self.wf.nodes.get(src)
+        if ref.namespace != "outputs" or len(path) < 2 or path[0] != src or node is None:
+            return
+        f = path[1]
+        schema = node.output_schema
+        if f.startswith("_") or f == "history" or schema is None or schema.field(f) is not None:
+            return
+        self.sink.add("C014", loc.span_at(ref.offset),
+                      f"'outputs.{src}.{f}': '{f}' is not a field of schema '{schema.name}' (output of '{src}')",
+                      suggest(f, tuple(x.name for x in schema.fields)))
 
     def input_field(self, name: str, span: Span, consumer: str | None) -> None:
         if not consumer:
@@ -158,10 +174,13 @@ def check_references(wf: Workflow, g: Graph, sources: Sources, sink: Sink) -> No
                 c.check(ref, loc, node_id, via_edge=False)
     for idx, items in sources.edge_templates.items():
         edge = wf.edges[idx]
-        for _key, loc in items:
-            for ref in c.template(loc):
+        for key, loc in items:
+            refs = c.template(loc)  # malformed: C004, loop bounds included
+            if key == "loop bound":
+                continue  # a bound's references are resolved at run time, unchecked (dsl.md 3.5, 5.1)
+            for ref in refs:
                 c.check(ref, loc, edge.src, via_edge=True)
     for idx, loc in sources.edge_exprs.items():
         edge = wf.edges[idx]
         for ref in c.expression(loc, f"condition of {edge.src} -> {edge.dst}"):
-            c.check(ref, loc, edge.src, via_edge=True)
+            c.when_reference(ref, loc, edge.src)

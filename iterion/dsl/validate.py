@@ -23,8 +23,6 @@ from iterion.ir import (
     Workflow,
 )
 
-_TOOL_FIELDS = {"stdout": FieldType.STRING, "stderr": FieldType.STRING, "exit_code": FieldType.INT}
-
 
 def validate(wf: Workflow, sources: Sources, sink: Sink) -> None:
     g = Graph(wf)
@@ -94,18 +92,7 @@ def _check_when_field(wf: Workflow, node_id: str, e: Edge, sink: Sink) -> None:
         if schema is None:
             return  # a condition router routes on its input; without a schema nothing is known
     if schema is None:
-        if node.kind is NodeKind.TOOL:
-            ftype = _TOOL_FIELDS.get(name)
-            if ftype is None:
-                sink.add("C014", e.span, f"tool '{node_id}' has no output schema; its output is {{stdout, stderr, exit_code}}, not '{name}'",
-                         "declare output: SCHEMA (the command prints one JSON object) or use a quoted expression")
-            else:
-                sink.add("C013", e.span, f"'when {name}': field '{name}' of tool '{node_id}' is {ftype.value}, not bool",
-                         f'use a quoted expression, e.g. when "outputs.{node_id}.exit_code == 0"')
-            return
-        sink.add("C014", e.span, f"'when {name}': '{node_id}' has no output schema",
-                 f"declare output: SCHEMA on '{node_id}' with a bool field '{name}'")
-        return
+        return  # "If SRC has an output schema, FIELD must exist (C014) and be bool (C013)" (dsl.md 3.1)
     f = schema.field(name)
     if f is None:
         sink.add("C014", e.span, f"'when {name}': '{name}' is not a field of schema '{schema.name}' (output of '{node_id}')",

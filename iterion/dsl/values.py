@@ -40,6 +40,17 @@ def type_matches(value: Any, typ: str) -> bool:
     return True  # json
 
 
+def preset_value_matches(value: Any, typ: str) -> bool:
+    """A preset's literal kind for a var type (docs/language.md 2, C071): "string for string/json/string[],
+    int or float for float, else same". A bundle's YAML preset may also give string[] a list of
+    strings and json a list or mapping (no `.bot` literal has those kinds)."""
+    if typ == "json":
+        return isinstance(value, (str, list, dict))
+    if typ == "string[]":
+        return isinstance(value, str) or type_matches(value, typ)
+    return type_matches(value, typ)
+
+
 def parse_duration(text: str) -> float | None:
     """``"30m"``, ``"1h30m"``, ``"90s"`` -> seconds; None if unreadable."""
     s = text.strip()

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from iterion.backends.schema import enum_ok
 from iterion.datafile import DataFileError, loads_json
 from iterion.engine.errors import AnswerError, NodeFailure
 from iterion.failure_codes import FailureCode
@@ -40,7 +41,7 @@ def schema_problems(schema: Schema, data: Any) -> list[str]:
         value = data[f.name]
         if not _type_ok(f, value):
             problems.append(f"field {f.name!r} should be {f.type.value}, got {json.dumps(value)[:80]}")
-        elif f.enum and value not in f.enum:
+        elif f.enum and not enum_ok(value, f.enum):
             problems.append(f"field {f.name!r} is {value!r}, not one of {', '.join(f.enum)}")
     return problems
 

@@ -96,17 +96,15 @@ def with_value(template: str, scope: Mapping[str, Any], source_output: Mapping[s
     reference and several references are rendered: a deliberate difference, §9).
     ``{{input.X}}`` reads the edge source's output, falling back to the scope's input."""
     from iterion.engine.context import render_text
-    from iterion.engine.errors import NodeFailure
     from iterion.expr import Reference, resolve_reference
-    from iterion.failure_codes import FailureCode
-    from iterion.templates import RawReference, TemplateRenderError, TemplateSyntaxError, parse_template
+    from iterion.templates import TemplateRenderError, TemplateSyntaxError, parse_template
 
     local = {**scope, "input": {**dict(scope.get("input") or {}), **dict(source_output)}}
     try:
         pieces = parse_template(template)
     except TemplateSyntaxError:
         pieces = []
-    if len(pieces) == 1 and isinstance(pieces[0], Reference) and not isinstance(pieces[0], RawReference):
+    if len(pieces) == 1 and isinstance(pieces[0], Reference):  # `{{!ref}}` too: "`!` has no effect in with values"
         ref = pieces[0]
 
         def error(message: str, offset: int) -> TemplateRenderError:
@@ -114,6 +112,10 @@ def with_value(template: str, scope: Mapping[str, Any], source_output: Mapping[s
 
         try:
             return resolve_reference(ref, local, error)
-        except TemplateRenderError as exc:
-            raise NodeFailure(FailureCode.TEMPLATE_FAILED, f"node {node}: {what}: {exc.message}", node=node) from None
+        except TemplateRenderError:
+            if what.startswith("with _"):
+                # a runtime key (`_session_id`...) whose value does not exist is absent data, not the
+                # marker text: `inherit_if_available` then starts fresh, `inherit` says what is missing
+                return None
+            return template  # names nothing yet: "stays in the text as written" (docs/language.md 5.2)
     return render_text(template, dict(local), node, what, "with")

@@ -134,8 +134,13 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
     fallback: Edge | None = None
     for edge in candidates:
         if edge.unconditional:
+            # "else the first non-conditional edge not skipped" (dsl.md 3.3): an exhausted loop edge
+            # is skipped, so `polish -> polish as passes(3)` then `polish -> done` falls through
             if fallback is None:
-                fallback = edge
+                if loop_exhausted(edge, state, scope):
+                    exhausted.append(edge)
+                else:
+                    fallback = edge
             continue
         if condition_holds(edge, output, scope, evaluate, warn):
             if loop_exhausted(edge, state, scope):
@@ -143,9 +148,7 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
                 continue
             return edge
     if fallback is not None:
-        if not loop_exhausted(fallback, state, scope):
-            return fallback
-        exhausted.append(fallback)
+        return fallback
     if not candidates:
         raise NodeFailure(FailureCode.NO_OUTGOING_EDGE, f"node {node} has no outgoing edge", node=node)
     if exhausted:
@@ -157,8 +160,48 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
                       node=node)
 
 
-def take_edge(edge: Edge, state: RunState, output: Mapping[str, Any]) -> None:
-    """Loop bookkeeping for a taken edge: the closing edge counts one iteration of its loop."""
+def loop_body(wf: Workflow, loop: str) -> frozenset[str]:
+    """The nodes on the cycles a loop's edges close: from each loop edge's target back to its
+    source, without crossing another loop's edges (an outer loop's back edge is not this body)."""
+    usable = [e for e in wf.edges if e.loop in (None, loop)]
+
+    def closure(start: str, forward: bool) -> set[str]:
+        seen, todo = {start}, [start]
+        while todo:
+            n = todo.pop()
+            for e in usable:
+                a, b = (e.src, e.dst) if forward else (e.dst, e.src)
+                if a == n and b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+
+    body: set[str] = set()
+    for e in wf.edges:
+        if e.loop == loop:
+            body |= closure(e.dst, True) & closure(e.src, False)
+    return frozenset(body)
+
+
+def reset_entered_loops(wf: Workflow, edge: Edge, state: RunState) -> None:
+    """"The counter resets to 0 when a non-loop edge enters one of the loop's entry nodes (targets of
+    its loop edges) from outside the loop body, so a nested loop gets a fresh budget each outer
+    round" (docs/language.md 3)."""
+    if edge.loop is not None:
+        return
+    for e in wf.edges:
+        if e.loop is None or e.dst != edge.dst or e.loop not in state.loops:
+            continue
+        if edge.src not in loop_body(wf, e.loop):
+            with state.lock:
+                state.loop(e.loop).iteration = 0
+
+
+def take_edge(edge: Edge, state: RunState, output: Mapping[str, Any], wf: Workflow | None = None) -> None:
+    """Loop bookkeeping for a taken edge: the closing edge counts one iteration of its loop; a plain
+    edge entering a loop from outside resets that loop's counter (``wf`` given)."""
+    if wf is not None:
+        reset_entered_loops(wf, edge, state)
     if edge.loop is None:
         return
     with state.lock:

@@ -28,7 +28,7 @@ from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.envsubst import expand_launch
-from iterion.ir import SchemaField, Workflow
+from iterion.ir import FieldType, SchemaField, Workflow
 from iterion.permissions import build_policy
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
@@ -63,7 +63,11 @@ class LaunchOptions:
     push_every: int | None = None                           # --push-every N
 
 
-def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[str, Any]:
+def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
+                 warnings: list[str] | None = None) -> dict[str, Any]:
+    """Defaults < preset < ``--var`` values, each coerced to its var's type (docs/language.md 2). A value
+    that does not coerce is kept as written and described in ``warnings`` ("a failed coercion
+    keeps the raw value with a warning"); a json var that is not JSON is that text."""
     # string defaults and --var values are env-expanded at run start ($N, ${N}; dsl.md 1.7)
     values: dict[str, Any] = {n: expand_launch(v.default, os.environ) if isinstance(v.default, str) else v.default
                               for n, v in wf.vars.items() if v.has_default}
@@ -77,13 +81,19 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any]) -> dict[
         if var is None:
             known = ", ".join(sorted(wf.vars)) or "none declared"
             raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
+        value = expand_launch(text, os.environ) if isinstance(text, str) else text
         try:
-            values[key] = coerce_value(SchemaField(key, var.type),
-                                       expand_launch(text, os.environ) if isinstance(text, str) else text)
+            values[key] = coerce_value(SchemaField(key, var.type), value)
         except AnswerError as exc:
-            shown = text if not isinstance(text, str) or len(text) <= 80 else text[:77] + "..."
-            why = exc.reason or f"is not a valid {var.type.value}"
-            raise EngineError(f"--var {key}={shown!r} {why}") from None
+            unsafe = (exc.reason or "").lower()
+            if any(w in unsafe for w in ("finite", "deep", "nan", "infinity", "large", "out of range")):
+                # bounded inputs: a non-finite number or a too-deep document is refused, never kept
+                raise EngineError(f"--var {key}: {exc.reason}") from None
+            values[key] = value
+            if var.type is not FieldType.JSON and warnings is not None:
+                shown = value if not isinstance(value, str) or len(value) <= 80 else value[:77] + "..."
+                why = exc.reason or f"is not a valid {var.type.value}"
+                warnings.append(f"--var {key}={shown!r} {why}; kept as text")
     missing = sorted(n for n in wf.vars if n not in values)
     if missing:
         raise EngineError(f"var {', '.join(missing)} has no default and was not given",
@@ -121,7 +131,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     options = options or LaunchOptions()
     src = compiled or compile_source(path)  # raises InvalidWorkflow before anything exists
     wf = src.workflow
-    values = resolve_vars(wf, options.preset, options.vars)
+    var_warnings: list[str] = []
+    values = resolve_vars(wf, options.preset, options.vars, var_warnings)
     check_attachments(wf, options.attachments)
     ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
     layers = [options.permission] if options.permission else []
@@ -195,6 +206,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                                           "file": doc.file_path,
                                           "digest": src.digest, "workspace": str(run_workspace),
                                           "mode": mode.value, "mechanism": versioning.mechanism})
+        for text in var_warnings:
+            emit(ev.WARNING, None, None, {"message": text})
         for gap in not_enforced(wf):  # said once, at the start: declared blocks this engine does not execute
             emit(ev.WARNING, gap["node"], None, {"code": FEATURE_NOT_ENFORCED, **gap})
         # nothing executed yet: a failure before the first boundary still has a restart point

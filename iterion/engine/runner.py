@@ -158,6 +158,9 @@ class Runner:
         ctx.emit(ev.NODE_STARTED, nid, it, {"kind": node.kind.value, "resumed": resumed})
         with st.lock:
             node_input = dict(st.inputs.get(nid, {}))
+            if nid == wf.entry:
+                # "the entry node's input is the run's vars" (docs/language.md 2), its with values on top
+                node_input = {**st.vars, **node_input}
         scope = build_scope(wf, st, input=node_input, attachments=ctx.attachments,
                             history_nodes=ctx.in_cycles)
         call = NodeCall(node, it, node_input, scope, answers=answers, pending=pending)
@@ -222,7 +225,7 @@ class Runner:
 
     def _take(self, edge: Edge, outcome: StepOutcome) -> None:
         st, ctx = self.state, self.ctx
-        take_edge(edge, st, outcome.output)
+        take_edge(edge, st, outcome.output, self.wf)
         if edge.loop is not None:
             ctx.emit(ev.LOOP_ITERATION, edge.src, None, {"loop": edge.loop, "iteration": st.loop(edge.loop).iteration,
                                                           "max": edge.loop_max})

@@ -6,7 +6,7 @@ finds the background children a shell leaves behind when it exits (``procgroup``
 
 The command text reaching ``sh -c`` is already safe: every substituted value was written as a
 single-quoted shell word by ``iterion.templates.render`` (``iterion.shellquote``). The argv is
-fixed (``/bin/sh -c TEXT`` or ``INTERPRETER FILE``); the script file is a fresh temporary file
+fixed (``bash -c TEXT`` or ``INTERPRETER FILE``); the script file is a fresh temporary file
 outside the workspace, created with ``mkstemp`` (no name a value could choose).
 """
 
@@ -31,7 +31,9 @@ from iterion.engine.procgroup import ChildrenLeft, child_grace_s, settle_group
 _INTERPRETERS: dict[str, list[str]] = {
     "sh": ["sh"],
     "bash": ["bash"],
-    "python": [sys.executable],
+    # dsl.md 2.7: `py`/`python`/`python3` run with python3 (the one on PATH, where the author's
+    # packages are; this process's interpreter only when there is none)
+    "python": [shutil.which("python3") or sys.executable],
     "node": ["node"],
 }
 _SUFFIX = {"sh": ".sh", "bash": ".sh", "python": ".py", "node": ".js"}
@@ -121,7 +123,10 @@ def _read_all(fh: IO[bytes]) -> bytes:
 
 def run_command(command: str, *, cwd: Path, env: dict[str, str], token: CancelToken,
                 check: Callable[[], None] | None = None) -> ProcResult:
-    return run_process(["/bin/sh", "-c", command], cwd=cwd, env=env, token=token, check=check)
+    # dsl.md 2.7: "A command runs as `bash -c`" (bashisms such as [[ ]] or pipefail work); /bin/sh
+    # only on a host without bash
+    shell = shutil.which("bash") or "/bin/sh"
+    return run_process([shell, "-c", command], cwd=cwd, env=env, token=token, check=check)
 
 
 def run_script(script: str, language: str, *, cwd: Path, env: dict[str, str], token: CancelToken,

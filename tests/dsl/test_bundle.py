@@ -130,6 +130,26 @@ def test_bundle_requiring_a_newer_engine_is_refused(tmp_path: Path) -> None:
     assert [x.code for x in load_workflow(botz, env={}).diagnostics] == ["BOT_REQUIRES_NEWER_ENGINE"]
 
 
+def test_manifest_schema_version_other_than_1_is_refused(tmp_path: Path) -> None:
+    # dsl.md 6: "schema_version (1, the default; others refused)"
+    src = tmp_path / "v"
+    shutil.copytree(BUNDLE, src)
+    (src / "manifest.yaml").write_text("name: v\nschema_version: 1\n")
+    assert load_workflow(src, env={}).diagnostics == []
+    (src / "manifest.yaml").write_text("name: v\nschema_version: 2\n")
+    assert [(d.code, d.span.line) for d in load_workflow(src, env={}).diagnostics] == [("L004", 2)]
+
+
+def test_bundle_prompt_files_match_md_in_any_case(tmp_path: Path) -> None:
+    # dsl.md 6: "prompts/*.md (any case; subdirectories ignored)"
+    src = tmp_path / "c"
+    shutil.copytree(BUNDLE, src)
+    md = sorted((src / "prompts").glob("*.md"))[0]
+    md.rename(md.with_suffix(".MD"))
+    result = load_workflow(src, env={})
+    assert result.diagnostics == [] and md.stem in result.workflow.prompts  # type: ignore[union-attr]
+
+
 def test_bad_manifest_and_missing_main(tmp_path: Path) -> None:
     src = tmp_path / "b"
     shutil.copytree(BUNDLE, src)

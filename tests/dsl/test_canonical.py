@@ -83,7 +83,7 @@ def test_there_are_fixtures() -> None:
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_comments_blank_lines_and_order_are_not_changes(path: Path, data: st.DataObject) -> None:
-    text = path.read_text()
+    text = path.read_text().removeprefix("\ufeff")  # a BOM leads the file only; moved blocks would carry it
     # a `## strict-escape: on` directive belongs to the file's opening lines: it stays first
     head, body = ("", text) if not text.startswith("## strict-escape") else text.split("\n", 1)
     blocks = _blocks(body)
@@ -190,8 +190,8 @@ def test_expression_spelling_is_not_a_change() -> None:
 
 
 def test_property_order_and_map_key_order_are_not_changes() -> None:
-    text = BASE.replace('tool a:\n  command: "x"\n', 'tool a:\n  command: "x"\n  publish: art\n')
-    swapped = BASE.replace('tool a:\n  command: "x"\n', 'tool a:\n  publish: art\n  command: "x"\n')
+    text = BASE.replace('tool a:\n  command: "x"\n', 'tool a:\n  command: "x"\n  output: s\n')
+    swapped = BASE.replace('tool a:\n  command: "x"\n', 'tool a:\n  output: s\n  command: "x"\n')
     assert _enc(text) == _enc(swapped)
     with1 = BASE.replace("  a -> c\n", '  a -> c with { x: "1", y: "2" }\n')
     with2 = BASE.replace("  a -> c\n", '  a -> c with { y: "2", x: "1" }\n')

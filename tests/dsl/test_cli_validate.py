@@ -71,3 +71,14 @@ def test_help_texts_have_examples() -> None:
     for cmd in ("validate", "diagram"):
         proc = run_cli(cmd, "--help")
         assert proc.returncode == 0 and "Example: iterion " + cmd in proc.stdout
+
+
+def test_diagram_ids_of_unicode_names_are_ascii() -> None:
+    from iterion.dsl import load_workflow
+    from iterion.dsl.diagram import to_mermaid
+
+    wf = load_workflow(WF / "unicode_crlf_bom.bot", env={}).workflow
+    assert wf is not None
+    text = to_mermaid(wf)
+    assert "u__e9_tape[" in text and "étape (tool)" in text
+    assert all(line.split("[")[0].split("(")[0].isascii() for line in text.splitlines() if "(tool)" in line)

@@ -108,10 +108,20 @@ def test_template_loop_bound_is_kept_for_run_time() -> None:
     assert edge.loop_max is None and edge.loop_bound == loop.bound
 
 
-def test_template_loop_bound_references_are_checked() -> None:
+def test_template_loop_bound_references_are_resolved_at_run_time_only() -> None:
+    # "Checks ... (`when` and loop bounds only as in §3)" (dsl.md 5.1): an unresolvable bound is 0
+    # at run time (3.5), not a compile error; a malformed marker still is (C004)
     src = ('tool t:\n  command: "x"\nworkflow w:\n  entry: t\n  t -> t when "again" as l("{{vars.nope}}")\n'
            '  t -> done\n')
-    assert [c for c, _, _ in _codes(src)] == ["C033"]
+    assert _codes(src) == []
+    assert [c for c, _, _ in _codes(src.replace("{{vars.nope}}", "{{vars.nope"))] == ["C004"]
+
+
+def test_when_expression_checks_only_outputs_of_its_source() -> None:
+    # "`outputs.SRC.f` references are checked against SRC's schema (C014); bare names are not checked"
+    src = ('schema s:\n  n: int\ntool t:\n  command: "x"\n  output: s\nworkflow w:\n  entry: t\n'
+           '  t -> done when "outputs.t.m > vars.undeclared and outputs.t._tokens > 0 and later"\n  t -> done\n')
+    assert _codes(src) == [("C014", 8, 19)]
 
 
 def test_when_expressions_with_bare_fields_compile() -> None:

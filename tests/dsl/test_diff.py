@@ -70,8 +70,8 @@ def test_node_property_maps_to_that_node(old: str, new: str, node: str, prop: st
 
 
 def test_added_property_and_kind_change_are_reported() -> None:
-    d = _edit('tool edit:\n  command: "echo', 'tool edit:\n  publish: notes\n  command: "echo')
-    assert d.changes[0].detail == "property 'publish' added"
+    d = _edit('tool edit:\n  command: "echo', 'tool edit:\n  await: best_effort\n  command: "echo')
+    assert d.changes[0].detail == "property 'await' added"
     d = _edit("judge review:", "agent review:")
     assert d.changes[0].detail == "kind judge -> agent"
     assert list(d.impacted) == ["review"]
@@ -240,9 +240,9 @@ def test_editing_the_workflow_permission_maps_to_the_entry() -> None:
     assert list(d.impacted) == ["plan"]
 
 
-def test_top_level_sandbox_maps_to_the_entry() -> None:
-    d = _edit("workflow tidy:", 'sandbox:\n  image: "alpine"\n\nworkflow tidy:')
-    assert [c.key for c in d.changes] == [DeclKey("extension", "sandbox")]
+def test_workflow_sandbox_maps_to_the_entry() -> None:
+    d = _edit("  worktree: none\n", '  worktree: none\n  sandbox:\n    image: "alpine"\n')
+    assert [c.key for c in d.changes] == [DeclKey("workflow", "sandbox")]
     assert list(d.impacted) == ["plan"]
 
 

@@ -91,6 +91,18 @@ def test_literals_have_no_references() -> None:
     assert expr_references(parse_expr("1 + length('vars.x')")) == []
 
 
+@pytest.mark.parametrize(("src", "fragment"), [
+    ("length(1, 2)", "takes 1 argument"),
+    ("if(true, 1)", "takes 3 argument"),
+    ("concat()", "at least 1"),
+])
+def test_wrong_arity_is_a_run_time_error(src: str, fragment: str) -> None:
+    # docs/language.md 4: "unknown name: C040; wrong arity: run-time error"
+    node = parse_expr(src)
+    with pytest.raises(ExprEvalError, match=fragment):
+        evaluate(node, {})
+
+
 @pytest.mark.parametrize(("src", "offset", "fragment"), [
     ("", 0, "empty"),
     ("   ", 0, "empty"),
@@ -102,9 +114,6 @@ def test_literals_have_no_references() -> None:
     ("loop.l", 0, "loop.NAME.iteration"),
     ("loop.l.iteration.x", 0, "has no fields"),
     ("foo(1)", 0, "unknown function 'foo'"),
-    ("length(1, 2)", 0, "takes 1 argument"),
-    ("if(true, 1)", 0, "takes 3 argument"),
-    ("concat()", 0, "at least 1"),
     ("1 = 1", 2, "'=='"),
     ("a & b", 2, "'&&'"),
     ("x | y", 2, "'||'"),

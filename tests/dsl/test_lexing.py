@@ -100,6 +100,13 @@ def test_block_scalar_runs_to_the_end_of_the_file_and_may_be_empty() -> None:
     assert _value("tool a:\n  script: |\n", "script") == ""
 
 
+def test_a_tab_indented_block_scalar_ends_at_a_line_indented_less() -> None:
+    # a tab may indent a block scalar (dsl.md 1.2); the workflow below is not swallowed
+    src = "tool a:\n  language: python\n  script: |\n\timport sys\n\t\tprint(1)\n" + TAIL
+    assert _value(src, "script") == "import sys\n\tprint(1)\n\n"  # TAIL opens with a blank line
+    assert _codes(src) == []
+
+
 def test_block_scalar_spans_map_back_to_the_file() -> None:
     src = 'tool a:\n  script: |\n    echo {{vars.nope}}\n' + TAIL.replace("entry: a", "entry: a")
     assert _codes(src) == [("C033", 3, 12)]
@@ -281,3 +288,13 @@ def test_more_than_a_hundred_levels_is_p008() -> None:
     deep = "sandbox:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(101)) + " " * 102 + "x: y\n"
     codes = {(d.code) for d in load_tree({"x.bot": deep}, "x.bot", env={}).diagnostics}
     assert "P008" in codes
+
+
+def test_a_source_over_10_mib_is_p008_and_10_mib_exactly_loads() -> None:
+    # dsl.md 1.1 "at most 10 MiB"; 7 "size or nesting limit → P008"
+    head = 'tool a:\n  command: "x"\n' + TAIL.lstrip("\n")
+    exact = head + "#" * (10 * 1024 * 1024 - len(head) - 1) + "\n"
+    assert len(exact.encode()) == 10 * 1024 * 1024
+    assert _codes(exact) == []
+    assert _codes(exact + "\n") == [("P008", 1, 1)]
+    assert _codes(head + "é" * (5 * 1024 * 1024)) == [("P008", 1, 1)]  # bytes, not characters

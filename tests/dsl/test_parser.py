@@ -135,12 +135,17 @@ def test_prompt_text_may_be_written_in_place() -> None:
 
 
 def test_extension_declarations_are_kept() -> None:
-    src = ('mcp_server gh:\n  command: "gh-mcp"\n  env:\n    A: "1"\ncursor c:\n  scope: "x"\n'
-           'sandbox:\n  image: "py"\nmemory: "file"\n')
+    src = 'mcp_server gh:\n  command: "gh-mcp"\n  env:\n    A: "1"\ncursor c:\n  scope: "x"\n'
     tree, diags = parse(src, "e.bot")
     assert diags == []
     assert [(d.keyword, d.name) for d in tree.decls] == [  # type: ignore[union-attr]
-        ("mcp_server", "gh"), ("cursor", "c"), ("sandbox", None), ("memory", None)]
+        ("mcp_server", "gh"), ("cursor", "c")]
+
+
+def test_shared_blocks_are_not_top_level_declarations() -> None:
+    # dsl.md 2.1 lists the top-level declarations; sandbox/memory/... live in nodes or the workflow
+    _, diags = parse('sandbox:\n  image: "py"\nmemory: "file"\n', "e.bot")
+    assert [(d.code, d.span.line, d.span.column) for d in diags] == [("P006", 1, 1), ("P006", 3, 1)]
 
 
 def test_import_declaration() -> None:

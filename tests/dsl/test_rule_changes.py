@@ -73,7 +73,7 @@ def test_the_convergence_await_rule_is_withdrawn() -> None:
     ('"${EFFORT:-medium}"', []),
     ('"$EFFORT"', []),
     ('"extreme"', ["C027"]),         # a quoted value without $ is still checked
-    ("extreme", ["C027"]),
+    ("extreme", ["C103"]),          # unquoted: an invalid enumerated value (the original's E020, dsl.md 7)
     ("xhigh", []),
 ])
 def test_c027_skips_env_substituted_reasoning_effort(effort: str, codes: list[str]) -> None:

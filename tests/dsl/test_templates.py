@@ -98,12 +98,14 @@ def test_render_values() -> None:
         "sz=12 i=1/3 p=no r=run-7 b=true")
 
 
-def test_render_unknown_reference_names_it() -> None:
-    with pytest.raises(TemplateRenderError) as info:
-        render("hello {{outputs.ghost.field}}", SCOPE)
-    assert info.value.reference == "outputs.ghost.field"
-    assert "outputs.ghost.field" in info.value.message
-    assert info.value.offset == len("hello {{")
+def test_render_keeps_an_unresolvable_reference_as_written() -> None:
+    # dsl.md 5.2: "stays in the text as written", previous_output "renders empty on the first round";
+    # 5.3: a missing value "leaves the {{...}} marker in place" (command), `null` (script)
+    text = "hello {{ outputs.ghost.field }} [{{loop.l.previous_output.x}}]"
+    assert render(text, SCOPE) == "hello {{ outputs.ghost.field }} []"
+    assert render(text, SCOPE, "with") == "hello {{ outputs.ghost.field }} []"
+    assert render("echo {{outputs.ghost.field}}", SCOPE, "shell") == "echo {{outputs.ghost.field}}"
+    assert render("print({{outputs.ghost.field}})", SCOPE, "program") == "print(null)"
 
 
 def test_render_refuses_unexpanded_include_and_malformed_text() -> None:

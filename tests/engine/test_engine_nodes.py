@@ -193,17 +193,43 @@ def test_compute_runtime_error_is_expression_failed(tmp_path: Path, ws: Path, st
     assert "divide" in r.error
 
 
-def test_unresolvable_template_is_template_failed(tmp_path: Path, ws: Path, store: Store) -> None:
+def test_unresolvable_references_stay_as_written(tmp_path: Path, ws: Path, store: Store) -> None:
+    # dsl.md 5.3 "a missing (null) value leaves the {{...}} marker in place" (a command), "null for
+    # missing" (a script); 5.2 "An unresolvable reference ... stays in the text as written" (a with
+    # value, single or not), `loop.N.previous_output...` "renders empty on the first round"
     bot = write_bot(tmp_path / "src", """
         tool t:
-          command: "echo {{input.missing}}"
+          command: "echo {{input.missing}} {{vars.v}}"
+
+        tool s:
+          language: python
+          script: |
+            null = None
+            print({{outputs.t.nothing}} is None)
+
+        tool u:
+          command: "echo {{input.a}} {{input.b}}"
 
         workflow c:
+          vars:
+            v: string = "v1"
           entry: t
-          t -> done
+          t -> s
+          s -> u with { a: "{{outputs.t.nothing}}", b: "x{{outputs.t.nothing}}y{{loop.l.previous_output.f}}", _session_id: "{{outputs.t._session_id}}" }
+          u -> u as l(1)
+          u -> done
     """)
     r = launch(store, bot, ws)
-    assert r.failure_code == "TEMPLATE_FAILED" and "input.missing" in r.error
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["t"]["stdout"] == "{{input.missing}} v1\n"
+    assert r.outputs["s"]["stdout"] == "True\n"
+    assert r.outputs["u"]["stdout"] == "{{outputs.t.nothing}} x{{outputs.t.nothing}}y\n"
+    from iterion.engine.declared import with_value
+
+    # a runtime `_` key whose value does not exist is absent data (None), not the marker text
+    tpl = "{{outputs.t._session_id}}"
+    assert with_value(tpl, {"outputs": {"t": {}}}, {}, "t", "with _session_id on edge t -> u") is None
+    assert with_value(tpl, {"outputs": {"t": {}}}, {}, "t", "with sid on edge t -> u") == tpl
 
 
 def test_with_mapping_becomes_the_targets_input(tmp_path: Path, ws: Path, store: Store) -> None:
@@ -278,8 +304,12 @@ def test_vars_presets_and_their_refusals(tmp_path: Path, ws: Path, store: Store)
     runs_before = len(store.list_runs())
     with pytest.raises(EngineError, match="var name has no default"):
         launch(store, bot, ws)
-    with pytest.raises(EngineError, match="not a valid int"):
-        launch(store, bot, ws, vars={"name": "z", "n": "many"})
+    # "a failed coercion keeps the raw value with a warning" (dsl.md 2.2)
+    kept = launch(store, bot, ws, vars={"name": "z", "n": "many"})
+    assert kept.outputs["show"]["stdout"] == "many z\n"
+    assert [e.payload["message"] for e in events(store, kept.run_id, "warning")] == [
+        "--var n='many' is not a valid int; kept as text"]
+    runs_before = len(store.list_runs())
     with pytest.raises(EngineError, match="unknown preset 'huge'"):
         launch(store, bot, ws, vars={"name": "z"}, preset="huge")
     assert len(store.list_runs()) == runs_before  # refused before anything was created
@@ -316,3 +346,27 @@ def test_attachments_are_staged_and_readable_from_templates(tmp_path: Path, ws: 
     assert r.outputs["read"]["stdout"] == f"the spec\n{digest} 9\n"
     staged = store.attachments(r.run_id).get("spec")
     assert staged is not None and Path(staged.path).read_text() == "the spec\n"
+
+
+def test_the_entry_node_input_is_the_run_vars(tmp_path: Path, ws: Path, store: Store) -> None:
+    # docs/language.md 2 / 3: "the entry node's input is the run's vars" (defaults overlaid with --var)
+    bot = write_bot(tmp_path / "src", """
+        vars:
+          branch: string = "main"
+          n: int = 2
+
+        tool first:
+          command: "echo {{input.branch}} {{input.n}}"
+
+        compute count:
+          expr:
+            twice: "n * 2"
+
+        workflow e:
+          entry: first
+          first -> count with { n: "{{input.n}}" }
+          count -> done
+    """)
+    r = launch(store, bot, ws, vars={"n": "5"})
+    assert r.status is RunStatus.FINISHED, r.error
+    assert r.outputs["first"]["stdout"] == "main 5\n" and r.outputs["count"] == {"twice": 10}

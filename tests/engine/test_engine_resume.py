@@ -269,8 +269,12 @@ def test_artifacts_are_readable_after_a_resume(tmp_path: Path, ws: Path, store: 
         schema ok:
           go: bool
 
-        tool make:
-          command: "echo v1"
+        schema rep:
+          stdout: string
+
+        agent make:
+          backend: "script"
+          output: rep
           publish: report
 
         human gate:
@@ -284,9 +288,9 @@ def test_artifacts_are_readable_after_a_resume(tmp_path: Path, ws: Path, store: 
           make -> gate
           gate -> use
           use -> done
-    """)
+    """, {"make": {"*": {"output": {"stdout": "v1"}}}})  # a tool has no publish (dsl.md 2.7): an agent publishes
     r = launch(store, bot, ws)
     assert r.status is RunStatus.PAUSED_WAITING_HUMAN
     r2 = resume(store, r.run_id, answers={"go": "yes"})
     assert r2.status is RunStatus.FINISHED, r2.error
-    assert r2.outputs["use"]["stdout"] == "got v1\n\n"
+    assert r2.outputs["use"]["stdout"] == "got v1\n"

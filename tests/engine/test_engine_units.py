@@ -72,6 +72,20 @@ def test_loop_edge_counts_and_is_not_taken_once_exhausted() -> None:
     assert select_edge(wf, "b", {"ok": True}, {}, st) is out
 
 
+def test_an_exhausted_plain_loop_edge_falls_through_to_the_next_plain_edge() -> None:
+    # dsl.md 3.3: "else the first non-conditional edge not skipped" (`polish -> polish as passes(3)`
+    # then `polish -> done`)
+    again = Edge(0, "p", "p", SP, loop="passes", loop_max=3)
+    out = Edge(1, "p", "done", SP)
+    wf = _wf([again, out], {"passes": Loop("passes", 3, (0,))})
+    st = RunState("r")
+    for _ in range(3):
+        edge = select_edge(wf, "p", {}, {}, st)
+        assert edge is again
+        take_edge(edge, st, {})
+    assert select_edge(wf, "p", {}, {}, st) is out
+
+
 def test_checkpoint_round_trip_keeps_every_field() -> None:
     st = RunState("r", vars={"x": 1}, outputs={"a": {"v": 1}}, history={"a": [{"v": 0}, {"v": 1}]},
                   inputs={"b": {"k": "v"}}, visits={"a": 2}, executed=[("a", 0), ("a", 1)],
@@ -134,3 +148,46 @@ def test_call_cancellable_returns_or_stops_at_once() -> None:
     threading.Timer(0.1, token.cancel).start()
     with pytest.raises(Cancelled):
         call_cancellable(lambda: time.sleep(5), token)
+
+
+def test_a_command_runs_under_bash(tmp_path: Path) -> None:
+    # dsl.md 2.7: "A command runs as `bash -c`": bash syntax works
+    r = run_command("set -o pipefail; [[ -n x ]] && echo ${BASH_VERSION:+bash}", cwd=tmp_path,
+                    env=dict(os.environ), token=CancelToken())
+    assert (r.exit_code, r.stdout) == (0, "bash\n")
+
+
+def test_an_enum_on_a_non_string_field_compares_the_value_text() -> None:
+    # docs/language.md 2: an enum is accepted on any type (C101 warns); `n: int [enum: "1", "2"]`
+    # then admits 1 and 2, and a list field's items are checked one by one
+    from iterion.backends.schema import json_schema, schema_problems
+
+    schema = Schema("s", (SchemaField("n", FieldType.INT, ("1", "2")),
+                          SchemaField("tags", FieldType.STRING_LIST, ("a", "b"))))
+    assert validate_output("x", schema, {"n": 2, "tags": ["a", "b", "a"]}) == {"n": 2, "tags": ["a", "b", "a"]}
+    assert schema_problems(schema, {"n": 2, "tags": ["a"]}) == []
+    with pytest.raises(NodeFailure, match="'n' is 3"):
+        validate_output("x", schema, {"n": 3, "tags": []})
+    assert schema_problems(schema, {"n": 1, "tags": ["c"]}) == ["field 'tags' must be one of a, b, got ['c']"]
+    assert json_schema(schema)["properties"]["n"] == {"type": "integer", "enum": [1, 2]}
+
+
+def test_a_nested_loop_gets_a_fresh_budget_each_outer_round() -> None:
+    # docs/language.md 3: "The counter resets to 0 when a non-loop edge enters one of the loop's
+    # entry nodes (targets of its loop edges) from outside the loop body"
+    enter = Edge(0, "outer", "inner", SP)
+    again = Edge(1, "inner", "inner", SP, loop="i", loop_max=2)
+    leave = Edge(2, "inner", "check", SP)
+    back = Edge(3, "check", "outer", SP, loop="o", loop_max=2)
+    wf = _wf([enter, again, leave, back], {"i": Loop("i", 2, (1,)), "o": Loop("o", 2, (3,))})
+    st = RunState("r")
+    for _ in range(2):
+        take_edge(again, st, {}, wf)
+    take_edge(leave, st, {}, wf)
+    take_edge(back, st, {}, wf)
+    assert st.loops["i"].iteration == 2 and st.loops["o"].iteration == 1
+    take_edge(enter, st, {}, wf)  # outer -> inner from outside the inner loop: a fresh budget
+    assert st.loops["i"].iteration == 0 and st.loops["o"].iteration == 1
+    take_edge(again, st, {}, wf)
+    take_edge(leave, st, {}, wf)  # inner -> check does not enter a loop entry: nothing resets
+    assert st.loops["i"].iteration == 1
