@@ -420,9 +420,11 @@ def inspect_cmd(
         "boundaries": _boundaries(store, doc),
         "continue_with": _continue_with(doc, cp, store_args(store)),
     }
-    from iterion.rewind.intent import inspect_view
+    detail["interrupted_rewind"], interrupted = None, None
+    if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one
+        from iterion.rewind.intent import inspect_view
 
-    detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
+        detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
     if doc.final_commit:
         detail["final_branch"], detail["final_commit"] = doc.final_branch, doc.final_commit
     hint = recovery_hint(store, rid)  # an unreadable timeline is an error, never an absent hint
