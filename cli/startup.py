@@ -18,12 +18,11 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class LazyCommand:
+class LazyCommand(NamedTuple):  # (no dataclass: importing dataclasses costs as much as the answer)
     """A command of the root group: its ``name``, the ``module`` whose ``register(app)`` adds it,
     and the one-line ``summary`` ``--help`` lists."""
 
