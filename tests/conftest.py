@@ -7,10 +7,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.natsserver import NatsServer
 
 # Boundary commits carry iterion's own signature; these are for the `git` commands tests run
 # to build fixtures, on machines (CI) that have no global identity.
@@ -40,6 +43,15 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One real nats-server (JetStream, 127.0.0.1, a random port) per session and xdist worker:
+    tests share it and keep apart by their own stream/bucket prefix (a store's namespace)."""
+    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
+    yield server
+    server.stop()
 FIXTURES = REPO_ROOT / "fixtures"
 
 

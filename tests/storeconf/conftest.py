@@ -12,13 +12,6 @@ from iterion.store.docstore import RunDocumentStore
 from tests.natsserver import NatsServer
 
 
-@pytest.fixture(scope="module")
-def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
-    yield server
-    server.stop()
-
-
 class Backends:
     """Opens stores of one backend; each test gets its own namespace (a store dir / a prefix)."""
 
