@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli.exit_codes import EXIT_CONTROL_PENDING
+from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
 from cli.preflight import check_run_writable, open_store
 from iterion.engine.stale import reconcile_orphans, stale_after_s
@@ -21,8 +21,6 @@ from iterion.store.layout import LEGACY
 
 if TYPE_CHECKING:  # the engine's operations are imported by the command that runs them
     from iterion.engine.control import ControlOutcome
-
-EXIT_PENDING = EXIT_CONTROL_PENDING  # the table: cli/exit_codes.py
 
 STORE_DIR = typer.Option(None, "--store-dir",
                          help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
@@ -84,7 +82,7 @@ def _report(outcome: ControlOutcome, as_json: bool, ref: str | None = None) -> N
         if outcome.status in ("cancelled", "paused_operator"):
             echo(f"resume with: {command('resume', '--run-id', ref or outcome.run_id)}")
     if outcome.delivered == "pending":
-        raise typer.Exit(EXIT_PENDING)
+        raise typer.Exit(ExitCode.CONTROL_PENDING)
 
 
 def _run_name(store: Store, run_id: str) -> str | None:
