@@ -7,18 +7,20 @@ Exit status: 0 done, 1 refused (the message names the run's status and what woul
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
 from cli.preflight import check_run_writable, open_store
-from iterion.engine.control import ControlOutcome, cancel_run, pause_run
-from iterion.engine.fork import fork_run
 from iterion.engine.stale import reconcile_orphans, stale_after_s
 from iterion.invocation import command
 from iterion.store import Store, StoreError
 from iterion.store.layout import LEGACY
+
+if TYPE_CHECKING:  # the engine's operations are imported by the command that runs them
+    from iterion.engine.control import ControlOutcome
 
 STORE_DIR = typer.Option(None, "--store-dir",
                          help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
@@ -105,6 +107,8 @@ def cancel_cmd(
 
     Example: iterion cancel --run-id 01a2b3
     """
+    from iterion.engine.control import cancel_run
+
     store = open_store(store_dir, write=True)
     check_run_writable(store, run_id, workspace=False)  # a cancel never touches the workspace
     outcome = cancel_run(store, run_id, wait_s=wait)
@@ -123,6 +127,8 @@ def pause_cmd(
 
     Example: iterion pause --run-id 01a2b3 && iterion resume --run-id 01a2b3
     """
+    from iterion.engine.control import pause_run
+
     store = _store(store_dir)
     outcome = pause_run(store, run_id, wait_s=wait)
     _report(outcome, as_json, _run_name(store, outcome.run_id))
@@ -144,6 +150,8 @@ def fork_cmd(
 
     Example: iterion fork --run-id 01a2b3 --node draft && iterion resume --run-id <child>
     """
+    from iterion.engine.fork import fork_run
+
     result = fork_run(_store(store_dir), run_id, node, iteration=iteration)
     if as_json:
         echo_json(result.to_json())

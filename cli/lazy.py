@@ -18,23 +18,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-
-@dataclass(frozen=True)
-class LazyCommand:
-    """A command of the root group: its ``name``, the ``module`` whose ``register(app)`` adds it,
-    and the one-line ``summary`` ``--help`` lists."""
-
-    name: str
-    module: str
-    summary: str
-
+from cli.startup import LazyCommand
 
 _loaded: dict[str, dict[str, Any]] = {}  # module -> its commands (click objects), loaded once
 

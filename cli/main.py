@@ -1,18 +1,23 @@
 """`iterion` entry point: the typer app, with each command's module imported only when it runs.
 
-Start-up is part of the interface (issue 14, point 10): ``iterion --version``, ``--help`` and a
-typo import typer and cli/output.py, never the engine, the DSL compiler, pygit2 or httpx. The
+Start-up is part of the interface (issue 14, point 10): ``iterion --version`` and ``--help``
+are answered before typer is imported (cli/startup.py); a typo imports typer and cli/output.py,
+never the engine, the DSL compiler, pygit2 or httpx. The
 table below names every command, the module whose ``register(app)`` adds it, and the one-line
 summary ``--help`` lists (tests/cli/test_startup.py keeps it in step with the modules).
 """
 
 from __future__ import annotations
 
-import typer
+import sys
+from typing import TYPE_CHECKING, Any
 
-from cli.lazy import LazyCommand, LazyGroup
 from cli.output import echo, guard_std_streams
+from cli.startup import ROOT_HELP, VERSION_HELP, LazyCommand, answer_without_typer
 from iterion import __version__
+
+if TYPE_CHECKING:
+    import typer
 
 # --- command registration: one entry per command, in --help order (module exposes register(app)) ---
 COMMANDS = (
@@ -47,39 +52,66 @@ COMMANDS = (
 # --- end of command registration ---
 
 
-class _Root(LazyGroup):
-    specs = COMMANDS
+def _build_app() -> typer.Typer:
+    import typer
+
+    from cli.lazy import LazyGroup
+
+    class _Root(LazyGroup):
+        specs = COMMANDS
+
+    app = typer.Typer(
+        name="iterion",
+        cls=_Root,
+        help=ROOT_HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 160},
+    )
+
+    def _version(value: bool) -> None:
+        if value:
+            echo(f"iterion {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help=VERSION_HELP),
+    ) -> None:
+        """Durable, rewindable workflows over a git-native workspace."""
+
+    return app
 
 
-app = typer.Typer(
-    name="iterion",
-    cls=_Root,
-    help="Durable, rewindable workflows over a git-native workspace.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 160},
-)
+_app: typer.Typer | None = None
 
 
-def _version(value: bool) -> None:
-    if value:
-        echo(f"iterion {__version__}")
-        raise typer.Exit()
+def get_app() -> typer.Typer:
+    """The typer app, built (and typer imported) on first use: see cli/startup.py."""
+    global _app
+    if _app is None:
+        _app = _build_app()
+    return _app
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
-) -> None:
-    """Durable, rewindable workflows over a git-native workspace."""
+def __getattr__(name: str) -> Any:  # `from cli.main import app` builds it
+    if name == "app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     guard_std_streams()  # a closed stdout/stderr (`| head`) never stops a run: see cli/output.py
+    fast = answer_without_typer(sys.argv[1:], COMMANDS, __version__)  # --version, --help: no typer
+    if fast is not None:
+        from cli.exit_codes import ExitCode  # (enum and persist's error codes only)
+
+        echo(fast)
+        sys.exit(ExitCode.OK)
     from cli.errors import run_guarded  # persist's errors only: no pydantic, no engine
 
-    run_guarded(app)
+    run_guarded(get_app())
 
 
 if __name__ == "__main__":

@@ -28,15 +28,13 @@ import sys
 import unicodedata
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 # -- styles: ANSI SGR codes, applied around literal text ------------------------------------------
 _SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
-@dataclass(frozen=True)
-class Styled:
+class Styled(NamedTuple):  # (not a dataclass: `iterion --version` must not import dataclasses/inspect)
     """``text`` shown in ``style`` (one of bold, dim, red, green, yellow, cyan) where colour is on."""
 
     text: str

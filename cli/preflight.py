@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.errors import CliError
-from iterion.backends.base import BackendError
-from iterion.backends.registry import canonical_name
 from iterion.store import Store
 from iterion.store.location import check_store_space, check_store_writable
 from iterion.store.lock import check_lock_path, lock_path
@@ -42,6 +40,9 @@ def open_store(store_dir: Path | None, *, write: bool, nats: str | None = None) 
 def check_backend(backend: str | None) -> None:
     if backend is None:
         return
+    from iterion.backends.base import BackendError  # the backends import the IR: only when --backend is given
+    from iterion.backends.registry import canonical_name
+
     try:
         canonical_name(backend)
     except BackendError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -31,22 +31,17 @@ from cli.preflight import NATS_HELP, check_backend, check_launch, check_run_writ
 from cli.progress import Progress, notices_only
 from cli.runlist import add_short_ids, print_runs
 from cli.scaffold import merge_skipped_reason, scaffold
-from iterion.budget import BudgetAsk, DurationError, parse_duration
-from iterion.datafile import DataFileError, read_mapping
-from iterion.engine.auto_resume import auto_resume as retry_automatically
-from iterion.engine.cancel import CancelToken
-from iterion.engine.launch import LaunchOptions, launch_run
-from iterion.engine.recovery import OnBudget
-from iterion.engine.result import RunResult
-from iterion.engine.resume import ResumeOptions, resume_run
-from iterion.engine.source import InvalidWorkflow, compile_source
-from iterion.ir import NodeKind
-from iterion.rewind.intent import has_intent, inspect_view
+from iterion.budget import BudgetAsk, DurationError, OnBudget, parse_duration
+from iterion.rewind.marker import has_intent
 from iterion.store import RunDoc, RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.lock import is_held
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
+
+if TYPE_CHECKING:  # the engine and the DSL are imported by run/resume when they run: `inspect` lists without them
+    from iterion.engine.result import RunResult
+    from iterion.engine.source import InvalidWorkflow
 
 STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
@@ -100,6 +95,8 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def _read_mapping(path: Path, what: str) -> dict[str, Any]:
+    from iterion.datafile import DataFileError, read_mapping
+
     try:
         return read_mapping(path, what)
     except DataFileError as exc:
@@ -204,6 +201,13 @@ def run_cmd(
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
+    from iterion.engine.auto_resume import auto_resume as retry_automatically
+    from iterion.engine.cancel import CancelToken
+    from iterion.engine.launch import LaunchOptions, launch_run
+    from iterion.engine.resume import ResumeOptions, resume_run
+    from iterion.engine.source import InvalidWorkflow, compile_source
+    from iterion.ir import NodeKind
+
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
     store = _store(store_dir, write=True, nats=nats)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
@@ -299,6 +303,11 @@ def resume_cmd(
 
       iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
     """
+    from iterion.engine.auto_resume import auto_resume as retry_automatically
+    from iterion.engine.cancel import CancelToken
+    from iterion.engine.resume import ResumeOptions, resume_run
+    from iterion.engine.source import InvalidWorkflow
+
     check_backend(backend)
     check_script(script)
     if no_push_checkpoints and push_checkpoints is not None:
@@ -432,7 +441,11 @@ def inspect_cmd(
         "boundaries": _boundaries(store, doc),
         "continue_with": _continue_with(doc, cp, store_args(store)),
     }
-    detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
+    detail["interrupted_rewind"], interrupted = None, None
+    if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one
+        from iterion.rewind.intent import inspect_view
+
+        detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
     if doc.final_commit:
         detail["final_branch"], detail["final_commit"] = doc.final_branch, doc.final_commit
     hint = recovery_hint(store, rid)  # an unreadable timeline is an error, never an absent hint

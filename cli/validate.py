@@ -10,7 +10,6 @@ from cli.errors import CliError
 from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
 from iterion.dsl import CompileResult, Severity, load_workflow
-from iterion.dsl.diagram import to_mermaid
 
 
 def _counts(result: CompileResult) -> tuple[int, int]:
@@ -56,6 +55,8 @@ def diagram(
 
     Example: iterion diagram review.bot > review.mmd
     """
+    from iterion.dsl.diagram import to_mermaid  # `diagram` only: validate never draws
+
     result = load_workflow(file)
     if result.workflow is None:
         for d in result.diagnostics:

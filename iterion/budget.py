@@ -13,12 +13,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from iterion import ir
 from iterion.failure_codes import FailureCode
+
+if TYPE_CHECKING:  # only a parameter type: the store's models import this module, and the CLI lists runs without the IR
+    from iterion import ir
 
 AXES = ("max_tokens", "max_cost_usd", "max_duration", "max_iterations", "max_parallel_branches")
 
@@ -28,6 +31,16 @@ _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
 
 class DurationError(ValueError):
     pass
+
+
+class OnBudget(StrEnum):
+    """What a BUDGET_EXCEEDED node does: park failed_resumable (default) or pause for a person.
+
+    Lives here (not in the engine's recovery dispatcher, which uses it) so `iterion run --help`
+    and the CLI's option types need no engine import."""
+
+    FAIL = "fail"
+    PAUSE = "pause"
 
 
 def parse_duration(text: str | int | float) -> float:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
-from yaml.nodes import MappingNode, Node, SequenceNode
+from typing import TYPE_CHECKING, Any, Literal
 
 from persist.inputs import ANSWERS_LIMIT, InputFileError, Limit, read_bounded
+
+if TYPE_CHECKING:  # YAML is imported by the readers of YAML: a JSON answers file, a node's JSON
+    # output (iterion.engine.coerce) and every command that never reads YAML start without it
+    from yaml.nodes import Node
 
 MAX_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
@@ -83,28 +84,42 @@ def loads_json(text: str, what: str) -> Any:
         raise DataFileError(f"{what} is not valid JSON: {_one_line(exc)}") from None
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses deep nesting while composing (before recursion can run away)."""
+_loader_class: Any = None
+_nodes: Any = None  # yaml.nodes, once a YAML document was read
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self.what = "YAML"
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise _too_deep(self.what)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
-        finally:
-            self._depth -= 1
+def _bounded_loader(text: str) -> Any:
+    """A SafeLoader that refuses deep nesting while composing (before recursion can run away)."""
+    global _loader_class, _nodes
+    if _loader_class is None:
+        import yaml
+        import yaml.nodes
+
+        _nodes = yaml.nodes
+
+        class _BoundedLoader(yaml.SafeLoader):
+            def __init__(self, stream: str) -> None:
+                super().__init__(stream)
+                self._depth = 0
+                self.what = "YAML"
+
+            def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
+                self._depth += 1
+                try:
+                    if self._depth > MAX_DEPTH:
+                        raise _too_deep(self.what)
+                    return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                finally:
+                    self._depth -= 1
+
+        _loader_class = _BoundedLoader
+    return _loader_class(text)
 
 
 def _children(node: Node) -> list[Node]:
-    if isinstance(node, SequenceNode):
+    if isinstance(node, _nodes.SequenceNode):
         return list(node.value)
-    if isinstance(node, MappingNode):
+    if isinstance(node, _nodes.MappingNode):
         return [part for pair in node.value for part in pair]
     return []
 
@@ -140,7 +155,9 @@ def _check_expansion(root: Node, what: str) -> None:
 
 def loads_yaml(text: str, what: str) -> Any:
     """Parse YAML (safe types only) with bounded nesting and bounded alias expansion."""
-    loader = _BoundedLoader(text)
+    import yaml
+
+    loader = _bounded_loader(text)
     loader.what = what
     try:
         node = loader.get_single_node()

@@ -17,8 +17,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from iterion.shellquote import printed_word
-
 PROGRAM_ENV = "ITERION_PROG"
 
 
@@ -31,6 +29,9 @@ def _same_file(a: str, b: str) -> bool:
 
 def program() -> str:
     """The program as a person types it (shell text, already quoted)."""
+    # shellquote pulls in the expression evaluator: imported when a hint is printed, not at start-up
+    from iterion.shellquote import printed_word
+
     override = os.environ.get(PROGRAM_ENV)
     if override:
         return override
@@ -46,4 +47,6 @@ def program() -> str:
 
 def command(*words: str) -> str:
     """``program() word...`` with each word quoted for the shell when it needs it."""
+    from iterion.shellquote import printed_word
+
     return " ".join([program(), *(printed_word(str(w)) for w in words)])

@@ -21,7 +21,7 @@ class FormatVersionError(ValueError):
 class VersionedModel(BaseModel):
     """Base of every persisted document. Subclasses bump ``FORMAT_VERSION`` on a format change."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     FORMAT_VERSION: ClassVar[int] = 1
     format_version: int = 0

@@ -17,10 +17,13 @@ import textwrap
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.natsserver import NatsServer
 
 # Boundary commits carry iterion's own signature; these are for the `git` commands tests run
 # to build fixtures, on machines (CI) that have no global identity.
@@ -42,8 +45,23 @@ os.environ.pop("LINES", None)
 # hint wording expect `iterion ...`; the tests of the spelling itself (tests/cli/
 # test_printed_commands.py, test_readme_tour.py) remove this variable.
 os.environ.setdefault("ITERION_PROG", "iterion")
+# The CLI and engine processes the tests start begin from cached bytecode, as an installed iterion
+# does: in an environment that sets PYTHONDONTWRITEBYTECODE, each of the suite's hundreds of
+# subprocesses would otherwise compile every project module it imports from source again (about
+# 0.2 s of CPU per `iterion run`). Writes are atomic, so workers and subprocesses may race.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One real nats-server (JetStream, 127.0.0.1, a random port) per session and xdist worker:
+    tests share it and keep apart by their own stream/bucket prefix (a store's namespace)."""
+    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
+    yield server
+    server.stop()
 FIXTURES = REPO_ROOT / "fixtures"
 
 

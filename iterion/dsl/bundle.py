@@ -22,14 +22,13 @@ from iterion import __version__
 from iterion.datafile import DataFileError, loads_yaml
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic, make
+from iterion.dsl.sources import MAIN as MAIN
+from iterion.dsl.sources import MANIFEST as MANIFEST
 from iterion.dsl.sources import SourceTree, display
 from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
 from persist.inputs import InputFileError
-
-MANIFEST = "manifest.yaml"
-MAIN = "main.bot"
 
 
 class Requires(BaseModel):

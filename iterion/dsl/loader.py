@@ -23,11 +23,19 @@ from pathlib import Path
 
 from iterion.dsl import ast
 from iterion.dsl.blocks import check_blocks
-from iterion.dsl.bundle import MAIN, MANIFEST, load_bundle
 from iterion.dsl.compiler import Compiler
 from iterion.dsl.diagnostics import Severity, Sink, sort_key
 from iterion.dsl.parser import parse
-from iterion.dsl.sources import FileSystemTree, MemoryTree, SourceError, SourceTree, display, read_archive
+from iterion.dsl.sources import (
+    MAIN,
+    MANIFEST,
+    FileSystemTree,
+    MemoryTree,
+    SourceError,
+    SourceTree,
+    display,
+    read_archive,
+)
 from iterion.dsl.unit import CompileResult, Unit, UnitRole
 from iterion.dsl.validate import validate
 from iterion.failure_codes import FailureCode
@@ -151,6 +159,8 @@ class _Loader:
         self.unit = Unit(display(main), bundle_root=display(bundle_root) if bundle_root else None)
         contents = None
         if bundle_root is not None:
+            from iterion.dsl.bundle import load_bundle  # YAML and the manifest model: bundles only
+
             contents, diags = load_bundle(self.tree, bundle_root)
             self.sink.extend(diags)
             if any(d.code == FailureCode.BOT_REQUIRES_NEWER_ENGINE.value for d in diags):

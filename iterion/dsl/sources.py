@@ -12,12 +12,16 @@ from __future__ import annotations
 import io
 import os
 import posixpath
-import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from persist.inputs import ARCHIVE_LIMIT, SOURCE_LIMIT, InputFileError, read_bounded, read_text_bounded
+
+# a bundle's layout names (iterion/dsl/bundle.py reads the bundle): here so the loader tells a
+# bundle from a file without importing the bundle reader (YAML, pydantic) for a plain .bot
+MANIFEST = "manifest.yaml"
+MAIN = "main.bot"
 
 # A bundle is text and a few assets; anything bigger is refused rather than read into memory.
 MAX_ARCHIVE_BYTES = 64 * 1024 * 1024
@@ -71,6 +75,8 @@ def safe_member_name(name: str) -> str:
 
 def read_archive(path: Path) -> dict[str, bytes]:
     """Every regular file of a `.botz` (tar.gz), keyed by its relative path."""
+    import tarfile  # archives only: validating a .bot file never reads one
+
     files: dict[str, bytes] = {}
     total = 0
     try:

@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from gitrefs.boundary import BoundaryKind
+from iterion.budget import OnBudget as OnBudget  # its home is iterion.budget (the CLI's flag type)
 from iterion.engine.auto_resume import Backoff
 from iterion.engine.errors import Cancelled, NodeFailure, RecoveryPause
 from iterion.engine.stop import Ask, Emit, Lost, Mark, Stop, stop_run
@@ -58,13 +59,6 @@ class Action(StrEnum):
     RETRY = "retry"
     PAUSE = "pause"
     FAIL = "fail"
-
-
-class OnBudget(StrEnum):
-    """What a BUDGET_EXCEEDED node does: park failed_resumable (default) or pause for a person."""
-
-    FAIL = "fail"
-    PAUSE = "pause"
 
 
 @dataclass(frozen=True)

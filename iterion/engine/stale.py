@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iterion.engine.checkpoint_push import after_found_dead
-from iterion.engine.takeover import BY_FORCE_STALE, BY_PROMOTION, BY_RESUME, record_takeover
 from iterion.failure_codes import FailureCode
 from iterion.store import RunDoc, RunLock, RunStatus, Store
 from iterion.store import events as ev
@@ -118,6 +116,8 @@ class Admission:
 def admit_takeover(store: Store, run_id: str, doc: RunDoc, lock: RunLock, *, force_stale: bool) -> Admission:
     """May ``resume`` take over this ``running`` run? The caller holds ``lock`` (so no other
     process executes it here). Refused with the faster path named."""
+    from iterion.engine.takeover import BY_FORCE_STALE, BY_RESUME
+
     assert lock.held
     verdict = owner_verdict(doc)
     if verdict.dead:
@@ -167,6 +167,11 @@ class Promotion:
 def promote_if_orphaned(store: Store, run_id: str, *, threshold_s: float | None = None) -> Promotion | None:
     """Promote ``run_id`` if it is an orphaned ``running`` run; None when it is not (a live owner,
     or not yet past the grace window and its owner not provably dead)."""
+    # the takeover machinery (versioning, the engine) is imported only when a run IS orphaned:
+    # the start-up sweep of every store-opening command (`inspect` too) must stay cheap
+    from iterion.engine.checkpoint_push import after_found_dead
+    from iterion.engine.takeover import BY_PROMOTION, record_takeover
+
     threshold = stale_after_s() if threshold_s is None else threshold_s
     lock = store.lock(run_id)
     if not lock.try_acquire():

@@ -20,10 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
 from gitrefs.boundary import BoundaryLabel
-from gitrefs.worktree_apply import apply_tree_diff
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
@@ -186,6 +183,8 @@ def undo_command(versioning: Any, report: FilesReport, workspace: Path) -> str |
     backend = versioning.backend
     q = shlex.quote
     if versioning.mechanism == GITREFS:
+        import pygit2  # git-backed (worktree) runs only: an in-place rewind never loads libgit2
+
         tree = backend.repo.revparse_single(report.backup_ref).peel(pygit2.Tree)
         banked = [p for p in report.overwritten if _in_tree(tree, p)]
         absent = [p for p in report.overwritten if p not in banked]
@@ -227,6 +226,8 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
         if dry_run:
             # the revert's own walk of the same diff, writing nothing: the preview is the plan
             kept = {rel for rel in guarded if (workspace / rel).is_file() and not (workspace / rel).is_symlink()}
+            from gitrefs.worktree_apply import apply_tree_diff  # git-backed runs only (pygit2)
+
             applied = apply_tree_diff(refs.repo, workspace, disk, anchor_commit, dry_run=True)
             rewritten = set(applied.written)
             report.restored = sorted(p for p in applied.written if p not in kept)

@@ -45,7 +45,6 @@ function of the record alone, never of the state the killed attempt left.
 
 from __future__ import annotations
 
-import os
 import secrets
 from datetime import datetime
 from typing import Any
@@ -54,6 +53,7 @@ from pydantic import Field, ValidationError
 
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
+from iterion.rewind.marker import has_intent as has_intent  # its home; importers here keep working
 from iterion.store import Store
 from iterion.store.timeutil import utcnow
 from persist import FormatVersionError, VersionedModel, atomic_write_bytes, fsync_dir
@@ -114,10 +114,6 @@ class RewindIntent(VersionedModel):
                 "mechanism": self.mechanism, "started_at": self.started_at.isoformat(),
                 "planned_operations": self.planned_operations(),
                 "finish_with": f"iterion rewind --run-id {self.run_id}"}
-
-
-def has_intent(store: Store, run_id: str) -> bool:
-    return os.path.lexists(store.paths(run_id).rewind_intent)
 
 
 def load_intent(store: Store, run_id: str) -> RewindIntent | None:

@@ -20,15 +20,15 @@ from tests.conftest import REPO_ROOT, run_cli
 HEAVY = ("iterion.engine", "iterion.dsl", "httpx", "pygit2", "rich", "nats")
 
 
-def _modules_after(code: str, argv: list[str] | None = None) -> set[str]:
+def _modules_after(code: str, argv: list[str] | None = None, cwd: Path = REPO_ROOT) -> set[str]:
     """The modules loaded once ``code`` ran (with ``sys.argv`` = ``argv``), from a fresh interpreter."""
     probe = (
         "import atexit, json, sys\n"
         "atexit.register(lambda: sys.__stderr__.write('MODULES' + json.dumps(sorted(sys.modules))))\n"
         f"sys.argv = {json.dumps(['iterion', *(argv or [])])}\n" + code
     )
-    proc = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, cwd=REPO_ROOT,
-                          env={**os.environ, "COLUMNS": "80"})
+    proc = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO_ROOT)})
     assert "MODULES" in proc.stderr, proc.stderr
     return set(json.loads(proc.stderr.split("MODULES", 1)[1]))
 
@@ -97,12 +97,14 @@ def _all_command_paths() -> list[list[str]]:
     return paths
 
 
-def test_help_shows_flag_types_as_words() -> None:
+def test_help_shows_flag_types_as_words(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # every command's help in process (what typer prints is the same text; a process per command
+    # only added start-up time), then `run --help` through a real subprocess
     for path in _all_command_paths():
-        out = run_cli(*path, "--help", env={"COLUMNS": "120"})
-        assert out.returncode == 0, (path, out.stderr)
+        out = _typer_output([*path, "--help"], 120, monkeypatch, capsys)
+        assert out.startswith("Usage: iterion "), (path, out)
         for ugly in ("<bool>", "<str>", "<int>", "<float>", "<path>", "<list[", "╭"):
-            assert ugly not in out.stdout, (path, ugly, out.stdout)
+            assert ugly not in out, (path, ugly, out)
     run = run_cli("run", "--help", env={"COLUMNS": "120"}).stdout
     assert "--var TEXT" in run and "--script PATH" in run and "--auto-resume INTEGER" in run
     assert "--on-budget fail|pause" in run and "--max-cost-usd NUMBER" in run
@@ -130,3 +132,92 @@ def test_validate_imports_the_dsl_but_not_the_engine_pygit2_or_httpx() -> None:
     modules = _modules_after("from cli.main import main\nmain()", ["validate", demo])
     assert "iterion.dsl.compiler" in modules
     assert [m for m in _heavy(modules) if not m.startswith("iterion.dsl")] == []
+
+
+# -- --version and --help are answered before typer is imported (cli/startup.py) ----------------------
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["-h"]])
+def test_version_and_help_import_no_typer_and_no_pydantic(argv: list[str]) -> None:
+    modules = _modules_after("from cli.main import main\nmain()", argv)
+    assert not [m for m in modules if m.split(".")[0] in ("typer", "click", "pydantic")], argv
+    assert not [m for m in modules if m.startswith("iterion.") and m != "iterion"]
+
+
+def _typer_output(argv: list[str], columns: int, monkeypatch: pytest.MonkeyPatch,
+                  capsys: pytest.CaptureFixture[str]) -> str:
+    """What typer itself prints for ``argv`` (in process, program name ``iterion``, at ``columns``)."""
+    import typer
+
+    from cli.main import get_app
+
+    monkeypatch.setenv("COLUMNS", str(columns))  # (typer's CliRunner would force 80 columns)
+    capsys.readouterr()
+    typer.main.get_command(get_app()).main(argv, prog_name="iterion", standalone_mode=False)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("columns", [20, 52, 80, 101, 120, 200])
+def test_the_fast_help_is_what_typer_prints(columns: int, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import COMMANDS
+    from cli.startup import help_width, root_help
+
+    by_typer = _typer_output(["--help"], columns, monkeypatch, capsys)
+    assert root_help(COMMANDS, "iterion", help_width()) + "\n" == by_typer
+    assert _typer_output(["-h"], columns, monkeypatch, capsys) == by_typer
+
+
+def test_the_installed_program_answers_help_and_version_as_typer_does(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    program = str(Path(sys.executable).parent / "iterion")
+    for argv in (["--help"], ["-h"], ["--version"]):
+        fast = subprocess.run([program, *argv], check=False, capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": "90"})
+        assert fast.returncode == 0 and fast.stderr == ""
+        assert fast.stdout == _typer_output(argv, 90, monkeypatch, capsys), argv
+    assert fast.stdout == f"iterion {__import__('iterion').__version__}\n"
+    module = run_cli("--help", env={"COLUMNS": "90"})  # `python -m cli.main`: click names it so too
+    assert module.stdout.startswith("Usage: python -m cli.main [OPTIONS] COMMAND [ARGS]...\n")
+
+
+@pytest.mark.parametrize("argv0,package", [("/usr/bin/iterion", None), ("/x/cli/main.py", "cli"),
+                                           ("/x/cli/__main__.py", "cli"), ("iterion", "")])
+def test_the_program_name_is_clicks(argv0: str, package: str | None) -> None:
+    import types
+
+    from typer._click.utils import _detect_program_name
+
+    from cli.startup import program_name
+
+    main = types.ModuleType("__main__")
+    if package is not None:
+        main.__package__ = package
+    assert program_name(argv0, main) == _detect_program_name(argv0, main)
+
+
+def test_other_command_lines_and_completion_go_to_typer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.main import COMMANDS
+    from cli.startup import answer_without_typer
+
+    for argv in ([], ["--version", "inspect"], ["inspect", "--help"], ["--help", "--version"], ["--vers"]):
+        assert answer_without_typer(argv, COMMANDS, "1") is None, argv
+    monkeypatch.setenv("_ITERION_COMPLETE", "complete_bash")
+    assert answer_without_typer(["--help"], COMMANDS, "1") is None
+
+
+def test_listing_runs_imports_no_engine_dsl_workspace_tracking_git_or_http(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    demo = REPO_ROOT / "fixtures" / "demo"
+    for name in ("demo.bot", "demo.script.yaml", "answers.json"):
+        (proj / name).write_bytes((demo / name).read_bytes())
+    store = str(tmp_path / "store")
+    ran = run_cli("run", "demo.bot", "--answers-file", "answers.json", "--store-dir", store, cwd=proj)
+    assert ran.returncode == 0, ran.stderr
+    modules = _modules_after("from cli.main import main\nmain()", ["inspect", "--store-dir", store], cwd=proj)
+    assert "cli.run" in modules and "iterion.store.run_doc" in modules
+    engine = sorted(m for m in modules if m.startswith("iterion.engine."))
+    assert engine == ["iterion.engine.stale"]  # the start-up orphan sweep, without the takeover machinery
+    assert _heavy(modules) == ["iterion.engine", "iterion.engine.stale"]
+    for heavy in ("workspacetrack", "gitrefs.repo", "iterion.ir", "iterion.expr", "iterion.backends", "yaml",
+                  "iterion.rewind.intent", "fastapi", "nats"):
+        assert not [m for m in modules if m == heavy or m.startswith(heavy + ".")], heavy

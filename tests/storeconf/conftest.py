@@ -18,13 +18,6 @@ REPO = Path(__file__).resolve().parents[2]
 KINDS = ["fs", "jetstream", "store-fs", "store-jetstream"]
 
 
-@pytest.fixture(scope="module")
-def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
-    yield server
-    server.stop()
-
-
 class Backends:
     """Opens stores of one kind; each test gets its own namespace (a store dir / a prefix).
 

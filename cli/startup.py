@@ -1,0 +1,150 @@
+"""What the CLI knows before it imports typer: the command table's entry type, and the answers
+to ``iterion --version`` and ``iterion --help`` (issue 14, point 10: both under 100 ms).
+
+Importing typer (and its vendored click) costs about as much as starting Python itself, and these
+two answers need nothing from it: the version is a constant and the root help is built from the
+static command table. So ``cli.main.main`` answers exactly ``--version``, ``--help`` and ``-h``
+here and hands every other command line to typer.
+
+Invariant: the text printed here is byte-for-byte what typer prints for the same command line at
+the same terminal width and program name (click's plain formatter: ``HelpFormatter``,
+``wrap_text``, ``write_dl``). tests/cli/test_startup.py compares the two at several widths, so a
+new root option or a typer upgrade that changes the layout fails there rather than drifting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from types import ModuleType
+from typing import NamedTuple
+
+
+class LazyCommand(NamedTuple):  # (no dataclass: importing dataclasses costs as much as the answer)
+    """A command of the root group: its ``name``, the ``module`` whose ``register(app)`` adds it,
+    and the one-line ``summary`` ``--help`` lists."""
+
+    name: str
+    module: str
+    summary: str
+
+
+ROOT_HELP = "Durable, rewindable workflows over a git-native workspace."
+VERSION_HELP = "Print the version and exit."
+HELP_OPTIONS = ("-h", "--help")
+MAX_CONTENT_WIDTH = 160  # the root context's max_content_width
+
+# the root group's options as typer lists them (its completion options, then help)
+ROOT_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("--version", VERSION_HELP),
+    ("--install-completion", "Install completion for the current shell."),
+    ("--show-completion", "Show completion for the current shell, to copy it or customize the installation."),
+    (", ".join(HELP_OPTIONS), "Show this message and exit."),
+)
+
+
+# -- click's plain help layout (typer/_click/formatting.py), for the one page printed here ------------
+class _Wrapper(textwrap.TextWrapper):
+    def _handle_long_word(self, reversed_chunks: list[str], cur_line: list[str], cur_len: int,
+                          width: int) -> None:
+        # click cuts a word longer than the line at the space left, never breaking on hyphens
+        space_left = max(width - cur_len, 1)
+        last = reversed_chunks[-1]
+        cur_line.append(last[:space_left])
+        reversed_chunks[-1] = last[space_left:]
+
+
+def _wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str = "") -> str:
+    """click's ``wrap_text`` for text without ``\\b`` blocks: paragraphs rewrapped, kept apart."""
+    paragraphs: list[tuple[int, str]] = []
+    buf: list[str] = []
+    indent: int | None = None
+    for line in text.expandtabs().splitlines() + [""]:
+        if not line:
+            if buf:
+                paragraphs.append((indent or 0, " ".join(buf)))
+                buf = []
+            indent = None
+            continue
+        if indent is None:
+            stripped = line.lstrip()
+            indent = len(line) - len(stripped)
+            line = stripped
+        buf.append(line)
+    out = []
+    for extra, para in paragraphs:
+        wrapper = _Wrapper(width, initial_indent=initial_indent + " " * extra,
+                           subsequent_indent=subsequent_indent + " " * extra, replace_whitespace=False)
+        out.append(wrapper.fill(para))
+    return "\n\n".join(out)
+
+
+def _usage(prog: str, args: str, width: int) -> str:
+    prefix = f"Usage: {prog} "
+    if width >= len(prefix) + 20:
+        _wrapped = _Wrapper(width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                            replace_whitespace=False).fill(args)
+        return _wrapped + "\n"
+    indent = " " * (len("Usage: ") + 4)
+    return prefix + "\n" + _Wrapper(width, initial_indent=indent, subsequent_indent=indent,
+                                     replace_whitespace=False).fill(args) + "\n"
+
+
+def _dl(rows: Sequence[tuple[str, str]], width: int, indent: int = 2, col_max: int = 30,
+        spacing: int = 2) -> str:
+    first_col = min(max(len(a) for a, _ in rows), col_max) + spacing
+    out = []
+    for first, second in rows:
+        out.append(" " * indent + first)
+        if len(first) <= first_col - spacing:
+            out.append(" " * (first_col - len(first)))
+        else:
+            out.append("\n" + " " * (first_col + indent))
+        lines = _wrap(second, max(width - first_col - 2, 10)).splitlines()
+        out.append(lines[0] + "\n")
+        out.extend(" " * (first_col + indent) + line + "\n" for line in lines[1:])
+    return "".join(out)
+
+
+def help_width() -> int:
+    """click's help width: the terminal's (or $COLUMNS) capped at the root's 160, minus 2, at least 50."""
+    import shutil
+
+    return max(min(shutil.get_terminal_size().columns, MAX_CONTENT_WIDTH) - 2, 50)
+
+
+def program_name(argv0: str | None = None, main_module: ModuleType | None = None) -> str:
+    """The name click shows in ``Usage:`` (its ``_detect_program_name``): the script's file name,
+    or ``python -m pkg.mod`` when run as a module."""
+    main_module = main_module if main_module is not None else sys.modules["__main__"]
+    path = argv0 if argv0 is not None else sys.argv[0]
+    package = getattr(main_module, "__package__", None)
+    if package in (None, ""):
+        return os.path.basename(path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    module = str(package) if name == "__main__" else f"{package}.{name}"
+    return f"python -m {module.lstrip('.')}"
+
+
+def root_help(commands: Sequence[LazyCommand], prog: str, width: int) -> str:
+    """The text ``iterion --help`` prints (without the final newline, as click's ``get_help``)."""
+    page = _usage(prog, "[OPTIONS] COMMAND [ARGS]...", width)
+    page += "\n" + _wrap(ROOT_HELP, width, "  ", "  ") + "\n"
+    page += "\nOptions:\n" + _dl(ROOT_OPTIONS, width)
+    if commands:
+        page += "\nCommands:\n" + _dl([(c.name, c.summary) for c in commands], width)
+    return page.rstrip("\n")
+
+
+def answer_without_typer(argv: Sequence[str], commands: Sequence[LazyCommand], version: str) -> str | None:
+    """The whole output of ``iterion --version`` / ``--help`` / ``-h``, or None when ``argv`` is
+    any other command line (typer parses it). A shell-completion request always goes to typer."""
+    if len(argv) != 1 or any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+        return None
+    if argv[0] == "--version":
+        return f"iterion {version}"
+    if argv[0] in HELP_OPTIONS:
+        return root_help(commands, program_name(), help_width())
+    return None
