@@ -8,6 +8,7 @@ names, through the very code (``Scan.rescan``) the walk uses for each path.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import time
 from dataclasses import dataclass
@@ -103,7 +104,15 @@ class Capturer:
             # no committed snapshot referenced (and so were swept); start from the disk cache
             self._epoch = self.store.objects.epoch
             self._rows = self._rows_manifest = self._dirs = self._baseline = None
-        digest, stats = self._scan()
+        # A walk of a big tree makes a few hundred thousand tuples and no reference cycles; the
+        # cyclic collector would otherwise traverse the whole heap several times meanwhile.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            digest, stats = self._scan()
+        finally:
+            if paused:
+                gc.enable()
         self.store.objects.seal()  # git blobs referenced are pinned before anything names them
         return digest, dataclasses.replace(stats, seconds=time.perf_counter() - t0)
 
@@ -252,7 +261,36 @@ class Capturer:
         if not force and self._baseline is not None:
             return
         if self._rows_dirty and self._rows is not None:
+            rows, manifest = self._rows, self._rows_manifest
+            beyond = self._beyond_index(rows)
+            if beyond is not None:
+                # the rest are re-derived from git's index by the next walk, as this one did
+                rows, manifest = beyond, None
             self.store.save_cache(StatCacheDoc.model_construct(
-                format_version=StatCacheDoc.FORMAT_VERSION, manifest=self._rows_manifest,
-                ids=self.store.objects.ids, size_cap=self.size_cap, rows=self._rows))
+                format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
+                ids=self.store.objects.ids, size_cap=self.size_cap, rows=rows))
             self._rows_dirty = False
+
+    def _beyond_index(self, rows: dict[str, CacheRow]) -> dict[str, CacheRow] | None:
+        """The rows git's index cannot vouch for (git-ids runs), or None when it vouches for none.
+
+        A row whose stat and blob id equal the index entry's (not racily clean) is what the
+        walk's index shortcut would make again, so the persisted cache leaves it out: its size
+        follows what differs from the index (what the run changed), not the tree, and a new
+        process loads only that (issue 13 point 3)."""
+        if self.store.objects.ids != "git":
+            return None
+        git = self.store.objects.git
+        index = git.index_rows() if git is not None else None
+        if not index:
+            return None
+        get = index.get
+        out: dict[str, CacheRow] = {}
+        for p, row in rows.items():
+            key = row[0]
+            known = get(p)
+            if (known is None or known[4] != row[1] or known[1] != key[1] or known[2] != key[2]
+                    or known[0] != key[0] & 0xFFFFFFFF or known[3] != key[3] & 0xFFFFFFFF
+                    or key[4] & 0o170000 != 0o100000):
+                out[p] = row
+        return out if len(out) < len(rows) else None

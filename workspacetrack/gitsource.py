@@ -185,7 +185,7 @@ class GitSource:
         self._filters_safe = False
         # what the current capture referenced that no pin holds yet
         self._use_index: bytes | None = None
-        self._index_oids: list[str] = []  # ids taken from it (pinned one by one if it makes no tree)
+        self._index_used: IndexRows | None = None  # its rows (all pinned one by one if it makes no tree)
         self._extra: set[str] = set()
         self._pinned_index: bytes | None = None  # sha1 trailer of the index last pinned
 
@@ -240,11 +240,12 @@ class GitSource:
             return None
         return self._index_rows
 
-    def used_index(self, oid: str) -> None:
-        """A row of this capture took ``oid`` from the index: pin that index's tree at ``seal``."""
+    def used_index(self) -> None:
+        """Rows of this capture took blob ids from the index ``index_rows`` last returned: pin
+        that index's tree at ``seal`` (called once per capture, not per row)."""
         if self._use_index is None and self._index_bytes is not None:
             self._use_index = self._index_bytes
-        self._index_oids.append(oid)
+            self._index_used = self._index_rows
 
     def _config_is_safe(self) -> bool:
         """No config or attribute file outside the index converts content on its way into git."""
@@ -297,7 +298,7 @@ class GitSource:
             index = None
         if index is None and not self._extra:
             self._use_index = None
-            self._index_oids.clear()
+            self._index_used = None
             return
         import pygit2
 
@@ -310,8 +311,8 @@ class GitSource:
             if index_tree is not None:
                 root.insert("index", index_tree, pygit2.enums.FileMode.TREE)
                 written.append(index_tree)
-            else:  # an unmerged index, say: the blobs taken from it are pinned one by one
-                self._extra.update(self._index_oids)
+            else:  # an unmerged index, say: the blobs it vouched for are pinned one by one
+                self._extra.update(row[4] for row in (self._index_used or {}).values())
         extra = sorted(self._extra)
         if extra:
             tb = repo.TreeBuilder()
@@ -342,7 +343,7 @@ class GitSource:
         if index is not None and index_tree is not None:
             self._pinned_index = index[-20:]
         self._use_index = None
-        self._index_oids.clear()
+        self._index_used = None
         self._extra.clear()
 
     def _head_pinned_index(self) -> bytes | None:

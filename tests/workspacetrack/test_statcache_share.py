@@ -1,0 +1,73 @@
+"""The persisted stat cache holds only what git's index cannot vouch for, and runs over the same
+tree share it by content (issue 13: store growth of a second run, resume cost)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from iterion.store.gc import _sweep
+from workspacetrack import Tracker
+from workspacetrack.store import STATCACHE_DIR
+
+from ..conftest import git
+from .track_helpers import L, write
+
+
+def _age(root: Path, *rels: str) -> None:
+    past = time.time() - 3600
+    for rel in rels:
+        os.utime(root / rel, (past, past))
+
+
+def _rows(store: Path, run: str) -> dict[str, object]:
+    rows: dict[str, object] = json.loads((store / "runs" / run / "statcache.json").read_bytes())["rows"]
+    return rows
+
+
+def test_cache_keeps_rows_the_index_cannot_vouch_for_and_runs_share_it(repo: Path, tmp_path: Path) -> None:
+    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(30)}
+    for rel, text in tracked.items():
+        write(repo, rel, text)
+    _age(repo, *tracked)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    write(repo, "untracked.txt", "not in git\n")
+    write(repo, "src/f3.txt", "edited, not staged\n")
+    _age(repo, "untracked.txt", "src/f3.txt")
+    store = tmp_path / "store"
+    a = Tracker(store, repo, "a")
+    first = a.capture(L("nodes:n:0"))
+    a.close()
+    assert set(_rows(store, "a")) == {"untracked.txt", "src/f3.txt"}  # the 29 others: the index's
+    # a new process: the index vouches again, the small cache for the rest; nothing is re-read
+    again = Tracker(store, repo, "a")
+    second = again.capture(L("nodes:n:1"))
+    assert again.last_capture is not None and again.last_capture.hashed == 0
+    assert again.manifest(second.id).entries == again.manifest(first.id).entries
+    again.close()
+    # another run over the same tree writes the same cache: one file, linked from both runs
+    b = Tracker(store, repo, "b")
+    b.capture(L("nodes:n:0"))
+    b.close()
+    ca, cb = store / "runs" / "a" / "statcache.json", store / "runs" / "b" / "statcache.json"
+    assert ca.read_bytes() == cb.read_bytes()
+    assert os.stat(ca).st_ino == os.stat(cb).st_ino
+    shared = list((store / "objects" / STATCACHE_DIR).iterdir())
+    assert len(shared) == 1 and os.stat(shared[0]).st_nlink == 3
+
+
+def test_gc_drops_a_shared_cache_no_run_links_any_more(tmp_path: Path) -> None:
+    objects = tmp_path / "objects"
+    caches = objects / STATCACHE_DIR
+    caches.mkdir(parents=True)
+    (caches / "orphan").write_bytes(b"x" * 100)
+    (caches / "linked").write_bytes(b"y" * 50)
+    os.link(caches / "linked", tmp_path / "statcache.json")  # a kept run's cache
+    count, freed = _sweep(objects, set(), dry_run=True)
+    assert (count, freed) == (1, 100) and (caches / "orphan").exists()
+    assert _sweep(objects, set(), dry_run=False) == (1, 100)
+    assert not (caches / "orphan").exists()
+    assert (tmp_path / "statcache.json").read_bytes() == b"y" * 50 and (caches / "linked").exists()
