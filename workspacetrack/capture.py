@@ -154,13 +154,17 @@ class Capturer:
         # the old rows (no flattening); and with no path skipped without a row, the manifest
         # those rows were made for is this state's manifest - no serialisation at all.
         same_rows = scan.hits == n_rows == len(rows)
-        new_rows = rows if same_rows else scan.found_rows()
         unchanged = same_rows and self._rows_manifest is not None and not scan.extra_skipped
         if unchanged:
+            new_rows = rows
             digest = self._rows_manifest
             assert digest is not None
         else:
-            entries, skipped = manifest_parts(new_rows, scan.extra_skipped)
+            if same_rows:
+                new_rows = rows
+                entries, skipped = manifest_parts(new_rows, scan.extra_skipped)
+            else:
+                new_rows, entries, skipped = scan.found_rows_and_parts()
             digest = self.store.put_manifest(entries, skipped)
             self._rows_dirty = True
         self._finish(new_rows, digest, exact=not scan.extra_skipped)

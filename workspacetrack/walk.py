@@ -391,6 +391,27 @@ class Scan:
         out.update(self.rows)  # a journal capture visits single paths after their trees: later wins
         return out
 
+    def found_rows_and_parts(self) -> tuple[dict[str, CacheRow], dict[str, Entry], dict[str, str]]:
+        """``found_rows()`` and ``manifest_parts`` of them, in one pass over the walk's records
+        (a cold capture of 100,000 files does not loop over them twice)."""
+        if self.rows:
+            rows = self.found_rows()
+            return (rows, *manifest_parts(rows, self.extra_skipped))
+        out: dict[str, CacheRow] = {}
+        entries: dict[str, Entry] = {}
+        skipped = dict(self.extra_skipped)
+        for d, (_, names, _) in self.dirs.items():
+            prefix = d + "/" if d else ""
+            for name, row in names.items():
+                path = prefix + name if name else d  # '' : the empty directory d itself
+                out[path] = row
+                key, h, _trusted, target = row
+                if h[0] == "!":
+                    skipped[path] = h[1:]
+                else:
+                    entries[path] = (h, key[4], key[0], target)
+        return out, entries, skipped
+
     # -- a path the journal names -----------------------------------------------------------
     def rescan(self, rel: str) -> None:
         """Capture ``rel`` as the full walk would: nothing if it or an ancestor is excluded."""
