@@ -405,10 +405,11 @@ class TrackStore:
         # links it); where links are impossible the run keeps a private copy.
         shared = self.objects.root / STATCACHE_DIR / digest_of(data)
         try:
-            if os.path.exists(path) and os.path.samefile(path, shared):
-                return
+            # (under the run's lock and the store's shared gc lock: no sweep in between)
             if not shared.exists():
                 atomic_write_bytes(shared, data, mode=0o444, durable=False)
+            elif os.path.exists(path) and os.path.samefile(path, shared):
+                return
             tmp = self.run_dir / f".statcache.json.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
             os.link(shared, tmp)
             try:
