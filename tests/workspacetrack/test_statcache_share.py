@@ -71,3 +71,26 @@ def test_gc_drops_a_shared_cache_no_run_links_any_more(tmp_path: Path) -> None:
     assert _sweep(objects, set(), dry_run=False) == (1, 100)
     assert not (caches / "orphan").exists()
     assert (tmp_path / "statcache.json").read_bytes() == b"y" * 50 and (caches / "linked").exists()
+
+
+def test_index_tree_comes_from_a_valid_cache_tree_only(repo: Path, tmp_path: Path) -> None:
+    from workspacetrack.gitsource import parse_index
+
+    write(repo, "d/a.txt", "a\n")
+    write(repo, "b.txt", "b\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "two")
+    index = repo / ".git" / "index"
+    root: list[str] = []
+    parse_index(index.read_bytes(), b"", os.stat(index).st_mtime_ns, [], root)
+    assert root == [git(repo, "rev-parse", "HEAD^{tree}").strip()]  # `git commit` leaves it valid
+    write(repo, "d/a.txt", "a2\n")
+    git(repo, "add", "d/a.txt")  # staging invalidates the root's entry: no id to take
+    root = []
+    parse_index(index.read_bytes(), b"", os.stat(index).st_mtime_ns, [], root)
+    assert root == []
+    # a capture on that index still pins a tree holding the staged blob (made from the entries)
+    t = Tracker(tmp_path / "store", repo, "r")
+    t.capture(L("nodes:n:0"))
+    staged = git(repo, "rev-parse", ":d/a.txt").strip()
+    assert git(repo, "rev-parse", "refs/iterion/pins/r:index/d/a.txt").strip() == staged
