@@ -132,7 +132,11 @@ class StateLogRecord(VersionedModel):
 
 
 class StatCacheDoc(VersionedModel):
-    """path -> stat key -> hash, and the manifest whose path set the rows describe exactly."""
+    """path -> stat key -> hash, and the manifest whose path set the rows describe exactly.
+
+    A git-ids run persists only the rows git's index cannot vouch for (``manifest`` is then
+    None): a walk re-derives the others from the index (``Capturer._beyond_index``). Persisted
+    as a hard link to a file shared by content (``TrackStore.save_cache``)."""
 
     FORMAT_VERSION = 2
     manifest: str | None = None
