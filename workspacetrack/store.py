@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -76,6 +77,7 @@ from workspacetrack.names import (
 from workspacetrack.objects import ObjectStore, digest_of
 
 _MANIFEST_CACHE_SIZE = 6
+_IDS_TAIL = re.compile(rb',"ids":"(blake3|git)"\}\s*\Z')  # how a manifest of format 2 ends
 STATCACHE_DIR = "statcache"  # under the objects dir: stat caches shared by content (``save_cache``)
 _COMPACT_MIN = 256  # log lines before the log may be folded into state.json
 
@@ -352,6 +354,26 @@ class TrackStore:
                                          skipped=skipped, removed=[], ids=raw.ids)
         self._remember(digest, m)
         return m
+
+    def manifest_ids(self, digest: str) -> str:
+        """``read_manifest(digest).ids`` without parsing a manifest this process does not hold:
+        ``ids`` is the document's last field, so its tail names it (a 100,000-entry manifest is
+        not parsed for one word when a new process resumes a run)."""
+        m = self._manifests.get(digest)
+        if m is not None:
+            return m.ids
+        path = self.objects.locate(digest)
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(max(0, os.fstat(f.fileno()).st_size - 64))
+                    tail = f.read()
+            except OSError:
+                tail = b""
+            found = _IDS_TAIL.search(tail)
+            if found is not None:
+                return found.group(1).decode()
+        return self.read_manifest(digest).ids  # an older format, or not where expected: parse it
 
     def cached_manifest(self, digest: str) -> Manifest | None:
         """The full state of ``digest`` if this process holds it in memory (never reads)."""

@@ -108,7 +108,7 @@ class Tracker:
         equal content must keep equal ids), else git blob ids when the workspace is in a git
         repository (``workspacetrack.gitsource``), else blake3."""
         if state.head is not None:
-            kind = self.store.read_manifest(self.store.snapshot(state, state.head).manifest).ids
+            kind = self.store.manifest_ids(self.store.snapshot(state, state.head).manifest)
         else:
             kind = "git" if self.store.objects.git is not None else "blake3"
         self.store.objects.ids = kind

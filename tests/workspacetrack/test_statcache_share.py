@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from iterion.store.gc import _sweep
 from workspacetrack import Tracker
 from workspacetrack.store import STATCACHE_DIR
@@ -94,3 +96,19 @@ def test_index_tree_comes_from_a_valid_cache_tree_only(repo: Path, tmp_path: Pat
     t.capture(L("nodes:n:0"))
     staged = git(repo, "rev-parse", ":d/a.txt").strip()
     assert git(repo, "rev-parse", "refs/iterion/pins/r:index/d/a.txt").strip() == staged
+
+
+def test_manifest_id_kind_is_read_from_the_documents_tail(repo: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from workspacetrack.gitsource import REUSE_ENV
+    from workspacetrack.store import TrackStore
+
+    write(repo, "a.txt", "a\n")
+    for run, reuse in (("g", "1"), ("b", "0")):
+        monkeypatch.setenv(REUSE_ENV, reuse)
+        t = Tracker(tmp_path / "store", repo, run)
+        digest = t.capture(L("nodes:n:0")).manifest
+        t.close()
+        fresh = TrackStore(tmp_path / "store", run)  # a new process: nothing in memory
+        assert fresh.manifest_ids(digest) == ("git" if reuse == "1" else "blake3")
+        assert fresh.manifest_ids(digest) == TrackStore(tmp_path / "store", run).read_manifest(digest).ids
