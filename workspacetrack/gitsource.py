@@ -252,6 +252,10 @@ class GitSource:
             return None
         return self._index_rows
 
+    def index_checksum(self) -> str | None:
+        """Hex of the trailer of the index ``index_rows`` last returned (its identity)."""
+        return self._index_bytes[-20:].hex() if self._index_bytes is not None else None
+
     def used_index(self) -> None:
         """Rows of this capture took blob ids from the index ``index_rows`` last returned: pin
         that index's tree at ``seal`` (called once per capture, not per row)."""

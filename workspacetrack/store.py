@@ -395,8 +395,8 @@ class TrackStore:
         path = self.run_dir / "statcache.json"
         try:
             raw = json.loads(path.read_bytes())
-            if raw.get("format_version") != StatCacheDoc.FORMAT_VERSION:
-                raise ValueError("another format")
+            if raw.get("format_version") not in (2, StatCacheDoc.FORMAT_VERSION):
+                raise ValueError("another format")  # version 1 hashed rows another way: cold
             rows: dict[str, CacheRow] = {}
             for p, (key, h, trusted, target) in raw["rows"].items():
                 k = tuple(key)
@@ -405,13 +405,16 @@ class TrackStore:
                 rows[p] = (k, h, trusted, target)  # type: ignore[assignment]
             manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
             ids = raw.get("ids", "blake3")  # the kind of content ids its rows hold (workspacetrack.gitsource)
+            index, total = raw.get("index"), raw.get("total", 0)  # version 3 (absent in 2)
             if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int) \
-                    or ids not in ("blake3", "git"):
+                    or ids not in ("blake3", "git") or not (index is None or isinstance(index, str)) \
+                    or not isinstance(total, int):
                 raise ValueError("bad header")
         except (OSError, ValueError, TypeError, AttributeError, KeyError):
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
         doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
-                                           size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows))
+                                           size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows),
+                                           index=index, total=total)
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:

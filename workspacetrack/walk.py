@@ -68,6 +68,7 @@ class Scan:
         self.n_rows = 0    # rows in ``dirs``
         self.extra_skipped: dict[str, str] = {}  # skipped without a stat row (unencodable, unlistable)
         self.hits = 0      # paths vouched for by a trusted cache row
+        self.from_index = 0  # paths whose row took git's index entry (stat matched, file unread)
         self.hashed = 0    # files (or link targets) actually read
         self.threshold = time.time_ns() - RACY_WINDOW_NS
         self._dir_levels: dict[str, Levels | None] = {}
@@ -123,6 +124,7 @@ class Scan:
                 if (known is not None and known[0] == st.st_size & 0xFFFFFFFF and known[1] == st.st_mtime_ns
                         and known[2] == st.st_ctime_ns and known[3] == st.st_ino & 0xFFFFFFFF):
                     self._index_used()
+                    self.from_index += 1
                     return (key, known[4], trusted, None)  # git's blob id: the file is not read
             try:
                 fd = os.open(absp, _READ_FLAGS)
@@ -305,7 +307,7 @@ class Scan:
         make_row = self._row
         index = self._index
         index_get = index.get if index is not None else None
-        size_cap, threshold, taken = self.size_cap, self.threshold, False
+        size_cap, threshold, taken = self.size_cap, self.threshold, 0
         # The rule levels in effect here, deepest first, unpacked once per directory; the
         # common case - one level whose patterns all look at names only - gets a direct call.
         live = [lvl.matcher for lvl in reversed(lv) if not lvl.matcher.empty]
@@ -371,12 +373,13 @@ class Scan:
                 ix = index_get(rel)
                 if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
                         and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
-                    taken = True
+                    taken += 1
                     mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
                     continue
             mine[name] = make_row(rel, st)
         if taken:
             self._index_used()
+            self.from_index += taken
         self.hits += hits
         self.n_rows += len(mine)
         self.dirs[d] = (lv, mine, frozenset(others) if exact else None)

@@ -12,6 +12,7 @@ import pytest
 
 from iterion.store.gc import _sweep
 from workspacetrack import Tracker
+from workspacetrack.gitsource import blob_id
 from workspacetrack.store import STATCACHE_DIR
 
 from ..conftest import git
@@ -112,3 +113,39 @@ def test_manifest_id_kind_is_read_from_the_documents_tail(repo: Path, tmp_path: 
         fresh = TrackStore(tmp_path / "store", run)  # a new process: nothing in memory
         assert fresh.manifest_ids(digest) == ("git" if reuse == "1" else "blake3")
         assert fresh.manifest_ids(digest) == TrackStore(tmp_path / "store", run).read_manifest(digest).ids
+
+
+def test_a_new_process_finds_the_saved_manifest_only_for_the_same_state(repo: Path, tmp_path: Path) -> None:
+    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(10)}
+    for rel, text in tracked.items():
+        write(repo, rel, text)
+    _age(repo, *tracked)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    write(repo, "mine.txt", "the run's\n")
+    _age(repo, "mine.txt")
+    store = tmp_path / "store"
+    t = Tracker(store, repo, "r")
+    first = t.capture(L("nodes:n:0")).manifest
+    t.close()
+    again = Tracker(store, repo, "r")  # cache rows + the same index: the saved manifest, not rebuilt
+    assert again.capture(L("nodes:n:1")).manifest == first
+    assert again.last_capture is not None and again.last_capture.reused_manifest
+    again.close()
+    # files the index vouched for are gone: the cache's own rows still all match, the count does not
+    (repo / "src" / "f1.txt").unlink()
+    (repo / "src" / "f2.txt").unlink()
+    later = Tracker(store, repo, "r")
+    rec = later.capture(L("nodes:n:2"))
+    assert rec.manifest != first and not later.last_capture.reused_manifest  # type: ignore[union-attr]
+    assert set(later.manifest(rec.id).entries) == set(later.manifest("nodes:n:0").entries) - {"src/f1.txt", "src/f2.txt"}
+    later.close()
+    # the index itself changed (a commit): vouching by another index never stands for the old one
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "deleted")
+    (repo / "src" / "f3.txt").write_text("changed\n")
+    _age(repo, "src/f3.txt")
+    last = Tracker(store, repo, "r")
+    rec = last.capture(L("nodes:n:3"))
+    assert last.manifest(rec.id).entries["src/f3.txt"][0] == blob_id(b"changed\n")
+    last.close()
