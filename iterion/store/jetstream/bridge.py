@@ -15,6 +15,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from iterion.store.errors import StoreError
+from persist.errors import ErrorCode
 
 T = TypeVar("T")
 
@@ -25,7 +26,7 @@ class StoreUnavailableError(StoreError):
     """The shared store did not answer (server down, network, timeout)."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=2)
+        super().__init__(message, hint=hint, exit_code=ErrorCode.BAD_INPUT)
 
 
 class Bridge:
