@@ -212,11 +212,41 @@ def _still_stands_for_a_copy(ws: Workspace, st: PrivateIndexState, private: Path
                    for p in st.tracked_ignored)
 
 
-def _load(path: Path) -> PrivateIndexState | None:
+# path -> (identity of the file, what it holds): a run's boundaries re-read a state they wrote
+# themselves (thousands of sources on a big tree) only when another process rewrote it.
+_LOADED: dict[str, tuple[tuple[int, int, int, int], PrivateIndexState]] = {}
+
+
+def _ident(path: Path) -> tuple[int, int, int, int] | None:
     try:
-        return read_model(path, PrivateIndexState)
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _load(path: Path) -> PrivateIndexState | None:
+    ident = _ident(path)
+    if ident is None:
+        _LOADED.pop(str(path), None)
+        return None
+    hit = _LOADED.get(str(path))
+    if hit is not None and hit[0] == ident:
+        return hit[1].model_copy()
+    try:
+        st = read_model(path, PrivateIndexState)
     except (OSError, ValueError):
         return None  # missing or unreadable: the private index is a cache, re-seed
+    _LOADED[str(path)] = (ident, st)
+    return st.model_copy()
+
+
+def _save(path: Path, st: PrivateIndexState) -> None:
+    # Not fsynced: it is a cache, and the rename keeps it whole; lost, it means a re-seed.
+    atomic_write_bytes(path, st.model_dump_json().encode(), durable=False)
+    ident = _ident(path)
+    if ident is not None:
+        _LOADED[str(path)] = (ident, st.model_copy())
 
 
 def _seed(ws: Workspace, private: Path, env: dict[str, str]) -> list[str]:
@@ -270,8 +300,7 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
                                 sources=sources, tracked_ignored=tracked_ignored, dirs=dirs, gitlinks=gitlinks,
                                 trusted=trusted)
         if new != st:
-            # Not fsynced: it is a cache, and the rename keeps it whole; lost, it means a re-seed.
-            atomic_write_bytes(paths.state, new.model_dump_json().encode(), durable=False)
+            _save(paths.state, new)
         return tree
 
 
@@ -393,9 +422,18 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
         if gone:
             run_git(ws.workdir, _FORCE_REMOVE, env=env, input_bytes=_nul(gone))
             files.difference_update(gone)
+        # Only files of the last tree rewritten in place (none added, removed or replaced by a
+        # directory): the new tree has the same directories and gitlinks, so the same sources.
+        same_shape = not prefixes and not gone and all(tracked(p) and os.path.lexists(root + p) for p in files)
         if files:
             run_git(ws.workdir, _UPDATE_INDEX, env=env, input_bytes=_nul(sorted(files)))
         tree = git_out(ws.workdir, ["write-tree"], env=env)
+        if same_shape:
+            # ``dirs`` keeps the older subtree ids: ``_tree_shape`` only ever skips a subtree
+            # whose id equals the recorded one, and equal ids mean the same directories below.
+            new = st.model_copy(update={"private_index": index_sig(paths.index_file), "tree": tree})
+            _save(paths.state, new)
+            return tree
         dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs, st.gitlinks)
         started = time.time_ns()
         # The sources of the new tree: unchanged ones as checked (a change in the tree would
@@ -411,5 +449,5 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
         new = PrivateIndexState(user_index=st.user_index, private_index=index_sig(paths.index_file), tree=tree,
                                 sources=sources, tracked_ignored=st.tracked_ignored, dirs=dirs, gitlinks=gitlinks,
                                 trusted=not racy)
-        atomic_write_bytes(paths.state, new.model_dump_json().encode(), durable=False)
+        _save(paths.state, new)
         return tree

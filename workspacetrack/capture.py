@@ -8,6 +8,7 @@ names, through the very code (``Scan.rescan``) the walk uses for each path.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import time
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class Capturer:
         self.size_cap = size_cap
         self._rows: dict[str, CacheRow] | None = None
         self._rows_manifest: str | None = None
+        # (index checksum, rows in all) when ``_rows`` leave out what that index vouched for
+        self._rows_index: tuple[str, int] | None = None
         self._rows_dirty = False
         # The last full walk's per-directory records of exactly ``_rows`` (None otherwise): they
         # let the next walk vouch for an unchanged directory without a per-file row lookup.
@@ -70,8 +73,9 @@ class Capturer:
             doc = self.store.load_cache()
             if doc.size_cap == self.size_cap and doc.ids == self.store.objects.ids:
                 self._rows, self._rows_manifest = doc.rows, doc.manifest
+                self._rows_index = (doc.index, doc.total) if doc.index is not None else None
             else:
-                self._rows, self._rows_manifest = {}, None
+                self._rows, self._rows_manifest, self._rows_index = {}, None, None
         return self._rows
 
     def rules_frozen(self) -> None:
@@ -103,7 +107,15 @@ class Capturer:
             # no committed snapshot referenced (and so were swept); start from the disk cache
             self._epoch = self.store.objects.epoch
             self._rows = self._rows_manifest = self._dirs = self._baseline = None
-        digest, stats = self._scan()
+        # A walk of a big tree makes a few hundred thousand tuples and no reference cycles; the
+        # cyclic collector would otherwise traverse the whole heap several times meanwhile.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            digest, stats = self._scan()
+        finally:
+            if paused:
+                gc.enable()
         self.store.objects.seal()  # git blobs referenced are pinned before anything names them
         return digest, dataclasses.replace(stats, seconds=time.perf_counter() - t0)
 
@@ -145,13 +157,26 @@ class Capturer:
         # the old rows (no flattening); and with no path skipped without a row, the manifest
         # those rows were made for is this state's manifest - no serialisation at all.
         same_rows = scan.hits == n_rows == len(rows)
-        new_rows = rows if same_rows else scan.found_rows()
-        unchanged = same_rows and self._rows_manifest is not None and not scan.extra_skipped
-        if unchanged:
+        # (rows that leave out what the index vouched for stand for their manifest only with it)
+        unchanged = (same_rows and self._rows_manifest is not None and self._rows_index is None
+                     and not scan.extra_skipped)
+        if not unchanged and self._same_with_index(scan, rows):
+            # the saved rows plus what the same index vouched for: the saved manifest again
+            new_rows = scan.found_rows()
+            digest = self._rows_manifest
+            assert digest is not None
+            self._rows_dirty = True
+            unchanged = True
+        elif unchanged:
+            new_rows = rows
             digest = self._rows_manifest
             assert digest is not None
         else:
-            entries, skipped = manifest_parts(new_rows, scan.extra_skipped)
+            if same_rows:
+                new_rows = rows
+                entries, skipped = manifest_parts(new_rows, scan.extra_skipped)
+            else:
+                new_rows, entries, skipped = scan.found_rows_and_parts()
             digest = self.store.put_manifest(entries, skipped)
             self._rows_dirty = True
         self._finish(new_rows, digest, exact=not scan.extra_skipped)
@@ -159,6 +184,19 @@ class Capturer:
         stats = CaptureStats("full", scan.hashed, n_rows, unchanged,
                              reason if self.journal.active else None)
         return digest, stats
+
+    def _same_with_index(self, scan: Scan, rows: dict[str, CacheRow]) -> bool:
+        """Whether this walk found exactly the state the loaded cache was saved for, although
+        that cache left out the rows git's index vouched for (``_beyond_index``): every saved
+        row matched, every other path took its entry from the same index (byte-identical, so
+        each such path had this very stat when saved - a file changed since would not match an
+        entry written before), and the counts agree."""
+        if self._rows_index is None or self._rows_manifest is None or scan.extra_skipped or scan.hashed:
+            return False
+        checksum, total = self._rows_index
+        git = self.store.objects.git if self.store.objects.ids == "git" else None
+        return (git is not None and scan.hits == len(rows) and scan.hits + scan.from_index == scan.n_rows == total
+                and git.index_checksum() == checksum)
 
     def _scan_journal(self, dirty: set[str], trees: set[str], rows: dict[str, CacheRow]) -> tuple[str, CaptureStats]:
         assert self._baseline is not None
@@ -234,7 +272,7 @@ class Capturer:
     def _finish(self, rows: dict[str, CacheRow], digest: str, *, exact: bool) -> None:
         # The rows vouch for a manifest only when they cover exactly its paths (a name that
         # could not be encoded or an unlistable directory is skipped without a row).
-        self._rows, self._rows_manifest = rows, (digest if exact else None)
+        self._rows, self._rows_manifest, self._rows_index = rows, (digest if exact else None), None
         self._dirs = None  # a full walk sets its own right after
         self._baseline = digest if self.journal.active else None
         hook = os.environ.get(PAUSE_HOOK_ENV)
@@ -252,7 +290,38 @@ class Capturer:
         if not force and self._baseline is not None:
             return
         if self._rows_dirty and self._rows is not None:
+            rows, index, total = self._rows, None, 0
+            beyond = self._beyond_index(rows)
+            if beyond is not None:
+                # the rest are re-derived from git's index by the next walk, as this one did
+                rows, index, total = beyond[0], beyond[1], len(rows)
             self.store.save_cache(StatCacheDoc.model_construct(
                 format_version=StatCacheDoc.FORMAT_VERSION, manifest=self._rows_manifest,
-                ids=self.store.objects.ids, size_cap=self.size_cap, rows=self._rows))
+                ids=self.store.objects.ids, size_cap=self.size_cap, rows=rows, index=index, total=total))
             self._rows_dirty = False
+
+    def _beyond_index(self, rows: dict[str, CacheRow]) -> tuple[dict[str, CacheRow], str] | None:
+        """(The rows git's index cannot vouch for, that index's checksum) for a git-ids run, or
+        None when it vouches for none.
+
+        A row whose stat and blob id equal the index entry's (not racily clean) is what the
+        walk's index shortcut would make again, so the persisted cache leaves it out: its size
+        follows what differs from the index (what the run changed), not the tree, and a new
+        process loads only that (issue 13 point 3)."""
+        if self.store.objects.ids != "git":
+            return None
+        git = self.store.objects.git
+        index = git.index_rows() if git is not None else None
+        checksum = git.index_checksum() if git is not None else None
+        if not index or checksum is None:
+            return None
+        get = index.get
+        out: dict[str, CacheRow] = {}
+        for p, row in rows.items():
+            key = row[0]
+            known = get(p)
+            if (known is None or known[4] != row[1] or known[1] != key[1] or known[2] != key[2]
+                    or known[0] != key[0] & 0xFFFFFFFF or known[3] != key[3] & 0xFFFFFFFF
+                    or key[4] & 0o170000 != 0o100000):
+                out[p] = row
+        return (out, checksum) if len(out) < len(rows) else None

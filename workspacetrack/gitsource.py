@@ -104,12 +104,14 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def parse_index(data: bytes, prefix: bytes, racy_ns: int,
-                attributes: list[bytes] | None = None) -> IndexRows | None:
+                attributes: list[bytes] | None = None, root_tree: list[str] | None = None) -> IndexRows | None:
     """Stage-0 regular-file entries of index bytes ``data`` under ``prefix`` (b"" or b"dir/"),
     keyed by the path below it; entries whose mtime is not older than ``racy_ns`` (the index
     file's mtime), assume-valid, skip-worktree or intent-to-add ones are left out (their stat
     vouches for nothing). None: a format this reader does not take (split index, sha256).
-    ``attributes`` receives the repository path of every tracked ``.gitattributes``."""
+    ``attributes`` receives the repository path of every tracked ``.gitattributes``;
+    ``root_tree`` the id of the whole index's tree when its cache-tree extension holds it valid
+    (``git commit`` leaves it so; staging a path invalidates it)."""
     if len(data) < 32 or data[:4] != b"DIRC":
         return None
     version, count = struct.unpack_from(">II", data, 4)
@@ -163,6 +165,12 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
         (n,) = struct.unpack_from(">I", data, pos + 4)
         if sig == b"link":
             return None
+        if sig == b"TREE" and root_tree is not None and data[pos + 8:pos + 9] == b"\0":
+            # the root entry: "" NUL entry_count SP subtrees LF [oid if entry_count >= 0]
+            nl = data.find(b"\n", pos + 9, pos + 8 + n)
+            head = data[pos + 9:nl].split(b" ") if nl > 0 else []
+            if len(head) == 2 and head[0].isdigit() and nl + 21 <= pos + 8 + n:
+                root_tree.append(data[nl + 1:nl + 21].hex())
         pos += 8 + n
     return out
 
@@ -181,11 +189,13 @@ class GitSource:
         self._index_key: tuple[int, int, int] | None = None
         self._index_rows: IndexRows | None = None
         self._index_bytes: bytes | None = None
+        self._index_root: str | None = None  # its tree, from its valid cache-tree extension
         self._filters_key: tuple[object, ...] | None = None
         self._filters_safe = False
         # what the current capture referenced that no pin holds yet
         self._use_index: bytes | None = None
-        self._index_oids: list[str] = []  # ids taken from it (pinned one by one if it makes no tree)
+        self._index_used: IndexRows | None = None  # its rows (all pinned one by one if it makes no tree)
+        self._used_root: str | None = None  # and its tree, when its cache-tree names it
         self._extra: set[str] = set()
         self._pinned_index: bytes | None = None  # sha1 trailer of the index last pinned
 
@@ -230,7 +240,9 @@ class GitSource:
             except OSError:
                 return None
             attrs: list[bytes] = []
-            rows = parse_index(data, self.prefix, st.st_mtime_ns, attrs)
+            root: list[str] = []
+            rows = parse_index(data, self.prefix, st.st_mtime_ns, attrs, root)
+            self._index_root = root[0] if root and rows is not None else None
             if rows is not None and any(_converting(self.workdir / os.fsdecode(a)) for a in attrs):
                 rows = None
             self._index_rows = rows
@@ -240,11 +252,17 @@ class GitSource:
             return None
         return self._index_rows
 
-    def used_index(self, oid: str) -> None:
-        """A row of this capture took ``oid`` from the index: pin that index's tree at ``seal``."""
+    def index_checksum(self) -> str | None:
+        """Hex of the trailer of the index ``index_rows`` last returned (its identity)."""
+        return self._index_bytes[-20:].hex() if self._index_bytes is not None else None
+
+    def used_index(self) -> None:
+        """Rows of this capture took blob ids from the index ``index_rows`` last returned: pin
+        that index's tree at ``seal`` (called once per capture, not per row)."""
         if self._use_index is None and self._index_bytes is not None:
             self._use_index = self._index_bytes
-        self._index_oids.append(oid)
+            self._index_used = self._index_rows
+            self._used_root = self._index_root
 
     def _config_is_safe(self) -> bool:
         """No config or attribute file outside the index converts content on its way into git."""
@@ -297,7 +315,7 @@ class GitSource:
             index = None
         if index is None and not self._extra:
             self._use_index = None
-            self._index_oids.clear()
+            self._index_used = self._used_root = None
             return
         import pygit2
 
@@ -310,8 +328,8 @@ class GitSource:
             if index_tree is not None:
                 root.insert("index", index_tree, pygit2.enums.FileMode.TREE)
                 written.append(index_tree)
-            else:  # an unmerged index, say: the blobs taken from it are pinned one by one
-                self._extra.update(self._index_oids)
+            else:  # an unmerged index, say: the blobs it vouched for are pinned one by one
+                self._extra.update(row[4] for row in (self._index_used or {}).values())
         extra = sorted(self._extra)
         if extra:
             tb = repo.TreeBuilder()
@@ -342,7 +360,7 @@ class GitSource:
         if index is not None and index_tree is not None:
             self._pinned_index = index[-20:]
         self._use_index = None
-        self._index_oids.clear()
+        self._index_used = self._used_root = None
         self._extra.clear()
 
     def _head_pinned_index(self) -> bytes | None:
@@ -369,6 +387,9 @@ class GitSource:
         unmerged index, say)."""
         import pygit2
 
+        if self._used_root is not None and self.has(self._used_root):
+            # git's cache-tree already names it (after a commit, say): no 100,000-entry re-read
+            return pygit2.Oid(hex=self._used_root)
         tmp = self.common / f"iterion-pin-index.{os.getpid()}.{secrets.token_hex(4)}"
         try:
             tmp.write_bytes(data)

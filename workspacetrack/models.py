@@ -153,10 +153,20 @@ class StateLogRecord(VersionedModel):
 
 
 class StatCacheDoc(VersionedModel):
-    """path -> stat key -> hash, and the manifest whose path set the rows describe exactly."""
+    """path -> stat key -> hash, and the manifest whose path set the rows describe exactly.
 
-    FORMAT_VERSION = 2
+    A git-ids run persists only the rows git's index cannot vouch for: a walk re-derives the
+    others from the index (``Capturer._beyond_index``). Persisted as a hard link to a file
+    shared by content (``TrackStore.save_cache``)."""
+
+    FORMAT_VERSION = 3
     manifest: str | None = None
     ids: Literal["blake3", "git"] = "blake3"  # the kind of the rows' hashes (version 1: blake3)
+    # Version 3: when rows were left out for git's index, the index's checksum (hex of its
+    # trailer) that vouched for them and how many rows ``manifest`` has in all; with that very
+    # index, a walk whose rows are these plus ``total - len(rows)`` taken from it finds
+    # ``manifest`` again. Version 2 documents read with neither (no such reuse).
+    index: str | None = None
+    total: int = 0
     size_cap: int = 0  # rows record "oversized" verdicts: valid only under the same cap
     rows: dict[str, CacheRow] = Field(default_factory=dict)

@@ -4,7 +4,8 @@
                                         (``shared_objects_dir``)
     <store>/runs/<run>/state.json       snapshot records, chain, label map, banks up to ``log_seq``
     <store>/runs/<run>/state.log        one JSON line per later commit (``StateLogRecord``, seq order)
-    <store>/runs/<run>/statcache.json   path -> stat -> hash (a cache: losing it costs re-hashing)
+    <store>/runs/<run>/statcache.json   path -> stat -> hash (a cache: losing it costs re-hashing),
+                                        a hard link to <objects>/statcache/<blake3> (shared by content)
     <store>/runs/<run>/lock             flock: one capture or restore of a run at a time
 
 Commit order: objects and manifest (flushed once) -> one line appended to state.log and
@@ -38,9 +39,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import TypeVar
 
@@ -48,7 +52,7 @@ from pydantic import ValidationError
 
 from gitrefs.ids import validate_id
 from persist import VersionedModel, atomic_write_bytes, file_lock, fsync_dir, read_model, write_model
-from persist.atomic import is_temp_leftover
+from persist.atomic import TMP_SUFFIX, is_temp_leftover
 from persist.killpoint import kill_point
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.models import (
@@ -60,10 +64,21 @@ from workspacetrack.models import (
     StatCacheDoc,
     StateLogRecord,
 )
-from workspacetrack.names import from_wire, is_clean, keys_from_wire, list_from_wire, list_to_wire, to_wire
+from workspacetrack.names import (
+    all_clean,
+    any_wire,
+    from_wire,
+    is_clean,
+    keys_from_wire,
+    list_from_wire,
+    list_to_wire,
+    to_wire,
+)
 from workspacetrack.objects import ObjectStore, digest_of
 
 _MANIFEST_CACHE_SIZE = 6
+_IDS_TAIL = re.compile(rb',"ids":"(blake3|git)"\}\s*\Z')  # how a manifest of format 2 ends
+STATCACHE_DIR = "statcache"  # under the objects dir: stat caches shared by content (``save_cache``)
 _COMPACT_MIN = 256  # log lines before the log may be folded into state.json
 
 M = TypeVar("M", bound=VersionedModel)
@@ -340,6 +355,26 @@ class TrackStore:
         self._remember(digest, m)
         return m
 
+    def manifest_ids(self, digest: str) -> str:
+        """``read_manifest(digest).ids`` without parsing a manifest this process does not hold:
+        ``ids`` is the document's last field, so its tail names it (a 100,000-entry manifest is
+        not parsed for one word when a new process resumes a run)."""
+        m = self._manifests.get(digest)
+        if m is not None:
+            return m.ids
+        path = self.objects.locate(digest)
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(max(0, os.fstat(f.fileno()).st_size - 64))
+                    tail = f.read()
+            except OSError:
+                tail = b""
+            found = _IDS_TAIL.search(tail)
+            if found is not None:
+                return found.group(1).decode()
+        return self.read_manifest(digest).ids  # an older format, or not where expected: parse it
+
     def cached_manifest(self, digest: str) -> Manifest | None:
         """The full state of ``digest`` if this process holds it in memory (never reads)."""
         return self._manifests.get(digest)
@@ -360,8 +395,8 @@ class TrackStore:
         path = self.run_dir / "statcache.json"
         try:
             raw = json.loads(path.read_bytes())
-            if raw.get("format_version") != StatCacheDoc.FORMAT_VERSION:
-                raise ValueError("another format")
+            if raw.get("format_version") not in (2, StatCacheDoc.FORMAT_VERSION):
+                raise ValueError("another format")  # version 1 hashed rows another way: cold
             rows: dict[str, CacheRow] = {}
             for p, (key, h, trusted, target) in raw["rows"].items():
                 k = tuple(key)
@@ -370,13 +405,16 @@ class TrackStore:
                 rows[p] = (k, h, trusted, target)  # type: ignore[assignment]
             manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
             ids = raw.get("ids", "blake3")  # the kind of content ids its rows hold (workspacetrack.gitsource)
+            index, total = raw.get("index"), raw.get("total", 0)  # version 3 (absent in 2)
             if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int) \
-                    or ids not in ("blake3", "git"):
+                    or ids not in ("blake3", "git") or not (index is None or isinstance(index, str)) \
+                    or not isinstance(total, int):
                 raise ValueError("bad header")
         except (OSError, ValueError, TypeError, AttributeError, KeyError):
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
         doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
-                                           size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows))
+                                           size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows),
+                                           index=index, total=total)
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:
@@ -385,7 +423,29 @@ class TrackStore:
         if wire is not doc.rows:
             doc = doc.model_copy(update={"rows": wire})
         data = doc.model_dump_json().encode("utf-8")
-        atomic_write_bytes(self.run_dir / "statcache.json", data, durable=False)
+        path = self.run_dir / "statcache.json"
+        # Shared by content: runs over the same unchanged tree write the same cache bytes, and
+        # a 100,000-file cache is ~14 MB. The run's file is a hard link to
+        # <objects>/statcache/<blake3 of the bytes> (``iterion gc`` removes an entry once no run
+        # links it); where links are impossible the run keeps a private copy.
+        shared = self.objects.root / STATCACHE_DIR / digest_of(data)
+        try:
+            # (under the run's lock and the store's shared gc lock: no sweep in between)
+            if not shared.exists():
+                atomic_write_bytes(shared, data, mode=0o444, durable=False)
+            elif os.path.exists(path) and os.path.samefile(path, shared):
+                return
+            tmp = self.run_dir / f".statcache.json.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+            os.link(shared, tmp)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            return
+        except OSError:
+            pass
+        atomic_write_bytes(path, data, durable=False)
 
 
 # -- wire form of names (workspacetrack.names): what JSON can carry --------------------------
@@ -420,19 +480,20 @@ def _wire_log_record(rec: StateLogRecord) -> StateLogRecord:
     return rec if wired is rec.snapshot else rec.model_copy(update={"snapshot": wired})
 
 
-def _entry_clean(path: str, e: Entry) -> bool:
-    return (path.isascii() or is_clean(path)) and (e[3] is None or e[3].isascii() or is_clean(e[3]))
+def _targets(values: Iterable[tuple[object, ...]]) -> Iterator[str]:
+    """The symlink targets (item 3, None for other entries/rows), collected at C speed."""
+    return filter(None, map(itemgetter(3), values))  # type: ignore[arg-type]
 
 
 def _wire_manifest(m: Manifest) -> Manifest:
     """``m`` with non-UTF-8 names and link targets in wire form (``m`` itself if it has none)."""
     entries, skipped, removed = m.entries, m.skipped, m.removed
-    if not all(_entry_clean(p, e) for p, e in entries.items()):
+    if not (all_clean(entries) and all_clean(_targets(entries.values()))):
         entries = {to_wire(p): (e if e[3] is None else (e[0], e[1], e[2], to_wire(e[3])))
                    for p, e in entries.items()}
-    if not all(p.isascii() or is_clean(p) for p in skipped):
+    if not all_clean(skipped):
         skipped = {to_wire(p): r for p, r in skipped.items()}
-    if not all(p.isascii() or is_clean(p) for p in removed):
+    if not all_clean(removed):
         removed = list_to_wire(removed)
     if entries is m.entries and skipped is m.skipped and removed is m.removed:
         return m
@@ -440,7 +501,7 @@ def _wire_manifest(m: Manifest) -> Manifest:
 
 
 def _unwire_manifest(m: Manifest) -> Manifest:
-    if any(p[:1] == "\x00" or (e[3] is not None and e[3][:1] == "\x00") for p, e in m.entries.items()):
+    if any_wire(m.entries) or any_wire(_targets(m.entries.values())):
         m.entries = {from_wire(p): (e if e[3] is None else (e[0], e[1], e[2], from_wire(e[3])))
                      for p, e in m.entries.items()}
     m.skipped = keys_from_wire(m.skipped)
@@ -450,12 +511,12 @@ def _unwire_manifest(m: Manifest) -> Manifest:
 
 
 def _rows_to_wire(rows: dict[str, CacheRow]) -> dict[str, CacheRow]:
-    if all((p.isascii() or is_clean(p)) and (r[3] is None or is_clean(r[3])) for p, r in rows.items()):
+    if all_clean(rows) and all_clean(_targets(rows.values())):
         return rows
     return {to_wire(p): (r if r[3] is None else (r[0], r[1], r[2], to_wire(r[3]))) for p, r in rows.items()}
 
 
 def _rows_from_wire(rows: dict[str, CacheRow]) -> dict[str, CacheRow]:
-    if not any(p[:1] == "\x00" or (r[3] is not None and r[3][:1] == "\x00") for p, r in rows.items()):
+    if not (any_wire(rows) or any_wire(_targets(rows.values()))):
         return rows
     return {from_wire(p): (r if r[3] is None else (r[0], r[1], r[2], from_wire(r[3]))) for p, r in rows.items()}

@@ -95,6 +95,7 @@ class Tracker:
         self.last_capture: CaptureStats | None = None
         # paths the last capture skipped that the previous head had not skipped (path -> reason)
         self.newly_skipped: dict[str, str] = {}
+        self._label_index: tuple[dict[str, list[str]], RunState | None, int] = ({}, None, 0)
         state = self.store.load_state()
         if state is not None and Path(state.workspace) != ws:
             raise StoreLayoutError(f"run {run_id} versions workspace {state.workspace}, not {ws}",
@@ -107,7 +108,7 @@ class Tracker:
         equal content must keep equal ids), else git blob ids when the workspace is in a git
         repository (``workspacetrack.gitsource``), else blake3."""
         if state.head is not None:
-            kind = self.store.read_manifest(self.store.snapshot(state, state.head).manifest).ids
+            kind = self.store.manifest_ids(self.store.snapshot(state, state.head).manifest)
         else:
             kind = "git" if self.store.objects.git is not None else "blake3"
         self.store.objects.ids = kind
@@ -437,8 +438,20 @@ class Tracker:
         return out
 
     def _with_labels(self, rec: SnapshotRecord, state: RunState) -> SnapshotRecord:
-        labels = [link.label for link in state.chain if link.snapshot == rec.id]
-        return rec.model_copy(update={"labels": labels or rec.labels})
+        labels = self._labels_of(state).get(rec.id)
+        return rec.model_copy(update={"labels": list(labels) if labels else rec.labels})
+
+    def _labels_of(self, state: RunState) -> dict[str, list[str]]:
+        """snapshot id -> the labels of the chain links to it, in chain order. Kept across
+        calls and extended by the links appended since (the chain of one loaded state only
+        grows), so a boundary does not scan the whole chain: the per-node cost stays flat."""
+        index, seen, folded = self._label_index
+        if seen is not state or folded > len(state.chain):
+            index, folded = {}, 0
+        for link in state.chain[folded:]:
+            index.setdefault(link.snapshot, []).append(link.label)
+        self._label_index = (index, state, len(state.chain))
+        return index
 
 
 def _link(label: str, snap: str) -> ChainLink:

@@ -66,6 +66,7 @@ class Scan:
         self.n_rows = 0    # rows in ``dirs``
         self.extra_skipped: dict[str, str] = {}  # skipped without a stat row (unencodable, unlistable)
         self.hits = 0      # paths vouched for by a trusted cache row
+        self.from_index = 0  # paths whose row took git's index entry (stat matched, file unread)
         self.hashed = 0    # files (or link targets) actually read
         self.threshold = time.time_ns() - RACY_WINDOW_NS
         self._dir_levels: dict[str, Levels | None] = {}
@@ -74,6 +75,20 @@ class Scan:
         self.git = objects.git if objects.ids == "git" else None
         self._index: IndexRows | None = None
         self._index_read = False
+        self._index_taken = False  # a row took a blob id from it (its tree is pinned at seal)
+
+    def _git_index(self) -> IndexRows | None:
+        """git's index rows, read on the first file a stat row cannot vouch for."""
+        if not self._index_read and self.git is not None:
+            self._index_read = True
+            self._index = self.git.index_rows()
+        return self._index
+
+    def _index_used(self) -> None:
+        if not self._index_taken:
+            self._index_taken = True
+            assert self.git is not None
+            self.git.used_index()
 
     # -- one path ---------------------------------------------------------------------------
     def visit(self, rel: str, st: os.stat_result) -> None:
@@ -101,15 +116,13 @@ class Scan:
         elif st_mod.S_ISREG(mode):
             if st.st_size > self.size_cap:
                 return self._skip(key, SkipReason.OVERSIZED, trusted)
-            if self.git is not None and not self._index_read:
-                self._index_read = True
-                self._index = self.git.index_rows()
-            if self._index is not None:
-                known = self._index.get(rel)
+            index = self._git_index()
+            if index is not None:
+                known = index.get(rel)
                 if (known is not None and known[0] == st.st_size & 0xFFFFFFFF and known[1] == st.st_mtime_ns
                         and known[2] == st.st_ctime_ns and known[3] == st.st_ino & 0xFFFFFFFF):
-                    assert self.git is not None
-                    self.git.used_index(known[4])
+                    self._index_used()
+                    self.from_index += 1
                     return (key, known[4], trusted, None)  # git's blob id: the file is not read
             try:
                 fd = os.open(absp, _READ_FLAGS)
@@ -290,6 +303,9 @@ class Scan:
         hashing of what the cache cannot vouch for; records the directory for ``_same_dir``."""
         old_get = self.old_rows.get
         make_row = self._row
+        index = self._index
+        index_get = index.get if index is not None else None
+        size_cap, threshold, taken = self.size_cap, self.threshold, 0
         # The rule levels in effect here, deepest first, unpacked once per directory; the
         # common case - one level whose patterns all look at names only - gets a direct call.
         live = [lvl.matcher for lvl in reversed(lv) if not lvl.matcher.empty]
@@ -340,13 +356,28 @@ class Scan:
                     if ignored:
                         others.add(name)
                         continue
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
             row = old_get(rel)
-            if row is not None and row[2] and row[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                                         st.st_ino, mode):
+            if row is not None and row[2] and row[0] == key:
                 hits += 1
                 mine[name] = row
-            else:
-                mine[name] = make_row(rel, st)
+                continue
+            # A regular file whose stat matches git's index entry: the entry's blob id, unread
+            # (``_row``'s first case, inlined: a cold capture of a clean checkout is all this).
+            if index_get is None and not self._index_read and self.git is not None:
+                index = self._git_index()
+                index_get = index.get if index is not None else None
+            if index_get is not None and mode & 0o170000 == 0o100000 and key[0] <= size_cap:
+                ix = index_get(rel)
+                if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
+                        and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
+                    taken += 1
+                    mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
+                    continue
+            mine[name] = make_row(rel, st)
+        if taken:
+            self._index_used()
+            self.from_index += taken
         self.hits += hits
         self.n_rows += len(mine)
         self.dirs[d] = (lv, mine, frozenset(others) if exact else None)
@@ -360,6 +391,27 @@ class Scan:
                 out[prefix + name if name else d] = row  # '' : the empty directory d itself
         out.update(self.rows)  # a journal capture visits single paths after their trees: later wins
         return out
+
+    def found_rows_and_parts(self) -> tuple[dict[str, CacheRow], dict[str, Entry], dict[str, str]]:
+        """``found_rows()`` and ``manifest_parts`` of them, in one pass over the walk's records
+        (a cold capture of 100,000 files does not loop over them twice)."""
+        if self.rows:
+            rows = self.found_rows()
+            return (rows, *manifest_parts(rows, self.extra_skipped))
+        out: dict[str, CacheRow] = {}
+        entries: dict[str, Entry] = {}
+        skipped = dict(self.extra_skipped)
+        for d, (_, names, _) in self.dirs.items():
+            prefix = d + "/" if d else ""
+            for name, row in names.items():
+                path = prefix + name if name else d  # '' : the empty directory d itself
+                out[path] = row
+                key, h, _trusted, target = row
+                if h[0] == "!":
+                    skipped[path] = h[1:]
+                else:
+                    entries[path] = (h, key[4], key[0], target)
+        return out, entries, skipped
 
     # -- a path the journal names -----------------------------------------------------------
     def rescan(self, rel: str) -> None:

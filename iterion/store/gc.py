@@ -45,7 +45,7 @@ from persist.killpoint import kill_point
 from workspacetrack.gitsource import PIN_PREFIX
 from workspacetrack.models import EMPTY_DIR, Manifest
 from workspacetrack.objects import GC_GENERATION, GC_LOCK
-from workspacetrack.store import TrackStore, shared_objects_dir
+from workspacetrack.store import STATCACHE_DIR, TrackStore, shared_objects_dir
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -298,6 +298,13 @@ def _sweep(objects_dir: Path, live: set[str], dry_run: bool) -> tuple[int, int]:
         return 0, 0
     doomed: list[tuple[Path, int]] = []
     for sub in sorted(objects_dir.iterdir()):
+        if sub.name == STATCACHE_DIR and sub.is_dir():
+            # stat caches shared by content: an entry no run's statcache.json links any more
+            for f in sub.iterdir():
+                st = f.lstat()
+                if st.st_nlink <= 1:
+                    doomed.append((f, st.st_size))
+            continue
         if len(sub.name) != 2 or not sub.is_dir():
             if sub.name.startswith(".") and sub.name.endswith(".tmp"):  # a killed writer's stream file
                 doomed.append((sub, sub.stat().st_size))

@@ -128,3 +128,21 @@ def test_doubts_re_verify_with_the_full_add(run: Watched, tmp_path: Path) -> Non
     (repo / "src" / "a.py").write_text("watched again\n")
     run.mark("staged")
     run.v.close()
+
+
+def test_in_place_edits_keep_the_tree_shape_and_later_changes_stay_exact(run: Watched) -> None:
+    """Edits only (no path added or removed) skip re-reading the tree's shape; the boundaries
+    after them - a new directory, a new ignore file's doubt - still give git's tree."""
+    repo = run.repo
+    (repo / "src" / "a.py").write_text("a2\n")
+    (repo / "docs" / "deep" / "y.md").write_text("y2\n")
+    run.mark("staged")
+    (repo / "src" / "a.py").write_text("a3\n")
+    run.mark("staged")
+    files(repo, {"docs/deep/deeper/z.md": "z\n", "fresh/f.txt": "f\n"})
+    run.mark("staged")
+    (repo / "docs" / "deep" / "deeper" / "z.md").write_text("z2\n")
+    run.mark("staged")
+    files(repo, {"fresh/.gitignore": "*.txt\n"})  # an ignore file in a directory made meanwhile
+    run.mark("full")
+    run.v.close()
