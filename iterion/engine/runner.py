@@ -432,7 +432,7 @@ class Runner:
         self._checkpoint(AnchorReason.NODE_BOUNDARY, pred, strict=False)
         self._set_status(RunStatus.FAILED, code=FailureCode.WORKFLOW_FAILED.value, error=error)
         self.ctx.emit(ev.RUN_FAILED, pred, None, {"code": FailureCode.WORKFLOW_FAILED.value, "error": error})
-        return self._result()
+        return self._result(deliberate=True)
 
     def _fail_node(self, node: Node) -> RunResult:
         ctx, st, wf = self.ctx, self.state, self.wf
@@ -460,7 +460,7 @@ class Runner:
             self._set_status(RunStatus.FAILED_RESUMABLE, code=code, error=message)
             ctx.emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message, "resumable": True,
                                                   "restart_node": pred})
-            return self._result()
+            return self._result(deliberate=True)
         if node.resumable and reason is not None:
             ctx.emit(ev.WARNING, node.id, it, {"message": f"fail node {node.id} is resumable but cannot be resumed: "
                                                           f"{reason}; the run ends failed", "node": node.id,
@@ -468,7 +468,7 @@ class Runner:
         self._checkpoint(AnchorReason.NODE_BOUNDARY, pred, strict=False)
         self._set_status(RunStatus.FAILED, code=code, error=message)
         ctx.emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message, "resumable": False})
-        return self._result()
+        return self._result(deliberate=True)
 
     def _park(self, node: Node, it: int, outcome: StepOutcome) -> RunResult:
         ctx, st = self.ctx, self.state
