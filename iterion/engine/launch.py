@@ -179,6 +179,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         if queued is not None:
             # the queued document becomes the run: a compare-and-swap, so two claimers never both win
             doc.created_at = queued.created_at
+            doc.options = {**queued.options, **doc.options}  # where it was queued from stays recorded
             store.save_run(doc, queued.version)
         else:
             store.create_run(doc)  # a full disk here leaves no run directory behind (StoreFullError)

@@ -44,6 +44,9 @@ class Delivery(VersionedModel):
     repo_url: str | None = None
     ref: str | None = None
     file: str | None = None
+    # a run NOT bound to a repository: the workflow file and workspace are paths every runner can
+    # see (one machine, or a shared filesystem)
+    workspace: str | None = None
     # launch: vars (strings, coerced to the var's type), preset, backend, the script backend's
     # answers file (a path in the repository), answers known up front, budget overrides
     vars: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,92 @@
+"""`iterion runner`: claim queued runs from NATS JetStream and execute them.
+
+Heavy imports (nats, the engine) happen inside the command: CLI start-up never pays for them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+import typer
+
+from cli.errors import CliError
+from cli.output import echo_err
+
+HELP = """Claim queued runs from the work queue on NATS JetStream and execute them.
+
+Runs are queued by `iterion server --nats URL` (POST /api/runs, POST /api/runs/{id}/resume,
+`iterion remote runs launch --repo URL --file PATH`). Any number of runners, on any machines,
+may claim from one queue: a per-run lease guarantees a run executes on one runner at a time, and
+a run whose runner dies is taken over by another after the lease's TTL. A run bound to a
+repository executes in a fresh clone under --work-dir (removed when the run returns) and pushes
+its workspace checkpoints to that repository. One log line per claim and per disposition goes to
+stderr. SIGTERM: stop claiming, give runs in flight --grace seconds, then hand them back.
+
+\b
+Examples:
+  nats-server -js -sd /var/lib/nats &
+  iterion runner --nats nats://127.0.0.1:4222
+  iterion runner --nats nats://queue.internal:4222 --concurrency 4 --work-dir /srv/iterion/work
+"""
+
+
+def runner_cmd(
+    nats: str = typer.Option(..., "--nats", help="The NATS server (JetStream enabled) holding the queue. Example: --nats nats://127.0.0.1:4222"),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, max=64, help="Runs executed at once. Example: --concurrency 4"),
+    work_dir: Path | None = typer.Option(None, "--work-dir", help="Where per-run clones go (default: a directory under the system temp dir). Example: --work-dir /srv/iterion/work"),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else the one found from the current directory). Example: --store-dir /srv/iterion/store"),
+    prefix: str = typer.Option("iterion", "--prefix", help="Name prefix of the queue's streams and buckets (the server's). Example: --prefix iterion"),
+    name: str | None = typer.Option(None, "--name", help="This runner's name in logs and leases (default: HOST-PID). Example: --name runner-a"),
+    grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds runs in flight get to finish on SIGTERM before they are handed back. Example: --grace 30"),
+    push_every: int = typer.Option(1, "--push-every", min=0, help="Push a repository run's workspace every N nodes (0: only when it stops). Example: --push-every 1"),
+    ack_wait: float = typer.Option(60.0, "--ack-wait", min=0.5, help="Seconds before an unacknowledged delivery is offered again (when this runner creates the queue). Example: --ack-wait 60"),
+    max_deliver: int = typer.Option(8, "--max-deliver", min=1, help="Deliveries of one message before it is dead-lettered (when this runner creates the queue). Example: --max-deliver 8"),
+    lease_ttl: float = typer.Option(30.0, "--lease-ttl", min=0.5, help="Seconds a run's lease outlives its last heartbeat (when this runner creates the queue). Example: --lease-ttl 30"),
+) -> None:
+    from cli.preflight import open_store
+    from iterion.queue.jsqueue import QueueSettings, WorkQueue
+    from iterion.runner.loop import Runner, RunnerConfig
+    from iterion.store.jetstream.bridge import StoreUnavailableError
+
+    if not nats.startswith(("nats://", "tls://", "ws://", "wss://")):
+        raise CliError(f"--nats {nats!r} is not a NATS URL", hint="e.g. --nats nats://127.0.0.1:4222")
+    store = open_store(store_dir, write=True)
+    work = (work_dir or Path(tempfile.gettempdir()) / f"iterion-runner-{os.getuid()}").resolve()
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--work-dir {work}: cannot create it ({exc.strerror or exc})",
+                       hint="pass a writable directory") from None
+    try:
+        queue = WorkQueue(nats, QueueSettings(prefix=prefix, ack_wait_s=ack_wait, max_deliver=max_deliver,
+                                              lease_ttl_s=lease_ttl))
+    except StoreUnavailableError as exc:
+        raise CliError(exc.message, hint=exc.hint) from None
+    config = RunnerConfig(work_dir=work, concurrency=concurrency, grace_s=grace, push_every=push_every)
+    if name:
+        config.name = name
+    def say(message: str) -> None:  # one line per claim/disposition, time-stamped
+        from datetime import datetime
+
+        echo_err(f"{datetime.now().astimezone().strftime('%Y-%m-%dT%H:%M:%S%z')} iterion runner: {message}")
+
+    runner = Runner(store, queue, config, say=say)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        echo_err(f"iterion runner: {signal.Signals(signum).name}: stopping (grace {grace:g}s)")
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        runner.serve()
+    finally:
+        queue.close()
+    echo_err(f"iterion runner: stopped after {runner.handled} deliveries")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runner", help=HELP, short_help="Claim queued runs from NATS JetStream and execute them.")(runner_cmd)
