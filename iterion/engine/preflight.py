@@ -28,6 +28,8 @@ def _why(exc: OSError) -> str:
 
 def check_event_log(store: Store, run_id: str) -> list[ev.Event]:
     """The run's timeline must be readable and appendable; returns its events."""
+    if store.shared:  # no local file to probe: the backend answers (or names its outage)
+        return store.read_events(run_id)
     path = store.paths(run_id).events_jsonl
     try:
         events = store.read_events(run_id)
@@ -43,6 +45,12 @@ def check_event_log(store: Store, run_id: str) -> list[ev.Event]:
 def check_run_dir(store: Store, run_id: str) -> None:
     """The run's directory must be writable (the run document, checkpoint and intent live there)."""
     d = store.run_dir(run_id)
+    if store.shared:  # the local half of a shared run: made on the first machine that touches it
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PreflightError(f"the run directory {d} cannot be made ({_why(exc)}); {UNCHANGED}",
+                                 hint="make the work directory writable, then retry") from None
     if not os.access(d, os.W_OK | os.X_OK):
         raise PreflightError(f"the run directory {d} is not writable; {UNCHANGED}",
                              hint="make the run store writable, then retry")

@@ -222,7 +222,7 @@ def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDo
     events = check_event_log(store, run_id)
     check_run_dir(store, run_id)
     cp = check_checkpoint(store, run_id)
-    check_checkpoint_present(doc, cp, events, store.paths(run_id).checkpoint_json)
+    check_checkpoint_present(doc, cp, events, store.checkpoint_location(run_id))
     check_workspace_usable(doc)
     return doc, cp
 

@@ -111,7 +111,7 @@ def check_no_interrupted_rewind(store: Store, run_id: str) -> None:
 
 
 def check_checkpoint_present(doc: RunDoc, cp: Checkpoint | None, events: list[ev.Event],
-                             path: Path | None = None) -> None:
+                             path: Path | str | None = None) -> None:
     """A checkpoint that existed (or must exist: a paused run) and is gone: nothing to resume from.
 
     ``path``: where the checkpoint should be, named in the refusal."""

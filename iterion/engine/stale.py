@@ -246,6 +246,10 @@ def reconcile_orphans(store: Store, *, threshold_s: float | None = None, skip: s
     how it happened).
     """
     threshold = stale_after_s() if threshold_s is None else threshold_s
+    if store.shared:
+        # a shared (JetStream) store: runs execute on other machines, whose locks this one cannot
+        # probe; there the queue's lease and redelivery find dead owners, not this sweep
+        return []
     if not store.runs_dir.is_dir():
         return []
     now = time.time()

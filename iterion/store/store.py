@@ -1,42 +1,41 @@
-"""The embedded file store: ``<store>/runs/<run>/`` holding one run's documents.
+"""The run store facade: ``Store(root)`` on files, ``Store(root, docs=JetStreamStore(...))`` shared.
 
-``save_run`` is a compare-and-swap on the run document's ``version`` so a stale writer (a
-cancel racing a resume, a rewind racing a checkpoint) is refused instead of overwriting; the
-check and the rename happen under a short flock so two processes cannot both win.
+Run documents, checkpoints, events and friendly names go through the document backend
+(``iterion.store.docstore.RunDocumentStore``): the filesystem one under ``<root>/runs/<run>/`` by
+default (``iterion.store.fsdocs``), or JetStream (``iterion.store.jetstream``), where artifacts and
+attachments go to its object store too. What belongs to one machine stays under ``root`` with
+either backend: the run's directory (track data, the execution lock, interactions, turns, the
+rewind intent, control files), the workspace locks and worktrees.
+
+``save_run`` is a compare-and-swap on the run document's ``version`` with either backend: a stale
+writer (a cancel racing a resume, a rewind racing a checkpoint) gets StaleWriteError (HTTP 409).
 """
 
 from __future__ import annotations
 
-import shutil
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import Any
 
 from iterion.store.artifacts import ArtifactStore
 from iterion.store.attachments import AttachmentStore
 from iterion.store.checkpoint import Checkpoint
+from iterion.store.docstore import CorruptRun, EventAppender, RunDocumentStore
 from iterion.store.errors import (
     AmbiguousRunRefError,
-    CorruptDocumentError,
-    RunExistsError,
     RunNotFoundError,
-    StaleWriteError,
     StatusRefusedError,
     StoreFullError,
 )
-from iterion.store.events import Event, EventLog, last_flush_time, read_events
+from iterion.store.events import Event
+from iterion.store.fsdocs import RUNS_DIR, FsRunDocs, read_doc
 from iterion.store.ids import check_run_ref, display_ref, validate_run_id
 from iterion.store.interactions import InteractionStore
 from iterion.store.layout import EXPLICIT, RunPaths, locate_store
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
-from iterion.store.names import NameIndex, indexable
-from iterion.store.refs import MIN_PREFIX, short_ids, unique_name
+from iterion.store.refs import MIN_PREFIX, short_ids
 from iterion.store.reserve import (
     ensure_reserve,
     is_storage_error,
@@ -45,51 +44,19 @@ from iterion.store.reserve import (
     reserve_size,
 )
 from iterion.store.run_doc import RunDoc
-from iterion.store.timeutil import utcnow
-from persist import FormatVersionError, file_lock, read_model, write_model
 
-RUNS_DIR = "runs"
-NAMES_LOCK = "names.lock"  # at the store root: serializes picking a unique run name
 STALE_AFTER_S = 60.0  # --force-stale guard (docs/user-guide.md "Locks and takeover"): no event flush for this long
+_read = read_doc  # the one reader of documents with a one-line error (kept under its old name)
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def _read(path: Path, cls: type[M]) -> M:
-    """read_model with a one-line CorruptDocumentError for an unreadable or too-new document."""
-    try:
-        return read_model(path, cls)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        detail = f"cannot be read ({exc.strerror or exc})"
-        raise CorruptDocumentError(f"{path}: {detail}", detail=detail) from None
-    except FormatVersionError as exc:
-        raise CorruptDocumentError(f"{path}: {exc}", detail=str(exc)) from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
-        detail = f"unreadable {cls.__name__} ({where}: {first.get('msg')})"
-        raise CorruptDocumentError(f"{path}: {detail}", detail=detail) from None
-
-
-@dataclass(frozen=True)
-class CorruptRun:
-    """A run directory whose run.json cannot be read: listed as status ``corrupt``, never hidden."""
-
-    id: str
-    path: Path
-    detail: str
-    status: str = "corrupt"
+__all__ = ["RUNS_DIR", "STALE_AFTER_S", "CorruptRun", "Store"]
 
 
 class Store:
-    def __init__(self, root: Path, *, origin: str = EXPLICIT) -> None:
+    def __init__(self, root: Path, *, origin: str = EXPLICIT, docs: RunDocumentStore | None = None) -> None:
         self.root = Path(root)
         self.origin = origin  # how it was found (iterion.store.layout: explicit, env, legacy, git, project)
         self.runs_dir = self.root / RUNS_DIR
-        self._logs: dict[str, EventLog] = {}
-        self._logs_lock = threading.Lock()
+        self.docs: RunDocumentStore = docs if docs is not None else FsRunDocs(self.root)
 
     @classmethod
     def open(cls, explicit: Path | None = None, cwd: Path | None = None) -> Store:
@@ -99,7 +66,20 @@ class Store:
         where = locate_store(explicit, cwd or Path.cwd())
         return cls(check_store_dir(where.root), origin=where.origin)
 
-    # -- layout -----------------------------------------------------------------------------------
+    @property
+    def shared(self) -> bool:
+        """Run documents live in a store several machines share (JetStream): a local lock or a
+        local file proves nothing about a run another machine executes."""
+        return self.docs.shared
+
+    def where(self) -> str:
+        """Where the run documents are, for messages (a directory or a nats:// URL)."""
+        return self.docs.where()
+
+    def close(self) -> None:
+        self.docs.close()
+
+    # -- layout (local to this machine) -------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:
         return self.runs_dir / validate_run_id(run_id)
 
@@ -110,61 +90,41 @@ class Store:
         return self.paths(run_id).track
 
     def exists(self, run_id: str) -> bool:
-        return self.paths(run_id).run_json.is_file()
+        return self.docs.exists(run_id)
 
     # -- the run document -------------------------------------------------------------------------
     def create_run(self, doc: RunDoc) -> RunDoc:
-        """Persist a new run (version 1) with its space reserve. Refuses an id that already exists.
+        """Persist a new run (version 1) in the backend. Refuses an id that already exists.
 
-        A full (or read-only) disk while creating it removes the partial run directory and raises
-        StoreFullError: no half-made run is left behind."""
-        paths = self.paths(doc.id)
-        created = not paths.dir.exists()
-        try:
-            paths.dir.mkdir(parents=True, exist_ok=True)
-            # names.lock: the name check and the write of run.json are one step, so two launches
-            # racing for one name cannot both get it (a later one takes a -2, -3, ... suffix)
-            with file_lock(self.root / NAMES_LOCK), file_lock(paths.cas_lock):
-                if paths.run_json.exists():
-                    raise RunExistsError(f"run {doc.id} already exists")
-                if doc.name and indexable(doc.name):
-                    doc.name = self._name_index().claim(doc.name, doc.id)
-                elif doc.name:  # a name no file can be called: checked against every run instead
-                    doc.name = unique_name(doc.name, self._names(exclude=doc.id))
-                doc.version = 1
-                doc.created_at = doc.updated_at = utcnow()
-                write_model(paths.run_json, doc)
-            ensure_reserve(paths.dir, reserve_size(paths.run_json))
-        except OSError as exc:
-            if not is_storage_error(exc):
-                raise
-            if created:
-                self.discard_new_run(doc.id)
-                if doc.name and indexable(doc.name):
-                    self._name_index().release(doc.name, doc.id)
-            raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
-        return doc
+        On files this also makes the run's space reserve, and a full (or read-only) disk removes
+        the partial run directory and raises StoreFullError: no half-made run is left behind."""
+        if self.shared:
+            try:
+                self.run_dir(doc.id).mkdir(parents=True, exist_ok=True)  # the local half (lock, track)
+            except OSError as exc:
+                if not is_storage_error(exc):
+                    raise
+                raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
+        return self.docs.create_run(doc)
 
     def run_names(self) -> set[str]:
         """The friendly names in use (a new run's name is picked outside them)."""
-        try:
-            return self._name_index().taken()
-        except OSError:  # a read-only or damaged store: the claim at creation still decides
-            return set()
-
-    def _name_index(self) -> NameIndex:
-        return NameIndex(self.root, lambda: [(r.id, r.name) for r in self.list_runs()], self.exists)
-
-    def _names(self, *, exclude: str) -> set[str]:
-        return {r.name for r in self.list_runs() if r.id != exclude and r.name}
+        return self.docs.run_names()
 
     def discard_new_run(self, run_id: str) -> None:
-        """Remove a run that never started (its creation failed half-way): every file of it."""
-        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+        """Remove a run that never started (its creation failed half-way): every trace of it."""
+        self.docs.discard_run(run_id)
+        if self.shared:
+            import shutil
+
+            shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
     def ensure_reserve(self, run_id: str) -> None:
         """(Re)make the run's space reserve (resume does, before it claims the run); one that still
-        holds its floor is left untouched."""
+        holds its floor is left untouched. A shared store records the run's end off this disk:
+        no reserve is needed there."""
+        if self.shared:
+            return
         paths = self.paths(run_id)
         try:
             ensure_reserve(paths.dir, reserve_size(paths.run_json), reserve_floor(paths.run_json))
@@ -177,78 +137,27 @@ class Store:
         return release_reserve(self.run_dir(run_id))
 
     def load_run(self, run_id: str) -> RunDoc:
-        path = self.paths(run_id).run_json
-        try:
-            return _read(path, RunDoc)
-        except CorruptDocumentError as exc:
-            if "newer than this iterion" in exc.detail:
-                raise  # a format from a newer iterion: not corrupt, the message says what to do
-            raise CorruptDocumentError(f"run {run_id}: its run.json is corrupt ({exc.detail}): {path}",
-                                       detail=exc.detail,
-                                       hint="restore run.json from a backup, or move the run directory aside; "
-                                            "`iterion inspect` lists the run as corrupt") from None
-        except IsADirectoryError:
-            raise CorruptDocumentError(f"run {run_id}: its run.json is not a regular file: {path}",
-                                       detail="not a regular file",
-                                       hint="move the run directory aside") from None
-        except FileNotFoundError:
-            raise RunNotFoundError(f"run {run_id} not found in {self.runs_dir}",
-                                   hint="list runs with `iterion inspect`, or pass --store-dir") from None
-
-    def _disk_version(self, run_id: str) -> int:
-        return self.load_run(run_id).version
+        return self.docs.load_run(run_id)
 
     def save_run(self, doc: RunDoc, expected_version: int) -> RunDoc:
-        """Write ``doc`` if the on-disk version is ``expected_version``; else StaleWriteError.
+        """Write ``doc`` if the stored version is ``expected_version``; else StaleWriteError.
 
         On success ``doc.version`` is ``expected_version + 1`` and ``updated_at`` is now.
         """
-        paths = self.paths(doc.id)
-        with file_lock(paths.cas_lock):
-            found = self._disk_version(doc.id)
-            if found != expected_version:
-                raise StaleWriteError(doc.id, expected_version, found)
-            new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
-            write_model(paths.run_json, new)
-        doc.version, doc.updated_at = new.version, new.updated_at
-        return doc
+        return self.docs.save_run(doc, expected_version)
 
     def update_run(self, run_id: str, mutate: Callable[[RunDoc], None], *, attempts: int = 5) -> RunDoc:
         """Load, apply ``mutate``, save with CAS; on a concurrent write re-read and re-apply."""
-        for attempt in range(attempts):
-            doc = self.load_run(run_id)
-            expected = doc.version
-            mutate(doc)
-            try:
-                return self.save_run(doc, expected)
-            except StaleWriteError:
-                if attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
+        return self.docs.update_run(run_id, mutate, attempts=attempts)
 
     def list_runs(self) -> list[RunDoc]:
         """Every run, oldest first (ids are time-ordered). Unreadable documents are skipped
         (``corrupt_runs`` lists them)."""
-        return [r for r in self.list_entries() if isinstance(r, RunDoc)]
+        return self.docs.list_runs()
 
     def list_entries(self) -> list[RunDoc | CorruptRun]:
-        """Every run directory holding a run.json, oldest first: its document, or a CorruptRun
-        (id from the directory name) when run.json cannot be read or parsed."""
-        if not self.runs_dir.is_dir():
-            return []
-        out: list[RunDoc | CorruptRun] = []
-        for d in sorted(self.runs_dir.iterdir()):
-            run_json = d / "run.json"
-            if run_json.is_file():
-                try:
-                    out.append(self.load_run(d.name))
-                except CorruptDocumentError as exc:
-                    out.append(CorruptRun(d.name, run_json, exc.detail))
-                except ValueError:  # a directory name that is no run id: not a run
-                    continue
-            elif run_json.exists() or run_json.is_symlink():
-                out.append(CorruptRun(d.name, run_json, "not a regular file"))
-        return out
+        """Every run, oldest first: its document, or a CorruptRun when it cannot be read."""
+        return self.docs.list_entries()
 
     def corrupt_runs(self) -> list[CorruptRun]:
         return [r for r in self.list_entries() if isinstance(r, CorruptRun)]
@@ -281,7 +190,7 @@ class Store:
         if len(hits) == 1:
             return hits[0]
         if not hits:
-            raise RunNotFoundError(f"run {display_ref(ref)} not found in {self.runs_dir}",
+            raise RunNotFoundError(f"run {display_ref(ref)} not found in {self.where()}",
                                    hint="list runs with `iterion inspect`, or pass --store-dir")
         shown = short_ids([r.id for r in entries])
         raise AmbiguousRunRefError(f"ambiguous: {len(hits)} runs start with {display_ref(ref)}; type more",
@@ -294,37 +203,33 @@ class Store:
 
     # -- checkpoint -------------------------------------------------------------------------------
     def save_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:
-        checkpoint.run_id = run_id
-        checkpoint.written_at = utcnow()
-        write_model(self.paths(run_id).checkpoint_json, checkpoint)
+        self.docs.save_checkpoint(run_id, checkpoint)
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        try:
-            return _read(self.paths(run_id).checkpoint_json, Checkpoint)
-        except FileNotFoundError:
-            return None
+        return self.docs.load_checkpoint(run_id)
 
     def has_checkpoint(self, run_id: str) -> bool:
-        return self.paths(run_id).checkpoint_json.is_file()
+        return self.docs.has_checkpoint(run_id)
+
+    def checkpoint_location(self, run_id: str) -> str:
+        """Where the run's checkpoint is (a path, or its place in the shared store), for messages."""
+        return self.docs.checkpoint_location(run_id)
 
     # -- events -----------------------------------------------------------------------------------
-    def events(self, run_id: str) -> EventLog:
+    def events(self, run_id: str) -> EventAppender:
         """The process-wide appender of this run (one per run so threads share the seq)."""
-        with self._logs_lock:
-            log = self._logs.get(run_id)
-            if log is None:
-                log = self._logs[run_id] = EventLog(self.run_dir(run_id))
-            return log
+        return self.docs.events(run_id)
 
     def append_event(self, run_id: str, type: str, *, node: str | None = None, iteration: int | None = None,
                      payload: dict[str, Any] | None = None) -> Event:
-        return self.events(run_id).append(type, node=node, iteration=iteration, payload=payload)
+        return self.docs.append_event(run_id, type, node=node, iteration=iteration, payload=payload)
 
     def read_events(self, run_id: str, *, after_seq: int = 0) -> list[Event]:
-        return read_events(self.run_dir(run_id), after_seq=after_seq)
+        return self.docs.read_events(run_id, after_seq=after_seq)
 
     def last_flush_time(self, run_id: str) -> float | None:
-        return last_flush_time(self.run_dir(run_id))
+        """When the run's last event was written (POSIX seconds), or None with no events yet."""
+        return self.docs.last_flush_time(run_id)
 
     def check_stale(self, run_id: str, *, now: float | None = None, threshold_s: float = STALE_AFTER_S,
                     own_lock: RunLock | None = None) -> None:
@@ -332,7 +237,8 @@ class Store:
         execution lock and no event flushed in the last ``threshold_s`` seconds (--force-stale).
 
         Pass ``own_lock`` when the caller already holds the run's lock (then the probe is skipped:
-        holding it already proves no other process does)."""
+        holding it already proves no other process does). With a shared store the lock only
+        speaks for this machine; the last event's time speaks for every machine."""
         run_dir = self.run_dir(run_id)
         if not (own_lock is not None and own_lock.held) and is_held(run_dir):
             owner = read_owner(run_dir) or {}
@@ -340,7 +246,7 @@ class Store:
                 f"run {run_id} still has a live owner (pid {owner.get('pid')} on {owner.get('host')} holds its lock); "
                 "--force-stale only takes over a run whose owner is gone",
                 hint=f"inspect it with `iterion inspect --run-id {run_id}`, or cancel it")
-        flushed = last_flush_time(run_dir)
+        flushed = self.last_flush_time(run_id)
         if flushed is not None:
             age = (time.time() if now is None else now) - flushed
             if age < threshold_s:
@@ -357,10 +263,14 @@ class Store:
         return is_held(self.run_dir(run_id))
 
     def artifacts(self, run_id: str) -> ArtifactStore:
-        return ArtifactStore(self.run_dir(run_id))
+        """The run's published artifacts (files under the run's directory, or the shared store's
+        object store)."""
+        return self.docs.artifacts(run_id, self.run_dir(run_id))
 
     def interactions(self, run_id: str) -> InteractionStore:
         return InteractionStore(self.run_dir(run_id))
 
     def attachments(self, run_id: str) -> AttachmentStore:
-        return AttachmentStore(self.run_dir(run_id))
+        """The run's attachments: the staged copy is always a local file (tools read its path);
+        a shared store also keeps the bytes in its object store and re-materialises them here."""
+        return self.docs.attachments(run_id, self.run_dir(run_id))

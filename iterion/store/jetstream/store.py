@@ -17,6 +17,17 @@ Layout on the NATS server (names prefixed so several iterion stores can share on
   last event it read, so two appenders (two processes, two machines) never both write seq n: the
   loser re-reads and retries. Per-run order is the stream order.
 
+- KV ``<prefix>_names``: key = a friendly name, value = the id of the run that owns it. A new run
+  claims its name with a create (exactly one creator wins; the loser takes ``-2``, ``-3``...);
+  an entry whose run is gone is reclaimed with a revision-checked update.
+- Artifacts: the document in the object store under the blake3 of its bytes (no two writers can
+  clobber one object), then the index entry ``<run>.<name>.<version>`` in KV
+  ``<prefix>_artifacts`` created with a create: that create is the commit point and allocates
+  the version (a lost race retries with the next number).
+- Attachments: the bytes in the object store (``att/<run>/<name>``), then the record in KV
+  ``<prefix>_attachments`` (``<run>.<name>``). The staged copy tools read is a local file under
+  the run's directory, fetched again (and checked against its sha256) on a machine without it.
+
 Durability: the server acknowledges a publish only once it is stored (file storage by default),
 so a returned call survives a server restart; a call that times out may or may not have landed,
 and the next read tells (CAS writes are idempotent to retry only through update_run's re-read).
@@ -25,13 +36,18 @@ and the next read tells (CAS writes are idempotent to retry only through update_
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Self
 
 from iterion.store.checkpoint import Checkpoint
-from iterion.store.errors import RunExistsError, RunNotFoundError, StaleWriteError
+from iterion.store.docstore import CorruptRun
+from iterion.store.errors import CorruptDocumentError, RunExistsError, RunNotFoundError, StaleWriteError
 from iterion.store.events import Event
+from iterion.store.fsdocs import update_with_retry
 from iterion.store.ids import validate_run_id
+from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.bridge import Bridge
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
@@ -50,6 +66,12 @@ def run_token(run_id: str) -> str:
 
 def run_id_of(token: str) -> str:
     return bytes.fromhex(token[1:]).decode("utf-8") if token.startswith("=") else token
+
+
+def key_token(text: str) -> str:
+    """Any non-empty string as one KV key token (a name, an artifact name): plain, or ``=`` + hex."""
+    return text if _PLAIN_ID_RE.match(text) else "=" + text.encode("utf-8").hex()
+
 _WRONG_LAST_SEQUENCE = (10071, 10164)
 APPEND_ATTEMPTS = 50
 INLINE_LIMIT = 512 * 1024
@@ -59,6 +81,8 @@ READ_BATCH = 256
 
 class JetStreamStore:
     """A run-document store on NATS JetStream (see the module docstring for the layout)."""
+
+    shared = True  # several machines share it: a local lock proves nothing about the others
 
     def __init__(self, url: str, *, prefix: str = "iterion", timeout_s: float = 10.0,
                  file_storage: bool = True) -> None:
@@ -71,6 +95,12 @@ class JetStreamStore:
         self._runs: Any = None
         self._ckpts: Any = None
         self._objects: Any = None
+        self._names: Any = None
+        self._artifacts: Any = None
+        self._attachments: Any = None
+        self._tails: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of its last known event
+        self._logs: dict[str, JetStreamEventLog] = {}
+        self._logs_lock = threading.Lock()
         self._bridge.call(self._setup(file_storage))
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -84,9 +114,15 @@ class JetStreamStore:
         self._ckpts = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_checkpoints", history=1,
                                                                storage=storage, max_value_size=-1))
         self._objects = await js.create_object_store(f"{self.prefix}_objects", storage=storage)
+        for attr, bucket in (("_names", "names"), ("_artifacts", "artifacts"), ("_attachments", "attachments")):
+            setattr(self, attr, await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_{bucket}", history=1,
+                                                                         storage=storage)))
         # add_stream is idempotent for an identical config (a second process opening the store)
         await js.add_stream(StreamConfig(name=self.events_stream, subjects=[f"{self.prefix}.events.*"],
                                          storage=storage))
+
+    def where(self) -> str:
+        return f"the run store at {self.url} (prefix {self.prefix})"
 
     def close(self) -> None:
         self._bridge.close()
@@ -124,20 +160,114 @@ class JetStreamStore:
     # -- run documents ------------------------------------------------------------------------------
     def create_run(self, doc: RunDoc) -> RunDoc:
         key = run_token(doc.id)
-        doc.version = 1
-        doc.created_at = doc.updated_at = utcnow()
-        data = doc.model_dump_json().encode()
 
         async def go() -> None:
             from nats.js.errors import KeyWrongLastSequenceError
 
+            if await self._run_entry(key) is not None:
+                raise RunExistsError(f"run {doc.id} already exists")
+            claimed = await self._claim_name(doc.name, doc.id) if doc.name else None
+            doc.name = claimed or doc.name
+            doc.version = 1
+            doc.created_at = doc.updated_at = utcnow()
             try:
-                await self._runs.create(key, await self._encode(data))
+                await self._runs.create(key, await self._encode(doc.model_dump_json().encode()))
             except KeyWrongLastSequenceError:
+                if claimed:
+                    await self._release_name(claimed, doc.id)
                 raise RunExistsError(f"run {doc.id} already exists") from None
 
         self._bridge.call(go())
         return doc
+
+    async def _run_entry(self, key: str) -> Any:
+        from nats.js.errors import KeyNotFoundError
+
+        try:
+            return await self._runs.get(key)
+        except KeyNotFoundError:
+            return None
+
+    async def _claim_name(self, name: str, run_id: str) -> str:
+        """``name`` or the first free ``name-N``, recorded as ``run_id``'s (see the module doc)."""
+        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+        n = 1
+        while True:
+            cand = name if n == 1 else f"{name}-{n}"
+            key = key_token(cand)
+            try:
+                await self._names.create(key, run_id.encode())
+                return cand
+            except KeyWrongLastSequenceError:
+                pass
+            try:
+                entry = await self._names.get(key)
+            except KeyNotFoundError:
+                continue  # released meanwhile: try the same name again
+            owner = (entry.value or b"").decode()
+            if owner == run_id:
+                return cand
+            if await self._run_entry(run_token(owner)) is None:  # a stale claim (its run never got made)
+                try:
+                    await self._names.update(key, run_id.encode(), last=entry.revision)
+                    return cand
+                except KeyWrongLastSequenceError:
+                    continue
+            n += 1
+
+    async def _release_name(self, name: str, run_id: str) -> None:
+        from nats.js.errors import KeyNotFoundError
+
+        try:
+            entry = await self._names.get(key_token(name))
+            if (entry.value or b"").decode() == run_id:
+                await self._names.delete(key_token(name), last=entry.revision)
+        except (KeyNotFoundError, Exception):  # noqa: BLE001 - a stale claim costs nothing; it is reclaimed
+            pass
+
+    def run_names(self) -> set[str]:
+        """The friendly names in use (a new run's name is picked outside them)."""
+        async def go() -> set[str]:
+            return {run_id_of(k) for k in await self._keys(self._names, ">")}
+
+        return self._bridge.call(go())
+
+    def discard_run(self, run_id: str) -> None:
+        """Remove a run whose creation failed half-way: its document, name and checkpoint."""
+        async def go() -> None:
+            from nats.js.errors import KeyNotFoundError
+
+            entry = await self._run_entry(run_token(run_id))
+            if entry is None:
+                return
+            try:
+                doc = RunDoc.model_validate_json(await self._decode(entry.value))
+                if doc.name:
+                    await self._release_name(doc.name, run_id)
+            except ValueError:
+                pass
+            for kv in (self._runs, self._ckpts):
+                try:
+                    await kv.purge(run_token(run_id))
+                except KeyNotFoundError:
+                    pass
+            await self._bridge.js.purge_stream(self.events_stream, subject=self._subject(run_id))
+
+        self._bridge.call(go())
+
+    async def _keys(self, kv: Any, pattern: str) -> list[str]:
+        """The live keys of ``kv`` matching the subject ``pattern`` (a server-side filter)."""
+        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
+        keys: list[str] = []
+        try:
+            async for entry in watcher:
+                if entry is None:  # the end of what is stored now
+                    break
+                keys.append(entry.key)
+        finally:
+            await watcher.stop()
+        return keys
 
     async def _get_run(self, run_id: str) -> tuple[RunDoc, int]:
         from nats.js.errors import KeyNotFoundError
@@ -146,8 +276,15 @@ class JetStreamStore:
             entry = await self._runs.get(run_token(run_id))
         except KeyNotFoundError:  # KeyDeletedError derives from it
             raise RunNotFoundError(f"run {run_id} not found in the run store at {self.url}",
-                                   hint="list runs with `iterion inspect`") from None
-        return RunDoc.model_validate_json(await self._decode(entry.value)), entry.revision
+                                   hint="list runs with `iterion inspect --nats URL`") from None
+        try:
+            return RunDoc.model_validate_json(await self._decode(entry.value)), entry.revision
+        except ValueError as exc:
+            detail = _first_error(exc)
+            where = f"{self.url} bucket {self.prefix}_runs key {run_token(run_id)}"
+            raise CorruptDocumentError(f"run {run_id}: its document is unreadable ({detail}) in {where}",
+                                       detail=detail,
+                                       hint="`iterion inspect --nats URL` lists the run as corrupt") from None
 
     def load_run(self, run_id: str) -> RunDoc:
         return self._bridge.call(self._get_run(run_id))[0]
@@ -180,31 +317,23 @@ class JetStreamStore:
         return doc
 
     def update_run(self, run_id: str, mutate: Callable[[RunDoc], None], *, attempts: int = 5) -> RunDoc:
-        for attempt in range(attempts):
-            doc = self.load_run(run_id)
-            expected = doc.version
-            mutate(doc)
-            try:
-                return self.save_run(doc, expected)
-            except StaleWriteError:
-                if attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
+        return update_with_retry(self, run_id, mutate, attempts=attempts)
 
     def list_runs(self) -> list[RunDoc]:
-        async def go() -> list[RunDoc]:
-            from nats.js.errors import NoKeysError
+        return [r for r in self.list_entries() if isinstance(r, RunDoc)]
 
-            try:
-                keys = await self._runs.keys()
-            except NoKeysError:
-                return []
-            out = []
-            for run_id in sorted(run_id_of(k) for k in keys):  # ids are time-ordered: oldest first
+    def list_entries(self) -> list[RunDoc | CorruptRun]:
+        """Every run, oldest first (ids are time-ordered); an unreadable document is a CorruptRun."""
+        async def go() -> list[RunDoc | CorruptRun]:
+            out: list[RunDoc | CorruptRun] = []
+            for key in sorted(await self._keys(self._runs, ">"), key=run_id_of):
+                run_id = run_id_of(key)
                 try:
                     out.append((await self._get_run(run_id))[0])
                 except RunNotFoundError:  # deleted between the listing and the read
                     continue
+                except CorruptDocumentError as exc:
+                    out.append(CorruptRun(run_id, f"{self.url}/{self.prefix}_runs/{key}", exc.detail))
             return out
 
         return self._bridge.call(go())
@@ -231,16 +360,42 @@ class JetStreamStore:
 
         return self._bridge.call(go())
 
+    def has_checkpoint(self, run_id: str) -> bool:
+        async def go() -> bool:
+            from nats.js.errors import KeyNotFoundError
+
+            try:
+                await self._ckpts.get(run_token(run_id))
+            except KeyNotFoundError:
+                return False
+            return True
+
+        return self._bridge.call(go())
+
+    def checkpoint_location(self, run_id: str) -> str:
+        return f"{self.url} bucket {self.prefix}_checkpoints key {run_token(run_id)}"
+
     # -- events ----------------------------------------------------------------------------------------
     async def _last_event(self, subject: str) -> tuple[int, int]:
         """(our seq, stream sequence) of the run's last event; (0, 0) when it has none."""
+        msg = await self._last_msg(subject)
+        return (0, 0) if msg is None else (Event.model_validate_json(msg.data).seq, int(msg.seq))
+
+    async def _last_msg(self, subject: str) -> Any:
         from nats.js.errors import NotFoundError
 
         try:
-            msg = await self._bridge.js.get_last_msg(self.events_stream, subject)
+            return await self._bridge.js.get_last_msg(self.events_stream, subject)
         except NotFoundError:
-            return 0, 0
-        return Event.model_validate_json(msg.data).seq, int(msg.seq)
+            return None
+
+    def events(self, run_id: str) -> JetStreamEventLog:
+        """The process-wide appender of this run (same face as the file store's EventLog)."""
+        with self._logs_lock:
+            log = self._logs.get(run_id)
+            if log is None:
+                log = self._logs[run_id] = JetStreamEventLog(self, run_id)
+            return log
 
     def append_event(self, run_id: str, type: str, *, node: str | None = None, iteration: int | None = None,
                      payload: dict[str, Any] | None = None) -> Event:
@@ -249,20 +404,45 @@ class JetStreamStore:
         async def go() -> Event:
             from nats.js.errors import APIError
 
+            # the tail this process last wrote or read: one round trip per event while nobody else
+            # appends; the server's expected-last-subject-sequence check catches anyone who did
+            tail = self._tails.get(run_id)
             for _ in range(APPEND_ATTEMPTS):
-                seq, stream_seq = await self._last_event(subject)
+                seq, stream_seq = tail if tail is not None else await self._last_event(subject)
                 event = Event(seq=seq + 1, time=utcnow(), type=type, node=node, iteration=iteration,
                               payload=payload or {})
                 try:
-                    await self._bridge.js.publish(
+                    ack = await self._bridge.js.publish(
                         subject, event.model_dump_json().encode(), stream=self.events_stream,
                         headers={"Nats-Expected-Last-Subject-Sequence": str(stream_seq)})
                 except APIError as exc:
                     if exc.err_code in _WRONG_LAST_SEQUENCE:  # another appender won seq n: re-read
+                        tail = None
                         continue
                     raise
+                self._tails[run_id] = (event.seq, int(ack.seq))
                 return event
             raise StaleWriteError(run_id, seq, seq + 1)
+
+        try:
+            return self._bridge.call(go())
+        except BaseException:
+            self._tails.pop(run_id, None)  # a publish that timed out may have landed: re-read next time
+            raise
+
+    # -- artifacts and attachments (iterion/store/jetstream/blobs.py) -------------------------------
+    def artifacts(self, run_id: str, run_dir: Path) -> JetStreamArtifacts:
+        return JetStreamArtifacts(self, run_id, run_dir)
+
+    def attachments(self, run_id: str, run_dir: Path) -> JetStreamAttachments:
+        return JetStreamAttachments(self, run_id, run_dir)
+
+    def last_flush_time(self, run_id: str) -> float | None:
+        """When the run's last event was written (its recorded time), or None without events:
+        the staleness rule works across machines without any local file."""
+        async def go() -> float | None:
+            msg = await self._last_msg(self._subject(run_id))
+            return None if msg is None else Event.model_validate_json(msg.data).time.timestamp()
 
         return self._bridge.call(go())
 
@@ -301,3 +481,24 @@ class JetStreamStore:
             return out
 
         return self._bridge.call(go())
+
+
+def _first_error(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        return f"unreadable RunDoc ({where}: {first.get('msg')})"
+    return str(exc)
+
+
+class JetStreamEventLog:
+    """One run's appender on JetStream (``Store.events(run_id)``), the EventLog's face."""
+
+    def __init__(self, store: JetStreamStore, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+
+    def append(self, type: str, *, node: str | None = None, iteration: int | None = None,
+               payload: dict[str, Any] | None = None) -> Event:
+        return self.store.append_event(self.run_id, type, node=node, iteration=iteration, payload=payload)
