@@ -37,7 +37,7 @@ def runner_cmd(
     nats: str = typer.Option(..., "--nats", help="The NATS server (JetStream enabled) holding the queue. Example: --nats nats://127.0.0.1:4222"),
     concurrency: int = typer.Option(1, "--concurrency", min=1, max=64, help="Runs executed at once. Example: --concurrency 4"),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="Where per-run clones go (default: a directory under the system temp dir). Example: --work-dir /srv/iterion/work"),
-    store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else the one found from the current directory). Example: --store-dir /srv/iterion/store"),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="This machine's half of the run store: locks, workspace tracking, control requests (default: WORK_DIR/store; run documents, checkpoints and events are in JetStream). Example: --store-dir /srv/iterion/store"),
     prefix: str = typer.Option("iterion", "--prefix", help="Name prefix of the queue's streams and buckets (the server's). Example: --prefix iterion"),
     name: str | None = typer.Option(None, "--name", help="This runner's name in logs and leases (default: HOST-PID). Example: --name runner-a"),
     grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds runs in flight get to finish on SIGTERM before they are handed back. Example: --grace 30"),
@@ -46,14 +46,15 @@ def runner_cmd(
     max_deliver: int = typer.Option(8, "--max-deliver", min=1, help="Deliveries of one message before it is dead-lettered (when this runner creates the queue). Example: --max-deliver 8"),
     lease_ttl: float = typer.Option(30.0, "--lease-ttl", min=0.5, help="Seconds a run's lease outlives its last heartbeat (when this runner creates the queue). Example: --lease-ttl 30"),
 ) -> None:
-    from cli.preflight import open_store
     from iterion.queue.jsqueue import QueueSettings, WorkQueue
     from iterion.runner.loop import Runner, RunnerConfig
+    from iterion.store import Store
+    from iterion.store.jetstream import JetStreamStore
     from iterion.store.jetstream.bridge import StoreUnavailableError
+    from iterion.store.location import check_store_dir
 
     if not nats.startswith(("nats://", "tls://", "ws://", "wss://")):
         raise CliError(f"--nats {nats!r} is not a NATS URL", hint="e.g. --nats nats://127.0.0.1:4222")
-    store = open_store(store_dir, write=True)
     work = (work_dir or Path(tempfile.gettempdir()) / f"iterion-runner-{os.getuid()}").resolve()
     try:
         work.mkdir(parents=True, exist_ok=True)
@@ -61,10 +62,14 @@ def runner_cmd(
         raise CliError(f"--work-dir {work}: cannot create it ({exc.strerror or exc})",
                        hint="pass a writable directory") from None
     try:
+        docs = JetStreamStore(nats, prefix=prefix)
         queue = WorkQueue(nats, QueueSettings(prefix=prefix, ack_wait_s=ack_wait, max_deliver=max_deliver,
                                               lease_ttl_s=lease_ttl))
     except StoreUnavailableError as exc:
         raise CliError(exc.message, hint=exc.hint) from None
+    except ValueError as exc:  # a prefix no stream can be named after
+        raise CliError(f"--prefix: {exc}") from None
+    store = Store(check_store_dir((store_dir or work / "store").resolve()), docs=docs)
     config = RunnerConfig(work_dir=work, concurrency=concurrency, grace_s=grace, push_every=push_every)
     if name:
         config.name = name
@@ -85,6 +90,7 @@ def runner_cmd(
         runner.serve()
     finally:
         queue.close()
+        docs.close()
     echo_err(f"iterion runner: stopped after {runner.handled} deliveries")
 
 

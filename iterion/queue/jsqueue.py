@@ -77,6 +77,7 @@ class WorkQueue:
         self.leases: Any = None
         self.max_deliver = self.settings.max_deliver
         self.ack_wait_s = self.settings.ack_wait_s
+        self.lease_ttl_s = self.settings.lease_ttl_s
         try:
             self.bridge.call(self._setup())
         except BaseException:
@@ -115,6 +116,8 @@ class WorkQueue:
                 max_deliver=s.max_deliver, filter_subject=self.subject, max_ack_pending=-1))
         except BadRequestError:
             pass
+        kv_status = await self.leases.status()
+        self.lease_ttl_s = float(kv_status.ttl or s.lease_ttl_s)
         info = await js.consumer_info(self.stream, CONSUMER)
         self.max_deliver = int(info.config.max_deliver or s.max_deliver)
         self.ack_wait_s = float(info.config.ack_wait or s.ack_wait_s)

@@ -63,7 +63,7 @@ class Lease:
     def __init__(self, queue: WorkQueue, run_id: str, runner: str, *, ttl_s: float | None = None,
                  on_lost: Callable[[str], None] | None = None) -> None:
         self.queue, self.run_id, self.runner = queue, run_id, runner
-        self.ttl_s = ttl_s if ttl_s is not None else queue.settings.lease_ttl_s
+        self.ttl_s = ttl_s if ttl_s is not None else queue.lease_ttl_s
         self.key = run_token(run_id)
         self.revision = 0
         self.lost = threading.Event()

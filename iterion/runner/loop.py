@@ -201,10 +201,13 @@ class Runner:
         try:
             lease.acquire()
         except LeaseHeld as exc:
-            if c.attempt >= self.queue.max_deliver:  # its owner disposes of the run; drop this copy
+            # offered again once the lease can have expired: a holder that died is gone by then, a
+            # live holder is executing the run and disposes of it (this is then a second copy)
+            if c.attempt >= self.queue.max_deliver:
                 self._dispose(c, d, Disposition(Verb.ACK, "lease_held"), detail=str(exc))
             else:
-                self._dispose(c, d, Disposition(Verb.NAK, "lease_held", delay_s=policy.retry_delay()), detail=str(exc))
+                self._dispose(c, d, Disposition(Verb.NAK, "lease_held", delay_s=self.queue.lease_ttl_s + 0.5),
+                              detail=str(exc))
             return
         except StoreUnavailableError as exc:
             self._dispose(c, d, Disposition(Verb.NAK, "store_unavailable", delay_s=policy.retry_delay()),
