@@ -22,9 +22,17 @@ from persist.writable import nearest_existing, unwritable_reason
 WRITABLE_HINT = "remount it read-write or fix its permissions, then retry"
 
 
-def open_store(store_dir: Path | None, *, write: bool) -> Store:
-    """The command's store; ``write``: refuse a read-only one before anything is written."""
-    store = Store.open(store_dir, Path.cwd())
+NATS_HELP = ("Keep run documents, checkpoints and events in NATS JetStream at URL (beats $ITERION_NATS_URL; "
+             "'off': the filesystem store). --store-dir then holds only this machine's part. "
+             "Example: --nats nats://127.0.0.1:4222")
+
+
+def open_store(store_dir: Path | None, *, write: bool, nats: str | None = None) -> Store:
+    """The command's store (``iterion.store.opener``: --nats, else $ITERION_NATS_URL, else files);
+    ``write``: refuse a read-only one before anything is written."""
+    from iterion.store.opener import open_store as open_run_store
+
+    store = open_run_store(store_dir, nats=nats, cwd=Path.cwd())
     if write:
         check_store_writable(store.root, store.runs_dir)
         check_store_space(nearest_existing(store.root), MIN_RESERVE_BYTES)

@@ -27,7 +27,7 @@ from cli.parked import (
     resume_command,
     store_args,
 )
-from cli.preflight import check_backend, check_launch, check_run_writable, check_script, open_store
+from cli.preflight import NATS_HELP, check_backend, check_launch, check_run_writable, check_script, open_store
 from cli.progress import Progress
 from cli.runlist import add_short_ids, print_runs
 from cli.scaffold import merge_skipped_reason, scaffold
@@ -65,9 +65,25 @@ NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) inste
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _store(store_dir: Path | None, skip: str | None = None, *, write: bool = False) -> Store:
+def _store(store_dir: Path | None, skip: str | None = None, *, write: bool = False,
+           nats: str | None = None) -> Store:
     # a read-only store is refused before the sweep; stale `running` runs promoted first
-    return sweep_orphans(open_store(store_dir, write=write), skip)
+    return sweep_orphans(open_store(store_dir, write=write, nats=nats), skip)
+
+
+def _owner_may_live(store: Store, run_id: str) -> bool:
+    """For --follow: a local lock holder, or (shared store: the owner may be on another machine)
+    an event written within the staleness window."""
+    if is_held(store.run_dir(run_id)):
+        return True
+    if not store.shared:
+        return False
+    import time
+
+    from iterion.store.store import STALE_AFTER_S
+
+    flushed = store.last_flush_time(run_id)
+    return flushed is not None and time.time() - flushed < STALE_AFTER_S
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -369,11 +385,13 @@ def inspect_cmd(
     follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
                                 "new events until the run parks or ends."),
     store_dir: Path | None = STORE_DIR,
+    nats: str | None = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.
 
     Example: iterion inspect --run-id 01a2b3 --events --follow
+    Example: iterion inspect --nats nats://127.0.0.1:4222 --run-id 01a2b3 --events
     """
     events = events or follow or bool(event_type or event_node or show_all)
     if follow and as_json:
@@ -382,7 +400,7 @@ def inspect_cmd(
     if run_id is None and events:
         raise CliError("--events, --follow, --type, --node and --all need --run-id",
                        hint="list the runs with `iterion inspect`, then pass --run-id")
-    store = _store(store_dir)
+    store = _store(store_dir, nats=nats)
     if run_id is None:
         rows = [_list_row(r, store) for r in store.list_entries()]  # an unreadable run.json lists as `corrupt`
         add_short_ids(rows)
@@ -390,7 +408,7 @@ def inspect_cmd(
             echo_json(rows)
             return
         if not rows:
-            echo(f"no runs in {store.root}")
+            echo(f"no runs in {store.where() if store.shared else store.root}")
             return
         print_runs(rows)
         return
@@ -459,7 +477,7 @@ def inspect_cmd(
     last = events_view.show(timeline, **filters)
     if follow:
         events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
-                           lambda: is_held(store.run_dir(rid)), after=last, **filters)
+                           lambda: _owner_may_live(store, rid), after=last, **filters)
 
 
 def init_cmd(

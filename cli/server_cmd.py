@@ -13,7 +13,7 @@ import typer
 
 from cli.errors import CliError
 from cli.output import echo, echo_err
-from cli.preflight import open_store
+from cli.preflight import NATS_HELP, open_store
 
 HELP = """Serve the run store over HTTP: the JSON API under /api/ and the web timeline at /.
 
@@ -29,6 +29,7 @@ Examples:
   iterion server
   iterion server --port 0                 # a free port; the printed line names it
   ITERION_SERVER_TOKEN=$(cat ~/.iterion-token) iterion server --host 0.0.0.0 --port 8080
+  iterion server --nats nats://127.0.0.1:4222   # run documents and events in JetStream
 """
 
 
@@ -52,10 +53,11 @@ def server_cmd(
     token_file: Path | None = typer.Option(None, "--token-file", help="File whose first line is the bearer token (default: $ITERION_SERVER_TOKEN, else a generated one). Example: --token-file ~/.iterion-token"),
     project: Path | None = typer.Option(None, "--project", help="The directory requests may name files in (default: the git top level, else the current directory). Example: --project ."),
     max_body: int = typer.Option(1024 * 1024, "--max-body", min=1024, help="Largest request body in bytes. Example: --max-body 1048576"),
+    nats: str | None = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP),
 ) -> None:
     from iterion.server.auth import is_loopback, load_token
 
-    store = open_store(store_dir, write=True)
+    store = open_store(store_dir, write=True, nats=nats)
     root = _project_root(project)
     token = load_token(token_file, store.root)
     if not is_loopback(host) and not token.explicit:

@@ -36,6 +36,7 @@ from iterion.store.errors import (
     StatusRefusedError,
 )
 from iterion.store.ids import new_id
+from iterion.store.jetstream.bridge import StoreUnavailableError
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 from persist import UserError
@@ -72,6 +73,8 @@ def from_user_error(exc: BaseException) -> ApiError:
         return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=3,
                         hint="see the server's log; re-run with ITERION_DEBUG=1 for the traceback")
     message, hint = _one_line(exc.message or str(exc)) or "", _one_line(exc.hint)
+    if isinstance(exc, StoreUnavailableError):  # the shared store did not answer: try again later
+        return ApiError(503, message, hint=hint, exit_code=exc.exit_code)
     if isinstance(exc, RunNotFoundError):
         return ApiError(404, message, hint=hint, exit_code=exc.exit_code)
     if isinstance(exc, StaleWriteError):
@@ -319,11 +322,19 @@ class Service:
         return {"run_id": doc.id, "from": a, "to": b, "files": changes, "diff": diff, "truncated": truncated}
 
     # -- executions -----------------------------------------------------------------------------
+    def _store_spec(self) -> dict[str, Any]:
+        """How the worker opens this very store: the same JetStream server and prefix, or files
+        ("off" so an ITERION_NATS_URL in the environment cannot send it elsewhere)."""
+        docs: Any = self.store.docs
+        if self.store.shared:
+            return {"nats": docs.url, "nats_prefix": docs.prefix}
+        return {"nats": "off"}
+
     def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
         """Start a worker and wait for its handshake (iterion/server/worker.py)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{request['run_id']}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
-        request = {**request, "store_dir": str(self.store.root)}
+        request = {**request, "store_dir": str(self.store.root), **self._store_spec()}
         # the server's credential never reaches the run's tools
         env = {k: v for k, v in os.environ.items() if k != "ITERION_SERVER_TOKEN"}
         with open(log_path, "ab") as log:
@@ -525,4 +536,7 @@ class Service:
 
         root = self.store.root  # created by the first run: ready when it (or where it goes) is writable
         reason = unwritable_reason(nearest_existing(root))
-        return {"ready": reason is None, "store": str(root), **({"reason": reason} if reason else {})}
+        out = {"ready": reason is None, "store": str(root), **({"reason": reason} if reason else {})}
+        if self.store.shared:
+            out["documents"] = self.store.where()
+        return out

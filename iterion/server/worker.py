@@ -37,8 +37,9 @@ from iterion.engine.cancel import CancelToken
 from iterion.engine.launch import LaunchOptions, launch_run
 from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.engine.source import InvalidWorkflow
-from iterion.store import Event, Store
+from iterion.store import Event
 from iterion.store import events as ev
+from iterion.store.opener import open_store
 from persist import UserError
 from persist.oserror import environment_error
 
@@ -72,7 +73,8 @@ def _budget(raw: dict[str, Any] | None) -> BudgetAsk | None:
 
 def execute(request: dict[str, Any], handshake: Handshake) -> int:
     """Run the request; returns the process exit code (0: the execution reached an end state)."""
-    store = Store.open(Path(request["store_dir"]))
+    store = open_store(Path(request["store_dir"]), nats=request.get("nats") or "off",
+                       prefix=request.get("nats_prefix"))
     token = CancelToken()
     started = ev.RUN_RESUMED if request["action"] == "resume" else ev.RUN_STARTED
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,185 @@ def test_jetstream_unreachable_server_is_one_clear_error() -> None:
     with pytest.raises(StoreUnavailableError) as info:
         JetStreamStore(f"nats://127.0.0.1:{free_port()}", timeout_s=2)
     assert "nats-server" in (info.value.hint or "") and info.value.exit_code == 2
+
+
+# -- names, staleness, listing: every backend --------------------------------------------------------
+def test_a_taken_name_gets_a_suffix_and_is_listed(backend: Backends) -> None:
+    s1, s2 = backend.open(), backend.open()
+    a = s1.create_run(_doc())
+    b = s2.create_run(_doc())
+    assert a.name == "demo-tidy-otter" and b.name == "demo-tidy-otter-2"
+    assert {"demo-tidy-otter", "demo-tidy-otter-2"} <= s1.run_names()
+    assert s2.load_run(b.id).name == "demo-tidy-otter-2"
+
+
+def test_last_flush_time_is_the_last_event(backend: Backends) -> None:
+    import time
+
+    store = backend.open()
+    doc = store.create_run(_doc())
+    assert store.last_flush_time(doc.id) is None
+    before = time.time()
+    store.append_event(doc.id, "run_started")
+    flushed = store.last_flush_time(doc.id)
+    assert flushed is not None and before - 2 <= flushed <= time.time() + 2
+    assert store.has_checkpoint(doc.id) is False
+    store.save_checkpoint(doc.id, Checkpoint(restart_node="a"))
+    assert store.has_checkpoint(doc.id) is True
+
+
+def test_an_unreadable_document_is_listed_as_corrupt(backend: Backends) -> None:
+    from iterion.store.docstore import CorruptRun
+    from iterion.store.errors import CorruptDocumentError
+
+    store = backend.open()
+    good, bad = store.create_run(_doc()).id, store.create_run(_doc()).id
+    if backend.jetstream:
+        from iterion.store.jetstream.store import run_token
+
+        js = store if not backend.facade else store.docs
+        js._bridge.call(js._runs.put(run_token(bad), b'{"id": 42'))
+    else:
+        (backend.tmp_path / "store" / "runs" / bad / "run.json").write_text('{"id": 42')
+    entries = store.list_entries()
+    assert [e.id for e in entries] == [good, bad]
+    assert isinstance(entries[1], CorruptRun) and entries[1].status == "corrupt"
+    assert [r.id for r in store.list_runs()] == [good]
+    with pytest.raises(CorruptDocumentError):
+        store.load_run(bad)
+
+
+# -- two processes ---------------------------------------------------------------------------------
+def _go_together(backend: Backends, tmp_path: Path, *argsets: list[str]) -> list[str]:
+    go = tmp_path / f"go-{len(argsets)}-{argsets[0][0]}"
+    procs = [backend.child(*args, str(go)) for args in argsets]
+    for p in procs:  # each has opened the store and read what it needs
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
+    go.touch()
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=120)
+        assert p.returncode == 0, stderr
+        out.append(stdout.strip())
+    return out
+
+
+def test_two_processes_racing_on_one_version_have_exactly_one_winner(backend: Backends, tmp_path: Path) -> None:
+    store = backend.open()
+    doc = store.create_run(_doc())
+    results = _go_together(backend, tmp_path, ["cas", doc.id, "one"], ["cas", doc.id, "two"])
+    assert sorted(results) == ["stale", "won"]
+    winner = ["one", "two"][results.index("won")]
+    final = store.load_run(doc.id)
+    assert final.error == winner and final.version == 2
+
+
+def test_two_processes_appending_keep_one_gapless_order(backend: Backends, tmp_path: Path) -> None:
+    store = backend.open()
+    run_id = store.create_run(_doc()).id
+    store.append_event(run_id, "run_started")
+    assert _go_together(backend, tmp_path, ["append", run_id, "a", "25"], ["append", run_id, "b", "25"]) \
+        == ["done", "done"]
+    ev = store.read_events(run_id)
+    assert [e.seq for e in ev] == list(range(1, 52))
+    for tag in ("a", "b"):
+        assert [e.payload["i"] for e in ev if e.payload.get("w") == tag] == list(range(25))
+    # this process's own appender continues after both (its cached tail is stale: re-read, no clash)
+    assert store.append_event(run_id, "run_finished").seq == 52
+
+
+# -- what only the Store facade offers ----------------------------------------------------------------
+def test_artifacts_through_the_facade(facade: Backends) -> None:
+    from iterion.store.artifacts import ArtifactNotFoundError
+
+    s1, s2 = facade.open(), facade.open()
+    run_id = s1.create_run(_doc()).id
+    assert s1.artifacts(run_id).versions("report") == [] and s1.artifacts(run_id).names() == []
+    v1 = s1.artifacts(run_id).publish("report", {"text": "one"}, node="write", iteration=0)
+    v2 = s2.artifacts(run_id).publish("report", {"text": "two" * 400_000}, node="write", iteration=1)
+    s1.artifacts(run_id).publish("notes.md", "n")
+    assert (v1.version, v2.version) == (1, 2)
+    other = s2.artifacts(run_id)  # on JetStream: another machine's root, the same artifacts
+    assert other.versions("report") == [1, 2] and other.names() == ["notes.md", "report"]
+    assert other.read("report", 1).value == {"text": "one"} and other.read("report", 1).node == "write"
+    latest = other.latest("report", exclude=[2])
+    assert latest is not None and latest.version == 1
+    assert other.latest("report") is not None and other.latest("report").value["text"].startswith("twotwo")  # type: ignore[union-attr]
+    with pytest.raises(ArtifactNotFoundError):
+        other.read("report", 3)
+    if facade.jetstream:  # nothing of them under either root
+        assert not (s1.run_dir(run_id) / "artifacts").exists() and not (s2.run_dir(run_id) / "artifacts").exists()
+
+
+def test_attachments_through_the_facade(facade: Backends, tmp_path: Path) -> None:
+    s1, s2 = facade.open(), facade.open()
+    run_id = s1.create_run(_doc()).id
+    src = tmp_path / "input.txt"
+    src.write_bytes(b"attached \x00 bytes\n")
+    rec = s1.attachments(run_id).stage("brief", src)
+    assert Path(rec.path).read_bytes() == src.read_bytes() and rec.size == src.stat().st_size
+    seen = s2.attachments(run_id).list()  # on JetStream: fetched into the other machine's root
+    assert [r.name for r in seen] == ["brief"] and seen[0].sha256 == rec.sha256
+    assert Path(seen[0].path).read_bytes() == src.read_bytes()
+    assert Path(seen[0].path).is_relative_to(s2.run_dir(run_id))
+    got = s2.attachments(run_id).get("brief")
+    assert got is not None and got.mime == "text/plain"
+    assert s2.attachments(run_id).get("other") is None
+
+
+def test_staleness_reads_the_last_event_on_every_backend(facade: Backends) -> None:
+    import time
+
+    from iterion.store.errors import StatusRefusedError
+
+    store, elsewhere = facade.open(), facade.open()
+    run_id = store.create_run(_doc()).id
+    store.append_event(run_id, "node_started", node="a")
+    with pytest.raises(StatusRefusedError, match="flushed an event"):
+        elsewhere.check_stale(run_id)
+    elsewhere.check_stale(run_id, now=time.time() + 3600)  # an hour later: ownerless, takeover allowed
+
+
+def test_a_restart_of_nats_server_mid_sequence_loses_nothing(nats_server: NatsServer, tmp_path: Path) -> None:
+    from iterion.store.jetstream import StoreUnavailableError
+
+    backend = Backends("store-jetstream", tmp_path, nats_server)
+    try:
+        store = backend.open()
+        run_id = store.create_run(_doc()).id
+        appended: list[int] = []
+        stop = threading.Event()
+        failures: list[str] = []
+        crashed: list[BaseException] = []
+
+        def appender() -> None:
+            i = 0
+            try:
+                while not stop.is_set() or i < 40:
+                    try:
+                        store.append_event(run_id, "warning", payload={"i": i})
+                    except StoreUnavailableError as exc:  # a deadline passed mid-restart: the caller retries
+                        failures.append(str(exc))
+                        continue
+                    appended.append(i)
+                    i += 1
+            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                crashed.append(exc)
+
+        t = threading.Thread(target=appender)
+        t.start()
+        while len(appended) < 20 and t.is_alive():
+            time.sleep(0.001)
+        nats_server.restart()
+        store.update_run(run_id, lambda d: setattr(d, "error", "after restart"))
+        stop.set()
+        t.join(120)
+        assert not t.is_alive() and not crashed, crashed
+        fresh = backend.open()
+        events = fresh.read_events(run_id)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))  # gapless, no duplicate seq
+        seen = [e.payload["i"] for e in events]
+        assert sorted(set(seen)) == appended == list(range(len(appended)))  # every acknowledged append is there
+        assert fresh.load_run(run_id).error == "after restart" and fresh.load_run(run_id).version == 2
+    finally:
+        backend.close()

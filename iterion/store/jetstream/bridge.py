@@ -21,6 +21,17 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
 
 
+def TRANSIENT() -> tuple[type[BaseException], ...]:  # noqa: N802 - a constant computed on first use (nats is heavy)
+    """nats-py errors that mean "the server is not answering right now" (down, restarting,
+    JetStream not ready yet): retried within the deadline, then StoreUnavailableError."""
+    import nats.errors
+    import nats.js.errors
+
+    return (nats.errors.NoServersError, nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
+            nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError,
+            nats.js.errors.ServiceUnavailableError)
+
+
 class StoreUnavailableError(StoreError):
     """The shared store did not answer (server down, network, timeout)."""
 
@@ -37,6 +48,7 @@ class Bridge:
         self._thread.start()
         self.nc: Any = None
         self.js: Any = None
+        self.last_error: BaseException | None = None
         try:
             self.call(self._connect())
         except BaseException:
@@ -45,11 +57,27 @@ class Bridge:
 
     async def _connect(self) -> None:
         import nats  # heavy: only when a JetStream store is opened
+        import nats.errors
 
-        # reconnect forever in the background (a restarted server is picked up again); each call
-        # still has its own deadline, so a caller is never stuck behind reconnects
-        self.nc = await nats.connect(self.url, connect_timeout=min(self.timeout_s, 5.0), max_reconnect_attempts=-1,
-                                     reconnect_time_wait=0.2, allow_reconnect=True)
+        async def quiet(exc: Exception) -> None:
+            # nats-py logs every failed (re)connect with a traceback; the caller's deadline turns
+            # an outage into one line instead, naming the last reason seen here
+            self.last_error = exc
+
+        # the first connect tries each server a few times and gives up (an unreachable URL is one
+        # clear error at once); once connected, reconnect forever in the background (a restarted
+        # server is picked up again), each call keeping its own deadline
+        try:
+            self.nc = await nats.connect(self.url.split(","), connect_timeout=min(self.timeout_s, 5.0),
+                                         max_reconnect_attempts=2, reconnect_time_wait=0.2, allow_reconnect=True,
+                                         error_cb=quiet)
+        except (OSError, nats.errors.NoServersError, TimeoutError) as exc:
+            why = self.last_error or exc
+            reason = getattr(why, "strerror", None) or str(why) or type(why).__name__
+            raise StoreUnavailableError(f"cannot reach the run store at {self.url}: {reason}",
+                                        hint="start nats-server with JetStream (-js), or check --nats / "
+                                             "$ITERION_NATS_URL") from None
+        self.nc.options["max_reconnect_attempts"] = -1
         self.js = self.nc.jetstream(timeout=self.timeout_s)
 
     def call(self, coro: Coroutine[Any, Any, T], *, timeout_s: float | None = None) -> T:
@@ -66,10 +94,7 @@ class Bridge:
             raise StoreUnavailableError(f"cannot reach the run store at {self.url}: {exc.strerror or exc}",
                                         hint="start nats-server with JetStream (-js), or check --nats") from None
         except Exception as exc:
-            import nats.errors
-
-            if isinstance(exc, nats.errors.NoServersError | nats.errors.TimeoutError | nats.errors.ConnectionClosedError
-                          | nats.errors.NoRespondersError):
+            if isinstance(exc, TRANSIENT()):
                 raise StoreUnavailableError(f"the run store at {self.url} is unavailable ({type(exc).__name__})",
                                             hint="check that nats-server is running with JetStream (-js)") from None
             raise

@@ -35,6 +35,7 @@ and the next read tells (CAS writes are idempotent to retry only through update_
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
@@ -48,7 +49,7 @@ from iterion.store.events import Event
 from iterion.store.fsdocs import update_with_retry
 from iterion.store.ids import validate_run_id
 from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
-from iterion.store.jetstream.bridge import Bridge
+from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
 
@@ -74,6 +75,7 @@ def key_token(text: str) -> str:
 
 _WRONG_LAST_SEQUENCE = (10071, 10164)
 APPEND_ATTEMPTS = 50
+TRANSIENT_WAIT_S = 0.2
 INLINE_LIMIT = 512 * 1024
 _OBJECT_KEY = "$object"
 READ_BATCH = 256
@@ -404,6 +406,7 @@ class JetStreamStore:
         async def go() -> Event:
             from nats.js.errors import APIError
 
+            transient = TRANSIENT()
             # the tail this process last wrote or read: one round trip per event while nobody else
             # appends; the server's expected-last-subject-sequence check catches anyone who did
             tail = self._tails.get(run_id)
@@ -420,6 +423,10 @@ class JetStreamStore:
                         tail = None
                         continue
                     raise
+                except transient:  # a restarting server: nothing was stored; wait, re-read, retry
+                    tail = None
+                    await asyncio.sleep(TRANSIENT_WAIT_S)
+                    continue
                 self._tails[run_id] = (event.seq, int(ack.seq))
                 return event
             raise StaleWriteError(run_id, seq, seq + 1)
