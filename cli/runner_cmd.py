@@ -9,6 +9,7 @@ import os
 import signal
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -38,7 +39,7 @@ def runner_cmd(
     concurrency: int = typer.Option(1, "--concurrency", min=1, max=64, help="Runs executed at once. Example: --concurrency 4"),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="Where per-run clones go (default: a directory under the system temp dir). Example: --work-dir /srv/iterion/work"),
     store_dir: Path | None = typer.Option(None, "--store-dir", help="This machine's half of the run store: locks, workspace tracking, control requests (default: WORK_DIR/store; run documents, checkpoints and events are in JetStream). Example: --store-dir /srv/iterion/store"),
-    prefix: str = typer.Option("iterion", "--prefix", help="Name prefix of the queue's streams and buckets (the server's). Example: --prefix iterion"),
+    prefix: str | None = typer.Option(None, "--prefix", help="Name prefix of the store's and the queue's streams and buckets (default: $ITERION_NATS_PREFIX, else iterion; the server's). Example: --prefix iterion"),
     name: str | None = typer.Option(None, "--name", help="This runner's name in logs and leases (default: HOST-PID). Example: --name runner-a"),
     grace: float = typer.Option(30.0, "--grace", min=0, help="Seconds runs in flight get to finish on SIGTERM before they are handed back. Example: --grace 30"),
     push_every: int = typer.Option(1, "--push-every", min=0, help="Push a repository run's workspace every N nodes (0: only when it stops). Example: --push-every 1"),
@@ -48,13 +49,15 @@ def runner_cmd(
 ) -> None:
     from iterion.queue.jsqueue import QueueSettings, WorkQueue
     from iterion.runner.loop import Runner, RunnerConfig
-    from iterion.store import Store
-    from iterion.store.jetstream import JetStreamStore
+    from iterion.store.errors import StoreError
     from iterion.store.jetstream.bridge import StoreUnavailableError
     from iterion.store.location import check_store_dir
+    from iterion.store.opener import nats_prefix, nats_url, open_store
 
-    if not nats.startswith(("nats://", "tls://", "ws://", "wss://")):
-        raise CliError(f"--nats {nats!r} is not a NATS URL", hint="e.g. --nats nats://127.0.0.1:4222")
+    url = nats_url(nats)
+    if url is None:
+        raise CliError("--nats off: a runner claims from a queue on NATS", hint="e.g. --nats nats://127.0.0.1:4222")
+    prefix = prefix or nats_prefix()
     work = (work_dir or Path(tempfile.gettempdir()) / f"iterion-runner-{os.getuid()}").resolve()
     try:
         work.mkdir(parents=True, exist_ok=True)
@@ -62,14 +65,14 @@ def runner_cmd(
         raise CliError(f"--work-dir {work}: cannot create it ({exc.strerror or exc})",
                        hint="pass a writable directory") from None
     try:
-        docs = JetStreamStore(nats, prefix=prefix)
-        queue = WorkQueue(nats, QueueSettings(prefix=prefix, ack_wait_s=ack_wait, max_deliver=max_deliver,
-                                              lease_ttl_s=lease_ttl))
+        store = open_store(check_store_dir((store_dir or work / "store").resolve()), nats=url, prefix=prefix)
+        queue = WorkQueue(url, QueueSettings(prefix=prefix, ack_wait_s=ack_wait, max_deliver=max_deliver,
+                                             lease_ttl_s=lease_ttl))
     except StoreUnavailableError as exc:
         raise CliError(exc.message, hint=exc.hint) from None
-    except ValueError as exc:  # a prefix no stream can be named after
-        raise CliError(f"--prefix: {exc}") from None
-    store = Store(check_store_dir((store_dir or work / "store").resolve()), docs=docs)
+    except (ValueError, StoreError) as exc:  # a prefix no stream can be named after
+        raise CliError(f"--prefix {prefix!r}: {getattr(exc, 'message', None) or exc}") from None
+    docs: Any = store.docs
     config = RunnerConfig(work_dir=work, concurrency=concurrency, grace_s=grace, push_every=push_every)
     if name:
         config.name = name

@@ -56,8 +56,10 @@ class Delivery(VersionedModel):
     answers: dict[str, Any] = Field(default_factory=dict)
     budget: dict[str, Any] | None = None
     on_budget: str = "fail"
-    # resume: a changed source is accepted (the CLI's --force)
+    # resume: a changed source is accepted (the CLI's --force); the run document's version when
+    # the request was made (a first delivery finding another version is a stale request: dropped)
     force: bool = False
+    expected_version: int | None = None
 
     @property
     def msg_id(self) -> str:

@@ -120,6 +120,11 @@ def on_claim(store: Store, delivery: Delivery, doc: RunDoc, *, attempt: int,
     delivery's count (1 = first offer), ``rewound_at`` the time of the run's last ``run_rewound``."""
     status = doc.status
     redelivered = attempt > 1
+    if delivery.kind is Kind.RESUME and not redelivered and delivery.expected_version is not None \
+            and doc.version != delivery.expected_version:
+        # another request (another server) moved the run since this one was made: exactly one runs
+        return _dropped("stale_request", delivery,
+                        f"the run changed since the request (version {delivery.expected_version} -> {doc.version})")
     if status is RunStatus.QUEUED:
         if delivery.kind is Kind.LAUNCH:
             return Claim(Action.LAUNCH)
@@ -178,9 +183,8 @@ def after_run(store: Store, result: RunResult, *, attempt: int, max_deliver: int
             return _skipped(store, result.run_id, result.failure_code, result.error, result.name, status)
         return Disposition(Verb.ACK, "failed")
     if status is RunStatus.FAILED_RESUMABLE:
-        skipped = _skipped(store, result.run_id, result.failure_code, result.error, result.name, status)
-        if skipped.payload["classification"] != "transient" and not _allowed(store, result):
-            return skipped
+        if not _allowed(store, result):
+            return _skipped(store, result.run_id, result.failure_code, result.error, result.name, status)
         if attempt >= max_deliver:
             return Disposition(Verb.PARK, "dlq", event=ev.RUN_DLQ_PARKED,
                                payload={"code": result.failure_code, "error": result.error,

@@ -172,13 +172,13 @@ class Runner:
             if claimed is None:
                 continue
             if self.stopping.is_set():  # fetched while stopping: hand it back at once
-                self._safe(lambda c=claimed: self.queue.nak(c, 0))
+                self._safe(_bound(self.queue.nak, claimed, 0.0))
                 break
             try:
                 self.handle(claimed)
             except Exception as exc:  # noqa: BLE001 - one bad claim must not stop the runner
                 self.say(f"error handling delivery seq {claimed.stream_seq}: {type(exc).__name__}: {exc}")
-                self._safe(lambda c=claimed: self.queue.nak(c, policy.retry_delay()))
+                self._safe(_bound(self.queue.nak, claimed, policy.retry_delay()))
             self.handled += 1
 
     @staticmethod
@@ -429,6 +429,10 @@ class _KeepAlive:
     def stop(self) -> None:
         self._stop.set()
         self._t.join(5)
+
+
+def _bound(fn: Callable[[Claimed, float], None], c: Claimed, delay: float) -> Callable[[], None]:
+    return lambda: fn(c, delay)
 
 
 def _control(store: Store, run_id: str, action: str, reason: str, token: CancelToken) -> None:
