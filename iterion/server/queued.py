@@ -15,7 +15,9 @@ the run moved on (``run_delivery_dropped {reason: stale_request}``), so exactly 
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from iterion.store import Command, RunStatus, check_command
@@ -154,3 +156,32 @@ def queue_status(svc: Service) -> dict[str, Any]:
         raise ApiError(404, "this server has no queue", hint="start it with `iterion server --nats URL --queue`",
                        exit_code=2)
     return dict(svc._guard(svc.queue.status))
+
+
+def recorded_source(svc: Service, doc: Any) -> Path | None:
+    """For a rewind of a repository-bound run: its workflow files as recorded on the run document,
+    written under the server's store (the runner's clone is gone once the run returned). None when
+    the run is not repository-bound or its recorded file still exists."""
+    where = doc.options.get("queue") or {}
+    if not where.get("repo_url") or not doc.workflow_source:
+        return None
+    if doc.file_path and Path(doc.file_path).exists():
+        return None
+    dest = svc.store.root / "server" / "sources" / doc.id
+    shutil.rmtree(dest, ignore_errors=True)
+    main_name = PurePosixPath(str(where.get("file") or "main.bot")).name
+    main_key = None
+    for key, text in (doc.workflow_sources or {}).items():
+        rel = PurePosixPath(key)
+        if rel.is_absolute() or ".." in rel.parts:
+            continue  # never write outside the directory
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        if main_key is None and rel.name == main_name and text == doc.workflow_source:
+            main_key = key
+    if main_key is None:
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / main_name).write_text(doc.workflow_source, encoding="utf-8")
+        return dest / main_name
+    return dest / main_key

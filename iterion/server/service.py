@@ -544,6 +544,10 @@ class Service:
         doc = self.load(ref)
         self.check_version(doc, body.get("expected_version"))
         file = self.confine(body["file"], "file") if body.get("file") else None
+        if file is None and self.queue is not None:
+            from iterion.server.queued import recorded_source
+
+            file = recorded_source(self, doc)  # a repository run's clone is gone: its recorded files
         req = RewindRequest(run_id=doc.id, node=node, auto=auto, restore_scope=scope, file=file, dry_run=dry_run)
         result = self._guard(rewind_run, self.store, req)
         return dict(result.to_json())

@@ -97,6 +97,7 @@ def make_forge(root: Path, files: dict[str, str]) -> Path:
     seed.mkdir(parents=True)
     git(seed, "init", "-q", "-b", "main")
     for name, text in files.items():
+        (seed / name).parent.mkdir(parents=True, exist_ok=True)
         (seed / name).write_text(text)
     git(seed, "add", ".")
     git(seed, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "workflows")
