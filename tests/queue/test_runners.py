@@ -92,3 +92,50 @@ def test_sigkill_mid_node_the_other_runner_takes_over_and_restores_the_bank(clus
     outputs = store.load_checkpoint(run_id).outputs
     assert outputs == store.load_checkpoint(ref_id).outputs
     assert "ack run " + run_id in heir.text()
+
+
+def test_sigterm_hands_the_run_back_and_another_runner_resumes_it(cluster: Cluster, forge: Path,
+                                                                  tmp_path: Path) -> None:
+    store, queue = cluster.store(), cluster.queue()
+    first = cluster.runner("first", "--grace", "0.5")
+    run_id = _launch(cluster, store, queue, forge, tmp_path / "c", pause_s="60")
+    wait_for(lambda: (tmp_path / "c" / "b.count").exists(), "node b to start")
+    assert first.stop(signal.SIGTERM) == 0  # graceful: grace, cancel, hand back
+    log = first.text()
+    assert "SIGTERM: stopping" in log and f"nak +" in log and "(shutdown" in log
+    doc = store.load_run(run_id)
+    assert doc.status is RunStatus.CANCELLED and doc.options.get("queue_interrupted") is True
+    # its workspace was pushed at the cancel (the bank a later claim restores)
+    assert _events(store, run_id, "run_workspace_checkpoint")
+    second = cluster.runner("second")
+    wait_for(lambda: store.load_run(run_id).status is RunStatus.FINISHED, "the other runner to finish it")
+    assert counts(tmp_path / "c") == {"a": 1, "b": 2, "c": 1}
+    assert "queue_interrupted" not in store.load_run(run_id).options
+    (restored,) = _events(store, run_id, "run_workspace_bank_restored")
+    assert restored.payload["restored"] is True
+    assert f"ack run {run_id} (finished" in second.text()
+
+
+def test_a_nats_server_restart_mid_run_loses_nothing(tmp_path: Path, forge: Path) -> None:
+    from tests.natsserver import NatsServer
+
+    nats = NatsServer(tmp_path / "nats").start()
+    cluster = Cluster(nats, tmp_path)
+    try:
+        store, queue = cluster.store(), cluster.queue(ack_wait=10, lease_ttl=10)
+        runner = cluster.runner("r", ack_wait=10, lease_ttl=10)
+        run_id = _launch(cluster, store, queue, forge, tmp_path / "c", pause_s="3")
+        wait_for(lambda: (tmp_path / "c" / "b.count").exists(), "node b to start")
+        nats.restart()  # same port, same storage dir: file-stored streams and buckets survive
+        wait_for(lambda: store.load_run(run_id).status in DONE, "the run to end after the restart", timeout=120)
+        doc = store.load_run(run_id)
+        assert doc.status is RunStatus.FINISHED, (doc.status, doc.error, runner.text()[-2000:])
+        assert counts(tmp_path / "c") == {"a": 1, "b": 1, "c": 1}
+        events = store.read_events(run_id)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert [e.node for e in events if e.type == "node_finished"] == ["a", "b", "c"]
+        wait_for(lambda: f"ack run {run_id} (finished" in runner.text(), "the delivery's ack")
+        assert queue.status()["deliveries"] == []
+    finally:
+        cluster.close()
+        nats.stop()
