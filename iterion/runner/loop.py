@@ -340,7 +340,8 @@ class Runner:
             vars=dict(d.vars), preset=d.preset, backend=d.backend, answers=dict(d.answers),
             script_file=str(workspace / d.script_file) if (d.script_file and work) else d.script_file,
             workspace=workspace, budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
-            on_budget=d.on_budget, wait_workspace=False, watch=False, run_id=d.run_id, adopt_queued=True,
+            # a local workspace serves one run at a time: a slot waits for it (a clone is never shared)
+            on_budget=d.on_budget, wait_workspace=work is None, watch=False, run_id=d.run_id, adopt_queued=True,
             push_checkpoints="origin" if work is not None else None,
             push_every=self.config.push_every if work is not None else None)
         return launch_run(store, file, options, token=token)
@@ -352,7 +353,7 @@ class Runner:
         file = self._paths(d, work)[0] if work is not None else None
         options = ResumeOptions(answers=dict(d.answers), file=file, force=d.force, backend=d.backend,
                                 budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
-                                wait_workspace=False, watch=False)
+                                wait_workspace=work is None, watch=False)
         return resume_run(store, d.run_id, options, token=token)
 
     @staticmethod
