@@ -35,7 +35,7 @@ Examples:
 
 
 def runner_cmd(
-    nats: str = typer.Option(..., "--nats", help="The NATS server (JetStream enabled) holding the queue. Example: --nats nats://127.0.0.1:4222"),
+    nats: str | None = typer.Option(None, "--nats", metavar="URL", help="The NATS server (JetStream enabled) holding the queue and the run store (default: $ITERION_NATS_URL). Example: --nats nats://127.0.0.1:4222"),
     concurrency: int = typer.Option(1, "--concurrency", min=1, max=64, help="Runs executed at once. Example: --concurrency 4"),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="Where per-run clones go (default: a directory under the system temp dir). Example: --work-dir /srv/iterion/work"),
     store_dir: Path | None = typer.Option(None, "--store-dir", help="This machine's half of the run store: locks, workspace tracking, control requests (default: WORK_DIR/store; run documents, checkpoints and events are in JetStream). Example: --store-dir /srv/iterion/store"),
@@ -56,7 +56,8 @@ def runner_cmd(
 
     url = nats_url(nats)
     if url is None:
-        raise CliError("--nats off: a runner claims from a queue on NATS", hint="e.g. --nats nats://127.0.0.1:4222")
+        raise CliError("a runner needs the NATS server holding the queue",
+                       hint="pass --nats nats://HOST:4222 or set ITERION_NATS_URL")
     prefix = prefix or nats_prefix()
     work = (work_dir or Path(tempfile.gettempdir()) / f"iterion-runner-{os.getuid()}").resolve()
     try:
