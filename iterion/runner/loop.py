@@ -78,13 +78,22 @@ class FencedStore:
                     raise LeaseLostError(self._lease.run_id, self._lease.lost_reason)
                 return attr(*args, **kwargs)
             return fenced
-        if name == "events":  # the appender object writes too: refuse it the same way
-            def events(run_id: str) -> Any:
-                if self._lease.lost.is_set():
-                    raise LeaseLostError(self._lease.run_id, self._lease.lost_reason)
-                return attr(run_id)
-            return events
+        if name == "events":  # the engine keeps the appender for the whole run: fence it too
+            return lambda run_id: _FencedAppender(attr(run_id), self._lease)
         return attr
+
+
+class _FencedAppender:
+    def __init__(self, appender: Any, lease: Lease) -> None:
+        self._appender, self._lease = appender, lease
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        if self._lease.lost.is_set():
+            raise LeaseLostError(self._lease.run_id, self._lease.lost_reason)
+        return self._appender.append(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._appender, name)
 
 
 @dataclass

@@ -146,3 +146,29 @@ def test_the_redelivery_delays_are_rows_of_the_failure_code_table() -> None:
         assert row is not None
         if row.retry.value == "transient":
             assert row.redelivery_delay_s > 0, code
+
+
+def test_a_lost_lease_stops_the_execution_and_nothing_more_is_written(live: Live, forge: Path) -> None:
+    from tests.queue.conftest import THREE  # noqa: F401 - the three-node workflow is in the forge
+
+    count_dir = live.tmp_path / "lost"
+    count_dir.mkdir()
+    doc, _ = queue_launch(live.store, live.queue, request_id="lost", file="three.bot", repo_url=str(forge),
+                          ref="main", vars={"count_dir": str(count_dir), "pause_s": "30"})
+    run_id = doc.id
+    wait_for(lambda: (count_dir / "b.count").exists(), "node b to start")
+    seen = len(live.store.read_events(run_id))
+
+    async def steal() -> None:  # another runner takes the lease (as if ours had expired)
+        from iterion.store.jetstream.store import run_token
+
+        await live.queue.leases.purge(run_token(run_id))
+        await live.queue.leases.create(run_token(run_id), b'{"runner": "thief"}')
+
+    live.queue.bridge.call(steal())
+    wait_for(lambda: any("lost its lease" in ln for ln in live.lines), f"the runner to stop: {live.lines}")
+    doc = live.store.load_run(run_id)
+    assert doc.status is RunStatus.RUNNING  # the new owner's to decide: nothing was written over it
+    assert len(live.store.read_events(run_id)) == seen
+    assert not (count_dir / "c.count").exists()
+    assert live.runner.store.is_locked(run_id) is False  # the execution let go of the run

@@ -102,7 +102,7 @@ def test_sigterm_hands_the_run_back_and_another_runner_resumes_it(cluster: Clust
     wait_for(lambda: (tmp_path / "c" / "b.count").exists(), "node b to start")
     assert first.stop(signal.SIGTERM) == 0  # graceful: grace, cancel, hand back
     log = first.text()
-    assert "SIGTERM: stopping" in log and f"nak +" in log and "(shutdown" in log
+    assert "SIGTERM: stopping" in log and "nak +" in log and "(shutdown" in log
     doc = store.load_run(run_id)
     assert doc.status is RunStatus.CANCELLED and doc.options.get("queue_interrupted") is True
     # its workspace was pushed at the cancel (the bank a later claim restores)

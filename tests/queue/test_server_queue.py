@@ -142,3 +142,43 @@ def test_rewind_of_a_queued_run_drops_the_old_delivery_and_a_resume_continues_it
         assert c.get(f"/api/runs/{run_id}").json()["run"]["explicit_resume_required"] is False
     finally:
         s.stop()
+
+
+THREE_SLOW = """\
+tool a:
+  command: "echo A > a.txt"
+
+tool b:
+  command: "sleep 60"
+
+workflow slow:
+  entry: a
+  a -> b
+  b -> done
+"""
+
+
+def test_cancel_reaches_the_owning_runner_and_a_queued_run_is_cancelled_in_place(cluster: Cluster,
+                                                                                 tmp_path: Path) -> None:
+    forge = make_forge(tmp_path / "forge", {"slow.bot": THREE_SLOW})
+    s = _server(cluster, "one")
+    try:
+        c = s.client()
+        waiting = c.post("/api/runs", json={"repo_url": str(forge), "file": "slow.bot"}).json()["run_id"]
+        gone = c.post(f"/api/runs/{waiting}/cancel", json={"wait": 5})
+        assert gone.status_code == 200, gone.text
+        assert _status(c, waiting) == "cancelled"
+        runner = cluster.runner("r1")
+        wait_for(lambda: _events(c, waiting, "run_delivery_dropped"), "the cancelled run's delivery to be dropped")
+        assert not _events(c, waiting, "run_started")
+
+        run_id = c.post("/api/runs", json={"repo_url": str(forge), "file": "slow.bot"}).json()["run_id"]
+        wait_for(lambda: [e for e in _events(c, run_id, "node_started") if e["node"] == "b"], "node b to start")
+        r = c.post(f"/api/runs/{run_id}/cancel", json={"wait": 30, "reason": "enough"})
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "cancelled" and r.json()["runner"] == "r1" and r.json()["delivered"] == "requested"
+        wait_for(lambda: f"ack run {run_id} (cancelled" in runner.text(), "the runner's ack")
+        (cancelled,) = _events(c, run_id, "run_cancelled")
+        assert "enough" in str(cancelled["payload"])
+    finally:
+        s.stop()
