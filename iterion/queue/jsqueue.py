@@ -10,6 +10,8 @@ Layout (names prefixed like the JetStream run store, so both share one server):
   and the delivery is offered again after ``ack_wait``) and ``max_deliver`` (the last permitted
   delivery parks instead of NAKing: ``iterion.queue.policy``);
 - stream ``<PREFIX>_DLQ`` on ``<prefix>.dlq.runs``: the parked deliveries (limits retention);
+- KV ``<prefix>_requests``: a launch's ``request_id`` -> the run it created (for the duplicate
+  window), so a retried launch request answers the same run instead of queueing a second one;
 - KV ``<prefix>_leases``: the per-run lease (``iterion.queue.lease``), entries expire ``lease_ttl``
   seconds after their last write (the bucket's max age);
 - core subject ``<prefix>.control.<run token>``: cancel/pause requests for the runner that owns
@@ -72,9 +74,11 @@ class WorkQueue:
         self.subject = f"{p}.queue.runs"
         self.dlq_subject = f"{p}.dlq.runs"
         self.lease_bucket = f"{p}_leases"
+        self.request_bucket = f"{p}_requests"
         self._own_bridge = bridge is None
         self.bridge = bridge or Bridge(url, timeout_s=timeout_s)
         self.leases: Any = None
+        self.requests: Any = None
         self.max_deliver = self.settings.max_deliver
         self.ack_wait_s = self.settings.ack_wait_s
         self.lease_ttl_s = self.settings.lease_ttl_s
@@ -116,6 +120,11 @@ class WorkQueue:
                 max_deliver=s.max_deliver, filter_subject=self.subject, max_ack_pending=-1))
         except BadRequestError:
             pass
+        try:
+            self.requests = await js.create_key_value(KeyValueConfig(bucket=self.request_bucket, history=1,
+                                                                     ttl=DUPLICATE_WINDOW_S, storage=storage))
+        except BadRequestError:
+            self.requests = await js.key_value(self.request_bucket)
         kv_status = await self.leases.status()
         self.lease_ttl_s = float(kv_status.ttl or s.lease_ttl_s)
         info = await js.consumer_info(self.stream, CONSUMER)
@@ -135,6 +144,25 @@ class WorkQueue:
 
         ack = self.bridge.call(go())
         return {"seq": int(ack.seq), "duplicate": bool(ack.duplicate), "msg_id": delivery.msg_id}
+
+    def claim_request(self, request_id: str, run_id: str) -> str | None:
+        """Record that ``request_id`` launches ``run_id``; the run id an earlier identical request
+        launched (within the duplicate window) if there was one. Atomic: a KV create."""
+        import hashlib
+
+        key = hashlib.blake2b(request_id.encode(), digest_size=16).hexdigest()
+
+        async def go() -> str | None:
+            from nats.js.errors import KeyWrongLastSequenceError
+
+            try:
+                await self.requests.create(key, run_id.encode())
+                return None
+            except KeyWrongLastSequenceError:
+                entry = await self.requests.get(key)
+                return (entry.value or b"").decode() or None
+
+        return self.bridge.call(go())
 
     # -- claiming -----------------------------------------------------------------------------------
     def subscription(self) -> Any:

@@ -91,8 +91,16 @@ def launch_queued(svc: Service, body: dict[str, Any]) -> dict[str, Any]:
         "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
         "script_file": body.get("script"), "budget": budget.model_dump(mode="json") if budget else None,
         "on_budget": on_budget}
-    doc, published = svc._guard(queue_launch, svc.store, svc.queue, request_id=_request_id(svc, body), file=file,
-                                repo_url=repo_url, ref=ref, workspace=workspace, **fields)
+    request_id = _request_id(svc, body)
+    run_id = new_id()
+    if body.get("request_id") is not None:  # an idempotency key: the same request, the same run
+        earlier = svc._guard(svc.queue.claim_request, request_id, run_id)
+        if earlier is not None:
+            doc = svc.load(earlier)
+            return {"run_id": doc.id, "name": doc.name, "status": doc.status.value, "queued": True,
+                    "started": False, "duplicate": True}
+    doc, published = svc._guard(queue_launch, svc.store, svc.queue, request_id=request_id, file=file,
+                                run_id=run_id, repo_url=repo_url, ref=ref, workspace=workspace, **fields)
     return {"run_id": doc.id, "name": doc.name, "status": RunStatus.QUEUED.value, "queued": True,
             "started": False, "msg_id": published["msg_id"], "duplicate": published["duplicate"]}
 

@@ -118,7 +118,7 @@ def test_rewind_of_a_queued_run_drops_the_old_delivery_and_a_resume_continues_it
         assert r.status_code == 201, r.text
         run_id = r.json()["run_id"]
         again = c.post("/api/runs", json={"repo_url": str(forge), "file": "gate.bot", "request_id": "first"})
-        assert again.status_code == 201  # (a new run: the key dedups the delivery of one run, not launches)
+        assert again.status_code == 201 and again.json()["run_id"] == run_id and again.json()["duplicate"] is True
         wait_for(lambda: _status(c, run_id) == "paused_waiting_human", "the gate")
         rw = c.post(f"/api/runs/{run_id}/rewind", json={"node": "prepare", "restore_scope": "none"})
         assert rw.status_code == 200, rw.text
