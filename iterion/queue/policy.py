@@ -1,7 +1,7 @@
 """What a runner does with a delivery: before executing (claim) and after (disposition).
 
-The one home of the queue's redelivery rules (README "Queue dispositions"; the spec's "A typed
-failure is NOT auto-resumed" and "An ENGINE code can be un-retryable too"). Every classification
+The one home of the queue's redelivery rules (the dispositions table of README "Runs across
+machines: the queue and `iterion runner`"). Every classification
 of a failure code comes from ``iterion.failure_codes`` through ``engine.auto_resume.verdict_for``
 (the same verdict ``--auto-resume`` reaches), and each transient code's re-offer delay is that
 table's ``redelivery_delay_s`` column.

@@ -1,8 +1,8 @@
 """Clone per claim: a queued run bound to a repository executes in a fresh clone of it.
 
 The per-run directory ``<work dir>/<run token>`` is removed before cloning and again when the run
-returns, so every attempt starts from a pristine checkout of the run's ref (the spec's "The
-checkpoint restores outputs, not files"). A re-execution (the run has a checkpoint) then:
+returns, so every attempt starts from a pristine checkout of the run's ref: the checkpoint restores
+outputs, not files. A re-execution (the run has a checkpoint) then:
 
 1. emits ``run_workspace_reset`` (the discarded tree is visible on the timeline), keyed on the
    checkpoint's existence, not on the delivery's kind;
