@@ -31,7 +31,7 @@ WAIT = typer.Option(30.0, "--wait", min=0,
 
 
 def _store(store_dir: Path | None) -> Store:
-    return Store.open(store_dir, Path.cwd())
+    return open_store(store_dir, write=False)  # $ITERION_NATS_URL applies here as everywhere
 
 
 def sweep_orphans(store: Store, skip: str | None = None) -> Store:

@@ -47,12 +47,23 @@ def field_line(field: dict[str, Any]) -> str:
 
 def store_args(store: Any) -> list[str]:
     """``["--store-dir", D]`` when a command run from the current directory would not find
-    ``store`` by itself (README "Where things live"), else nothing."""
+    ``store`` by itself (README "Where things live"), else nothing; for a JetStream store also
+    ``["--nats", URL]`` unless $ITERION_NATS_URL already names it."""
     from pathlib import Path
 
     from iterion.store import resolve_store_dir
 
-    return [] if resolve_store_dir(None, Path.cwd()) == store.root else ["--store-dir", str(store.root)]
+    out = [] if resolve_store_dir(None, Path.cwd()) == store.root else ["--store-dir", str(store.root)]
+    if getattr(store, "shared", False):
+        from iterion.store.opener import NatsUrlError, nats_url
+
+        try:
+            implied = nats_url(None)
+        except NatsUrlError:
+            implied = None
+        if implied != store.docs.url:
+            out = ["--nats", store.docs.url, *out]
+    return out
 
 
 def answer_command(run_id: str, pending: dict[str, Any], store_args: list[str]) -> str:

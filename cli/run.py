@@ -60,6 +60,7 @@ PERMISSION_ALLOW = typer.Option([], "--permission-allow", help="Allow tool calls
 PERMISSION_ASK = typer.Option([], "--permission-ask", help="Pause for a person before tool calls matching RULE (repeatable). Example: --permission-ask 'bash(*)'")
 PERMISSION_DENY = typer.Option([], "--permission-deny", help="Refuse tool calls matching RULE; the agent gets a tool error (repeatable). Example: --permission-deny 'mcp.github.*'")
 PUSH_EVERY = typer.Option(None, "--push-every", min=1, help="With --push-checkpoints: also push every N completed nodes (env ITERION_PUSH_EVERY, workflow push_every:). Example: --push-every 5")
+NATS = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP)
 NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
                                                  "executes in the same workspace. Example: --no-wait")
 
@@ -193,6 +194,7 @@ def run_cmd(
     max_cost_usd: float | None = MAX_COST, max_tokens: int | None = MAX_TOKENS, max_duration: str | None = MAX_DURATION,
     max_iterations: int | None = MAX_ITERATIONS, max_parallel_branches: int | None = MAX_PARALLEL,
     store_dir: Path | None = STORE_DIR,
+    nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
     as_json: bool = JSON,
 ) -> None:
@@ -203,7 +205,7 @@ def run_cmd(
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
-    store = _store(store_dir, write=True)
+    store = _store(store_dir, write=True, nats=nats)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
     options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
@@ -275,6 +277,7 @@ def resume_cmd(
     no_push_checkpoints: bool = typer.Option(False, "--no-push-checkpoints", help="Stop pushing workspace checkpoints for this run (kept by later resumes). Example: --no-push-checkpoints"),
     push_every: int | None = typer.Option(None, "--push-every", min=0, help="Replace the run's periodic push: every N completed nodes (0: only when the run stops). Example: --push-every 5"),
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
+    nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:
@@ -300,7 +303,7 @@ def resume_cmd(
     check_script(script)
     if no_push_checkpoints and push_checkpoints is not None:
         raise CliError("--push-checkpoints and --no-push-checkpoints contradict each other", hint="pass one of them")
-    store = _store(store_dir, skip=run_id, write=True)  # this run, if orphaned, is taken over by the resume itself
+    store = _store(store_dir, skip=run_id, write=True, nats=nats)  # this run, if orphaned, is taken over by the resume itself
     check_run_writable(store, run_id)
     answers: dict[str, Any] = {}
     if answers_file is not None:
@@ -385,7 +388,7 @@ def inspect_cmd(
     follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
                                 "new events until the run parks or ends."),
     store_dir: Path | None = STORE_DIR,
-    nats: str | None = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP),
+    nats: str | None = NATS,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.

@@ -26,6 +26,7 @@ from iterion.engine.worktree import finalize_worktree
 from iterion.ir import Workflow
 from iterion.store import Event, RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
+from iterion.store.errors import StoreUnavailableError
 
 Listener = Callable[[Event], None]
 
@@ -37,7 +38,7 @@ def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[
     def emit(type: str, node: str | None, iteration: int | None, payload: dict[str, Any]) -> None:
         try:
             event = log.append(type, node=node, iteration=iteration, payload=_jsonable(payload))
-        except OSError as exc:  # the timeline is for people; the checkpoint is the state
+        except (OSError, StoreUnavailableError) as exc:  # the timeline is for people; the checkpoint is the state
             if not failed:
                 failed.append(type)
                 try:

@@ -34,9 +34,9 @@ from iterion.store.errors import (
     RunNotFoundError,
     StaleWriteError,
     StatusRefusedError,
+    StoreUnavailableError,
 )
 from iterion.store.ids import new_id
-from iterion.store.jetstream.bridge import StoreUnavailableError
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 from persist import UserError

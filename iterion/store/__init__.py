@@ -1,7 +1,9 @@
 """The run store: run documents, checkpoints, events, artifacts, interactions, attachments, locks.
 
 Layout (where the store is: ``iterion.store.layout.locate_store``; by default
-``.git/iterion/store`` in a git repository)::
+``.git/iterion/store`` in a git repository). With the JetStream backend (``--nats``:
+``iterion.store.opener``) run.json, checkpoint.json, events.jsonl, artifacts/ and attachments
+records live in JetStream instead and the rest stays here (``iterion.store.docstore``)::
 
     runs/<run>/run.json          RunDoc (CAS on ``version``)
     runs/<run>/checkpoint.json   Checkpoint (the authoritative execution state)

@@ -69,3 +69,11 @@ class StoreFullError(StoreError):
         where = exc.filename or root
         return cls(f"cannot write the run store at {where}: {exc.strerror or exc}; {outcome}",
                    hint="free space on that disk (or make it writable), then retry")
+
+
+class StoreUnavailableError(StoreError):
+    """The shared run store (JetStream) did not answer: server down, network, timeout (exit 2;
+    HTTP 503). Lives here, not beside the client, so catching it never imports the client."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint, exit_code=2)

@@ -29,7 +29,7 @@ from iterion.store.errors import (
     StoreFullError,
 )
 from iterion.store.events import Event
-from iterion.store.fsdocs import RUNS_DIR, FsRunDocs, read_doc
+from iterion.store.fsdocs import RUNS_DIR, FsRunDocs
 from iterion.store.ids import check_run_ref, display_ref, validate_run_id
 from iterion.store.interactions import InteractionStore
 from iterion.store.layout import EXPLICIT, RunPaths, locate_store
@@ -46,7 +46,6 @@ from iterion.store.reserve import (
 from iterion.store.run_doc import RunDoc
 
 STALE_AFTER_S = 60.0  # --force-stale guard (docs/user-guide.md "Locks and takeover"): no event flush for this long
-_read = read_doc  # the one reader of documents with a one-line error (kept under its old name)
 
 __all__ = ["RUNS_DIR", "STALE_AFTER_S", "CorruptRun", "Store"]
 
@@ -191,7 +190,8 @@ class Store:
             return hits[0]
         if not hits:
             raise RunNotFoundError(f"run {display_ref(ref)} not found in {self.where()}",
-                                   hint="list runs with `iterion inspect`, or pass --store-dir")
+                                   hint="list runs with `iterion inspect --nats URL`" if self.shared
+                                   else "list runs with `iterion inspect`, or pass --store-dir")
         shown = short_ids([r.id for r in entries])
         raise AmbiguousRunRefError(f"ambiguous: {len(hits)} runs start with {display_ref(ref)}; type more",
                                hint="e.g. " + ", ".join(shown[h] for h in hits[:5])

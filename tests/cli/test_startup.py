@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, run_cli
 
-HEAVY = ("iterion.engine", "iterion.dsl", "httpx", "pygit2", "rich")
+HEAVY = ("iterion.engine", "iterion.dsl", "httpx", "pygit2", "rich", "nats")
 
 
 def _modules_after(code: str, argv: list[str] | None = None) -> set[str]:

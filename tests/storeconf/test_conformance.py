@@ -140,6 +140,15 @@ def test_events_are_ordered_and_numbered_per_run(backend: Backends) -> None:
     assert [e.seq for e in store.read_events(r1, after_seq=3)] == [4, 5]
     assert [e.node for e in store.read_events(r2)] == [f"m{i}" for i in range(5)]
     assert store.read_events(new_id()) == []
+    # polling as --follow does: each read continues after the previous one
+    for i in range(5, 8):
+        store.append_event(r1, "node_started", node=f"n{i}", payload={"i": i})
+    assert [e.seq for e in store.read_events(r1, after_seq=5)] == [6, 7, 8]
+    assert store.read_events(r1, after_seq=8) == []
+    store.append_event(r1, "node_finished")
+    assert [e.seq for e in store.read_events(r1, after_seq=8)] == [9]
+    assert [e.seq for e in store.read_events(r1, after_seq=6)] == [7, 8, 9]
+    assert [e.payload.get("i") for e in store.read_events(r1)][:8] == list(range(8))
 
 
 def test_concurrent_appenders_never_share_a_seq(backend: Backends) -> None:
@@ -187,6 +196,22 @@ def test_jetstream_data_survives_a_server_restart(nats_server: NatsServer, tmp_p
         assert [e.seq for e in fresh.read_events(doc.id)] == [1, 2]
         cp = fresh.load_checkpoint(doc.id)
         assert cp is not None and cp.restart_node == "a"
+    finally:
+        backend.close()
+
+
+def test_jetstream_name_claims_of_crashed_launches_are_reclaimed_after_a_grace(nats_server: NatsServer,
+                                                                            tmp_path: Path) -> None:
+    import json
+
+    backend = Backends("jetstream", tmp_path, nats_server)
+    try:
+        js = backend.open()
+        ghost = new_id()  # a launch that claimed names, then died before writing its document
+        js._bridge.call(js._names.create("old-name", json.dumps({"run": ghost, "at": time.time() - 3600}).encode()))
+        js._bridge.call(js._names.create("young-name", json.dumps({"run": ghost, "at": time.time()}).encode()))
+        assert js.create_run(RunDoc(id=new_id(), name="old-name", workflow_name="w")).name == "old-name"
+        assert js.create_run(RunDoc(id=new_id(), name="young-name", workflow_name="w")).name == "young-name-2"
     finally:
         backend.close()
 

@@ -14,9 +14,11 @@ from collections.abc import Coroutine
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from iterion.store.errors import StoreError
+from iterion.store.errors import StoreUnavailableError
 
 T = TypeVar("T")
+
+__all__ = ["TRANSIENT", "Bridge", "StoreUnavailableError"]
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -30,13 +32,6 @@ def TRANSIENT() -> tuple[type[BaseException], ...]:  # noqa: N802 - a constant c
     return (nats.errors.NoServersError, nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
             nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError,
             nats.js.errors.ServiceUnavailableError)
-
-
-class StoreUnavailableError(StoreError):
-    """The shared store did not answer (server down, network, timeout)."""
-
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=2)
 
 
 class Bridge:

@@ -19,7 +19,8 @@ Layout on the NATS server (names prefixed so several iterion stores can share on
 
 - KV ``<prefix>_names``: key = a friendly name, value = the id of the run that owns it. A new run
   claims its name with a create (exactly one creator wins; the loser takes ``-2``, ``-3``...);
-  an entry whose run is gone is reclaimed with a revision-checked update.
+  an entry whose run does not exist is reclaimed with a revision-checked update once it is older
+  than CLAIM_GRACE_S (younger, it may be a launch between its claim and its document).
 - Artifacts: the document in the object store under the blake3 of its bytes (no two writers can
   clobber one object), then the index entry ``<run>.<name>.<version>`` in KV
   ``<prefix>_artifacts`` created with a create: that create is the commit point and allocates
@@ -36,8 +37,10 @@ and the next read tells (CAS writes are idempotent to retry only through update_
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
@@ -76,6 +79,7 @@ def key_token(text: str) -> str:
 _WRONG_LAST_SEQUENCE = (10071, 10164)
 APPEND_ATTEMPTS = 50
 TRANSIENT_WAIT_S = 0.2
+CLAIM_GRACE_S = 60.0  # a name claim without its run is a launch in progress for this long
 INLINE_LIMIT = 512 * 1024
 _OBJECT_KEY = "$object"
 READ_BATCH = 256
@@ -101,6 +105,7 @@ class JetStreamStore:
         self._artifacts: Any = None
         self._attachments: Any = None
         self._tails: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of its last known event
+        self._read_marks: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of the last event read
         self._logs: dict[str, JetStreamEventLog] = {}
         self._logs_lock = threading.Lock()
         self._bridge.call(self._setup(file_storage))
@@ -126,6 +131,12 @@ class JetStreamStore:
     def where(self) -> str:
         return f"the run store at {self.url} (prefix {self.prefix})"
 
+    @property
+    def bridge(self) -> Bridge:
+        """The connection (sync face over nats-py): the queue and the runner share it, so one
+        process holds one connection to the server."""
+        return self._bridge
+
     def close(self) -> None:
         self._bridge.close()
 
@@ -140,8 +151,6 @@ class JetStreamStore:
         """``data`` itself, or (over INLINE_LIMIT) a reference to it stored in the object store."""
         if len(data) <= INLINE_LIMIT:
             return data
-        import json
-
         from blake3 import blake3
 
         name = f"v/{blake3(data).hexdigest()}"
@@ -151,8 +160,6 @@ class JetStreamStore:
     async def _decode(self, value: bytes) -> bytes:
         if not value.startswith(b'{"' + _OBJECT_KEY.encode()):
             return value
-        import json
-
         ref = json.loads(value)
         return bytes((await self._objects.get(ref[_OBJECT_KEY])).data or b"")
 
@@ -191,15 +198,19 @@ class JetStreamStore:
             return None
 
     async def _claim_name(self, name: str, run_id: str) -> str:
-        """``name`` or the first free ``name-N``, recorded as ``run_id``'s (see the module doc)."""
+        """``name`` or the first free ``name-N``, recorded as ``run_id``'s (see the module doc).
+
+        A claim is made before its run document, so a claim whose run does not exist may be a
+        launch in progress: it is reclaimed only once older than CLAIM_GRACE_S (a crashed launch)."""
         from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
+        claim = json.dumps({"run": run_id, "at": time.time()}).encode()
         n = 1
         while True:
             cand = name if n == 1 else f"{name}-{n}"
             key = key_token(cand)
             try:
-                await self._names.create(key, run_id.encode())
+                await self._names.create(key, claim)
                 return cand
             except KeyWrongLastSequenceError:
                 pass
@@ -207,25 +218,26 @@ class JetStreamStore:
                 entry = await self._names.get(key)
             except KeyNotFoundError:
                 continue  # released meanwhile: try the same name again
-            owner = (entry.value or b"").decode()
+            owner, at = _claim_of(entry.value)
             if owner == run_id:
                 return cand
-            if await self._run_entry(run_token(owner)) is None:  # a stale claim (its run never got made)
+            stale = time.time() - at > CLAIM_GRACE_S and await self._run_entry(run_token(owner)) is None
+            if stale:
                 try:
-                    await self._names.update(key, run_id.encode(), last=entry.revision)
+                    await self._names.update(key, claim, last=entry.revision)
                     return cand
                 except KeyWrongLastSequenceError:
                     continue
             n += 1
 
     async def _release_name(self, name: str, run_id: str) -> None:
-        from nats.js.errors import KeyNotFoundError
+        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
         try:
             entry = await self._names.get(key_token(name))
-            if (entry.value or b"").decode() == run_id:
+            if _claim_of(entry.value)[0] == run_id:
                 await self._names.delete(key_token(name), last=entry.revision)
-        except (KeyNotFoundError, Exception):  # noqa: BLE001 - a stale claim costs nothing; it is reclaimed
+        except (KeyNotFoundError, KeyWrongLastSequenceError):  # gone, or claimed again meanwhile
             pass
 
     def run_names(self) -> set[str]:
@@ -255,6 +267,8 @@ class JetStreamStore:
                 except KeyNotFoundError:
                     pass
             await self._bridge.js.purge_stream(self.events_stream, subject=self._subject(run_id))
+            self._tails.pop(run_id, None)
+            self._read_marks.pop(run_id, None)
 
         self._bridge.call(go())
 
@@ -454,19 +468,28 @@ class JetStreamStore:
         return self._bridge.call(go())
 
     def read_events(self, run_id: str, *, after_seq: int = 0) -> list[Event]:
+        """The run's events with seq > ``after_seq``, in order. Cheap to poll (--follow, the HTTP
+        event stream): nothing new costs one request, and a read after an earlier one starts at
+        the stream position where that one stopped instead of at the run's first event."""
         subject = self._subject(run_id)
 
         async def go() -> list[Event]:
             from nats.errors import TimeoutError as NatsTimeout
             from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-            _, last_stream_seq = await self._last_event(subject)
-            if last_stream_seq == 0:
+            last_seq, last_stream_seq = await self._last_event(subject)
+            if last_stream_seq == 0 or last_seq <= after_seq:
                 return []
-            sub = await self._bridge.js.pull_subscribe(
-                subject, stream=self.events_stream,
-                config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL,
-                                      inactive_threshold=30.0))
+            mark = self._read_marks.get(run_id)
+            # per subject, seq and stream sequence grow together: events after ``after_seq`` all
+            # lie past the stream position of any event with seq <= after_seq
+            if mark is not None and mark[0] <= after_seq and mark[1] < last_stream_seq:
+                config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                        opt_start_seq=mark[1] + 1, inactive_threshold=30.0)
+            else:
+                config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL,
+                                        inactive_threshold=30.0)
+            sub = await self._bridge.js.pull_subscribe(subject, stream=self.events_stream, config=config)
             out: list[Event] = []
             try:
                 while True:
@@ -479,6 +502,7 @@ class JetStreamStore:
                         ev = Event.model_validate_json(m.data)
                         if ev.seq > after_seq:
                             out.append(ev)
+                        self._read_marks[run_id] = (ev.seq, int(m.metadata.sequence.stream))
                         if m.metadata.sequence.stream >= last_stream_seq:
                             done = True
                     if done:
@@ -488,6 +512,15 @@ class JetStreamStore:
             return out
 
         return self._bridge.call(go())
+
+
+def _claim_of(value: bytes | None) -> tuple[str, float]:
+    """(run id, claim time) of a name claim; a bare id (no time) counts as old."""
+    try:
+        data = json.loads(value or b"")
+        return str(data["run"]), float(data["at"])
+    except (ValueError, KeyError, TypeError):
+        return (value or b"").decode(errors="replace"), 0.0
 
 
 def _first_error(exc: ValueError) -> str:
