@@ -68,7 +68,7 @@ def runner_cmd(
     try:
         store = open_store(check_store_dir((store_dir or work / "store").resolve()), nats=url, prefix=prefix)
         queue = WorkQueue(url, QueueSettings(prefix=prefix, ack_wait_s=ack_wait, max_deliver=max_deliver,
-                                             lease_ttl_s=lease_ttl))
+                                             lease_ttl_s=lease_ttl), bridge=store.docs.bridge)  # type: ignore[attr-defined]
     except StoreUnavailableError as exc:
         raise CliError(exc.message, hint=exc.hint) from None
     except (ValueError, StoreError) as exc:  # a prefix no stream can be named after

@@ -68,7 +68,9 @@ def server_cmd(
         from iterion.queue.jsqueue import QueueSettings, WorkQueue
 
         docs = store.docs
-        work_queue = WorkQueue(docs.url, QueueSettings(prefix=docs.prefix))  # type: ignore[attr-defined]
+        # one connection for the store and the queue
+        work_queue = WorkQueue(docs.url, QueueSettings(prefix=docs.prefix),  # type: ignore[attr-defined]
+                               bridge=docs.bridge)  # type: ignore[attr-defined]
     root = _project_root(project)
     token = load_token(token_file, store.root)
     if not is_loopback(host) and not token.explicit:
