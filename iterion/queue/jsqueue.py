@@ -114,12 +114,17 @@ class WorkQueue:
                                                                    ttl=s.lease_ttl_s, storage=storage))
         except BadRequestError:
             self.leases = await js.key_value(self.lease_bucket)
-        try:
-            await js.add_consumer(self.stream, ConsumerConfig(
-                durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=s.ack_wait_s,
-                max_deliver=s.max_deliver, filter_subject=self.subject, max_ack_pending=-1))
-        except BadRequestError:
-            pass
+        from nats.js.errors import NotFoundError
+
+        try:  # an existing consumer keeps its settings (a create would overwrite them with ours)
+            await js.consumer_info(self.stream, CONSUMER)
+        except NotFoundError:
+            try:
+                await js.add_consumer(self.stream, ConsumerConfig(
+                    durable_name=CONSUMER, ack_policy=AckPolicy.EXPLICIT, ack_wait=s.ack_wait_s,
+                    max_deliver=s.max_deliver, filter_subject=self.subject, max_ack_pending=-1))
+            except BadRequestError:  # another process created it first
+                pass
         try:
             self.requests = await js.create_key_value(KeyValueConfig(bucket=self.request_bucket, history=1,
                                                                      ttl=DUPLICATE_WINDOW_S, storage=storage))
@@ -214,6 +219,69 @@ class WorkQueue:
 
         self.bridge.call(go())
         self.ack(c)
+
+    # -- deliveries that ran out of deliveries -----------------------------------------------------
+    def listen_exhausted(self, on_seq: Callable[[int], None]) -> Any:
+        """Subscribe to the server's max-deliveries advisory of the consumer: a delivery whose last
+        permitted offer was never acknowledged (its runner died on it). ``on_seq(stream_seq)`` is
+        called on the bridge's loop: hand the work to a thread."""
+        async def handler(msg: Any) -> None:
+            try:
+                seq = int(json.loads(msg.data).get("stream_seq") or 0)
+            except (ValueError, AttributeError):
+                return
+            if seq:
+                on_seq(seq)
+
+        subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{CONSUMER}"
+
+        async def go() -> Any:
+            return await self.bridge.nc.subscribe(subject, cb=handler)
+
+        return self.bridge.call(go())
+
+    def peek(self, seq: int) -> Delivery | None:
+        """The delivery stored at ``seq`` (None: gone, or undecodable)."""
+        async def go() -> Any:
+            from nats.js.errors import NotFoundError
+
+            try:
+                return (await self.bridge.js.get_msg(self.stream, seq)).data
+            except NotFoundError:
+                return None
+
+        data = self.bridge.call(go())
+        try:
+            return decode(data) if data is not None else None
+        except UndecodableDelivery:
+            return None
+
+    def take_exhausted(self, seq: int, reason: str) -> Delivery | None:
+        """Move the message at ``seq`` to the dead-letter stream and delete it from the queue; its
+        delivery, or None when it is gone already (another runner took it) or undecodable."""
+        async def go() -> Any:
+            from nats.js.errors import NotFoundError
+
+            try:
+                m = await self.bridge.js.get_msg(self.stream, seq)
+            except NotFoundError:
+                return None
+            await self.bridge.js.publish(self.dlq_subject, m.data or b"", stream=self.dlq_stream,
+                                         headers={"Iterion-Reason": reason[:500],
+                                                  "Iterion-Deliveries": str(self.max_deliver)})
+            try:
+                await self.bridge.js.delete_msg(self.stream, seq)
+            except NotFoundError:
+                pass
+            return m.data
+
+        data = self.bridge.call(go())
+        if data is None:
+            return None
+        try:
+            return decode(data)
+        except UndecodableDelivery:
+            return None
 
     # -- control ------------------------------------------------------------------------------------
     def control_subject(self, run_id: str) -> str:

@@ -135,6 +135,8 @@ class Runner:
                    for i in range(self.config.concurrency)]
         for t in threads:
             t.start()
+        advisory = self.queue.listen_exhausted(
+            lambda seq: threading.Thread(target=self._exhausted, args=(seq,), daemon=True).start())
         self.say(f"{self.config.name} claiming from {self.queue.url} ({self.queue.stream}), "
                  f"concurrency {self.config.concurrency}, work dir {self.config.work_dir}")
         try:
@@ -146,6 +148,7 @@ class Runner:
         finally:
             for t in threads:
                 t.join(self.config.grace_s + 30)
+            self.queue.stop_listening(advisory)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -289,6 +292,51 @@ class Runner:
                 from iterion.runner.clone import remove
 
                 remove(clone_dir)
+
+    def _exhausted(self, seq: int) -> None:
+        """The last permitted delivery of message ``seq`` was never acknowledged (its runner died on
+        it): park it on the dead-letter stream and mark the run DLQ_PARKED. Every runner hears the
+        advisory; the message's deletion decides which one parks it (the others find it gone)."""
+        from iterion.failure_codes import FailureCode
+
+        reason = "the last permitted delivery was never acknowledged (its runner stopped)"
+        try:
+            d = self.queue.peek(seq)
+            if d is None:
+                return
+            lease = Lease(self.queue, d.run_id, self.config.name)
+            deadline = time.monotonic() + self.queue.lease_ttl_s + 2.0
+            while True:  # its runner died on it: the lease expires within its TTL
+                try:
+                    lease.acquire()
+                    break
+                except LeaseHeld:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.25)
+            if self.queue.take_exhausted(seq, reason) is None:  # another runner parked it
+                lease.release()
+                return
+        except (LeaseHeld, StoreError) as exc:
+            log.warning("exhausted delivery seq %s: %s", seq, exc)
+            return
+        try:
+            def mark(doc: Any) -> None:
+                if doc.status is RunStatus.RUNNING:  # its runner died on it: resumable from the checkpoint
+                    doc.set_status(RunStatus.FAILED_RESUMABLE, failure_code=FailureCode.ORPHANED_RUN.value,
+                                   error=reason)
+            try:
+                self.store.update_run(d.run_id, mark)  # then DLQ_PARKED over it (a bot's code is kept)
+                disp = Disposition(Verb.PARK, "dlq", event=ev.RUN_DLQ_PARKED,
+                                   payload={"deliveries": self.queue.max_deliver, "max_deliver": self.queue.max_deliver,
+                                            "reason": reason})
+                self.store.append_event(d.run_id, ev.RUN_DLQ_PARKED, payload=disp.payload)
+                self._mark_parked(self.store, d.run_id, disp)
+            except RunNotFoundError:
+                return
+            self.say(f"dead-letter run {d.run_id} (max deliveries: {reason}) seq {seq}")
+        finally:
+            lease.release()
 
     def _fail_queued(self, store: Any, run_id: str, message: str) -> None:
         """A queued run whose launch was refused (bad var, unclonable repository) ends failed, not

@@ -29,29 +29,41 @@ def _launch(cluster: Cluster, store: Any, queue: Any, forge: Path, count_dir: Pa
 
 def test_ten_runs_over_two_runners_each_node_executes_exactly_once(cluster: Cluster, forge: Path,
                                                                    tmp_path: Path) -> None:
+    from tests.conftest import make_checkout
+    from tests.server.conftest import start_server
+
+    server = start_server(make_checkout(tmp_path / "project"), "--nats", cluster.nats.url, "--queue",
+                          env={"ITERION_NATS_PREFIX": cluster.prefix})
     a, b = cluster.runner("ra"), cluster.runner("rb")
-    a.wait_ready()
-    b.wait_ready()
-    store, queue = cluster.store(), cluster.queue()
-    ids = [_launch(cluster, store, queue, forge, tmp_path / "counts" / str(i), i=i, pause_s="0.3")
-           for i in range(10)]
-    assert {store.load_run(r).status for r in ids} <= {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FINISHED}
-    wait_for(lambda: all(store.load_run(r).status in DONE for r in ids), "ten runs to end", timeout=180)
-    by_runner: dict[str, int] = {}
-    for i, run_id in enumerate(ids):
-        doc = store.load_run(run_id)
-        assert doc.status is RunStatus.FINISHED, (doc.status, doc.error)
-        assert counts(tmp_path / "counts" / str(i)) == {"a": 1, "b": 1, "c": 1}  # exactly once each
-        claims = _events(store, run_id, "run_delivery_claimed")
-        assert len(claims) == 1
-        by_runner[claims[0].payload["runner"]] = by_runner.get(claims[0].payload["runner"], 0) + 1
-    assert set(by_runner) == {"ra", "rb"}, by_runner  # spread over both
-    logs = a.text() + b.text()
-    assert logs.count("claim run ") == 10 and logs.count("ack run ") == 10
-    status = queue.status()
-    assert status["pending"] == 0 and status["deliveries"] == [] and status["dead_letters"] == []
-    assert a.stop() == 0 and b.stop() == 0  # SIGTERM: a clean exit
-    assert "stopped after" in a.text()
+    try:
+        a.wait_ready()
+        b.wait_ready()
+        store, c = cluster.store(), server.client()
+        ids = []
+        for i in range(10):
+            (tmp_path / "counts" / str(i)).mkdir(parents=True)
+            r = c.post("/api/runs", json={"repo_url": str(forge), "ref": "main", "file": "three.bot",
+                                          "vars": {"count_dir": str(tmp_path / "counts" / str(i)), "pause_s": "0.2"}})
+            assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+            ids.append(r.json()["run_id"])
+        wait_for(lambda: all(store.load_run(r).status in DONE for r in ids), "ten runs to end", timeout=180)
+        by_runner: dict[str, int] = {}
+        for i, run_id in enumerate(ids):
+            doc = store.load_run(run_id)
+            assert doc.status is RunStatus.FINISHED, (doc.status, doc.error)
+            assert counts(tmp_path / "counts" / str(i)) == {"a": 1, "b": 1, "c": 1}  # exactly once each
+            claims = _events(store, run_id, "run_delivery_claimed")
+            assert len(claims) == 1
+            by_runner[claims[0].payload["runner"]] = by_runner.get(claims[0].payload["runner"], 0) + 1
+        assert set(by_runner) == {"ra", "rb"}, by_runner  # spread over both
+        logs = a.text() + b.text()
+        assert logs.count("claim run ") == 10 and logs.count("ack run ") == 10
+        status = c.get("/api/queue").json()
+        assert status["pending"] == 0 and status["deliveries"] == [] and status["dead_letters"] == []
+        assert a.stop() == 0 and b.stop() == 0  # SIGTERM: a clean exit
+        assert "stopped after" in a.text()
+    finally:
+        server.stop()
 
 
 def test_sigkill_mid_node_the_other_runner_takes_over_and_restores_the_bank(cluster: Cluster, forge: Path,
@@ -139,3 +151,22 @@ def test_a_nats_server_restart_mid_run_loses_nothing(tmp_path: Path, forge: Path
     finally:
         cluster.close()
         nats.stop()
+
+
+def test_a_runner_dying_on_the_last_delivery_gets_the_run_dead_lettered(cluster: Cluster, forge: Path,
+                                                                        tmp_path: Path) -> None:
+    store, queue = cluster.store(), cluster.queue(max_deliver=1)  # created first: one delivery only
+    victim = cluster.runner("victim")
+    run_id = _launch(cluster, store, queue, forge, tmp_path / "c", pause_s="60")
+    wait_for(lambda: (tmp_path / "c" / "b.count").exists(), "node b to start")
+    other = cluster.runner("other")  # listening when the server announces the exhausted delivery
+    other.wait_ready()
+    victim.stop(signal.SIGKILL)
+    wait_for(lambda: store.load_run(run_id).failure_code == "DLQ_PARKED", "the run to be parked", timeout=60)
+    doc = store.load_run(run_id)
+    assert doc.status is RunStatus.FAILED_RESUMABLE and "ORPHANED_RUN" in (doc.error or "")
+    assert _events(store, run_id, "run_dlq_parked")
+    status = queue.status()
+    assert status["deliveries"] == [] and [d["run_id"] for d in status["dead_letters"]] == [run_id]
+    assert f"dead-letter run {run_id}" in other.text()
+    assert counts(tmp_path / "c") == {"a": 1, "b": 1}  # nothing executed it again
