@@ -43,6 +43,7 @@ from iterion.queue.delivery import Delivery
 from iterion.queue.jsqueue import Claimed, WorkQueue
 from iterion.queue.lease import Lease, LeaseHeld
 from iterion.queue.policy import Action, Disposition, Verb
+from iterion.runner.clone import CloneError
 from iterion.store import RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.errors import RunNotFoundError, StoreError
@@ -266,6 +267,16 @@ class Runner:
                 self._dispose(c, d, Disposition(Verb.NAK, "store_unavailable", delay_s=policy.retry_delay()),
                               detail=exc.message)
                 return
+            except CloneError as exc:  # the forge may be back later: offered again, parked at the last
+                if c.attempt < self.queue.max_deliver:
+                    self._dispose(c, d, Disposition(Verb.NAK, "clone_failed", delay_s=policy.retry_delay()),
+                                  detail=exc.message)
+                else:
+                    self._dispose(c, d, Disposition(Verb.PARK, "clone_failed", event=ev.RUN_DLQ_PARKED, payload={
+                        "deliveries": c.attempt, "max_deliver": self.queue.max_deliver, "error": exc.message}),
+                        store=store, detail=exc.message, error=exc.message)
+                    self._fail_queued(store, d.run_id, exc.message or str(exc))
+                return
             except UserError as exc:  # refused before executing (a changed source, a bad var, a clone)
                 self._dispose(c, d, Disposition(Verb.ACK, "refused", event=ev.RUN_DELIVERY_DROPPED, payload={
                     "reason": "refused", "kind": d.kind.value, "delivery": d.msg_id,
@@ -342,8 +353,8 @@ class Runner:
         """A queued run whose launch was refused (bad var, unclonable repository) ends failed, not
         queued forever."""
         def mark(doc: Any) -> None:
-            if doc.status is RunStatus.QUEUED:
-                doc.set_status(RunStatus.FAILED, failure_code="IR_UNLOADABLE", error=message)
+            if doc.status is RunStatus.QUEUED:  # it never started: nothing to resume
+                doc.set_status(RunStatus.FAILED, failure_code=doc.failure_code or "IR_UNLOADABLE", error=message)
         try:
             store.update_run(run_id, mark)
         except Exception as exc:  # noqa: BLE001 - reported in the log; the delivery is gone either way

@@ -172,3 +172,14 @@ def test_a_lost_lease_stops_the_execution_and_nothing_more_is_written(live: Live
     assert len(live.store.read_events(run_id)) == seen
     assert not (count_dir / "c.count").exists()
     assert live.runner.store.is_locked(run_id) is False  # the execution let go of the run
+
+
+def test_an_unclonable_repository_is_offered_again_then_dead_lettered(live: Live, tmp_path: Path) -> None:
+    doc, _ = queue_launch(live.store, live.queue, request_id="nope", file="three.bot",
+                          repo_url=str(tmp_path / "no-such-forge.git"), ref="main")
+    lines = live.disposed(doc.id, 3)
+    assert [ln.split()[0] for ln in lines] == ["nak", "nak", "dead-letter"] and "clone_failed" in lines[0]
+    parked = live.store.load_run(doc.id)
+    assert (parked.status, parked.failure_code) == (RunStatus.FAILED, "DLQ_PARKED")
+    assert "git clone failed" in (parked.error or "")
+    assert [d["run_id"] for d in live.queue.status()["dead_letters"]] == [doc.id]
