@@ -133,10 +133,10 @@ def test_rewind_of_a_queued_run_drops_the_old_delivery_and_a_resume_continues_it
         assert dropped["payload"]["reason"] == "explicit_resume_required"
         assert _status(c, run_id) == "paused_operator" and not _events(c, run_id, "run_resumed")
         # only a real resume request continues it
-        res = c.post(f"/api/runs/{run_id}/resume", json={})
-        assert res.status_code == 202, res.text
-        wait_for(lambda: _events(c, run_id, "run_resumed"), "the resume")
-        wait_for(lambda: _status(c, run_id) == "paused_waiting_human", "the gate again")
+        res = _remote(s, "runs", "resume", run_id)  # waits for a runner's claim, then follows the run
+        assert res.returncode == 4, res.stdout + res.stderr  # parked at the gate again
+        assert "paused_waiting_human" in res.stdout
+        assert _status(c, run_id) == "paused_waiting_human"
         resumed = _events(c, run_id, "run_resumed")[0]["payload"]
         assert resumed["restart_node"] == "prepare"
         assert c.get(f"/api/runs/{run_id}").json()["run"]["explicit_resume_required"] is False
