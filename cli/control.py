@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from cli.exit_codes import EXIT_CONTROL_PENDING
+from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
 from cli.preflight import check_run_writable, open_store
 from iterion.engine.control import ControlOutcome, cancel_run, pause_run
@@ -19,8 +19,6 @@ from iterion.engine.stale import reconcile_orphans, stale_after_s
 from iterion.invocation import command
 from iterion.store import Store, StoreError
 from iterion.store.layout import LEGACY
-
-EXIT_PENDING = EXIT_CONTROL_PENDING  # the table: cli/exit_codes.py
 
 STORE_DIR = typer.Option(None, "--store-dir",
                          help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
@@ -82,7 +80,7 @@ def _report(outcome: ControlOutcome, as_json: bool, ref: str | None = None) -> N
         if outcome.status in ("cancelled", "paused_operator"):
             echo(f"resume with: {command('resume', '--run-id', ref or outcome.run_id)}")
     if outcome.delivered == "pending":
-        raise typer.Exit(EXIT_PENDING)
+        raise typer.Exit(ExitCode.CONTROL_PENDING)
 
 
 def _run_name(store: Store, run_id: str) -> str | None:

@@ -8,22 +8,20 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from cli.exit_codes import EXIT_INTERNAL, EXIT_REFUSED, cli_exit_code
+from cli.exit_codes import ExitCode, cli_exit_code
 from cli.output import echo_err
 from persist import UserError
 from persist.oserror import environment_error
 
 # The exit-code table lives in cli/exit_codes.py. A problem the command found (an invalid
-# workflow, a refused operation) is a refusal: exit 2 like bad input; 1 means a run failed.
-EXIT_PROBLEM = EXIT_REFUSED
-EXIT_BAD_INPUT = EXIT_REFUSED
+# workflow, a refused operation) is a refusal: ExitCode.REFUSED like bad input; 1 means a run failed.
 
 
 class CliError(UserError):
     """A user-facing failure raised by the CLI itself: ``message`` one line, ``hint`` a second."""
 
 
-def fail(message: str, *, hint: str | None = None, exit_code: int = EXIT_BAD_INPUT) -> NoReturn:
+def fail(message: str, *, hint: str | None = None, exit_code: int = ExitCode.REFUSED) -> NoReturn:
     raise CliError(message, hint=hint, exit_code=exit_code)
 
 
@@ -60,7 +58,7 @@ def report(exc: BaseException) -> int:
         return cli_exit_code(exc.exit_code)
     echo_err(f"internal error: {type(exc).__name__}: {exc}")
     echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")
-    return EXIT_INTERNAL
+    return ExitCode.INTERNAL
 
 
 def run_guarded(entry: Callable[[], object]) -> NoReturn:
@@ -70,9 +68,9 @@ def run_guarded(entry: Callable[[], object]) -> NoReturn:
         raise
     except KeyboardInterrupt:
         echo_err("interrupted")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except BaseException as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
         if os.environ.get("ITERION_DEBUG"):
             raise
         sys.exit(report(exc))
-    sys.exit(0)
+    sys.exit(ExitCode.OK)

@@ -15,34 +15,45 @@ Every code means one thing, so a script can branch on it:
 6     `run`/`resume`: cancelled
 7     `cancel`/`pause`: requested, takes effect at the run's next node boundary
 8     `run`/`resume`: paused_operator (resume it, no answers needed)
+130   interrupted (Ctrl-C) outside a run (inside one, Ctrl-C cancels it: 6)
 ====  =================================================================================
 
-Lower layers raise ``persist.UserError`` with exit code 1 for "refused operation" and 2 for
-"bad input"; at the CLI both are refusals and exit 2 (``cli.errors.report``): 1 is reserved
-for a run that failed.
+``ExitCode`` is the one home of these numbers: every command exits with one of its members,
+never a literal (tests/architecture/test_exit_codes.py greps for literals). Lower layers raise
+``persist.UserError`` with a ``persist.errors.ErrorCode`` (REFUSED 1, BAD_INPUT 2);
+``cli_exit_code`` is the one translation: at the CLI both are refusals and exit 2
+(``cli.errors.report``), since 1 is reserved for a run that failed.
 """
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_REFUSED = 2
-EXIT_INTERNAL = 3
-EXIT_PAUSED_HUMAN = 4
-EXIT_FAILED_RESUMABLE = 5
-EXIT_CANCELLED = 6
-EXIT_CONTROL_PENDING = 7
-EXIT_PAUSED_OPERATOR = 8
+from enum import IntEnum
+
+from persist.errors import ErrorCode
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    REFUSED = 2
+    INTERNAL = 3
+    PAUSED_HUMAN = 4
+    FAILED_RESUMABLE = 5
+    CANCELLED = 6
+    CONTROL_PENDING = 7
+    PAUSED_OPERATOR = 8
+    INTERRUPTED = 130
+
 
 # keyed by status value (RunStatus is a StrEnum, so its members look up here): importing the
 # store to name them would slow every command's start-up
-STATUS_EXIT: dict[str, int] = {
-    "finished": EXIT_OK,
-    "failed": EXIT_FAILED,
-    "paused_waiting_human": EXIT_PAUSED_HUMAN,
-    "paused_operator": EXIT_PAUSED_OPERATOR,
-    "failed_resumable": EXIT_FAILED_RESUMABLE,
-    "cancelled": EXIT_CANCELLED,
+STATUS_EXIT: dict[str, ExitCode] = {
+    "finished": ExitCode.OK,
+    "failed": ExitCode.FAILED,
+    "paused_waiting_human": ExitCode.PAUSED_HUMAN,
+    "paused_operator": ExitCode.PAUSED_OPERATOR,
+    "failed_resumable": ExitCode.FAILED_RESUMABLE,
+    "cancelled": ExitCode.CANCELLED,
 }
 
 EXIT_HELP = ("Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid workflow, refusal), "
@@ -50,5 +61,5 @@ EXIT_HELP = ("Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid w
 
 
 def cli_exit_code(user_error_code: int) -> int:
-    """The CLI's exit code for a lower layer's ``UserError.exit_code`` (1 "refused" -> 2)."""
-    return EXIT_REFUSED if user_error_code == 1 else user_error_code
+    """The CLI's exit code for a lower layer's ``UserError.exit_code`` (REFUSED 1 -> 2)."""
+    return ExitCode.REFUSED if user_error_code == ErrorCode.REFUSED else user_error_code

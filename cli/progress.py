@@ -34,8 +34,17 @@ def _is_tty() -> bool:
         return False
 
 
+def notices_only(e: Any) -> None:
+    """The run listener of ``--json``: stdout is the JSON, so only what the engine could not
+    record (an unrecorded ``warning``: iterion/engine/notice.py) is shown, on stderr."""
+    from iterion.engine.notice import is_unrecorded
+
+    if is_unrecorded(e):
+        echo_err(styled("warning:", "yellow"), f" {e.payload.get('message')}")
+
+
 class Progress:
-    """A run listener (called with every event the engine appends)."""
+    """A run listener (called with every event the engine appends; an unrecorded warning too)."""
 
     def __init__(self, live: bool | None = None) -> None:
         self.live = _is_tty() if live is None else live

@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from cli.errors import EXIT_PROBLEM, CliError
+from cli.errors import CliError
+from cli.exit_codes import ExitCode
 from cli.output import echo, echo_json
 from cli.runref import resolve_loose
 from gitrefs import RunRefs, list_runs, restore_bank
@@ -177,10 +178,10 @@ def restore_bank_cmd(ref: str = typer.Option(..., "--ref", help="The bank ref on
     if as_json:
         echo_json(res.to_json())
         if not res.restored:
-            raise typer.Exit(EXIT_PROBLEM)
+            raise typer.Exit(ExitCode.REFUSED)
         return
     if not res.restored:
-        raise CliError(f"bank not restored: {res.reason}", exit_code=EXIT_PROBLEM,
+        raise CliError(f"bank not restored: {res.reason}", exit_code=ExitCode.REFUSED,
                        hint="the clone was left unchanged")
     echo(f"restored {res.head} on {res.branch or 'detached HEAD'} (started from base {res.base})")
 

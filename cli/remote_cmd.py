@@ -17,14 +17,12 @@ from typing import Any
 
 import typer
 
-from cli.errors import EXIT_BAD_INPUT, CliError
+from cli.errors import CliError
+from cli.exit_codes import STATUS_EXIT, ExitCode
 from cli.output import echo, echo_err, echo_json, table
 
 ENV_SERVER = "ITERION_SERVER"
 ENV_TOKEN = "ITERION_SERVER_TOKEN"
-EXIT_PENDING = 7
-STATUS_EXIT = {"finished": 0, "failed": 1, "paused_waiting_human": 4, "paused_operator": 4,
-               "failed_resumable": 5, "cancelled": 6}
 
 SERVER = typer.Option(None, "--server", help="The server's URL (default: $ITERION_SERVER). Example: --server http://127.0.0.1:8080")
 TOKEN_FILE = typer.Option(None, "--token-file", help="File whose first line is the token (default: $ITERION_SERVER_TOKEN). Example: --token-file ~/.iterion-token")
@@ -62,7 +60,7 @@ class Client:
 
     def _fail(self, exc: Exception) -> CliError:
         return CliError(f"cannot reach the server at {self.base}: {exc}", hint="is `iterion server` running there?",
-                        exit_code=EXIT_BAD_INPUT)
+                        exit_code=ExitCode.REFUSED)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
@@ -76,9 +74,9 @@ class Client:
         if resp.status_code >= 400:
             if isinstance(body, dict) and body.get("error"):
                 raise CliError(str(body["error"]), hint=body.get("hint"),
-                               exit_code=int(body.get("exit_code") or EXIT_BAD_INPUT))
+                               exit_code=int(body.get("exit_code") or ExitCode.REFUSED))
             raise CliError(f"the server answered HTTP {resp.status_code} for {method} {path}",
-                           hint="see the server's log", exit_code=3 if resp.status_code >= 500 else EXIT_BAD_INPUT)
+                           hint="see the server's log", exit_code=ExitCode.INTERNAL if resp.status_code >= 500 else ExitCode.REFUSED)
         return body
 
     def stream(self, path: str, params: dict[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -89,7 +87,7 @@ class Client:
                     resp.read()
                     body = resp.json()
                     raise CliError(str(body.get("error")), hint=body.get("hint"),
-                                   exit_code=int(body.get("exit_code") or EXIT_BAD_INPUT))
+                                   exit_code=int(body.get("exit_code") or ExitCode.REFUSED))
                 kind, data = "message", ""
                 for line in resp.iter_lines():
                     if line.startswith("event:"):
@@ -194,7 +192,7 @@ def events_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
                     echo_err(f"run {data['run_id']}: {data['status']}")
                 return
             if kind == "error":
-                raise CliError(str(data.get("error")), hint=data.get("hint"), exit_code=int(data.get("exit_code") or 2))
+                raise CliError(str(data.get("error")), hint=data.get("hint"), exit_code=int(data.get("exit_code") or ExitCode.REFUSED))
             if as_json:
                 echo(json.dumps(data, ensure_ascii=False))
             else:
@@ -264,7 +262,7 @@ def _finish_follow(client: Client, run_id: str, after: int, as_json: bool) -> No
         echo(f"run {run['id']} ({run['name']}): {run['status']}")
         if run.get("failure_code") or run.get("error"):
             echo(f"  {run.get('failure_code')}: {run.get('error')}")
-    code = STATUS_EXIT.get(str(status or detail["run"]["status"]), 1)
+    code = STATUS_EXIT.get(str(status or detail["run"]["status"]), ExitCode.FAILED)
     if code:
         raise typer.Exit(code)
 
@@ -334,7 +332,7 @@ def _control(action: str, run_id: str, wait: float, if_version: int | None, serv
         if out["status"] in ("cancelled", "paused_operator"):
             echo(f"resume with: iterion remote runs resume {out['run_id']}")
     if out.get("delivered") == "pending":
-        raise typer.Exit(EXIT_PENDING)
+        raise typer.Exit(ExitCode.CONTROL_PENDING)
 
 
 WAIT = typer.Option(10.0, "--wait", min=0, max=60, help="Seconds the server waits for the run's process to act (0: just ask). Example: --wait 5")
@@ -418,10 +416,10 @@ def _wait_claimed(client: Client, run_id: str, after: int, timeout_s: float = 36
             if e["type"] in ("run_delivery_dropped", "run_retry_skipped"):
                 raise CliError(f"run {run_id}: the queued resume was dropped ({e['payload'].get('reason')}): "
                                f"{e['payload'].get('message') or e['payload'].get('error') or ''}".rstrip(": "),
-                               exit_code=1)
+                               exit_code=ExitCode.REFUSED)
         time.sleep(0.5)
     raise CliError(f"run {run_id}: no runner claimed the resume within {timeout_s:g}s",
-                   hint="is an `iterion runner` claiming from the server's queue?", exit_code=EXIT_PENDING)
+                   hint="is an `iterion runner` claiming from the server's queue?", exit_code=ExitCode.CONTROL_PENDING)
 
 
 @runs_app.command("launch")

@@ -15,7 +15,7 @@ import typer
 from cli import events_view
 from cli.control import sweep_orphans
 from cli.errors import CliError
-from cli.exit_codes import EXIT_FAILED, EXIT_HELP, STATUS_EXIT
+from cli.exit_codes import EXIT_HELP, STATUS_EXIT, ExitCode
 from cli.flags import finite_flag, one_line
 from cli.output import echo, echo_err, echo_json, styled
 from cli.parked import (
@@ -28,7 +28,7 @@ from cli.parked import (
     store_args,
 )
 from cli.preflight import NATS_HELP, check_backend, check_launch, check_run_writable, check_script, open_store
-from cli.progress import Progress
+from cli.progress import Progress, notices_only
 from cli.runlist import add_short_ids, print_runs
 from cli.scaffold import merge_skipped_reason, scaffold
 from iterion.budget import BudgetAsk, DurationError, parse_duration
@@ -157,7 +157,7 @@ def _finish(result: RunResult, store: Store, as_json: bool) -> None:
         echo_json({**result.to_json(), "stored_in": str(store.run_dir(result.run_id))})
     else:
         _summary(result, store)
-    code = STATUS_EXIT.get(result.status, EXIT_FAILED)
+    code = STATUS_EXIT.get(result.status, ExitCode.FAILED)
     if code:
         raise typer.Exit(code)
 
@@ -231,11 +231,11 @@ def run_cmd(
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
             echo_err(d.format())
     token = CancelToken()
-    listener = None if as_json else Progress()
+    listener = notices_only if as_json else Progress()
     result = launch_run(store, file, options, token=token, listener=listener, compiled=compiled)
     retry = ResumeOptions(backend=backend, script_file=options.script_file,
                           wait_workspace=not no_wait, on_wait=echo_err)
-    result = retry_automatically(store, result, auto_resume, token=token,
+    result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry, token=token,
                                                            listener=listener))
     _finish(result, store, as_json)
@@ -318,7 +318,7 @@ def resume_cmd(
                             permission=_permission("resume", permission, permission_allow, permission_ask,
                                                    permission_deny))
     token = CancelToken()
-    listener = None if as_json else Progress()
+    listener = notices_only if as_json else Progress()
     try:
         result = resume_run(store, run_id, options, token=token, listener=listener)
     except InvalidWorkflow as exc:
@@ -327,7 +327,7 @@ def resume_cmd(
     # --auto-resume: later attempts re-read everything from the run (merged caps, re-stamped source)
     retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file,
                           wait_workspace=not no_wait, on_wait=echo_err)
-    result = retry_automatically(store, result, auto_resume, token=token,
+    result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
                                                            listener=listener))
     _finish(result, store, as_json)

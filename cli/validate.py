@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from cli.errors import EXIT_PROBLEM, CliError
+from cli.errors import CliError
+from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
 from iterion.dsl import CompileResult, Severity, load_workflow
 from iterion.dsl.diagram import to_mermaid
@@ -44,7 +45,7 @@ def validate(
             status = "ok" if r.ok else "invalid"
             echo_err(f"{f}: {status} ({errors} error(s), {warnings} warning(s))")
     if failed:
-        raise typer.Exit(EXIT_PROBLEM)
+        raise typer.Exit(ExitCode.REFUSED)
 
 
 def diagram(
@@ -61,7 +62,7 @@ def diagram(
             echo_err(d.format())
         errors, _ = _counts(result)
         raise CliError(f"{file} does not compile ({errors} error(s))",
-                       hint=f"run: iterion validate {file}", exit_code=EXIT_PROBLEM)
+                       hint=f"run: iterion validate {file}", exit_code=ExitCode.REFUSED)
     text = to_mermaid(result.workflow)
     if as_json:
         echo_json({"workflow": result.workflow.name, "mermaid": text})

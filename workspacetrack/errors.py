@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from persist import UserError
+from persist.errors import ErrorCode
 
 
 class TrackError(UserError):
@@ -21,4 +22,4 @@ class CorruptStoreError(TrackError):
     """An object or document whose content does not match its name."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=1)
+        super().__init__(message, hint=hint, exit_code=ErrorCode.REFUSED)

@@ -7,6 +7,7 @@ constructions.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
@@ -22,10 +23,30 @@ StatKey = tuple[int, int, int, int, int]
 # written within the timestamp window of their capture, so their stat cannot vouch for content.
 CacheRow = tuple[StatKey, str, bool, str | None]
 
-SKIP_OVERSIZED = "oversized"
-SKIP_SPECIAL = "special_file"
-SKIP_UNENCODABLE = "unencodable_name"
-SKIP_UNREADABLE = "unreadable"
+
+
+class SkipReason(StrEnum):
+    """Why a path was not captured or not restored: the one vocabulary of skip codes.
+
+    Capture codes are persisted (``Manifest.skipped``, stat-cache rows ``"!<code>"``); restore
+    codes are reported (``RestoreReport.skipped``, a rewind's ``files.skipped``), where the code
+    is the reason's first word (``workspacetrack.reasons.describe`` adds what to do). A StrEnum,
+    so a member is its string wherever a persisted document or a JSON report holds it.
+    """
+
+    # capture (persisted)
+    OVERSIZED = "oversized"              # larger than the capture limit
+    SPECIAL = "special_file"             # a fifo, socket or device file
+    UNENCODABLE = "unencodable_name"     # a name no manifest can hold (kept: older manifests may name it)
+    UNREADABLE = "unreadable"            # could not be read (or listed) when captured
+    # restore (reported)
+    IGNORED = "ignored"                  # the ignore rules exclude it (its rule follows in parentheses)
+    PROTECTED = "protected"              # a protected path (--protect, a workflow source file)
+    SYMLINK_ESCAPE = "symlink_escape"    # the path is, or passes through, a link leaving the workspace
+    SYMLINK_IN_PATH = "symlink_in_path"  # passes through a link inside it: writing would alias another path
+    BLOCKED = "blocked"                  # a file or non-empty directory the scope does not own is in the way
+    GIT_UNRESTORED = "submodule or blocked path"  # a worktree run: git did not restore it (gitrefs.worktree_apply)
+
 # The "content id" of an empty directory's entry (st_mode S_IFDIR): recorded so a restore can
 # recreate a directory a node removed. Not an object id (never stored, never read).
 EMPTY_DIR = "dir"

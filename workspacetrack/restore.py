@@ -37,16 +37,10 @@ from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.changes import changed_paths
 from workspacetrack.errors import TrackError
 from workspacetrack.ignore import IgnoreRules
-from workspacetrack.models import EMPTY_DIR, SKIP_OVERSIZED, Entry, Manifest
+from workspacetrack.models import EMPTY_DIR, Entry, Manifest, SkipReason
 from workspacetrack.names import from_wire, to_wire
 from workspacetrack.objects import ObjectStore
 from workspacetrack.paths import check_relpath, parent_dirs
-
-SKIP_IGNORED = "ignored"
-SKIP_PROTECTED = "protected"
-SKIP_SYMLINK_ESCAPE = "symlink_escape"      # the path is, or passes through, a link leaving the workspace
-SKIP_SYMLINK_IN_PATH = "symlink_in_path"    # passes through a link inside it: writing would alias another path
-SKIP_BLOCKED = "blocked"                    # a file or non-empty directory the scope does not own is in the way
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -122,11 +116,11 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
         check_relpath(path)
         t, c = target.entries.get(path), current.entries.get(path)
         if _is_protected(path, protected):
-            plan.skipped[path] = SKIP_PROTECTED
+            plan.skipped[path] = SkipReason.PROTECTED
             continue
-        if SKIP_OVERSIZED in (target.skipped.get(path), current.skipped.get(path),
+        if SkipReason.OVERSIZED in (target.skipped.get(path), current.skipped.get(path),
                               last.skipped.get(path) if last is not None else None):
-            plan.skipped[path] = SKIP_OVERSIZED
+            plan.skipped[path] = SkipReason.OVERSIZED
             continue
         if path in current.skipped:
             plan.skipped[path] = current.skipped[path]
@@ -138,7 +132,7 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
                 continue
         if c is None and rules.ignores(path):
             why = rules.explain(path)
-            plan.skipped[path] = f"{SKIP_IGNORED} ({why})" if why else SKIP_IGNORED
+            plan.skipped[path] = f"{SkipReason.IGNORED} ({why})" if why else SkipReason.IGNORED
             continue
         if _same(t, c):
             continue
@@ -156,8 +150,8 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
         # silently left out.
         for m in (target, current, last):
             for path, reason in (m.skipped.items() if m is not None else ()):
-                if reason == SKIP_OVERSIZED and not _is_protected(path, protected):
-                    plan.skipped.setdefault(path, SKIP_OVERSIZED)
+                if reason == SkipReason.OVERSIZED and not _is_protected(path, protected):
+                    plan.skipped.setdefault(path, SkipReason.OVERSIZED)
     if last is not None:
         plan.left_in_place = sorted(p for p in changed_paths(last, current) if p not in paths)
     return plan
@@ -172,12 +166,14 @@ def _link_on_path(workspace: Path, path: str) -> str | None:
                 continue
         except OSError:
             return None
-        return SKIP_SYMLINK_IN_PATH if p.resolve().is_relative_to(workspace) else SKIP_SYMLINK_ESCAPE
+        return SkipReason.SYMLINK_IN_PATH if p.resolve().is_relative_to(workspace) else SkipReason.SYMLINK_ESCAPE
     return None
 
 
 class _Refused(Exception):
-    def __init__(self, reason: str) -> None:
+    """A planned write or removal that cannot be done safely: the path is skipped for ``reason``."""
+
+    def __init__(self, reason: SkipReason) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -205,11 +201,11 @@ class _Writer:
         self._files.clear()
         self._dirs.clear()
 
-    def _link_reason(self, dir_fd: int, name: str, rel_dir: str) -> str:
+    def _link_reason(self, dir_fd: int, name: str, rel_dir: str) -> SkipReason:
         target = os.readlink(name, dir_fd=dir_fd)
         base = self.ws / rel_dir if rel_dir else self.ws
         resolved = (base / target).resolve()
-        return SKIP_SYMLINK_IN_PATH if resolved.is_relative_to(self.ws) else SKIP_SYMLINK_ESCAPE
+        return SkipReason.SYMLINK_IN_PATH if resolved.is_relative_to(self.ws) else SkipReason.SYMLINK_ESCAPE
 
     def open_parent(self, path: str, create: bool) -> int | None:
         """fd of ``path``'s directory (created if ``create``), None if it does not exist."""
@@ -232,7 +228,7 @@ class _Writer:
                     st = os.stat(comp, dir_fd=fd, follow_symlinks=False)
                     if st_mod.S_ISLNK(st.st_mode):
                         raise _Refused(self._link_reason(fd, comp, "/".join(parts[:i]))) from None
-                    raise _Refused(SKIP_BLOCKED) from None
+                    raise _Refused(SkipReason.BLOCKED) from None
                 os.close(fd)
                 fd = nfd
             return fd
@@ -263,7 +259,7 @@ class _Writer:
                 try:
                     os.rmdir(name, dir_fd=fd)  # an empty directory the pivot did not have
                 except OSError:
-                    raise _Refused(SKIP_BLOCKED) from None
+                    raise _Refused(SkipReason.BLOCKED) from None
                 return True
             os.unlink(name, dir_fd=fd)
             return True
@@ -285,7 +281,7 @@ class _Writer:
                 _make_dir(fd, name, st, mode)
                 return
             if st is not None and st_mod.S_ISDIR(st.st_mode) and not _remove_empty_tree(fd, name):
-                raise _Refused(SKIP_BLOCKED)
+                raise _Refused(SkipReason.BLOCKED)
             self._note(fd, rel_dir)
             if st_mod.S_ISLNK(mode):
                 os.symlink(entry[3] or os.fsdecode(objects.read(entry[0])), tmp, dir_fd=fd)
@@ -362,7 +358,7 @@ class _DryWriter(_Writer):
             if st is None:
                 return False
             if st_mod.S_ISDIR(st.st_mode) and not self._empty(fd, path.rsplit("/", 1)[-1], path):
-                raise _Refused(SKIP_BLOCKED)
+                raise _Refused(SkipReason.BLOCKED)
             self._gone.add(path)
             return True
         finally:
@@ -378,7 +374,7 @@ class _DryWriter(_Writer):
             if st_mod.S_ISDIR(entry[1]):
                 return
             if st is not None and st_mod.S_ISDIR(st.st_mode) and not self._empty(fd, name, path):
-                raise _Refused(SKIP_BLOCKED)
+                raise _Refused(SkipReason.BLOCKED)
         finally:
             os.close(fd)
 

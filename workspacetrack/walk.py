@@ -26,11 +26,9 @@ from workspacetrack.gitsource import IndexRows
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
 from workspacetrack.models import (
     EMPTY_DIR,
-    SKIP_OVERSIZED,
-    SKIP_SPECIAL,
-    SKIP_UNREADABLE,
     CacheRow,
     Entry,
+    SkipReason,
     StatKey,
 )
 from workspacetrack.objects import ObjectStore
@@ -95,14 +93,14 @@ class Scan:
             try:
                 target = os.readlink(absp)
             except OSError:
-                return self._skip(key, SKIP_UNREADABLE, False)
+                return self._skip(key, SkipReason.UNREADABLE, False)
             raw = os.fsencode(target)
             h = self.objects.put_content(raw)
             self.hashed += 1
             return (key, h, trusted, target)
         elif st_mod.S_ISREG(mode):
             if st.st_size > self.size_cap:
-                return self._skip(key, SKIP_OVERSIZED, trusted)
+                return self._skip(key, SkipReason.OVERSIZED, trusted)
             if self.git is not None and not self._index_read:
                 self._index_read = True
                 self._index = self.git.index_rows()
@@ -116,7 +114,7 @@ class Scan:
             try:
                 fd = os.open(absp, _READ_FLAGS)
             except OSError:
-                return self._skip(key, SKIP_UNREADABLE, False)
+                return self._skip(key, SkipReason.UNREADABLE, False)
             try:
                 if st.st_size >= STREAM_MIN:
                     # large: streamed into the store, holes kept (never whole in memory)
@@ -136,7 +134,7 @@ class Scan:
             finally:
                 os.close(fd)
             if total > self.size_cap:
-                return self._skip(key, SKIP_OVERSIZED, False)
+                return self._skip(key, SkipReason.OVERSIZED, False)
             data = b"".join(chunks)
             h = self.objects.put_content(data)
             self.hashed += 1
@@ -144,10 +142,10 @@ class Scan:
             # so the next capture re-reads rather than trusting this hash.
             return (key, h, trusted, None)
         else:
-            return self._skip(key, SKIP_SPECIAL, True)
+            return self._skip(key, SkipReason.SPECIAL, True)
 
     @staticmethod
-    def _skip(key: StatKey, reason: str, trusted: bool) -> CacheRow:
+    def _skip(key: StatKey, reason: SkipReason, trusted: bool) -> CacheRow:
         return (key, "!" + reason, trusted, None)
 
     # -- a directory tree -------------------------------------------------------------------
@@ -169,7 +167,7 @@ class Scan:
                     ents = list(it)
             except OSError:
                 if d:
-                    self.extra_skipped[d] = SKIP_UNREADABLE
+                    self.extra_skipped[d] = SkipReason.UNREADABLE
                 continue
             if not ents:
                 if d:

@@ -15,11 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iterion.engine.coerce import AnswerError, coerce_answers
-from iterion.engine.errors import EngineError
+from iterion.engine.coerce import coerce_answers
+from iterion.engine.errors import AnswerError, EngineError
 from iterion.ir import FieldType, Schema
 from iterion.store import Store
 from iterion.store import events as ev
+from persist.errors import ErrorCode
 
 UPLOAD_PREFIX = "@"
 
@@ -47,7 +48,7 @@ def coerce_for_node(node: str, schema: Schema | None, answers: dict[str, Any]) -
     try:
         return coerce_answers(node, schema, answers)
     except AnswerError as exc:
-        raise EngineError(str(exc), hint=_field_hint(schema), exit_code=2) from None
+        raise EngineError(str(exc), hint=_field_hint(schema), exit_code=ErrorCode.BAD_INPUT) from None
 
 
 def _field_hint(schema: Schema | None) -> str | None:

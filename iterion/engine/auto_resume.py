@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from iterion.engine.cancel import CancelToken
+from iterion.engine.notice import Listener, notifier
 from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode, Retry, auto_resume_decision, row_for
 from iterion.store import RunStatus, Store
@@ -96,15 +96,13 @@ def verdict_for(store: Store, result: RunResult) -> RetryVerdict:
     return RetryVerdict(False, code, row.retry.value, f"not auto-recoverable (code {code}): {why}")
 
 
-def _stderr(message: str) -> None:
-    print(f"iterion: {message}", file=sys.stderr)
-
-
 def auto_resume(store: Store, result: RunResult, retries: int, *, resume: Callable[[], RunResult],
                 token: CancelToken | None = None, backoff: Backoff | None = None,
-                log: Callable[[str], None] = _stderr) -> RunResult:
+                listener: Listener | None = None, log: Callable[[str], None] | None = None) -> RunResult:
     """Retry ``result``'s run while it ends ``failed_resumable`` with an allowed code, at most
-    ``retries`` times; ``resume`` performs one resume and returns its result."""
+    ``retries`` times; ``resume`` performs one resume and returns its result. What it decides is
+    told to ``log``, by default the run's ``listener`` (iterion/engine/notice.py)."""
+    log = log or notifier(listener)
     backoff = backoff or Backoff.from_env()
     attempt = 0
     while result.status is RunStatus.FAILED_RESUMABLE and retries > 0:

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from iterion.datafile import DataFileError, loads_json
-from iterion.engine.errors import NodeFailure
+from iterion.engine.errors import AnswerError, NodeFailure
 from iterion.failure_codes import FailureCode
 from iterion.ir import FieldType, Schema, SchemaField
 
@@ -65,12 +65,6 @@ def validate_output(node: str, schema: Schema | None, data: Any) -> dict[str, An
 
 _TRUE = {"true", "yes", "y", "1", "on"}
 _FALSE = {"false", "no", "n", "0", "off"}
-
-
-class AnswerError(ValueError):
-    def __init__(self, message: str, *, reason: str | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason  # why the value is refused, when more precise than "not a valid TYPE"
 
 
 def coerce_value(f: SchemaField, raw: Any) -> Any:

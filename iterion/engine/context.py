@@ -51,6 +51,8 @@ class ExecContext:
     attachments: dict[str, Any] = field(default_factory=dict)
     backend_cache: dict[str, Any] = field(default_factory=dict)
     checkpoints: Any = None  # a CheckpointPusher when the run pushes workspace checkpoints
+    # a line for the person watching that the timeline cannot carry (iterion/engine/notice.py)
+    notify: Callable[[str], None] = field(default=lambda _message: None)
 
     @property
     def run_dir(self) -> Path:

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from iterion.engine.cancel import CancelToken
+from iterion.engine.errors import OperatorPause
 from iterion.engine.preflight import check_event_log, check_run_dir
+from iterion.engine.stop import Emit, Lost, Stop, stop_run
 from iterion.failure_codes import FailureCode
 from iterion.store import AnchorReason, Command, RunStatus, Store, check_command
 from iterion.store import events as ev
@@ -40,6 +42,7 @@ from persist import VersionedModel, read_model, write_model
 if TYPE_CHECKING:
     from iterion.engine.context import ExecContext
     from iterion.engine.result import RunResult
+    from iterion.engine.stop import StopHost
 
 CONTROL_FILE = "control.json"
 POLL_S = 0.1  # how often the executing process looks for a request
@@ -58,14 +61,6 @@ class ControlRequest(VersionedModel):
     requested_at: datetime = Field(default_factory=utcnow)
     pid: int = Field(default_factory=os.getpid)
     host: str = Field(default_factory=socket.gethostname)
-
-
-class OperatorPause(Exception):
-    """Raised at a node boundary when an operator asked the run to pause."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 # -- the request document -----------------------------------------------------------------------
@@ -143,18 +138,22 @@ def pause_point(ctx: ExecContext) -> None:
         raise OperatorPause(req.reason)
 
 
-def park_operator(runner: Any, exc: OperatorPause) -> RunResult:
-    """Park ``paused_operator`` anchored at the node about to execute (nothing was interrupted)."""
-    ctx, st = runner.ctx, runner.state
-    restart = st.next_node
-    runner._current_it = st.next_iteration  # the anchor carries the iteration it was about to run
-    if not runner._checkpoint(AnchorReason.OPERATOR_PAUSE, restart, strict=False):
-        return runner._lost(None, f"the run was paused by an operator ({exc.reason})")
-    clear_request(ctx.store, ctx.run_id)
-    runner._set_status(RunStatus.PAUSED_OPERATOR)
-    ctx.emit(ev.RUN_PAUSED, restart, st.next_iteration, {"reason": exc.reason, "by": "operator",
-                                                         "restart_node": restart})
-    return runner._result()
+def park_operator(host: StopHost, exc: OperatorPause) -> RunResult:
+    """Park ``paused_operator`` anchored at the node about to execute (nothing was interrupted),
+    at the iteration it was about to run; ``control.json`` goes after the checkpoint."""
+    ctx, st = host.ctx, host.ctx.state
+    restart, it = st.next_node, st.next_iteration
+
+    def clear() -> dict[str, Any]:
+        clear_request(ctx.store, ctx.run_id)
+        return {}
+
+    return stop_run(host, Stop(
+        RunStatus.PAUSED_OPERATOR, anchor=AnchorReason.OPERATOR_PAUSE, restart=restart, iteration=it,
+        lost=Lost(None, f"the run was paused by an operator ({exc.reason})"),
+        finalize=clear,
+        events=lambda _: [Emit(ev.RUN_PAUSED, restart, it, {"reason": exc.reason, "by": "operator",
+                                                            "restart_node": restart})]))
 
 
 # -- the operator's side -----------------------------------------------------------------------

@@ -6,7 +6,6 @@ Shared by launch and resume so both execute through exactly the same path.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,22 +17,21 @@ from iterion.engine.context import ExecContext, RunOptions
 from iterion.engine.control import watch_control
 from iterion.engine.edges import nodes_in_cycles
 from iterion.engine.errors import EngineError
+from iterion.engine.notice import Listener, notifier, notify
 from iterion.engine.result import RunResult
 from iterion.engine.runner import Runner
 from iterion.engine.state import RunState
 from iterion.engine.versioning import Versioning, open_versioning
 from iterion.engine.worktree import finalize_worktree
 from iterion.ir import Workflow
-from iterion.store import Event, RunDoc, RunStatus, Store, WorkspaceMode
+from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
 from iterion.store.errors import StoreUnavailableError
-
-Listener = Callable[[Event], None]
 
 
 def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:
     log = store.events(run_id)
-    failed: list[str] = []  # one stderr line for the first lost event, not one per event
+    failed: list[str] = []  # one notice for the first lost event, not one per event
 
     def emit(type: str, node: str | None, iteration: int | None, payload: dict[str, Any]) -> None:
         try:
@@ -41,11 +39,7 @@ def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[
         except (OSError, StoreUnavailableError) as exc:  # the timeline is for people; the checkpoint is the state
             if not failed:
                 failed.append(type)
-                try:
-                    print(f"iterion: could not append event {type} (later ones may be lost too): {exc}",
-                          file=sys.stderr)
-                except (OSError, ValueError):
-                    pass
+                notify(listener, f"could not append event {type} (later ones may be lost too): {exc}")
             return
         if listener is not None:
             try:
@@ -100,7 +94,8 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
     ctx = ExecContext(workflow=wf, store=store, run_id=doc.id, run_name=doc.name, state=state,
                       workspace=Path(doc.workspace_dir), versioning=versioning, budget=budget, token=token,
                       options=options, emit=emit or make_emit(store, doc.id, listener),
-                      in_cycles=nodes_in_cycles(wf), attachments=attachments_view(store, doc.id))
+                      in_cycles=nodes_in_cycles(wf), attachments=attachments_view(store, doc.id),
+                      notify=notifier(listener))
 
     finished: dict[str, Any] = {}
 

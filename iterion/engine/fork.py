@@ -27,6 +27,7 @@ from iterion.store import AnchorReason, Checkpoint, RunDoc, RunStatus, Store, Wo
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.timeutil import utcnow
 from persist import read_model, write_model
+from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
     from iterion.engine.context import ExecContext
@@ -110,19 +111,19 @@ def fork_run(store: Store, run_id: str, node: str, *, iteration: int | None = No
         if node not in executed:  # a typo or a node the run never reached: bad input
             raise EngineError(f"run {parent_id} never executed a node {node!r}; it can be forked from: {known}",
                               hint="fork needs an LLM node the run executed (agent, judge, llm router), e.g. "
-                                   f"--node {min(turns) if turns else 'NODE'}", exit_code=2)
+                                   f"--node {min(turns) if turns else 'NODE'}", exit_code=ErrorCode.BAD_INPUT)
         raise EngineError(f"run {parent_id} has no turn checkpoint for node {node}; it can be forked from: {known}",
                           hint="fork needs an LLM node the run executed (agent, judge, llm router); to replay from "
-                               f"any other node use `iterion rewind --run-id {parent_id} --node {node}`", exit_code=1)
+                               f"any other node use `iterion rewind --run-id {parent_id} --node {node}`", exit_code=ErrorCode.REFUSED)
     its = turns[node]
     chosen = its[-1] if iteration is None else iteration
     if chosen not in its:
         raise EngineError(f"node {node} of run {parent_id} has no turn checkpoint for iteration {chosen} "
-                          f"(recorded: {', '.join(map(str, its))})", exit_code=1)
+                          f"(recorded: {', '.join(map(str, its))})", exit_code=ErrorCode.REFUSED)
     if parent.workspace_mode is WorkspaceMode.WORKTREE:
         raise EngineError(f"run {parent_id} runs in a worktree; forking a worktree run is not supported yet",
                           hint=f"use `iterion rewind --run-id {parent_id} --node {node}` to replay it in place",
-                          exit_code=1)
+                          exit_code=ErrorCode.REFUSED)
     cp = read_model(_turn_path(store, parent_id, node, chosen), Checkpoint)
     # an alternative future: the node is re-invoked from scratch, not mid-dialogue
     cp.pending_interaction = None

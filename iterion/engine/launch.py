@@ -15,11 +15,12 @@ from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
 from iterion.engine.checkpoint_push import check_target, resolve_setting
-from iterion.engine.coerce import AnswerError, coerce_value
+from iterion.engine.coerce import coerce_value
 from iterion.engine.context import RunOptions
 from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
-from iterion.engine.errors import EngineError
-from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.errors import AnswerError, EngineError
+from iterion.engine.execution import drive, make_emit, open_run_versioning
+from iterion.engine.notice import Listener
 from iterion.engine.result import RunResult
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
@@ -34,6 +35,7 @@ from iterion.store import events as ev
 from iterion.store.errors import StoreFullError
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.placement import prepare_store
+from persist.errors import ErrorCode
 
 SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 
@@ -119,7 +121,7 @@ def _queued_doc(store: Store, run_id: str) -> RunDoc:
     doc = store.load_run(run_id)
     if doc.status is not RunStatus.QUEUED:
         raise EngineError(f"run {run_id} is {doc.status.value}, not queued: a launch delivery cannot start it",
-                          hint=f"resume it instead: iterion resume --run-id {run_id}", exit_code=1)
+                          hint=f"resume it instead: iterion resume --run-id {run_id}", exit_code=ErrorCode.REFUSED)
     return doc
 
 
@@ -202,7 +204,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
             message = f"the workspace cannot be versioned: {getattr(exc, 'message', None) or exc}"
             store.update_run(run_id, lambda d: d.set_status(RunStatus.FAILED, failure_code="WORKSPACE_SAFETY",
                                                             error=message))
-            raise EngineError(message, hint=getattr(exc, "hint", None), exit_code=1) from exc
+            raise EngineError(message, hint=getattr(exc, "hint", None), exit_code=ErrorCode.REFUSED) from exc
         state = RunState(run_id=run_id, vars=values, next_node=wf.entry)
         budget = Budget(ask)
         emit = make_emit(store, run_id, listener)

@@ -11,15 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from iterion.engine.errors import PreflightError
 from iterion.store import Checkpoint, Store
 from iterion.store import events as ev
-from persist import UserError
 
 UNCHANGED = "nothing was changed"
-
-
-class PreflightError(UserError):
-    """A command refused before changing anything: what it needs is missing or unusable."""
 
 
 def _why(exc: OSError) -> str:

@@ -23,16 +23,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from iterion.engine.errors import GraceSettingError
+
 GRACE_ENV = "ITERION_TOOL_CHILD_GRACE_S"
 DEFAULT_GRACE_S = 2.0
 KEEP = "keep"
 # after SIGTERM at the end of the grace, how long before SIGKILL; then how long to wait for it
 _TERM_WAIT_S = 1.0
 _KILL_WAIT_S = 5.0
-
-
-class GraceSettingError(ValueError):
-    """``$ITERION_TOOL_CHILD_GRACE_S`` is neither a number of seconds nor ``keep``."""
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from gitrefs.boundary import BoundaryKind
 from iterion.engine.auto_resume import Backoff
-from iterion.engine.errors import Cancelled, NodeFailure
-from iterion.engine.state import Pending
+from iterion.engine.errors import Cancelled, NodeFailure, RecoveryPause
+from iterion.engine.stop import Ask, Emit, Lost, Mark, Stop, stop_run
 from iterion.failure_codes import Origin, Pause, Retry, row_for
 from iterion.ir import Node, NodeKind, RouterMode
 from iterion.store import AnchorReason, RunStatus
@@ -41,6 +41,7 @@ from iterion.store import events as ev
 if TYPE_CHECKING:
     from iterion.engine.context import ExecContext
     from iterion.engine.result import RunResult
+    from iterion.engine.stop import StopHost
 
 RETRY_BACKOFF_ENV = "ITERION_RETRY_BACKOFF_S"
 BACKOFF_BASE_S = 1.0
@@ -150,14 +151,6 @@ def decide(code: str, attempt: int, *, origin: str | None = None, retry_after_s:
                     origin=origin)
 
 
-class RecoveryPause(Exception):
-    """Raised out of a node's execution when the dispatcher parks it for a person."""
-
-    def __init__(self, failure: NodeFailure, node: str, iteration: int, decision: Decision) -> None:
-        super().__init__(failure.message)
-        self.failure, self.node, self.iteration, self.decision = failure, node, iteration, decision
-
-
 class RecoveryDispatcher:
     """The runner's handle: counts the attempt, decides, puts the decision on the timeline."""
 
@@ -206,24 +199,20 @@ def recovery_questions(code: str, error: str, attempt: int) -> dict[str, Any]:
     }
 
 
-def park_recovery(runner: Any, pause: RecoveryPause) -> RunResult:
+def park_recovery(host: StopHost, pause: RecoveryPause) -> RunResult:
     """Park ``paused_waiting_human`` on a ``recovery`` interaction, anchored at the failed node
     (the resume re-executes it). The failure's code and error stay on the run while it waits."""
-    ctx, st = runner.ctx, runner.state
     failure, node, it = pause.failure, pause.node, pause.iteration
     code = failure.code
-    try:
-        runner._boundary(BoundaryKind.PAUSE, node, it)
-    except NodeFailure as exc:  # best effort: the fail: boundary already closed the node
-        ctx.emit(ev.WARNING, node, it, {"message": exc.message})
     questions = recovery_questions(code, failure.message, pause.decision.attempt)
-    doc = ctx.store.interactions(ctx.run_id).ask(node, questions, iteration=it, kind="recovery")
-    st.pending = Pending(doc.id, node, it, "recovery", questions)
-    runner._current_it = it
-    if not runner._checkpoint(AnchorReason.RECOVERY_PAUSE, node, strict=False, recovery_code=code):
-        return runner._lost(code, failure.message)
-    runner._set_status(RunStatus.PAUSED_WAITING_HUMAN, code=code, error=failure.message)
-    ctx.emit(ev.RECOVERY_PAUSED, node, it, {**pause.decision.to_json(), "error": failure.message,
-                                            "interaction_id": doc.id})
-    ctx.emit(ev.RUN_PAUSED, node, it, {"interaction_id": doc.id, "by": "recovery", "recovery_code": code})
-    return runner._result()
+    return stop_run(host, Stop(
+        RunStatus.PAUSED_WAITING_HUMAN, code, failure.message,
+        mark=Mark(BoundaryKind.PAUSE, node, it, best_effort=True),  # the fail: boundary already closed the node
+        ask=Ask(node, it, "recovery", questions),
+        anchor=AnchorReason.RECOVERY_PAUSE, restart=node, iteration=it, recovery_code=code,
+        lost=Lost(code, failure.message),
+        events=lambda c: [
+            Emit(ev.RECOVERY_PAUSED, node, it, {**pause.decision.to_json(), "error": failure.message,
+                                                "interaction_id": c.interaction_id}),
+            Emit(ev.RUN_PAUSED, node, it, {"interaction_id": c.interaction_id, "by": "recovery",
+                                           "recovery_code": code})]))

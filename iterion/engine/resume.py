@@ -21,10 +21,11 @@ from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
 from iterion.engine.checkpoint_push import PushSetting, check_target
-from iterion.engine.coerce import AnswerError, coerce_answers
+from iterion.engine.coerce import coerce_answers
 from iterion.engine.context import RunOptions
-from iterion.engine.errors import EngineError
-from iterion.engine.execution import Listener, drive, make_emit, open_run_versioning
+from iterion.engine.errors import AnswerError, EngineError, SourceChanged
+from iterion.engine.execution import drive, make_emit, open_run_versioning
+from iterion.engine.notice import Listener
 from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
 from iterion.engine.recovery import ACK_FIELD
 from iterion.engine.result import RunResult
@@ -55,6 +56,7 @@ from iterion.store import (
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.placement import check_store_placement
+from persist.errors import ErrorCode
 from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 
@@ -73,15 +75,6 @@ class ResumeOptions:
     permission: dict[str, Any] | None = None  # --permission* flags: a layer over the launch's (permissions.py)
     push_checkpoints: str | None = None  # replace the run's push remote ("" stops pushing; None keeps it)
     push_every: int | None = None        # replace its --push-every (0: only at stops)
-
-
-class SourceChanged(EngineError):
-    def __init__(self, run_id: str, recorded: str, current: str, path: str) -> None:
-        super().__init__(f"run {run_id}: the workflow source changed since launch (recorded digest {recorded[:12]}, "
-                         f"{path} now {current[:12]}); refusing to resume",
-                         hint="pass --force if the stored outputs, node ids and schemas are still compatible",
-                         exit_code=1)
-        self.recorded, self.current = recorded, current
 
 
 def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, *,
@@ -262,12 +255,12 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
             raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "
                               f"answer {ACK_FIELD} once the cause is fixed",
                               hint=f"iterion resume --run-id {state.run_id} --answer {ACK_FIELD}=true",
-                              exit_code=2)
+                              exit_code=ErrorCode.BAD_INPUT)
         if node is not None and node.kind is NodeKind.HUMAN and pending.kind != "recovery":
             try:
                 coerce_answers(node.id, node.output_schema, answers)
             except AnswerError as exc:
-                raise EngineError(str(exc), exit_code=2) from None
+                raise EngineError(str(exc), exit_code=ErrorCode.BAD_INPUT) from None
         return dict(answers)
     if answers:
         raise EngineError(f"run {state.run_id} is not waiting for answers (status {status.value})",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,29 +19,24 @@ from typing import Any
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.budget import BudgetExceeded
 from iterion.engine.context import ExecContext, NodeCall, render_text
-from iterion.engine.control import OperatorPause, park_operator, pause_point
+from iterion.engine.control import park_operator, pause_point
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
-from iterion.engine.errors import Cancelled, NodeFailure
+from iterion.engine.errors import Cancelled, CheckpointLost, NodeFailure, OperatorPause, RecoveryPause
 from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
-from iterion.engine.recovery import Action, RecoveryDispatcher, RecoveryPause, park_recovery
+from iterion.engine.recovery import Action, RecoveryDispatcher, park_recovery
 from iterion.engine.result import RunResult
 from iterion.engine.scope import build_scope
 from iterion.engine.state import Pending, to_checkpoint
-from iterion.engine.storage import park_storage_failure, storage_failure, storage_oserror, write_status
+from iterion.engine.stop import Ask, Emit, Lost, Mark, Stop, lost, park_on_storage, stop_run
+from iterion.engine.storage import storage_failure, storage_oserror
 from iterion.engine.versioning import capture_skipped_payload
 from iterion.failure_codes import FailureCode
 from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, RouterMode
 from iterion.store import AnchorReason, RunStatus
 from iterion.store import events as ev
 from iterion.store.checkpoint import InteractionKind
-
-
-class CheckpointLost(Exception):
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
 
 
 @dataclass
@@ -56,6 +50,13 @@ class StepOutcome:
 
 # called when the run finishes (worktree finalisation); returns fields for the RunResult
 FinishHook = Callable[[ExecContext], dict[str, Any]]
+
+
+def _deliberate(result: RunResult, code: str) -> RunResult:
+    """A fail node's refusal that landed as such (not turned into CHECKPOINT_LOST by a failed
+    write): marked deliberate, the sentinel the queue runner acks on whatever the code."""
+    result.deliberate = result.failure_code == code
+    return result
 
 
 class Runner:
@@ -112,20 +113,20 @@ class Runner:
                     self._answered(pending, answers or {})
                 self._advance(node, outcome)
                 if st.next_node != DONE:  # reaching done checkpoints in _finished
-                    self._checkpoint(AnchorReason.NODE_BOUNDARY, st.next_node)
+                    self.checkpoint(AnchorReason.NODE_BOUNDARY, st.next_node)
         except Cancelled as exc:
             return self._cancelled(current, exc)
         except OperatorPause as exc:
             return park_operator(self, exc)
         except RecoveryPause as exc:
             return park_recovery(self, exc)
-        except CheckpointLost as exc:
-            return self._checkpoint_lost(exc)
+        except CheckpointLost:
+            return lost(self, None, "the run could not continue")
         except NodeFailure as exc:
             return self._failed(current, exc)
         except OSError as exc:  # a write outside a node failed: a full/read-only disk parks resumable
             self.storage_error = storage_oserror(exc)
-            parked = park_storage_failure(self, None, str(exc)) if self.storage_error else None
+            parked = park_on_storage(self, None, str(exc)) if self.storage_error else None
             if parked is None:
                 raise
             return parked
@@ -154,13 +155,13 @@ class Runner:
         ctx, st, wf = self.ctx, self.state, self.wf
         node = wf.nodes[nid]
         if resumed:
-            self._boundary(BoundaryKind.RESUME, nid, it)
+            self.boundary(BoundaryKind.RESUME, nid, it)
             pre = BoundaryLabel(BoundaryKind.PRE, nid, it)
             if not ctx.versioning.has(pre):
                 # the anchor a rewind to this node restores: what it (re)started from
-                self._boundary(BoundaryKind.PRE, nid, it)
+                self.boundary(BoundaryKind.PRE, nid, it)
         else:
-            self._boundary(BoundaryKind.PRE, nid, it)
+            self.boundary(BoundaryKind.PRE, nid, it)
         ctx.emit(ev.NODE_STARTED, nid, it, {"kind": node.kind.value, "resumed": resumed})
         with st.lock:
             node_input = dict(st.inputs.get(nid, {}))
@@ -190,24 +191,24 @@ class Runner:
             mapped = {e.index: {key: with_value(tpl, scope_after, output, e.src, f"with {key} on edge {e.src} -> {e.dst}")
                                 for key, tpl in e.with_map} for e in edges if e.with_map}
             self._commit(node, it, output)
-            self._boundary(BoundaryKind.NODES, nid, it)
+            self.boundary(BoundaryKind.NODES, nid, it)
             usage = ctx.budget.usage()
             ctx.emit(ev.NODE_FINISHED, nid, it, {"kind": node.kind.value, "output": _preview(output),
                                                  "tokens": usage.tokens, "cost_usd": usage.cost_usd})
             return StepOutcome(output, edges, mapped)
         except Cancelled:
-            self._fail_boundary(nid, it)
+            self.fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": FailureCode.CANCELLED.value, "error": "cancelled"})
             raise
         except NodeFailure as exc:
             exc.node = exc.node or nid
-            self._fail_boundary(nid, it)
+            self.fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": exc.code, "error": exc.message, **exc.details})
             raise
         except Exception as exc:  # noqa: BLE001 - an unexpected error is still a typed node failure
             failure = storage_failure(exc, f"node {nid}", nid) or NodeFailure(
                 FailureCode.EXECUTION_FAILED, f"node {nid}: {type(exc).__name__}: {exc}", node=nid)
-            self._fail_boundary(nid, it)
+            self.fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": failure.code, "error": failure.message})
             raise failure from exc
 
@@ -322,7 +323,7 @@ class Runner:
                 it = st.iteration_of(nid)
                 out = self._attempt(nid, it, can_pause=False)
                 if out.pause is not None:
-                    self._fail_boundary(nid, it)
+                    self.fail_boundary(nid, it)
                     raise NodeFailure(FailureCode.EXECUTION_FAILED,
                                       f"node {nid} asked for a person inside a fan-out branch, which cannot pause",
                                       node=nid)
@@ -341,7 +342,7 @@ class Runner:
         ctx.emit(ev.BRANCH_FINISHED, router, None, {"branch": index, "to": edge.dst})
 
     # -- boundaries and checkpoints ---------------------------------------------------------------
-    def _boundary(self, kind: BoundaryKind, node: str, it: int) -> None:
+    def boundary(self, kind: BoundaryKind, node: str, it: int) -> None:
         label = BoundaryLabel(kind, node, it)
         try:
             mark = self.ctx.versioning.mark(label)
@@ -358,13 +359,13 @@ class Runner:
             self.ctx.emit(ev.WORKSPACE_CAPTURE_SKIPPED, node, it, capture_skipped_payload(
                 str(label), skipped, getattr(self.ctx.versioning.backend, "size_cap", None)))
 
-    def _fail_boundary(self, node: str, it: int) -> None:
+    def fail_boundary(self, node: str, it: int) -> None:
         """Best effort: the node did not complete (never masks the failure being reported)."""
         if (node, it) in self._fail_written:
             return
         self._fail_written.add((node, it))
         try:
-            self._boundary(BoundaryKind.FAIL, node, it)
+            self.boundary(BoundaryKind.FAIL, node, it)
         except NodeFailure as exc:
             self.ctx.emit(ev.WARNING, node, it, {"message": exc.message})
 
@@ -376,10 +377,13 @@ class Runner:
             return self._current_it
         return self.state.iteration_of(node)
 
-    def _checkpoint(self, anchor: AnchorReason, restart: str | None, *, strict: bool = True,
-                    recovery_code: str | None = None) -> bool:
+    def checkpoint(self, anchor: AnchorReason, restart: str | None, *, strict: bool = True,
+                   recovery_code: str | None = None, iteration: int | None = None) -> bool:
+        """The checkpoint anchored on ``restart`` at ``iteration`` (default: ``_anchor_iteration``).
+        A failed write is a ``checkpoint_lost`` event, then ``CheckpointLost`` when ``strict``,
+        else False (the caller's stop decides: iterion.engine.stop)."""
         ctx, st = self.ctx, self.state
-        restart_it = self._anchor_iteration(restart)
+        restart_it = self._anchor_iteration(restart) if iteration is None else iteration
         try:
             cp = to_checkpoint(st, usage=ctx.budget.usage(), anchor=anchor, restart_node=restart,
                                restart_iteration=restart_it, recovery_code=recovery_code)
@@ -394,45 +398,27 @@ class Runner:
         ctx.emit(ev.CHECKPOINT_WRITTEN, restart, restart_it, {"restart_node": restart, "anchor": anchor.value})
         return True
 
-    # -- how a run stops --------------------------------------------------------------------------
-    def _set_status(self, status: RunStatus, *, code: str | None = None, error: str | None = None) -> None:
-        def mutate(doc: Any) -> None:
-            doc.set_status(status, failure_code=code, error=error)
-
-        write_status(self.ctx.store, self.ctx.run_id, mutate)  # a full disk: released reserve, once more
-
-    def _result(self, **extra: Any) -> RunResult:
-        doc = self.ctx.store.load_run(self.ctx.run_id)
-        try:
-            cp = self.ctx.store.load_checkpoint(self.ctx.run_id)
-        except Exception:  # noqa: BLE001 - a lost checkpoint is reported through the status
-            cp = None
-        pending = None
-        if self.state.pending is not None and doc.status is RunStatus.PAUSED_WAITING_HUMAN:
-            p = self.state.pending
-            pending = {"interaction_id": p.interaction_id, "node": p.node, "kind": p.kind, **p.questions}
-        return RunResult(run_id=doc.id, name=doc.name, status=doc.status, failure_code=doc.failure_code,
-                         error=doc.error, checkpoint_node=cp.restart_node if cp else None, pending=pending,
-                         outputs=dict(self.state.outputs), workspace=doc.workspace_dir, **extra)
-
+    # -- how a run stops (the order of every stop: iterion.engine.stop) ----------------------------
     def _finished(self) -> RunResult:
         self.state.next_node = None
-        self._checkpoint(AnchorReason.NODE_BOUNDARY, None, strict=False)
-        extra = self.on_finish(self.ctx) if self.on_finish else {}
-        self._set_status(RunStatus.FINISHED)
-        self.ctx.emit(ev.RUN_FINISHED, None, None, {**extra, "outputs": list(self.state.outputs)})
-        return self._result(**{k: extra.get(k) for k in ("final_branch", "merged_into")})
+        on_finish, ctx = self.on_finish, self.ctx
+        outputs = list(self.state.outputs)
+        return stop_run(self, Stop(
+            RunStatus.FINISHED, anchor=AnchorReason.NODE_BOUNDARY, restart=None,
+            finalize=(lambda: on_finish(ctx)) if on_finish else (lambda: {}),
+            events=lambda c: [Emit(ev.RUN_FINISHED, None, None, {**c.finalized, "outputs": outputs})]))
 
     def _builtin_fail(self) -> RunResult:
         st = self.state
         pred = st.came_from
         error = f"the workflow reached the fail terminal (from node {pred})" if pred else "the workflow reached fail"
-        self._fail_boundary(pred or FAIL, st.iteration_of(pred) - 1 if pred else 0)
+        code = FailureCode.WORKFLOW_FAILED.value
         # the checkpoint is kept (anchored on the node that routed here) so a rewind can recover it
-        self._checkpoint(AnchorReason.NODE_BOUNDARY, pred, strict=False)
-        self._set_status(RunStatus.FAILED, code=FailureCode.WORKFLOW_FAILED.value, error=error)
-        self.ctx.emit(ev.RUN_FAILED, pred, None, {"code": FailureCode.WORKFLOW_FAILED.value, "error": error})
-        return self._result(deliberate=True)
+        return _deliberate(stop_run(self, Stop(
+            RunStatus.FAILED, code, error,
+            mark=Mark(BoundaryKind.FAIL, pred or FAIL, st.iteration_of(pred) - 1 if pred else 0),
+            anchor=AnchorReason.NODE_BOUNDARY, restart=pred,
+            events=lambda _: [Emit(ev.RUN_FAILED, pred, None, {"code": code, "error": error})])), code)
 
     def _fail_node(self, node: Node) -> RunResult:
         ctx, st, wf = self.ctx, self.state, self.wf
@@ -444,7 +430,7 @@ class Runner:
         pred = st.came_from
         ctx.emit(ev.NODE_STARTED, node.id, it, {"kind": node.kind.value})
         st.record_output(node.id, it, {"code": code, "message": message}, in_loop=node.id in ctx.in_cycles)
-        self._fail_boundary(node.id, it)
+        self.fail_boundary(node.id, it)
         ctx.emit(ev.NODE_FAILED, node.id, it, {"code": code, "error": message, "fail_node": True})
         reason = None
         if node.id == wf.entry:
@@ -455,36 +441,32 @@ class Runner:
             # anchored on the GUARD: the resume re-evaluates it (against raised caps) instead of
             # re-dispatching this node and reproducing the same outcome
             st.came_from = None
-            if not self._checkpoint(AnchorReason.RESUMABLE_FAIL, pred, strict=False):
-                return self._lost(code, message)
-            self._set_status(RunStatus.FAILED_RESUMABLE, code=code, error=message)
-            ctx.emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message, "resumable": True,
-                                                  "restart_node": pred})
-            return self._result(deliberate=True)
+            return _deliberate(stop_run(self, Stop(
+                RunStatus.FAILED_RESUMABLE, code, message, anchor=AnchorReason.RESUMABLE_FAIL, restart=pred,
+                lost=Lost(code, message),
+                events=lambda _: [Emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message,
+                                                                    "resumable": True, "restart_node": pred})])),
+                code)
         if node.resumable and reason is not None:
             ctx.emit(ev.WARNING, node.id, it, {"message": f"fail node {node.id} is resumable but cannot be resumed: "
                                                           f"{reason}; the run ends failed", "node": node.id,
                                                "reason": reason})
-        self._checkpoint(AnchorReason.NODE_BOUNDARY, pred, strict=False)
-        self._set_status(RunStatus.FAILED, code=code, error=message)
-        ctx.emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message, "resumable": False})
-        return self._result(deliberate=True)
+        return _deliberate(stop_run(self, Stop(
+            RunStatus.FAILED, code, message, anchor=AnchorReason.NODE_BOUNDARY, restart=pred,
+            events=lambda _: [Emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message,
+                                                                "resumable": False})])), code)
 
     def _park(self, node: Node, it: int, outcome: StepOutcome) -> RunResult:
-        ctx, st = self.ctx, self.state
-        self._boundary(BoundaryKind.PAUSE, node.id, it)
+        st = self.state
         questions = outcome.pause or {}
         previous = st.pending.interaction_id if st.pending is not None and st.pending.node == node.id else None
-        doc = ctx.store.interactions(ctx.run_id).ask(node.id, questions, iteration=it, kind=outcome.pause_kind,
-                                                     interaction_id=previous)
-        st.pending = Pending(doc.id, node.id, it, outcome.pause_kind, questions)
-        if not self._checkpoint(AnchorReason.HUMAN_PAUSE, node.id, strict=False):
-            return self._lost(None, f"node {node.id} asked for input")
-        self._set_status(RunStatus.PAUSED_WAITING_HUMAN)
         kind = ev.ASK_USER_REQUESTED if outcome.pause_kind == "ask_user" else ev.HUMAN_INPUT_REQUESTED
-        ctx.emit(kind, node.id, it, {"interaction_id": doc.id, "questions": questions})
-        ctx.emit(ev.RUN_PAUSED, node.id, it, {"interaction_id": doc.id})
-        return self._result()
+        return stop_run(self, Stop(
+            RunStatus.PAUSED_WAITING_HUMAN, mark=Mark(BoundaryKind.PAUSE, node.id, it),
+            ask=Ask(node.id, it, outcome.pause_kind, questions, reuse=previous),
+            anchor=AnchorReason.HUMAN_PAUSE, restart=node.id, lost=Lost(None, f"node {node.id} asked for input"),
+            events=lambda c: [Emit(kind, node.id, it, {"interaction_id": c.interaction_id, "questions": questions}),
+                              Emit(ev.RUN_PAUSED, node.id, it, {"interaction_id": c.interaction_id})]))
 
     def _answered(self, pending: Pending, answers: dict[str, Any]) -> None:
         ctx = self.ctx
@@ -497,42 +479,24 @@ class Runner:
         self.state.pending = None
 
     def _failed(self, current: str | None, exc: NodeFailure) -> RunResult:
-        ctx = self.ctx
         anchor = current if current and current not in TERMINALS else exc.node
-        if anchor and anchor in self.wf.nodes:
-            self._fail_boundary(anchor, self._anchor_iteration(anchor))
-        if not self._checkpoint(AnchorReason.FAILURE, anchor, strict=False):
-            return self._lost(exc.code, exc.message)
-        self._set_status(RunStatus.FAILED_RESUMABLE, code=exc.code, error=exc.message)
-        ctx.emit(ev.RUN_FAILED, anchor, self._anchor_iteration(anchor) if anchor else None,
-                 {"code": exc.code, "error": exc.message, "resumable": True, "restart_node": anchor})
-        return self._result()
+        it = self._anchor_iteration(anchor)
+        return stop_run(self, Stop(
+            RunStatus.FAILED_RESUMABLE, exc.code, exc.message,
+            mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and anchor in self.wf.nodes else None,
+            anchor=AnchorReason.FAILURE, restart=anchor, lost=Lost(exc.code, exc.message),
+            events=lambda _: [Emit(ev.RUN_FAILED, anchor, it if anchor else None,
+                                   {"code": exc.code, "error": exc.message, "resumable": True,
+                                    "restart_node": anchor})]))
 
     def _cancelled(self, current: str | None, exc: Cancelled) -> RunResult:
-        ctx = self.ctx
         anchor = current if current and current not in TERMINALS else None
-        if anchor:
-            self._fail_boundary(anchor, self._anchor_iteration(anchor))
-        if not self._checkpoint(AnchorReason.CANCEL, anchor, strict=False):
-            return self._lost(FailureCode.CANCELLED.value, exc.reason)
-        self._set_status(RunStatus.CANCELLED, code=FailureCode.CANCELLED.value, error=exc.reason)
-        ctx.emit(ev.RUN_CANCELLED, anchor, None, {"reason": exc.reason, "restart_node": anchor})
-        return self._result()
-
-    def _checkpoint_lost(self, exc: CheckpointLost) -> RunResult:
-        return self._lost(None, "the run could not continue")
-
-    def _lost(self, code: str | None, what: str) -> RunResult:
-        """The checkpoint could not be written: nothing resumable exists, so the run is failed
-        (unless a full disk is why: the previous checkpoint is intact, see engine/storage.py)."""
-        parked = park_storage_failure(self, code, what)
-        if parked is not None:
-            return parked
-        error = f"checkpoint could not be written; {what}" + (f" ({code})" if code else "")
-        self._set_status(RunStatus.FAILED, code=FailureCode.CHECKPOINT_LOST.value, error=error)
-        self.ctx.emit(ev.RUN_FAILED, None, None, {"code": FailureCode.CHECKPOINT_LOST.value, "error": error})
-        print(f"iterion: {error}", file=sys.stderr)
-        return self._result()
+        code = FailureCode.CANCELLED.value
+        return stop_run(self, Stop(
+            RunStatus.CANCELLED, code, exc.reason,
+            mark=Mark(BoundaryKind.FAIL, anchor, self._anchor_iteration(anchor)) if anchor else None,
+            anchor=AnchorReason.CANCEL, restart=anchor, lost=Lost(code, exc.reason),
+            events=lambda _: [Emit(ev.RUN_CANCELLED, anchor, None, {"reason": exc.reason, "restart_node": anchor})]))
 
 
 _PREVIEW_BYTES = 4096

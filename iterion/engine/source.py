@@ -6,20 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iterion.engine.errors import EngineError
+from iterion.engine.errors import EngineError, InvalidWorkflow
 from iterion.ir import Workflow
 from persist.inputs import SOURCE_LIMIT, check_regular_file, read_bounded
-
-
-class InvalidWorkflow(EngineError):
-    """The workflow has validation errors: nothing was created, the diagnostics say why."""
-
-    def __init__(self, path: str, diagnostics: list[Any]) -> None:
-        errors = [d for d in diagnostics if getattr(d.severity, "value", d.severity) == "error"]
-        super().__init__(f"{path} has {len(errors)} validation error(s); no run was created",
-                         hint=f"fix them (`iterion validate {path}` lists them)", exit_code=1)
-        self.path = path
-        self.diagnostics = diagnostics
 
 
 @dataclass

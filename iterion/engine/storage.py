@@ -6,7 +6,8 @@ it into a ``STORAGE_UNWRITABLE`` failure instead of an unexpected error. If even
 checkpoint cannot be written, the previous checkpoint on disk is still intact (every checkpoint
 is written atomically), so the run parks ``failed_resumable`` anchored there: a resume after space
 is freed re-executes from the last node boundary that was recorded. To have room to record that
-status, the run's space reserve (store/reserve.py) is released first.
+status, the run's space reserve (store/reserve.py) is released first. That stop is
+``iterion.engine.stop.park_on_storage``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ import os
 from typing import Any
 
 from iterion.engine.errors import NodeFailure
-from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode
-from iterion.store import RunStatus
-from iterion.store import events as ev
 from iterion.store.reserve import STORAGE_ERRNOS, is_storage_error
 
 CODE = FailureCode.STORAGE_UNWRITABLE
@@ -57,31 +55,6 @@ def storage_failure(exc: BaseException, what: str, node: str | None) -> NodeFail
         return None
     return NodeFailure(CODE, f"{what}: {describe(err)}; free space (or make the disk writable) and resume the run",
                        node=node)
-
-
-def park_storage_failure(runner: Any, code: str | None, what: str) -> RunResult | None:
-    """Park ``failed_resumable`` at the checkpoint already on disk, when a storage error is why the
-    run could not write its checkpoint or status (None: not a storage failure, or nothing to resume)."""
-    ctx = runner.ctx
-    err: OSError | None = getattr(runner, "storage_error", None)
-    if err is None and code != CODE.value:
-        return None
-    if not ctx.store.has_checkpoint(ctx.run_id):
-        return None
-    ctx.store.release_reserve(ctx.run_id)  # room for the status below and a few events
-    try:
-        cp = ctx.store.load_checkpoint(ctx.run_id)
-    except Exception:  # noqa: BLE001 - only used for the message
-        cp = None
-    restart = cp.restart_node if cp is not None else None
-    cause = describe(err) if err is not None else what
-    error = (f"disk full or read-only: {cause}; the run stopped at its last checkpoint"
-             + (f" (restart at {restart})" if restart else "")
-             + "; free space (or make the disk writable) and resume it")
-    runner._set_status(RunStatus.FAILED_RESUMABLE, code=CODE.value, error=error)
-    ctx.emit(ev.RUN_FAILED, restart, None, {"code": CODE.value, "error": error, "resumable": True,
-                                           "restart_node": restart})
-    return runner._result()
 
 
 def write_status(store: Any, run_id: str, mutate: Any) -> None:

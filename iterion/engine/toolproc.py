@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import IO
 
 from iterion.engine.cancel import CancelToken, kill_group
-from iterion.engine.errors import Cancelled
-from iterion.engine.procgroup import ChildrenLeft, GraceSettingError, child_grace_s, settle_group
+from iterion.engine.errors import Cancelled, GraceSettingError, ToolLaunchError
+from iterion.engine.procgroup import ChildrenLeft, child_grace_s, settle_group
 
 # script languages -> the interpreter that runs a script file
 _INTERPRETERS: dict[str, list[str]] = {
@@ -44,10 +44,6 @@ class ProcResult:
     exit_code: int
     # background children the shell left in its group when it exited (reported, by default killed)
     children_left: ChildrenLeft | None = None
-
-
-class ToolLaunchError(Exception):
-    """The command could not be started at all (interpreter missing, bad cwd)."""
 
 
 def script_argv(language: str, script_path: Path) -> list[str]:

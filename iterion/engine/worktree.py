@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from iterion.engine.errors import EngineError
+from persist.errors import ErrorCode
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "iterion", "GIT_AUTHOR_EMAIL": "iterion@localhost",
@@ -26,7 +27,7 @@ def git(cwd: Path, *args: str, check: bool = True, identity: bool = False) -> su
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
         raise EngineError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}",
-                          exit_code=1)
+                          exit_code=ErrorCode.REFUSED)
     return proc
 
 

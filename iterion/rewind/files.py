@@ -28,6 +28,7 @@ from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
 from persist import atomic_write_bytes
+from workspacetrack.models import SkipReason
 from workspacetrack.names import display, from_wire, raw_paths, to_wire
 from workspacetrack.reasons import describe
 
@@ -40,6 +41,7 @@ class RestoreScope(StrEnum):
 
 GITREFS = "gitrefs"
 WORKSPACETRACK = "workspacetrack"
+_GUARDED = f"{SkipReason.PROTECTED}: a workflow source file"  # put back by the rewind itself
 
 
 def default_scope(worktree: bool) -> RestoreScope:
@@ -229,8 +231,8 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
             rewritten = set(applied.written)
             report.restored = sorted(p for p in applied.written if p not in kept)
             report.removed = sorted(p for p in applied.removed if p not in rewritten and p not in kept)
-            report.skipped = [Skipped(p, "submodule or blocked path: not restored by git") for p in sorted(applied.skipped)]
-            report.skipped += [Skipped(p, "protected: a workflow source file") for p in guarded]
+            report.skipped = [Skipped(p, describe(SkipReason.GIT_UNRESTORED)) for p in sorted(applied.skipped)]
+            report.skipped += [Skipped(p, _GUARDED) for p in guarded]
             touched = set(report.restored) | set(report.removed)
             differs = refs.changed_paths(disk, anchor_commit) & refs.changed_paths(disk, refs.chain_head())
             report.overwritten = sorted(touched & differs)
@@ -257,8 +259,8 @@ def _restore_git(refs: Any, anchor: BoundaryLabel, report: FilesReport, *, works
     report.reverted = True
     report.restored = [p for p in result.restored if p not in saved]
     report.removed = [p for p in result.removed if p not in saved]
-    report.skipped = [Skipped(p, "submodule or blocked path: not restored by git") for p in result.skipped]
-    report.skipped += [Skipped(p, "protected: a workflow source file") for p in guarded]
+    report.skipped = [Skipped(p, describe(SkipReason.GIT_UNRESTORED)) for p in result.skipped]
+    report.skipped += [Skipped(p, _GUARDED) for p in guarded]
     report.revert_commit = result.revert_commit
     report.backup_ref = result.bank.ref
     bank = result.bank.commit

@@ -57,6 +57,7 @@ from iterion.rewind.files_plan import FilesPlan
 from iterion.store import Store
 from iterion.store.timeutil import utcnow
 from persist import FormatVersionError, VersionedModel, atomic_write_bytes, fsync_dir
+from persist.errors import ErrorCode
 
 
 class RewindIntent(VersionedModel):
@@ -128,14 +129,14 @@ def load_intent(store: Store, run_id: str) -> RewindIntent | None:
         return None
     except OSError as exc:
         raise RewindError(f"the intent record {path} of an interrupted rewind cannot be read "
-                          f"({exc.strerror or exc})", hint="repair the run store, then retry", exit_code=2) from None
+                          f"({exc.strerror or exc})", hint="repair the run store, then retry", exit_code=ErrorCode.BAD_INPUT) from None
     try:
         return RewindIntent.model_validate_json(data)
     except (ValidationError, FormatVersionError, ValueError) as exc:
         detail = str(exc).splitlines()[0]
         raise RewindError(f"the intent record {path} of an interrupted rewind is unreadable ({detail})",
                           hint="upgrade iterion if it was written by a newer one; otherwise the rewind "
-                               "cannot be finished automatically", exit_code=2) from None
+                               "cannot be finished automatically", exit_code=ErrorCode.BAD_INPUT) from None
 
 
 def write_intent(store: Store, intent: RewindIntent) -> None:

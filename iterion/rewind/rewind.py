@@ -59,6 +59,7 @@ from iterion.rewind.undo import save_undo_record, undo_before
 from iterion.rewind.worktree import check_worktree, ensure_worktree
 from iterion.store import Checkpoint, Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
+from persist.errors import ErrorCode
 from persist.killpoint import kill_point
 from workspacetrack.errors import TrackError
 
@@ -222,7 +223,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     elif req.node:
         asked = req.node
     else:
-        raise RewindError("name the pivot with --node NODE, or let iterion find it with --auto", exit_code=2)
+        raise RewindError("name the pivot with --node NODE, or let iterion find it with --auto", exit_code=ErrorCode.BAD_INPUT)
     require_node(wf, asked)
     promotion = promote(wf, asked)
     pivot = promotion.pivot
@@ -299,7 +300,7 @@ def _check_objects(store: Store, doc: RunDoc, workspace: Path, anchor: BoundaryL
         raise RewindError(f"cannot rewind run {doc.id}: {where} lacks the content of {path}{obj}{more}, which "
                           f"the restore to {anchor} needs; {UNCHANGED}",
                           hint="the store is damaged: restore it from a backup, or rewind with "
-                               "--restore-scope none to move the checkpoint alone", exit_code=2)
+                               "--restore-scope none to move the checkpoint alone", exit_code=ErrorCode.BAD_INPUT)
 
 
 def _dry_run(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> RewindResult:

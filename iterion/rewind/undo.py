@@ -37,11 +37,13 @@ from gitrefs.boundary import BoundaryLabel
 from gitrefs.errors import GitRefsError
 from iterion.engine.versioning import open_versioning
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
-from iterion.rewind.errors import EXIT_BAD_INPUT, RewindError
+from iterion.rewind.errors import RewindError
 from iterion.rewind.files import GITREFS, FilesReport
 from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
 from persist import VersionedModel, read_model, write_model
+from persist.errors import ErrorCode
 from persist.killpoint import kill_point
+from workspacetrack.models import SkipReason
 
 UNDO_FILE = "rewind-undo.json"
 RUN_REWIND_UNDONE = "run_rewind_undone"
@@ -145,7 +147,7 @@ def _load(store: Store, run_id: str) -> UndoRecord:
     except FileNotFoundError:
         raise RewindError(f"run {run_id} has no rewind to undo (none was made, or it was undone already)",
                           hint="`iterion inspect --run-id RUN --events` shows its rewinds",
-                          exit_code=EXIT_BAD_INPUT) from None
+                          exit_code=ErrorCode.BAD_INPUT) from None
 
 
 def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
@@ -153,7 +155,7 @@ def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
 
     if has_intent(store, run_id):
         raise RewindError(f"run {run_id} has an interrupted rewind: finish it before undoing anything",
-                          hint=f"finish it with `iterion rewind --run-id {run_id}`", exit_code=EXIT_BAD_INPUT)
+                          hint=f"finish it with `iterion rewind --run-id {run_id}`", exit_code=ErrorCode.BAD_INPUT)
     later = [e for e in store.read_events(run_id, after_seq=rec.rewound_seq)
              if not (rec.undoing and e.type == RUN_REWIND_UNDONE)]
     cp = store.load_checkpoint(run_id)
@@ -162,7 +164,7 @@ def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
     if later or rewritten:
         what = f"{later[0].type} at event {later[0].seq}" if later else "its checkpoint was rewritten"
         raise RewindError(f"run {run_id} moved on since its last rewind ({what}): that rewind can no longer "
-                          "be undone", hint="rewind again with --node or --auto to go where you want", exit_code=EXIT_BAD_INPUT)
+                          "be undone", hint="rewind again with --node or --auto to go where you want", exit_code=ErrorCode.BAD_INPUT)
 
 
 def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool = False) -> UndoResult:
@@ -173,7 +175,7 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool
         workspace = Path(doc.workspace_dir or "")
         if not workspace.is_dir():
             raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back",
-                              exit_code=EXIT_BAD_INPUT)
+                              exit_code=ErrorCode.BAD_INPUT)
         worktree = rec.mechanism == GITREFS or doc.workspace_mode is WorkspaceMode.WORKTREE
         versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(run_id),
                                      run_id=run_id, watch=False)
@@ -181,14 +183,14 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool
             if worktree:
                 if not rec.revert_commit:
                     raise RewindError(f"run {run_id}: the rewind recorded no revert commit to undo",
-                                      exit_code=EXIT_BAD_INPUT)
+                                      exit_code=ErrorCode.BAD_INPUT)
                 try:
                     written, removed, skipped = versioning.backend.undo_revert(
                         BoundaryLabel.parse(rec.anchor), rec.revert_commit, rec.bank, completing=completing)
                 except GitRefsError as exc:
-                    raise RewindError(f"run {run_id}: {exc}", exit_code=EXIT_BAD_INPUT) from None
+                    raise RewindError(f"run {run_id}: {exc}", exit_code=ErrorCode.BAD_INPUT) from None
                 result.files_restored, result.files_removed = written, removed
-                result.files_skipped = [{"path": p, "reason": "submodule or blocked path"} for p in skipped]
+                result.files_skipped = [{"path": p, "reason": SkipReason.GIT_UNRESTORED.value} for p in skipped]
             else:
                 rr = versioning.backend.undo(rec.bank, paths=rec.touched)
                 result.files_restored, result.files_removed, result.files_skipped = rr.restored, rr.removed, rr.skipped

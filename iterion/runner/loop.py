@@ -49,6 +49,7 @@ from iterion.store import events as ev
 from iterion.store.errors import RunNotFoundError, StoreError
 from iterion.store.jetstream.bridge import StoreUnavailableError
 from persist import UserError
+from persist.errors import ErrorCode
 
 log = logging.getLogger("iterion.runner")
 
@@ -58,7 +59,7 @@ class LeaseLostError(StoreError):
 
     def __init__(self, run_id: str, reason: str) -> None:
         super().__init__(f"run {run_id}: this runner lost its lease ({reason}); nothing more is written",
-                         exit_code=1)
+                         exit_code=ErrorCode.REFUSED)
 
 
 _WRITES = frozenset({"create_run", "save_run", "update_run", "save_checkpoint", "append_event"})
@@ -428,14 +429,14 @@ class Runner:
     def _paths(d: Delivery, work: Any) -> tuple[Path, Path]:
         if work is None:
             if not d.file:
-                raise UserError("the delivery names no workflow file", exit_code=2)
+                raise UserError("the delivery names no workflow file", exit_code=ErrorCode.BAD_INPUT)
             f = Path(d.file)
             return f, Path(d.workspace) if d.workspace else f.parent
         if not d.file:
-            raise UserError("a repository delivery must name the workflow's path in the repository", exit_code=2)
+            raise UserError("a repository delivery must name the workflow's path in the repository", exit_code=ErrorCode.BAD_INPUT)
         target = (work.path / d.file).resolve()
         if not target.is_relative_to(work.path.resolve()):
-            raise UserError(f"--file {d.file} is outside the repository", exit_code=2)
+            raise UserError(f"--file {d.file} is outside the repository", exit_code=ErrorCode.BAD_INPUT)
         return target, work.path
 
     # -- disposition --------------------------------------------------------------------------------

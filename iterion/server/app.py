@@ -28,6 +28,7 @@ from starlette.routing import Route
 from iterion.server import web
 from iterion.server.auth import COOKIE, matches
 from iterion.server.service import ApiError, Service, bad_input
+from persist.errors import ErrorCode
 
 MAX_BODY_BYTES = 1024 * 1024
 FOLLOW_POLL_S = 0.25
@@ -52,12 +53,12 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
             raise ApiError(413, f"request body of {declared} bytes is over the limit of {max_body} bytes",
-                           exit_code=2)
+                           exit_code=ErrorCode.BAD_INPUT)
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_body:
-                raise ApiError(413, f"request body is over the limit of {max_body} bytes", exit_code=2)
+                raise ApiError(413, f"request body is over the limit of {max_body} bytes", exit_code=ErrorCode.BAD_INPUT)
             chunks.append(chunk)
         raw = b"".join(chunks)
         if not raw.strip():
@@ -65,13 +66,13 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype != "application/json":
             raise ApiError(415, f"request body must be application/json, not {ctype or 'unspecified'}",
-                           exit_code=2)
+                           exit_code=ErrorCode.BAD_INPUT)
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}", exit_code=2) from None
+            raise ApiError(400, f"request body is not valid JSON: {exc}", exit_code=ErrorCode.BAD_INPUT) from None
         if not isinstance(data, dict):
-            raise ApiError(400, "request body must be a JSON object", exit_code=2)
+            raise ApiError(400, "request body must be a JSON object", exit_code=ErrorCode.BAD_INPUT)
         return data
 
     def api(fn: Callable[[Request], Awaitable[Any]], *, status: int = 200) -> Handler:
@@ -79,7 +80,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
             if not authorized(request):
                 return error_response(ApiError(401, "missing or wrong token",
                                                hint="send `Authorization: Bearer TOKEN` (the token `iterion server` "
-                                                    "printed, or ITERION_SERVER_TOKEN)", exit_code=2))
+                                                    "printed, or ITERION_SERVER_TOKEN)", exit_code=ErrorCode.BAD_INPUT))
             try:
                 result = await fn(request)
             except ApiError as exc:
@@ -190,9 +191,9 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
 
     async def not_found(request: Request) -> Response:
         if not authorized(request):
-            return error_response(ApiError(401, "missing or wrong token", exit_code=2))
+            return error_response(ApiError(401, "missing or wrong token", exit_code=ErrorCode.BAD_INPUT))
         return error_response(ApiError(404, f"no such endpoint: {request.method} {request.url.path}",
-                                       hint="see the endpoints table in the README", exit_code=2))
+                                       hint="see the endpoints table in the README", exit_code=ErrorCode.BAD_INPUT))
 
     # -- web pages --------------------------------------------------------------------------------
     def page(render: Callable[[Request], Awaitable[str]]) -> Handler:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from iterion.store import Command, RunStatus, check_command
 from iterion.store.ids import new_id
+from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
     from iterion.server.service import Service
@@ -143,7 +144,7 @@ def control_remote(svc: Service, run_id: str, action: str, reason: str, wait_s: 
         if doc.status is not RunStatus.RUNNING else None
     if not svc._guard(svc.queue.send_control, run_id, action, reason):
         raise ApiError(503, f"run {run_id} is held by runner {holder.get('runner')} on {holder.get('host')}, "
-                            "which did not answer the request", hint="retry in a moment", exit_code=2)
+                            "which did not answer the request", hint="retry in a moment", exit_code=ErrorCode.BAD_INPUT)
     deadline = time.monotonic() + wait_s
     status = doc.status
     while time.monotonic() < deadline:
@@ -162,7 +163,7 @@ def queue_status(svc: Service) -> dict[str, Any]:
 
     if svc.queue is None:
         raise ApiError(404, "this server has no queue", hint="start it with `iterion server --nats URL --queue`",
-                       exit_code=2)
+                       exit_code=ErrorCode.BAD_INPUT)
     return dict(svc._guard(svc.queue.status))
 
 

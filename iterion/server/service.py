@@ -40,6 +40,7 @@ from iterion.store.ids import new_id
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 from persist import UserError
+from persist.errors import ErrorCode
 from persist.oserror import environment_error
 
 BUDGET_FIELDS = ("max_cost_usd", "max_tokens", "max_duration", "max_iterations", "max_parallel_branches")
@@ -50,7 +51,7 @@ EVENTS_PAGE_MAX = 1000
 class ApiError(Exception):
     """An HTTP refusal: ``status`` the HTTP code, ``message``/``hint`` one line each."""
 
-    def __init__(self, status: int, message: str, *, hint: str | None = None, exit_code: int = 2,
+    def __init__(self, status: int, message: str, *, hint: str | None = None, exit_code: int = ErrorCode.BAD_INPUT,
                  extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.hint, self.exit_code = status, message, hint, exit_code
@@ -70,7 +71,7 @@ def from_user_error(exc: BaseException) -> ApiError:
     if env is not None:  # the server's disk or permissions, not the request: 503, the CLI's line
         return ApiError(503, _one_line(env.message) or "", hint=_one_line(env.hint), exit_code=env.exit_code)
     if not isinstance(exc, UserError):
-        return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=3,
+        return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=ErrorCode.INTERNAL,
                         hint="see the server's log; re-run with ITERION_DEBUG=1 for the traceback")
     message, hint = _one_line(exc.message or str(exc)) or "", _one_line(exc.hint)
     if isinstance(exc, StoreUnavailableError):  # the shared store did not answer: try again later
@@ -83,11 +84,11 @@ def from_user_error(exc: BaseException) -> ApiError:
     if isinstance(exc, (LockHeldError, StatusRefusedError, InvalidTransitionError, CorruptDocumentError)):
         return ApiError(409, message, hint=hint, exit_code=exc.exit_code)
     # exit code 2 = bad input (422); 1 = a refusal after reading the run (409)
-    return ApiError(422 if exc.exit_code == 2 else 409, message, hint=hint, exit_code=exc.exit_code)
+    return ApiError(422 if exc.exit_code == ErrorCode.BAD_INPUT else 409, message, hint=hint, exit_code=exc.exit_code)
 
 
 def bad_input(message: str, hint: str | None = None) -> ApiError:
-    return ApiError(422, message, hint=hint, exit_code=2)
+    return ApiError(422, message, hint=hint, exit_code=ErrorCode.BAD_INPUT)
 
 
 def budget_from_wire(raw: Any) -> BudgetAsk | None:
@@ -167,7 +168,7 @@ class Service:
         if doc.version != expected:
             raise ApiError(409, f"run {doc.id} was modified concurrently (expected version {expected}, "
                                 f"found {doc.version}); reload the run and retry",
-                           hint="GET the run again, check its status, then retry", exit_code=1,
+                           hint="GET the run again, check its status, then retry", exit_code=ErrorCode.REFUSED,
                            extra={"reason": "stale_version", "version": doc.version})
 
     def confine(self, raw: Any, what: str) -> Path:
@@ -312,16 +313,16 @@ class Service:
         try:
             a, b = tl.resolve_boundary(bounds, frm), tl.resolve_boundary(bounds, to)
         except tl.BoundaryNotFound as exc:
-            raise ApiError(404, str(exc), hint=f"list them with GET /api/runs/{doc.id}", exit_code=2) from None
+            raise ApiError(404, str(exc), hint=f"list them with GET /api/runs/{doc.id}", exit_code=ErrorCode.BAD_INPUT) from None
         try:
             reader = tl.StateReader(self.store, doc)
             changes = reader.changes(a["state"], b["state"])
             diff, truncated = reader.unified_diff(a["state"], b["state"])
         except tl.BoundaryNotFound as exc:
-            raise ApiError(404, str(exc), exit_code=2) from None
+            raise ApiError(404, str(exc), exit_code=ErrorCode.BAD_INPUT) from None
         except Exception as exc:  # noqa: BLE001
             raise ApiError(409, f"cannot read the recorded states of run {doc.id}: {_one_line(str(exc))}",
-                           exit_code=1) from None
+                           exit_code=ErrorCode.REFUSED) from None
         return {"run_id": doc.id, "from": a, "to": b, "files": changes, "diff": diff, "truncated": truncated}
 
     # -- executions -----------------------------------------------------------------------------
@@ -371,13 +372,13 @@ class Service:
         if not answer:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-400:].strip().splitlines()
             last = (_one_line(tail[-1]) or "") if tail else "no output"
-            raise ApiError(500, f"the execution process ended without answering: {last}", exit_code=3,
+            raise ApiError(500, f"the execution process ended without answering: {last}", exit_code=ErrorCode.INTERNAL,
                            hint=f"see {log_path}")
         answer["log"] = str(log_path)
         return answer
 
     def _refusal(self, answer: dict[str, Any]) -> ApiError:
-        code = int(answer.get("exit_code") or 2)
+        code = int(answer.get("exit_code") or ErrorCode.BAD_INPUT)
         kind = answer.get("kind")
         extra = {"diagnostics": answer["diagnostics"]} if answer.get("diagnostics") else {}
         status = 422 if code == 2 else 409

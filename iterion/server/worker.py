@@ -34,13 +34,15 @@ from typing import Any
 
 from iterion.budget import BudgetAsk
 from iterion.engine.cancel import CancelToken
+from iterion.engine.errors import InvalidWorkflow
 from iterion.engine.launch import LaunchOptions, launch_run
+from iterion.engine.notice import is_unrecorded
 from iterion.engine.resume import ResumeOptions, resume_run
-from iterion.engine.source import InvalidWorkflow
 from iterion.store import Event
 from iterion.store import events as ev
 from iterion.store.opener import open_store
 from persist import UserError
+from persist.errors import ErrorCode
 from persist.oserror import environment_error
 
 
@@ -81,6 +83,8 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
     def listener(e: Event) -> None:
         if e.type == started:
             handshake.send({"ok": True, "run_id": request["run_id"], "event": e.type})
+        elif is_unrecorded(e):  # what the engine could not put on the timeline: to the server's log
+            sys.stderr.write(f"iterion worker: {e.payload.get('message')}\n")
 
     try:
         if request["action"] == "launch":
@@ -109,7 +113,7 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
                 payload["diagnostics"] = [d.to_json() for d in exc.diagnostics]
         else:
             payload = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}", "hint": None,
-                       "exit_code": 3, "kind": type(exc).__name__}
+                       "exit_code": ErrorCode.INTERNAL, "kind": type(exc).__name__}
         if handshake.sent:
             sys.stderr.write(f"iterion worker: {payload['error']}\n")
         handshake.send(payload)

@@ -18,6 +18,7 @@ from iterion.store.errors import StoreError
 from iterion.store.ids import new_id
 from iterion.store.timeutil import utcnow
 from persist import VersionedModel, read_model, write_model
+from persist.errors import ErrorCode
 
 INTERACTIONS_DIR = "interactions"
 
@@ -78,7 +79,7 @@ class InteractionStore:
     def answer(self, interaction_id: str, answers: dict[str, Any]) -> InteractionDoc:
         doc = self.load(interaction_id)
         if not doc.pending:
-            raise StoreError(f"interaction {interaction_id} has no pending question to answer", exit_code=1)
+            raise StoreError(f"interaction {interaction_id} has no pending question to answer", exit_code=ErrorCode.REFUSED)
         doc.turns[-1].answers = answers
         doc.turns[-1].answered_at = utcnow()
         write_model(self._path(doc.id), doc)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from iterion.engine.coerce import AnswerError, coerce_answers, validate_output
+from iterion.engine.coerce import coerce_answers, validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
-from iterion.engine.errors import NodeFailure
+from iterion.engine.errors import AnswerError, NodeFailure
 from iterion.engine.nodes.llmcall import call_backend
 from iterion.failure_codes import FailureCode
 

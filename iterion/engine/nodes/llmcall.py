@@ -10,7 +10,7 @@ from typing import Any
 from iterion.budget import BudgetExceeded
 from iterion.engine.cancel import call_cancellable
 from iterion.engine.context import ExecContext, NodeCall
-from iterion.engine.errors import NodeFailure
+from iterion.engine.errors import NodeFailure, ShellTimeout
 from iterion.envsubst import expand_node
 from iterion.failure_codes import FailureCode
 from iterion.ir import Node, NodeKind, Schema
@@ -157,7 +157,8 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
     """What the in-process claw agent may do to the run: events, budget, cancel, shell, policy."""
     from iterion.backends.claw.host import AgentHost
     from iterion.backends.claw.tools import ShellResult
-    from iterion.engine.toolproc import ToolLaunchError, run_process
+    from iterion.engine.errors import ToolLaunchError
+    from iterion.engine.toolproc import run_process
 
     guard = ctx.duration_guard(node.id)
     env = ctx.tool_env(node.id, iteration)
@@ -174,11 +175,11 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
             if guard is not None:
                 guard()
             if time.monotonic() > deadline:
-                raise _ShellTimeout()
+                raise ShellTimeout()
 
         try:
             res = run_process(["/bin/sh", "-c", command], cwd=cwd, env=env, token=ctx.token, check=tick)
-        except _ShellTimeout:  # run_process killed the process group before re-raising
+        except ShellTimeout:  # run_process killed the process group before re-raising
             return ShellResult("", "", -1, timed_out=True)
         except ToolLaunchError as exc:
             return ShellResult("", str(exc), 127)
@@ -199,10 +200,6 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
         mcp_declarations=wf_servers if isinstance(wf_servers, dict) else {}, mcp_servers=mcp_servers_of(ctx, node),
         resuming=pending_ours, answers=call.answers if pending_ours and call is not None else None,
         session_mode=node.session or "fresh", inherit_session=str(inherit) if inherit else None, env=env)
-
-
-class _ShellTimeout(Exception):
-    """The agent's bash call ran past its timeout (raised inside run_process's poll)."""
 
 
 def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, model: str | None, tokens: int,

@@ -15,8 +15,8 @@ import json
 
 from iterion.engine.coerce import validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
-from iterion.engine.errors import NodeFailure
-from iterion.engine.toolproc import ToolLaunchError, run_command, run_script
+from iterion.engine.errors import NodeFailure, ToolLaunchError
+from iterion.engine.toolproc import run_command, run_script
 from iterion.envsubst import expand_command
 from iterion.failure_codes import FailureCode
 from iterion.shellquote import script_mode
