@@ -23,7 +23,7 @@ WRITABLE_HINT = "remount it read-write or fix its permissions, then retry"
 
 
 NATS_HELP = ("Keep run documents, checkpoints and events in NATS JetStream at URL (beats $ITERION_NATS_URL; "
-             "'off': the filesystem store). --store-dir then holds only this machine's part. "
+             "'off': the filesystem store). The store directory then holds only this machine's part. "
              "Example: --nats nats://127.0.0.1:4222")
 
 
