@@ -48,6 +48,7 @@ COMMANDS = (
                 "Delete the snapshots, objects, worktrees and refs that only finished or deleted runs need."),
     LazyCommand("server", "cli.server_cmd", "Serve the run store over HTTP (API + web timeline)."),
     LazyCommand("remote", "cli.remote_cmd", "Operate runs on an `iterion server` over HTTP."),
+    LazyCommand("runner", "cli.runner_cmd", "Claim queued runs from NATS JetStream and execute them."),
 )
 # --- end of command registration ---
 

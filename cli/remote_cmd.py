@@ -307,6 +307,8 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
     current = client.call("GET", _run_path(run_id))  # the full id, and where its timeline stands now
     rid, last = current["run"]["id"], current["last_seq"]
     result = client.call("POST", _run_path(rid, "/resume"), json=body)
+    if result.get("queued") and wait:  # a runner picks it up: wait for its claim, then follow
+        last = _wait_claimed(client, rid, last)
     if not wait:
         if as_json:
             echo_json(result)
@@ -399,6 +401,82 @@ def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
         echo(f"  nothing restored: {files['skip_reason']}")
     if not out.get("dry_run"):
         echo(f"status: {out.get('status')}; continue with `iterion remote runs resume {out['run_id']}`")
+
+
+def _wait_claimed(client: Client, run_id: str, after: int, timeout_s: float = 3600.0) -> int:
+    """The seq to follow from once a runner resumed the run (or dropped the request: then exit)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        page = client.call("GET", _run_path(run_id, "/events"), params={"after": after, "limit": 1000})
+        for e in page["events"]:
+            if e["type"] == "run_resumed":
+                return int(e["seq"]) - 1
+            if e["type"] in ("run_delivery_dropped", "run_retry_skipped"):
+                raise CliError(f"run {run_id}: the queued resume was dropped ({e['payload'].get('reason')}): "
+                               f"{e['payload'].get('message') or e['payload'].get('error') or ''}".rstrip(": "),
+                               exit_code=ExitCode.REFUSED)
+        time.sleep(0.5)
+    raise CliError(f"run {run_id}: no runner claimed the resume within {timeout_s:g}s",
+                   hint="is an `iterion runner` claiming from the server's queue?", exit_code=ExitCode.CONTROL_PENDING)
+
+
+@runs_app.command("launch")
+def launch_cmd(repo: str = typer.Option(..., "--repo", help="The repository the run executes in (cloned fresh by the runner). Example: --repo https://git.example.com/team/app.git"),
+               file: str = typer.Option(..., "--file", help="The workflow's path inside the repository. Example: --file flows/review.bot"),
+               ref: str | None = typer.Option(None, "--ref", help="Branch, tag or commit to clone (default: the repository's HEAD). Example: --ref main"),
+               var: list[str] = typer.Option([], "--var", help="A workflow var (repeatable). Example: --var target=prod"),
+               preset: str | None = typer.Option(None, "--preset", help="A preset of the workflow. Example: --preset fast"),
+               request_id: str | None = typer.Option(None, "--request-id", help="An idempotency key: the same key queues the run once. Example: --request-id deploy-4711"),
+               server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """Queue a run bound to a repository on the server's queue and print its id.
+
+    Needs `iterion server --nats URL --queue` and at least one `iterion runner --nats URL`.
+
+    Example: iterion remote runs launch --repo https://git.example.com/app.git --ref main --file flows/review.bot --var pr=42
+    """
+    variables: dict[str, Any] = {}
+    for item in var:
+        if "=" not in item or not item.split("=", 1)[0]:
+            raise CliError(f"--var {item!r} is not KEY=VALUE", hint="e.g. --var target=prod")
+        key, value = item.split("=", 1)
+        variables[key] = value
+    body: dict[str, Any] = {"repo_url": repo, "file": file, "vars": variables}
+    if ref is not None:
+        body["ref"] = ref
+    if preset is not None:
+        body["preset"] = preset
+    if request_id is not None:
+        body["request_id"] = request_id
+    result = Client(server, token_file).call("POST", "/api/runs", json=body)
+    if as_json:
+        echo_json(result)
+    elif not result.get("queued"):
+        echo(result["run_id"])
+        echo_err("iterion: warning: the server executed the run itself (it has no queue)")
+    else:
+        echo(result["run_id"])
+
+
+@remote_app.command("queue")
+def queue_cmd(server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
+    """Show the server's queue: pending, in-flight and dead-lettered deliveries.
+
+    Example: iterion remote queue --json
+    """
+    body = Client(server, token_file).call("GET", "/api/queue")
+    if as_json:
+        echo_json(body)
+        return
+    echo(f"pending {body['pending']}, in flight {body['in_flight']}, dead-lettered {body['dead_lettered']} "
+         f"(max deliveries {body['max_deliver']}, ack wait {body['ack_wait_s']:g}s)")
+    rows = [(str(d["seq"]), d.get("state") or "-", d.get("kind") or "-", d.get("run_id") or "-",
+             (d.get("lease") or {}).get("runner") or "-", d.get("reason") or d.get("error") or "")
+            for d in [*body["deliveries"], *body["dead_letters"]]]
+    if rows:
+        for line in table(("seq", "state", "kind", "run", "runner", "reason"), rows):
+            echo(line)
 
 
 def register(app: typer.Typer) -> None:

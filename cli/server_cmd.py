@@ -30,6 +30,7 @@ Examples:
   iterion server --port 0                 # a free port; the printed line names it
   ITERION_SERVER_TOKEN=$(cat ~/.iterion-token) iterion server --host 0.0.0.0 --port 8080
   iterion server --nats nats://127.0.0.1:4222   # run documents and events in JetStream
+  iterion server --nats nats://127.0.0.1:4222 --queue   # runs execute on `iterion runner`s
 """
 
 
@@ -54,10 +55,22 @@ def server_cmd(
     project: Path | None = typer.Option(None, "--project", help="The directory requests may name files in (default: the git top level, else the current directory). Example: --project ."),
     max_body: int = typer.Option(1024 * 1024, "--max-body", min=1024, help="Largest request body in bytes. Example: --max-body 1048576"),
     nats: str | None = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP),
+    queue: bool = typer.Option(False, "--queue", help="Queue launches and resumes for `iterion runner` (on the --nats server) instead of executing them here. Example: --nats nats://127.0.0.1:4222 --queue"),
 ) -> None:
     from iterion.server.auth import is_loopback, load_token
 
     store = open_store(store_dir, write=True, nats=nats)
+    work_queue = None
+    if queue:
+        if not store.shared:
+            raise CliError("--queue needs a shared run store: runners must see the runs it queues",
+                           hint="add --nats nats://HOST:PORT (or set ITERION_NATS_URL)")
+        from iterion.queue.jsqueue import QueueSettings, WorkQueue
+
+        docs = store.docs
+        # one connection for the store and the queue
+        work_queue = WorkQueue(docs.url, QueueSettings(prefix=docs.prefix),  # type: ignore[attr-defined]
+                               bridge=docs.bridge)  # type: ignore[attr-defined]
     root = _project_root(project)
     token = load_token(token_file, store.root)
     if not is_loopback(host) and not token.explicit:
@@ -79,7 +92,7 @@ def server_cmd(
     from iterion.server.app import create_app
     from iterion.server.service import Service
 
-    service = Service(store, root)
+    service = Service(store, root, queue=work_queue)
     try:
         promoted = service.reconcile()  # the spec: server start-up reconciles orphans
     except Exception as exc:  # noqa: BLE001 - a sweep problem must not stop the service

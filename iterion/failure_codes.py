@@ -10,6 +10,12 @@ dispatcher's columns (``engine/recovery.py``, consulted before a failed node's f
 written): ``in_run_retries`` (re-executions in the run, with backoff), ``retry_origin`` (only
 failures from there are retried: a backend call, or a model's answer) and ``pause`` (park a
 recovery pause for a person).
+
+The queue runner (``iterion/queue/policy.py``) reads one more column, ``redelivery_delay_s``: how
+long a TRANSIENT failure waits before its delivery is offered again (a NAK with that delay). The
+spec's sandbox rows are the reason it is a column: SANDBOX_SETUP_TIMEOUT is re-offered after 2
+minutes (infrastructure catching its breath), SANDBOX_CAPACITY after longer (an autoscaler adding
+a node); a bare re-offer would burn every permitted delivery back to back.
 """
 
 from __future__ import annotations
@@ -91,20 +97,27 @@ class FailureRow:
     in_run_retries: int = 0
     retry_origin: Origin = Origin.ANY
     pause: Pause = Pause.NEVER
+    # the queue runner: seconds before a transient failure's delivery is offered again
+    redelivery_delay_s: float = 0.0
 
 
 _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.EXECUTION_FAILED, Retry.TRANSIENT, "a node's execution failed for a reason a retry may clear",
-               in_run_retries=2, retry_origin=Origin.BACKEND),
-    FailureRow(FailureCode.TIMEOUT, Retry.TRANSIENT, "a node or call ran past its deadline", in_run_retries=1),
-    FailureRow(FailureCode.RATE_LIMITED, Retry.TRANSIENT, "the provider asked us to slow down", in_run_retries=3),
-    FailureRow(FailureCode.USAGE_LIMIT_BLOCKED, Retry.TRANSIENT, "a provider usage window is exhausted until it resets"),
+               in_run_retries=2, retry_origin=Origin.BACKEND, redelivery_delay_s=30),
+    FailureRow(FailureCode.TIMEOUT, Retry.TRANSIENT, "a node or call ran past its deadline", in_run_retries=1,
+               redelivery_delay_s=30),
+    FailureRow(FailureCode.RATE_LIMITED, Retry.TRANSIENT, "the provider asked us to slow down", in_run_retries=3,
+               redelivery_delay_s=60),
+    FailureRow(FailureCode.USAGE_LIMIT_BLOCKED, Retry.TRANSIENT, "a provider usage window is exhausted until it resets",
+               redelivery_delay_s=900),
     FailureRow(FailureCode.NETWORK_TRANSIENT, Retry.TRANSIENT, "a connection failed before anything was sent",
-               in_run_retries=3),
+               in_run_retries=3, redelivery_delay_s=30),
     FailureRow(FailureCode.TOOL_FAILED_TRANSIENT, Retry.TRANSIENT, "a tool exited with a temporary-failure status",
-               in_run_retries=3),
-    FailureRow(FailureCode.SANDBOX_SETUP_TIMEOUT, Retry.TRANSIENT, "a bounded setup phase ran and stalled"),
-    FailureRow(FailureCode.SANDBOX_CAPACITY, Retry.TRANSIENT, "no capacity to place the run; nothing executed"),
+               in_run_retries=3, redelivery_delay_s=30),
+    FailureRow(FailureCode.SANDBOX_SETUP_TIMEOUT, Retry.TRANSIENT, "a bounded setup phase ran and stalled",
+               redelivery_delay_s=120),
+    FailureRow(FailureCode.SANDBOX_CAPACITY, Retry.TRANSIENT, "no capacity to place the run; nothing executed",
+               redelivery_delay_s=600),
     FailureRow(FailureCode.BUDGET_EXCEEDED, Retry.NEEDS_RAISED_CAP, "a budget cap was reached", pause=Pause.OPT_IN),
     FailureRow(FailureCode.SCHEMA_VALIDATION, Retry.OPERATOR, "a node's output did not match its schema",
                in_run_retries=2, retry_origin=Origin.LLM_VERDICT),

@@ -167,6 +167,8 @@ TRANSLATED: dict[str, str] = {
     "iterion.engine.errors.AnswerError": "engine/launch.py, answers.py, resume.py: EngineError; "
                                          "engine/nodes/human.py: NodeFailure SCHEMA_VALIDATION",
     "iterion.engine.errors.GraceSettingError": "engine/toolproc.py run_process: ToolLaunchError",
+    "iterion.queue.delivery.UndecodableDelivery": "queue/jsqueue.py fetch: Claimed.undecodable; the runner terms it",
+    "iterion.queue.lease.LeaseHeld": "runner/loop.py Runner.handle: a NAK after the lease TTL",
     "persist.model.FormatVersionError": "iterion/store/store.py: CorruptDocumentError; "
                                         "iterion/rewind/intent.py: RewindError",
     "gitrefs.produced_scope.PivotNotRecorded": "gitrefs/run_refs.py: UnknownBoundary; "

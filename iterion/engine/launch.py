@@ -61,6 +61,7 @@ class LaunchOptions:
     permission: dict[str, Any] | None = None                # --permission* flags (permissions.layer_to_json)
     push_checkpoints: str | None = None                     # --push-checkpoints REMOTE ("" off; None: env, workflow)
     push_every: int | None = None                           # --push-every N
+    adopt_queued: bool = False                              # run_id names a `queued` run (a queue runner's claim)
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
@@ -125,6 +126,15 @@ def find_script_file(source: Path) -> str | None:
     return None
 
 
+def _queued_doc(store: Store, run_id: str) -> RunDoc:
+    """The ``queued`` document a queue delivery launches (created by the server that queued it)."""
+    doc = store.load_run(run_id)
+    if doc.status is not RunStatus.QUEUED:
+        raise EngineError(f"run {run_id} is {doc.status.value}, not queued: a launch delivery cannot start it",
+                          hint=f"resume it instead: iterion resume --run-id {run_id}", exit_code=ErrorCode.REFUSED)
+    return doc
+
+
 def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = None, *,
                token: CancelToken | None = None, listener: Listener | None = None,
                compiled: CompiledSource | None = None) -> RunResult:
@@ -145,7 +155,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         raise EngineError(f"workspace {workspace} is not a directory")
     script_file = options.script_file or find_script_file(src.path)
     run_id = options.run_id or new_id()
-    name = friendly_name(wf.name, store.run_names())
+    queued = _queued_doc(store, run_id) if options.adopt_queued else None
+    name = queued.name if queued is not None else friendly_name(wf.name, store.run_names())
     prepare_store(store.root, store.origin, workspace)  # refused inside the working tree unless ignored
     push = resolve_setting(options.push_checkpoints, options.push_every, wf.push_checkpoints, wf.push_every)
     if push is not None:
@@ -178,7 +189,13 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     ws_lock = None if wf.worktree else hold_workspace(store, workspace, run_id, wait=options.wait_workspace,
                                                       on_wait=options.on_wait)
     try:
-        store.create_run(doc)  # a full disk here leaves no run directory behind (StoreFullError)
+        if queued is not None:
+            # the queued document becomes the run: a compare-and-swap, so two claimers never both win
+            doc.created_at = queued.created_at
+            doc.options = {**queued.options, **doc.options}  # where it was queued from stays recorded
+            store.save_run(doc, queued.version)
+        else:
+            store.create_run(doc)  # a full disk here leaves no run directory behind (StoreFullError)
     except BaseException:
         release_workspace(ws_lock)
         raise
@@ -227,7 +244,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
             versioning.close()
             versioning = None
         lock.release()
-        store.discard_new_run(run_id)  # nothing executed: no half-made run is left
+        if queued is None:
+            store.discard_new_run(run_id)  # nothing executed: no half-made run is left
         raise StoreFullError.from_os_error(err, store.root, "no run was created") from None
     finally:
         if versioning is not None:

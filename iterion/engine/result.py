@@ -22,6 +22,9 @@ class RunResult:
     final_branch: str | None = None
     final_commit: str | None = None  # where the run's last state was banked (see RunDoc.final_commit)
     merged_into: str | None = None
+    # the run failed on purpose (a fail node, named or built-in): the sentinel the queue runner
+    # matches to ack instead of redelivering, whatever the (bot-defined) code is
+    deliberate: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {

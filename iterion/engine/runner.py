@@ -52,6 +52,13 @@ class StepOutcome:
 FinishHook = Callable[[ExecContext], dict[str, Any]]
 
 
+def _deliberate(result: RunResult, code: str) -> RunResult:
+    """A fail node's refusal that landed as such (not turned into CHECKPOINT_LOST by a failed
+    write): marked deliberate, the sentinel the queue runner acks on whatever the code."""
+    result.deliberate = result.failure_code == code
+    return result
+
+
 class Runner:
     def __init__(self, ctx: ExecContext, *, on_finish: FinishHook | None = None) -> None:
         self.ctx = ctx
@@ -410,11 +417,11 @@ class Runner:
         error = f"the workflow reached the fail terminal (from node {pred})" if pred else "the workflow reached fail"
         code = FailureCode.WORKFLOW_FAILED.value
         # the checkpoint is kept (anchored on the node that routed here) so a rewind can recover it
-        return stop_run(self, Stop(
+        return _deliberate(stop_run(self, Stop(
             RunStatus.FAILED, code, error,
             mark=Mark(BoundaryKind.FAIL, pred or FAIL, st.iteration_of(pred) - 1 if pred else 0),
             anchor=AnchorReason.NODE_BOUNDARY, restart=pred,
-            events=lambda _: [Emit(ev.RUN_FAILED, pred, None, {"code": code, "error": error})]))
+            events=lambda _: [Emit(ev.RUN_FAILED, pred, None, {"code": code, "error": error})])), code)
 
     def _fail_node(self, node: Node) -> RunResult:
         ctx, st, wf = self.ctx, self.state, self.wf
@@ -437,19 +444,20 @@ class Runner:
             # anchored on the GUARD: the resume re-evaluates it (against raised caps) instead of
             # re-dispatching this node and reproducing the same outcome
             st.came_from = None
-            return stop_run(self, Stop(
+            return _deliberate(stop_run(self, Stop(
                 RunStatus.FAILED_RESUMABLE, code, message, anchor=AnchorReason.RESUMABLE_FAIL, restart=pred,
                 lost=Lost(code, message),
                 events=lambda _: [Emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message,
-                                                                    "resumable": True, "restart_node": pred})]))
+                                                                    "resumable": True, "restart_node": pred})])),
+                code)
         if node.resumable and reason is not None:
             ctx.emit(ev.WARNING, node.id, it, {"message": f"fail node {node.id} is resumable but cannot be resumed: "
                                                           f"{reason}; the run ends failed", "node": node.id,
                                                "reason": reason})
-        return stop_run(self, Stop(
+        return _deliberate(stop_run(self, Stop(
             RunStatus.FAILED, code, message, anchor=AnchorReason.NODE_BOUNDARY, restart=pred,
             events=lambda _: [Emit(ev.RUN_FAILED, node.id, it, {"code": code, "error": message,
-                                                                "resumable": False})]))
+                                                                "resumable": False})])), code)
 
     def _park(self, node: Node, it: int, outcome: StepOutcome) -> RunResult:
         st = self.state

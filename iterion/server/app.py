@@ -177,6 +177,11 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
             return await run_in_threadpool(getattr(service, name), request.path_params["run"], body)
         return call
 
+    async def queue(_request: Request) -> Any:
+        from iterion.server.queued import queue_status
+
+        return await run_in_threadpool(queue_status, service)
+
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"ok": True})
 
@@ -223,6 +228,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
     routes = [
         Route("/healthz", healthz), Route("/readyz", readyz),
         Route("/", page(index_page)), Route("/runs/{run}", page(run_page)),
+        Route("/api/queue", api(queue), methods=["GET"]),
         Route("/api/runs", api(list_runs), methods=["GET"]),
         Route("/api/runs", api(launch, status=201), methods=["POST"]),
         Route("/api/runs/{run}", api(get_run), methods=["GET"]),

@@ -136,10 +136,13 @@ def _doc_json(doc: RunDoc) -> dict[str, Any]:
 class Service:
     """The operations of the HTTP API over ``store``; paths in requests stay inside ``project``."""
 
-    def __init__(self, store: Store, project: Path, *, log_dir: Path | None = None) -> None:
+    def __init__(self, store: Store, project: Path, *, log_dir: Path | None = None, queue: Any = None) -> None:
         self.store = store
         self.project = project.resolve()
         self.log_dir = log_dir or (store.root / "server" / "logs")
+        # a WorkQueue (iterion.queue.jsqueue): launches and resumes are queued for `iterion runner`
+        # instead of executing here (iterion/server/queued.py)
+        self.queue = queue
 
     # -- helpers --------------------------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -391,6 +394,10 @@ class Service:
                         exit_code=code, extra=extra)
 
     def launch(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.queue is not None:
+            from iterion.server.queued import launch_queued
+
+            return launch_queued(self, body)
         allowed = {"file", "workspace", "vars", "preset", "backend", "script", "answers", "attachments",
                    "budget", "branch_name", "merge_into", "auto_merge", "on_budget"}
         unknown = sorted(set(body) - allowed)
@@ -443,6 +450,10 @@ class Service:
                 "log": answer.get("log")}
 
     def resume(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.queue is not None:
+            from iterion.server.queued import resume_queued
+
+            return resume_queued(self, ref, body)
         allowed = {"answers", "budget", "force", "file", "backend", "force_stale", "expected_version"}
         unknown = sorted(set(body) - allowed)
         if unknown:
@@ -474,8 +485,14 @@ class Service:
         doc = self.load(ref)
         self.check_version(doc, body.get("expected_version"))
         wait = self._wait(body)
-        return self._guard(cancel_run, self.store, doc.id, wait_s=wait,
-                           reason=body.get("reason") or "cancelled by operator (iterion server)").to_json()
+        reason = body.get("reason") or "cancelled by operator (iterion server)"
+        if self.queue is not None:
+            from iterion.server.queued import control_remote
+
+            answer = control_remote(self, doc.id, "cancel", reason, wait)
+            if answer is not None:
+                return answer
+        return self._guard(cancel_run, self.store, doc.id, wait_s=wait, reason=reason).to_json()
 
     def pause(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         from iterion.engine.control import pause_run
@@ -483,8 +500,14 @@ class Service:
         doc = self.load(ref)
         self.check_version(doc, body.get("expected_version"))
         wait = self._wait(body)
-        return self._guard(pause_run, self.store, doc.id, wait_s=wait,
-                           reason=body.get("reason") or "paused by operator (iterion server)").to_json()
+        reason = body.get("reason") or "paused by operator (iterion server)"
+        if self.queue is not None:
+            from iterion.server.queued import control_remote
+
+            answer = control_remote(self, doc.id, "pause", reason, wait)
+            if answer is not None:
+                return answer
+        return self._guard(pause_run, self.store, doc.id, wait_s=wait, reason=reason).to_json()
 
     @staticmethod
     def _wait(body: dict[str, Any]) -> float:
@@ -522,6 +545,10 @@ class Service:
         doc = self.load(ref)
         self.check_version(doc, body.get("expected_version"))
         file = self.confine(body["file"], "file") if body.get("file") else None
+        if file is None and self.queue is not None:
+            from iterion.server.queued import recorded_source
+
+            file = recorded_source(self, doc)  # a repository run's clone is gone: its recorded files
         req = RewindRequest(run_id=doc.id, node=node, auto=auto, restore_scope=scope, file=file, dry_run=dry_run)
         result = self._guard(rewind_run, self.store, req)
         return dict(result.to_json())

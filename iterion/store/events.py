@@ -50,6 +50,11 @@ RUN_RETRY_SCHEDULED = "run_retry_scheduled"
 RUN_RETRY_SKIPPED = "run_retry_skipped"
 RUN_WORKSPACE_RESET = "run_workspace_reset"
 RUN_WORKSPACE_BANK_RESTORED = "run_workspace_bank_restored"
+# the queue runner (iterion/runner): a claim {delivery, kind, runner, attempt}, a delivery dropped
+# without executing {reason, kind, delivery}, and a run parked on the dead-letter stream
+RUN_DELIVERY_CLAIMED = "run_delivery_claimed"
+RUN_DELIVERY_DROPPED = "run_delivery_dropped"
+RUN_DLQ_PARKED = "run_dlq_parked"
 # a successful workspace push {ref, commit, remote, time}; a failed one {ref, remote, error, time}
 # (iterion/workspace_checkpoint.py reads the hint from them)
 RUN_WORKSPACE_CHECKPOINT = "run_workspace_checkpoint"

@@ -65,6 +65,8 @@ FORMATS: tuple[Format, ...] = (
     Format("interaction", "iterion.store.interactions:InteractionDoc", "<store>/runs/<run>/interactions/<id>.json"),
     Format("attachment", "iterion.store.attachments:AttachmentRecord", "<store>/runs/<run>/attachments/<name>.json"),
     Format("control_request", "iterion.engine.control:ControlRequest", "<store>/runs/<run>/control.json"),
+    # the run queue (iterion/queue): one message of the work-queue stream
+    Format("queue_delivery", "iterion.queue.delivery:Delivery", "JetStream stream <PREFIX>_QUEUE, one message"),
     Format("rewind_intent", "iterion.rewind.intent:RewindIntent", "<store>/runs/<run>/rewind-intent.json"),
     Format("rewind_undo", "iterion.rewind.undo:UndoRecord", "<store>/runs/<run>/rewind-undo.json"),
     # the claw agent (iterion/backends/claw)
