@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git, iterion_cmd
+from tests.conftest import git, start_cli
 from tests.natsserver import NatsServer
 
 # three nodes; each appends one line to a counter file outside the workspace (how many times it
@@ -111,10 +110,10 @@ def forge(tmp_path: Path) -> Path:
     return make_forge(tmp_path / "forge", {"three.bot": THREE, "outcomes.bot": OUTCOMES})
 
 
-def runner_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ITERION_STORE_DIR",)}
-    env.update({"ITERION_QUEUE_DELAY_SCALE": "0.01", "ITERION_RETRY_BACKOFF_S": "0", **extra})
-    return env
+def runner_env(**extra: str) -> dict[str, str | None]:
+    """For start_cli/run_cli: no ambient store, the table's delays scaled down, ``extra`` on top."""
+    return {"ITERION_STORE_DIR": None, "ITERION_QUEUE_DELAY_SCALE": "0.01", "ITERION_RETRY_BACKOFF_S": "0",
+            **extra}
 
 
 @dataclass
@@ -162,11 +161,11 @@ class Cluster:
         work = self.root / f"work-{name}"
         log = self.root / f"runner-{name}.log"
         with open(log, "wb") as err:
-            proc = subprocess.Popen(
-                iterion_cmd("runner", "--nats", self.nats.url, "--prefix", self.prefix, "--work-dir", str(work),
-                            "--name", name, "--ack-wait", str(ack_wait), "--lease-ttl", str(lease_ttl),
-                            "--max-deliver", str(max_deliver), "--grace", "5", *args),
-                cwd=self.root, env=runner_env(**(env or {})), stdout=subprocess.DEVNULL, stderr=err)
+            proc = start_cli("runner", "--nats", self.nats.url, "--prefix", self.prefix, "--work-dir", str(work),
+                             "--name", name, "--ack-wait", str(ack_wait), "--lease-ttl", str(lease_ttl),
+                             "--max-deliver", str(max_deliver), "--grace", "5", *args,
+                             cwd=self.root, env=runner_env(**(env or {})), stdout=subprocess.DEVNULL,
+                             stderr=err, text=False)
         r = RunnerProc(name, proc, log)
         self.runners.append(r)
         return r

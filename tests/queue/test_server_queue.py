@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from iterion.queue.delivery import Delivery, Kind
-from tests.conftest import iterion_cmd, make_checkout
+from tests.conftest import make_checkout, run_cli
 from tests.queue.conftest import Cluster, make_forge, runner_env, wait_for
 from tests.server.conftest import TOKEN, Server, start_server
 
@@ -56,7 +56,7 @@ def _status(c: httpx.Client, run_id: str) -> str:
 
 def _remote(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     env = runner_env(ITERION_SERVER=server.url, ITERION_SERVER_TOKEN=TOKEN)
-    return subprocess.run(iterion_cmd("remote", *args), env=env, capture_output=True, text=True, timeout=120)
+    return run_cli("remote", *args, env=env)
 
 
 def test_launch_by_repo_queue_listing_and_two_resumes_through_two_servers(cluster: Cluster, tmp_path: Path) -> None:

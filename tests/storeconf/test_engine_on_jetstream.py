@@ -1,5 +1,5 @@
 """The engine through ``Store(root, docs=JetStreamStore(...))``: a run pauses at a human gate,
-resumes, publishes an artifact, and every document it wrote is in JetStream, not under root."""
+resumes, the answer is published as an artifact, and every document it wrote is in JetStream, not under root."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ schema approval:
 
 tool prepare:
   command: "echo prepared"
-  publish: prep
 
 human approve:
   output: approval
+  publish: prep
   instructions: "Ship {{outputs.prepare.stdout}}?"
 
 tool ship:
@@ -56,10 +56,12 @@ def test_pause_and_resume_through_the_jetstream_backed_store(nats_server: NatsSe
         assert doc.status is RunStatus.PAUSED_WAITING_HUMAN
         cp = store2.load_checkpoint(r.run_id)
         assert cp is not None and cp.restart_node == "approve"
-        assert store2.artifacts(r.run_id).latest("prep") is not None
         r2 = resume_run(store2, r.run_id, ResumeOptions(watch=False, answers={"approved": "true", "note": "go"}))
         assert r2.status is RunStatus.FINISHED, r2.error
         assert (ws / "shipped.txt").read_text() == "go\n"
+        # the human node's published answer is an artifact in the object store, not under root
+        assert store2.artifacts(r.run_id).latest("prep") is not None
+        assert not (store2.run_dir(r.run_id) / "artifacts").exists()
         types = [e.type for e in store2.read_events(r.run_id)]
         assert types[0] == "run_started" and "run_paused" in types and types[-1] == "run_finished"
         assert [e.seq for e in store2.read_events(r.run_id)] == list(range(1, len(types) + 1))

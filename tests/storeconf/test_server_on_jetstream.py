@@ -4,19 +4,17 @@ HTTP; `iterion inspect --nats URL` (another process, another store directory) sh
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
 from pathlib import Path
 
-from tests.conftest import iterion_cmd
+from tests.conftest import run_cli
 from tests.natsserver import NatsServer
 from tests.server.conftest import demo_project, start_server, wait_status
 
 
-def _env(prefix: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ITERION_STORE_DIR", "ITERION_NATS_URL")}
-    return {**env, "ITERION_NATS_PREFIX": prefix}
+def _env(prefix: str) -> dict[str, str | None]:
+    """For run_cli: no ambient store, this test's bucket prefix."""
+    return {"ITERION_STORE_DIR": None, "ITERION_NATS_URL": None, "ITERION_NATS_PREFIX": prefix}
 
 
 def test_server_and_inspect_share_runs_through_jetstream(nats_server: NatsServer, tmp_path: Path) -> None:
@@ -52,9 +50,8 @@ def test_server_and_inspect_share_runs_through_jetstream(nats_server: NatsServer
     # another process, another directory, another (empty) store root: the same run, from JetStream
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    p = subprocess.run(iterion_cmd("inspect", "--nats", nats_server.url, "--store-dir", str(tmp_path / "other-root"),
-                                   "--run-id", run_id, "--events", "--all", "--json"),
-                       cwd=elsewhere, env=_env(prefix), capture_output=True, text=True, timeout=120)
+    p = run_cli("inspect", "--nats", nats_server.url, "--store-dir", str(tmp_path / "other-root"),
+                "--run-id", run_id, "--events", "--all", "--json", cwd=elsewhere, env=_env(prefix))
     assert p.returncode == 0, p.stderr
     detail = json.loads(p.stdout)
     assert detail["id"] == run_id and detail["status"] == "finished"
@@ -65,15 +62,12 @@ def test_server_and_inspect_share_runs_through_jetstream(nats_server: NatsServer
     assert [e["seq"] for e in detail["events"]] == list(range(1, len(types) + 1))
 
     # the run list through $ITERION_NATS_URL (no flag), and --nats off falls back to the files
-    listed = subprocess.run(iterion_cmd("inspect", "--store-dir", str(tmp_path / "other-root"), "--json"),
-                            cwd=elsewhere, env={**_env(prefix), "ITERION_NATS_URL": nats_server.url},
-                            capture_output=True, text=True, timeout=120)
+    listed = run_cli("inspect", "--store-dir", str(tmp_path / "other-root"), "--json",
+                     cwd=elsewhere, env={**_env(prefix), "ITERION_NATS_URL": nats_server.url})
     assert listed.returncode == 0, listed.stderr
     assert [(r["id"], r["status"]) for r in json.loads(listed.stdout)] == [(run_id, "finished")]
-    off = subprocess.run(iterion_cmd("inspect", "--nats", "off", "--store-dir", str(tmp_path / "other-root"),
-                                     "--json"),
-                         cwd=elsewhere, env={**_env(prefix), "ITERION_NATS_URL": nats_server.url},
-                         capture_output=True, text=True, timeout=120)
+    off = run_cli("inspect", "--nats", "off", "--store-dir", str(tmp_path / "other-root"), "--json",
+                  cwd=elsewhere, env={**_env(prefix), "ITERION_NATS_URL": nats_server.url})
     assert off.returncode == 0 and json.loads(off.stdout) == [], off.stderr
 
 
@@ -82,8 +76,7 @@ def test_a_bad_or_unreachable_nats_url_is_one_line_and_exit_2(tmp_path: Path) ->
 
     for url, says in (("http://127.0.0.1:4222", "not a NATS URL"), ("nats://127.0.0.1:99999", "not a NATS URL"),
                       (f"nats://127.0.0.1:{free_port()}", "cannot reach the run store")):
-        p = subprocess.run(iterion_cmd("inspect", "--nats", url, "--store-dir", str(tmp_path / "s")),
-                           cwd=tmp_path, env=_env("x"), capture_output=True, text=True, timeout=120)
+        p = run_cli("inspect", "--nats", url, "--store-dir", str(tmp_path / "s"), cwd=tmp_path, env=_env("x"))
         assert p.returncode == 2, (url, p.stdout, p.stderr)
         lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
         assert len(lines) == 1 and says in lines[0], (url, p.stderr)
