@@ -432,7 +432,7 @@ def launch_cmd(repo: str = typer.Option(..., "--repo", help="The repository the 
                server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
     """Queue a run bound to a repository on the server's queue and print its id.
 
-    Needs `iterion server --nats URL --queue` and at least one `iterion runner --nats URL`.
+    Needs `iterion server --nats URL` and at least one `iterion runner --nats URL`.
 
     Example: iterion remote runs launch --repo https://git.example.com/app.git --ref main --file flows/review.bot --var pr=42
     """

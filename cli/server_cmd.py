@@ -29,8 +29,8 @@ Examples:
   iterion server
   iterion server --port 0                 # a free port; the printed line names it
   ITERION_SERVER_TOKEN=$(cat ~/.iterion-token) iterion server --host 0.0.0.0 --port 8080
-  iterion server --nats nats://127.0.0.1:4222   # run documents and events in JetStream
-  iterion server --nats nats://127.0.0.1:4222 --queue   # runs execute on `iterion runner`s
+  iterion server --nats nats://127.0.0.1:4222   # runs in JetStream, executed by `iterion runner`s
+  iterion server --nats nats://127.0.0.1:4222 --no-queue   # shared store, runs execute here
 """
 
 
@@ -55,12 +55,14 @@ def server_cmd(
     project: Path | None = typer.Option(None, "--project", help="The directory requests may name files in (default: the git top level, else the current directory). Example: --project ."),
     max_body: int = typer.Option(1024 * 1024, "--max-body", min=1024, help="Largest request body in bytes. Example: --max-body 1048576"),
     nats: str | None = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP),
-    queue: bool = typer.Option(False, "--queue", help="Queue launches and resumes for `iterion runner` (on the --nats server) instead of executing them here. Example: --nats nats://127.0.0.1:4222 --queue"),
+    queue: bool | None = typer.Option(None, "--queue/--no-queue", help="Queue launches and resumes for `iterion runner` instead of executing them here (default: on with a --nats store, off with the files). Example: --nats nats://127.0.0.1:4222 --no-queue"),
 ) -> None:
     from iterion.server.auth import is_loopback, load_token
 
     store = open_store(store_dir, write=True, nats=nats)
     work_queue = None
+    if queue is None:
+        queue = store.shared  # the issue's rule: --nats selects the store and the queue together
     if queue:
         if not store.shared:
             raise CliError("--queue needs a shared run store: runners must see the runs it queues",

@@ -1,4 +1,4 @@
-"""The HTTP service with a queue configured (``iterion server --nats URL --queue``).
+"""The HTTP service with a queue configured (``iterion server --nats URL``).
 
 Launches and resumes are not executed by the server: they become deliveries on the work queue
 (``iterion.queue``) that an ``iterion runner`` claims. A launch creates the run at once, status
@@ -162,7 +162,7 @@ def queue_status(svc: Service) -> dict[str, Any]:
     from iterion.server.service import ApiError
 
     if svc.queue is None:
-        raise ApiError(404, "this server has no queue", hint="start it with `iterion server --nats URL --queue`",
+        raise ApiError(404, "this server has no queue", hint="start it with `iterion server --nats URL`",
                        exit_code=ErrorCode.BAD_INPUT)
     return dict(svc._guard(svc.queue.status))
 

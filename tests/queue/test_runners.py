@@ -32,7 +32,7 @@ def test_ten_runs_over_two_runners_each_node_executes_exactly_once(cluster: Clus
     from tests.conftest import make_checkout
     from tests.server.conftest import start_server
 
-    server = start_server(make_checkout(tmp_path / "project"), "--nats", cluster.nats.url, "--queue",
+    server = start_server(make_checkout(tmp_path / "project"), "--nats", cluster.nats.url,
                           env={"ITERION_NATS_PREFIX": cluster.prefix})
     a, b = cluster.runner("ra"), cluster.runner("rb")
     try:

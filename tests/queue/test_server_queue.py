@@ -1,4 +1,4 @@
-"""`iterion server --nats URL --queue` publishes deliveries; `iterion runner` executes them."""
+"""`iterion server --nats URL` publishes deliveries; `iterion runner` executes them."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ workflow gate:
 
 def _server(cluster: Cluster, name: str) -> Server:
     project = make_checkout(cluster.root / f"project-{name}")
-    return start_server(project, "--nats", cluster.nats.url, "--queue", env={"ITERION_NATS_PREFIX": cluster.prefix})
+    return start_server(project, "--nats", cluster.nats.url, env={"ITERION_NATS_PREFIX": cluster.prefix})
 
 
 def _events(c: httpx.Client, run_id: str, kind: str) -> list[dict[str, Any]]:

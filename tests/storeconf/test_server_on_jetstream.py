@@ -20,7 +20,7 @@ def _env(prefix: str) -> dict[str, str | None]:
 def test_server_and_inspect_share_runs_through_jetstream(nats_server: NatsServer, tmp_path: Path) -> None:
     prefix = "e2e" + uuid.uuid4().hex[:8]
     project = demo_project(tmp_path / "project")
-    server = start_server(project, "--nats", nats_server.url, env={"ITERION_NATS_PREFIX": prefix})
+    server = start_server(project, "--nats", nats_server.url, "--no-queue", env={"ITERION_NATS_PREFIX": prefix})
     try:
         c = server.client()
         r = c.post("/api/runs", json={"file": "demo/demo.bot"})
