@@ -71,6 +71,10 @@ class WorkQueue:
         self.url = url
         self.stream = f"{p.upper()}_QUEUE"
         self.dlq_stream = f"{p.upper()}_DLQ"
+        # the server's max-deliveries advisories, kept until a runner handles them: an advisory that
+        # fires while no runner listens would otherwise be lost and its run left `running` forever
+        self.exhausted_stream = f"{p.upper()}_EXHAUSTED"
+        self.exhausted_subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{CONSUMER}"
         self.subject = f"{p}.queue.runs"
         self.dlq_subject = f"{p}.dlq.runs"
         self.lease_bucket = f"{p}_leases"
@@ -104,7 +108,9 @@ class WorkQueue:
         js = self.bridge.js
         for cfg in (StreamConfig(name=self.stream, subjects=[self.subject], retention=RetentionPolicy.WORK_QUEUE,
                                  storage=storage, duplicate_window=DUPLICATE_WINDOW_S),
-                    StreamConfig(name=self.dlq_stream, subjects=[self.dlq_subject], storage=storage)):
+                    StreamConfig(name=self.dlq_stream, subjects=[self.dlq_subject], storage=storage),
+                    StreamConfig(name=self.exhausted_stream, subjects=[self.exhausted_subject],
+                                 retention=RetentionPolicy.WORK_QUEUE, storage=storage)):
             try:
                 await js.add_stream(cfg)
             except BadRequestError:  # exists with other settings: use it as it is
@@ -222,9 +228,12 @@ class WorkQueue:
 
     # -- deliveries that ran out of deliveries -----------------------------------------------------
     def listen_exhausted(self, on_seq: Callable[[int], None]) -> Any:
-        """Subscribe to the server's max-deliveries advisory of the consumer: a delivery whose last
-        permitted offer was never acknowledged (its runner died on it). ``on_seq(stream_seq)`` is
-        called on the bridge's loop: hand the work to a thread."""
+        """Consume the server's max-deliveries advisories of the consumer: a delivery whose last
+        permitted offer was never acknowledged (its runner died on it). The advisories are kept in
+        their own work-queue stream and shared by the runners as one deliver group, so one that fired
+        while no runner was up is handled by the next runner to start. ``on_seq(stream_seq)`` is
+        called on the bridge's loop: hand the work to a thread (handling it twice is harmless: the
+        queue message's deletion decides who parks it)."""
         async def handler(msg: Any) -> None:
             try:
                 seq = int(json.loads(msg.data).get("stream_seq") or 0)
@@ -233,10 +242,11 @@ class WorkQueue:
             if seq:
                 on_seq(seq)
 
-        subject = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{self.stream}.{CONSUMER}"
+        group = f"{CONSUMER}_exhausted"
 
         async def go() -> Any:
-            return await self.bridge.nc.subscribe(subject, cb=handler)
+            return await self.bridge.js.subscribe(self.exhausted_subject, queue=group, durable=group,
+                                                  stream=self.exhausted_stream, cb=handler)
 
         return self.bridge.call(go())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -169,4 +170,23 @@ def test_a_runner_dying_on_the_last_delivery_gets_the_run_dead_lettered(cluster:
     status = queue.status()
     assert status["deliveries"] == [] and [d["run_id"] for d in status["dead_letters"]] == [run_id]
     assert f"dead-letter run {run_id}" in other.text()
+    assert counts(tmp_path / "c") == {"a": 1, "b": 1}  # nothing executed it again
+
+
+def test_an_exhausted_delivery_with_no_runner_listening_is_dead_lettered_by_the_next_runner(
+        cluster: Cluster, forge: Path, tmp_path: Path) -> None:
+    store, queue = cluster.store(), cluster.queue(max_deliver=1)  # created first: one delivery only
+    victim = cluster.runner("victim")
+    run_id = _launch(cluster, store, queue, forge, tmp_path / "c", pause_s="60")
+    wait_for(lambda: (tmp_path / "c" / "b.count").exists(), "node b to start")
+    victim.stop(signal.SIGKILL)
+    # the last delivery's ack wait runs out while no runner is up: the server's advisory is kept
+    time.sleep(queue.ack_wait_s + 3)
+    assert store.load_run(run_id).failure_code != "DLQ_PARKED"
+    late = cluster.runner("late")
+    wait_for(lambda: store.load_run(run_id).failure_code == "DLQ_PARKED", "the late runner to park it",
+             timeout=60)
+    assert _events(store, run_id, "run_dlq_parked")
+    assert [d["run_id"] for d in queue.status()["dead_letters"]] == [run_id]
+    assert f"dead-letter run {run_id}" in late.text()
     assert counts(tmp_path / "c") == {"a": 1, "b": 1}  # nothing executed it again
