@@ -272,18 +272,18 @@ class Runner:
                 if c.attempt < self.queue.max_deliver:
                     self._dispose(c, d, Disposition(Verb.NAK, "clone_failed", delay_s=policy.retry_delay()),
                                   detail=exc.message)
-                else:
+                else:  # the document is final before the decision is logged and the delivery parked
+                    self._fail_queued(store, d.run_id, exc.message or str(exc))
                     self._dispose(c, d, Disposition(Verb.PARK, "clone_failed", event=ev.RUN_DLQ_PARKED, payload={
                         "deliveries": c.attempt, "max_deliver": self.queue.max_deliver, "error": exc.message}),
                         store=store, detail=exc.message, error=exc.message)
-                    self._fail_queued(store, d.run_id, exc.message or str(exc))
                 return
             except UserError as exc:  # refused before executing (a changed source, a bad var, a clone)
+                self._fail_queued(store, d.run_id, exc.message or str(exc))  # final before the ack
                 self._dispose(c, d, Disposition(Verb.ACK, "refused", event=ev.RUN_DELIVERY_DROPPED, payload={
                     "reason": "refused", "kind": d.kind.value, "delivery": d.msg_id,
                     "message": exc.message or str(exc), "hint": exc.hint}), store=store,
                     detail=exc.message or str(exc))
-                self._fail_queued(store, d.run_id, exc.message or str(exc))
                 return
             shutdown = self.stopping.is_set() and token.cancelled
             disp = policy.after_run(self.store, result, attempt=c.attempt, max_deliver=self.queue.max_deliver,
