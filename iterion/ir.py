@@ -121,13 +121,13 @@ class Node:
     max_tokens: int | None = None
     reasoning_effort: str | None = None
     readonly: bool = False
-    # as written: `${...}` in these expands when the node runs (dsl.md §1.7)
+    # as written: `${...}` in these expands when the node runs (docs/language.md §1)
     provider: str | None = None  # credential routing hint
     interaction_model: str | None = None  # the model answering in llm interaction modes
     interaction_prompt: str | None = None  # resolved prompt text guiding llm_or_human, if declared
     interaction_prompt_ref: str | None = None
     # `cursors:` settings (cursor name -> value; "enabled" -> bool); the fragments they select
-    # are appended to the system prompt under "## Calibration" (dsl.md §2.10)
+    # are appended to the system prompt under "## Calibration" (docs/language.md §2)
     cursors: dict[str, Any] = field(default_factory=dict)
     # router
     mode: RouterMode | None = None

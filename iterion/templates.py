@@ -249,7 +249,7 @@ def render(text: str, scope: Mapping[str, Any], mode: RenderMode = "text") -> st
             try:
                 value = resolve_reference(ref, scope, error)
             except TemplateRenderError:
-                # names nothing yet (a node not run, a missing field): dsl.md 5.2 "stays in the text
+                # names nothing yet (a node not run, a missing field): docs/language.md §5 "stays in the text
                 # as written", `loop.N.previous_output...` "renders empty on the first round"; 5.3
                 # a missing value "leaves the {{...}} marker in place" in a command, `null` in a script
                 if mode in ("text", "with"):

@@ -43,7 +43,7 @@ class BackendRequest:
     workspace_dir: str | None = None  # cwd for CLI-agent backends
     run_id: str | None = None
     timeout_s: float | None = None
-    provider: str | None = None  # `provider:` (claw: which wire format; dsl.md 2.4)
+    provider: str | None = None  # `provider:` (claw: which wire format; docs/language.md §2)
     tool_max_steps: int | None = None
     # claw: what the engine lends the in-process agent (events, budget, shell, policy, MCP,
     # conversation store, resume answers): an ``iterion.backends.claw.host.AgentHost``

@@ -34,7 +34,7 @@ class Ident:
 class ListValue:
     items: tuple[Value, ...]
     span: Span
-    trailing_comma: bool = False  # `[a, b,]`: allowed in some lists only (dsl.md §1.6)
+    trailing_comma: bool = False  # `[a, b,]`: allowed in some lists only (docs/language.md §1)
 
 
 @dataclass(frozen=True, slots=True)

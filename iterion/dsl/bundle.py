@@ -42,7 +42,7 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str | None = None
     version: str | None = None
-    schema_version: int | None = None  # 1 (the default); others are refused (dsl.md 6)
+    schema_version: int | None = None  # 1 (the default); others are refused (docs/language.md §6)
     requires: Requires = Requires()
 
 
@@ -134,7 +134,7 @@ def load_bundle(tree: SourceTree, root: Path) -> tuple[BundleContents, list[Diag
 def _markdown_files(tree: SourceTree, folder: Path, what: str, diags: list[Diagnostic]) -> Iterator[tuple[Path, str]]:
     """The ``*.md`` files of a bundle folder with their text; an unreadable one is reported (L001)."""
     for p in tree.listdir(folder):
-        if p.suffix.lower() != ".md":  # "prompts/*.md (any case ...)" (dsl.md 6)
+        if p.suffix.lower() != ".md":  # "prompts/*.md (any case ...)" (docs/language.md §6)
             continue
         try:
             text = tree.read_text(p)

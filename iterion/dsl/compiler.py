@@ -529,8 +529,8 @@ class Compiler:
             if isinstance(v, ast.Literal) and isinstance(v.value, str) and "$" in v.value:
                 node.reasoning_effort = v.value  # expanded when the node runs; not checked (docs/language.md 1.7)
             else:
-                # "quoted values without `$` checked by C027" (dsl.md 2.4); an unquoted one is the
-                # original's E020, an invalid enumerated value (C103, dsl.md 7)
+                # "quoted values without `$` checked by C027" (docs/language.md §2); an unquoted one is the
+                # original's E020, an invalid enumerated value (C103, docs/language.md §7)
                 quoted = isinstance(v, ast.Literal) and isinstance(v.value, str)
                 node.reasoning_effort = self.choice(p, owner, REASONING_EFFORTS, code="C027" if quoted else "C103",
                                                     quoted_ok=True)
@@ -712,7 +712,7 @@ class Compiler:
                 if secs is None and not isinstance(text, str):
                     self.err("C100", v.span, f"max_duration in {where} must be a quoted duration like \"30m\" or \"1h30m\"")
                 elif secs is None or secs <= 0:
-                    # "unreadable: no limit (as observed)" (dsl.md 2.13): a C1xx fault the original
+                    # "unreadable: no limit (as observed)" (docs/language.md §2): a C1xx fault the original
                     # accepts is only a warning (7)
                     self.sink.add("C103", v.span, f"max_duration {text!r} in {where} is not a duration, so the run "
                                   "has no time limit", 'write it like "30m" or "1h30m"', severity=Severity.WARNING)

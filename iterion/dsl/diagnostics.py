@@ -40,7 +40,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "L004": (Severity.ERROR, "bad bundle (manifest, layout or archive)"),
     "L005": (Severity.ERROR, "unsafe path (a .botz member, or an import outside the project)"),
     FailureCode.BOT_REQUIRES_NEWER_ENGINE.value: (Severity.ERROR, "the bundle needs a newer iterion"),
-    # compile / validate: the table of dsl.md section 7 (C045 reserved; C107, C108, C109 retired)
+    # compile / validate: the table of docs/language.md section 7 (C045 reserved; C107, C108, C109 retired)
     "C001": (Severity.ERROR, 'edge names an undeclared node'),
     "C002": (Severity.ERROR, 'unknown schema'),
     "C003": (Severity.ERROR, 'unknown prompt'),

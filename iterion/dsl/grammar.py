@@ -10,15 +10,15 @@ import difflib
 
 NODE_KINDS = ("agent", "judge", "router", "human", "tool", "compute", "fail")
 
-# Declarations accepted and kept without being executed (dsl.md: "may parse and keep").
+# Declarations accepted and kept without being executed (docs/language.md: "may parse and keep").
 NAMED_EXTENSIONS = ("mcp_server", "cursor")
 BLOCK_EXTENSIONS = ("sandbox", "compaction", "tool_policy", "capabilities", "mcp", "memory")
-# Kept like BLOCK_EXTENSIONS, but only as a workflow setting (resume-and-rewind.md lists
-# `permission:` among the workflow-scope settings). `memory:` is an agent/judge block only
-# (dsl.md 2.9), so a workflow `memory:` is an unknown property like in the original.
+# Kept like BLOCK_EXTENSIONS, but only as a workflow setting (`permission:` is a workflow-scope
+# setting a resume can override). `memory:` is an agent/judge block only
+# (docs/language.md §2), so a workflow `memory:` is an unknown property like in the original.
 WORKFLOW_EXTENSIONS = (*(b for b in BLOCK_EXTENSIONS if b != "memory"), "permission")
 
-# dsl.md 2.1: the top level holds vars/presets/attachments, the named declarations, import and
+# docs/language.md §2: the top level holds vars/presets/attachments, the named declarations, import and
 # the workflow; anything else (a top-level `sandbox:` too) is an unknown keyword (P006).
 TOP_LEVEL_KEYWORDS = (
     "vars", "presets", "attachments", "prompt", "schema", *NODE_KINDS, "import", "workflow",
@@ -37,11 +37,11 @@ _LLM = ("model", "backend", "provider", "input", "output", "system", "user", "pu
 NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
     "agent": _LLM + BLOCK_EXTENSIONS,
     "judge": _LLM + BLOCK_EXTENSIONS,
-    # a router takes no await, input or output, a human no backend: unknown properties (dsl.md §2.5, §2.6)
+    # a router takes no await, input or output, a human no backend: unknown properties (docs/language.md §2, §2.6)
     "router": ("mode", "model", "backend", "provider", "system", "user", "multi", "reasoning_effort"),
     "human": ("input", "output", "instructions", "interaction", "interaction_prompt", "interaction_model",
               "min_answers", "model", "system", "publish", "await"),
-    # a tool takes no publish (dsl.md 2.7) and of the shared blocks only sandbox (2.9); a compute
+    # a tool takes no publish (docs/language.md §2) and of the shared blocks only sandbox (2.9); a compute
     # only input/output/await/expr (2.8)
     "tool": ("command", "script", "language", "input", "output", "await", "sandbox"),
     "compute": ("input", "output", "expr", "await"),
@@ -61,7 +61,7 @@ REASONING_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 INTERACTIONS = ("none", "human", "llm", "llm_or_human")
 AWAIT_MODES = ("wait_all", "best_effort")
 ROUTER_MODES = ("fan_out_all", "condition", "round_robin", "llm")
-# script `language:` -> the interpreter it runs with (dsl.md §2.7); absent: sh
+# script `language:` -> the interpreter it runs with (docs/language.md §2); absent: sh
 LANGUAGES = ("sh", "bash", "js", "node", "py", "python", "python3")
 LANGUAGE_INTERPRETERS = {"sh": "sh", "bash": "bash", "js": "node", "node": "node", "py": "python3",
                          "python": "python3", "python3": "python3"}
@@ -78,7 +78,7 @@ def suggest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
     return None
 
 
-# Names the original reads as keywords (dsl.md §1.3): a prompt named by one is not recognised
+# Names the original reads as keywords (docs/language.md §1): a prompt named by one is not recognised
 # (its body fails to parse), and a node named like a workflow-body keyword cannot start an edge.
 WORKFLOW_BODY_KEYWORDS = (*WORKFLOW_PROPERTIES, "vars")
 KEYWORDS = frozenset((*TOP_LEVEL_KEYWORDS, *WORKFLOW_BODY_KEYWORDS, *(p for props in NODE_PROPERTIES.values() for p in props),

@@ -238,7 +238,7 @@ class _Scanner:
             raise _LineError(make("P008", self.span(lineno, col), f"malformed number '{src}{text[end]}'",
                                   'quote it if it is a string, e.g. "30m"'))
         value: int | float = float(src) if "." in src else int(src)
-        if value > _MAX_INT or value == float("inf"):  # dsl.md 1.6 "out of range: invalid value" (int64)
+        if value > _MAX_INT or value == float("inf"):  # docs/language.md §1 "out of range: invalid value" (int64)
             raise _LineError(make("P008", self.span(lineno, col), f"number {src} is out of range",
                                   f"the largest number is {_MAX_INT}"))
         return Token(FLOAT if "." in src else INT, value, lineno, col, src)
@@ -353,7 +353,7 @@ def block_scalar(phys: list[str], idx: int, file: str) -> tuple[RawText, int]:
             out.append("")
             j += 1
             continue
-        # a tab may indent a block scalar (dsl.md 1.2): it counts as one column, as a space does,
+        # a tab may indent a block scalar (docs/language.md §1): it counts as one column, as a space does,
         # so tab-indented content ends at the next line indented less, not at the end of the file
         lead = len(ln) - len(ln.lstrip(" \t"))
         if ind is None:

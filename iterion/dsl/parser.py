@@ -43,7 +43,7 @@ def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
     and its tokens are then dropped; only the syntax tree grows with the file.
     """
     if len(text) > MAX_SOURCE_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
-        # dsl.md 1.1 "at most 10 MiB"; §7 "size or nesting limit → P008"
+        # docs/language.md §1 "at most 10 MiB"; §7 "size or nesting limit → P008"
         return ast.File(file, (), Span(file, 1, 1)), [make(
             "P008", Span(file, 1, 1), f"{file} is larger than the 10 MiB a workflow source may hold",
             "split it: import \"lib/part.bot\" adds another file's declarations")]
@@ -209,7 +209,7 @@ class _Parser:
         pos = self.expect_punct(line, pos, ":", f"'{keyword}{' ' + name if name else ''}'")
         self.expect_end(line, pos, f"'{keyword}{' ' + name if name else ''}:'")
         if name in TERMINAL_NAMES and keyword in ("prompt", "schema", "cursor") and name_span is not None:
-            # dsl.md 7: a prompt, schema or cursor named done/fail is the original's E011, like a node
+            # docs/language.md §7: a prompt, schema or cursor named done/fail is the original's E011, like a node
             raise self.err("C042", name_span, f"a {keyword} cannot be named '{name}': it is a built-in terminal",
                            f"rename it, e.g. {keyword} {name}_{keyword}:")
         return name, name_span
@@ -270,7 +270,7 @@ class _Parser:
                 if pos < len(toks) and toks[pos].is_punct("}"):
                     continue
                 if pos < len(toks) and toks[pos].line > toks[pos - 1].line:
-                    continue  # "separated by commas and/or newlines" (dsl.md 3.1)
+                    continue  # "separated by commas and/or newlines" (docs/language.md §3)
                 raise self._expected(line, pos, "',' or '}' in the map")
         raise self.err("P008", sp, f"expected a value, found {_describe(t)}")
 
@@ -483,7 +483,7 @@ class _Parser:
                                    f"unknown statement in {owner}: expected a property 'name: value' or an edge 'a -> b'",
                                    suggest(str(toks[0].value), (*WORKFLOW_PROPERTIES, "vars")))
                 elif toks[0].kind == IDENT and str(toks[0].value) not in (*WORKFLOW_PROPERTIES, "vars"):
-                    # dsl.md 7: an unknown keyword in the workflow body is P006 (P007 is for the
+                    # docs/language.md §7: an unknown keyword in the workflow body is P006 (P007 is for the
                     # properties of nodes and of the blocks nested in them)
                     raise self.err("P006", _tok_span(self.file, toks[0]),
                                    f"unknown keyword {toks[0].value!r} in {owner}",
@@ -537,7 +537,7 @@ class _Parser:
                 dup = t.kind == IDENT and str(t.value) in ("when", "as", "with")
                 raise self.err("P008", sp, f"{'duplicate' if dup else 'unexpected'} {_describe(t)} in edge",
                                "an edge is: SRC -> DST [when COND] [as LOOP(N)] [with { key: \"template\" }]")
-        # "a clause on the next line" is a missing or wrong token, P008 (dsl.md 7)
+        # "a clause on the next line" is a missing or wrong token, P008 (docs/language.md §7)
         self.no_children(line, "an edge", "P008", "an edge is one line: write its when/as/with clauses after "
                          "the target (only a with { } map may continue on the following lines)")
         return ast.EdgeDecl(ast.Ident(str(src_t.value), _tok_span(self.file, src_t)),

@@ -36,7 +36,7 @@ class _Checker:
             try:
                 got = template_references(loc.text)
             except TemplateSyntaxError as exc:
-                if not exc.include:  # an include that cannot be expanded is the compiler's L003 (dsl.md 6)
+                if not exc.include:  # an include that cannot be expanded is the compiler's L003 (docs/language.md §6)
                     self.sink.add("C004", loc.span_at(exc.offset), exc.message,
                                   "a template reference looks like {{vars.NAME}} or {{outputs.NODE.FIELD}}")
                 got = []
@@ -45,7 +45,7 @@ class _Checker:
 
     def expression(self, loc: Located, what: str) -> list[Reference]:
         try:
-            # bare names (fields of the implicit input) are not checked (dsl.md §3.1)
+            # bare names (fields of the implicit input) are not checked (docs/language.md §3)
             return [r for r in expr_references(parse_expr(loc.text)) if not r.implicit]
         except ExprSyntaxError as exc:
             self.sink.add("C040", loc.span_at(exc.offset), f"{what} does not parse: {exc.message}",
@@ -137,7 +137,7 @@ class _Checker:
                                   suggest(f, tuple(x.name for x in node.output_schema.fields)))
             elif node.kind is NodeKind.TOOL:
                 # schemaless: a JSON object on stdout is the output, else {result, stdout, stderr,
-                # exit_code} (dsl.md §2.7): another field cannot be checked (C032, a warning)
+                # exit_code} (docs/language.md §2): another field cannot be checked (C032, a warning)
                 if f not in _TOOL_OUTPUT:
                     self.sink.add("C032", span, f"'outputs.{name}.{f}': tool '{name}' has no output schema, so '{f}' "
                                   "cannot be checked (its text output is {result, stdout, stderr, exit_code})",
@@ -177,7 +177,7 @@ def check_references(wf: Workflow, g: Graph, sources: Sources, sink: Sink) -> No
         for key, loc in items:
             refs = c.template(loc)  # malformed: C004, loop bounds included
             if key == "loop bound":
-                continue  # a bound's references are resolved at run time, unchecked (dsl.md 3.5, 5.1)
+                continue  # a bound's references are resolved at run time, unchecked (docs/language.md §3, 5.1)
             for ref in refs:
                 c.check(ref, loc, edge.src, via_edge=True)
     for idx, loc in sources.edge_exprs.items():

@@ -92,7 +92,7 @@ def _check_when_field(wf: Workflow, node_id: str, e: Edge, sink: Sink) -> None:
         if schema is None:
             return  # a condition router routes on its input; without a schema nothing is known
     if schema is None:
-        return  # "If SRC has an output schema, FIELD must exist (C014) and be bool (C013)" (dsl.md 3.1)
+        return  # "If SRC has an output schema, FIELD must exist (C014) and be bool (C013)" (docs/language.md §3)
     f = schema.field(name)
     if f is None:
         sink.add("C014", e.span, f"'when {name}': '{name}' is not a field of schema '{schema.name}' (output of '{node_id}')",

@@ -134,7 +134,7 @@ def select_edge(wf: Workflow, node: str, output: Mapping[str, Any], scope: Mappi
     fallback: Edge | None = None
     for edge in candidates:
         if edge.unconditional:
-            # "else the first non-conditional edge not skipped" (dsl.md 3.3): an exhausted loop edge
+            # "else the first non-conditional edge not skipped" (docs/language.md §3): an exhausted loop edge
             # is skipped, so `polish -> polish as passes(3)` then `polish -> done` falls through
             if fallback is None:
                 if loop_exhausted(edge, state, scope):

@@ -69,7 +69,7 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
     """Defaults < preset < ``--var`` values, each coerced to its var's type (docs/language.md 2). A value
     that does not coerce is kept as written and described in ``warnings`` ("a failed coercion
     keeps the raw value with a warning"); a json var that is not JSON is that text."""
-    # string defaults and --var values are env-expanded at run start ($N, ${N}; dsl.md 1.7)
+    # string defaults and --var values are env-expanded at run start ($N, ${N}; docs/language.md §1)
     values: dict[str, Any] = {n: expand_launch(v.default, os.environ) if isinstance(v.default, str) else v.default
                               for n, v in wf.vars.items() if v.has_default}
     if preset is not None:

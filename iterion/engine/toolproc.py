@@ -31,7 +31,7 @@ from iterion.engine.procgroup import ChildrenLeft, child_grace_s, settle_group
 _INTERPRETERS: dict[str, list[str]] = {
     "sh": ["sh"],
     "bash": ["bash"],
-    # dsl.md 2.7: `py`/`python`/`python3` run with python3 (the one on PATH, where the author's
+    # docs/language.md §2: `py`/`python`/`python3` run with python3 (the one on PATH, where the author's
     # packages are; this process's interpreter only when there is none)
     "python": [shutil.which("python3") or sys.executable],
     "node": ["node"],
@@ -123,7 +123,7 @@ def _read_all(fh: IO[bytes]) -> bytes:
 
 def run_command(command: str, *, cwd: Path, env: dict[str, str], token: CancelToken,
                 check: Callable[[], None] | None = None) -> ProcResult:
-    # dsl.md 2.7: "A command runs as `bash -c`" (bashisms such as [[ ]] or pipefail work); /bin/sh
+    # docs/language.md §2: "A command runs as `bash -c`" (bashisms such as [[ ]] or pipefail work); /bin/sh
     # only on a host without bash
     shell = shutil.which("bash") or "/bin/sh"
     return run_process([shell, "-c", command], cwd=cwd, env=env, token=token, check=check)

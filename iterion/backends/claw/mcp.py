@@ -29,7 +29,7 @@ CALL_TIMEOUT_S = float(os.environ.get("ITERION_MCP_CALL_TIMEOUT", "300"))
 
 
 def _expand(value: Any) -> str:
-    return os.path.expandvars(str(value))  # dsl.md 1.7: $N and ${N}, no defaults
+    return os.path.expandvars(str(value))  # docs/language.md §1: $N and ${N}, no defaults
 
 
 class McpPool:

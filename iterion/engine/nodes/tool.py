@@ -61,7 +61,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         data = None
     if node.output_schema is None:
         if isinstance(data, dict):
-            return NodeResult(data)  # stdout that is one JSON object is the output (dsl.md §2.7)
+            return NodeResult(data)  # stdout that is one JSON object is the output (docs/language.md §2)
         # text: `result` (the original's), plus stdout/stderr/exit_code (this project's, §9)
         return NodeResult({"result": text, "stdout": result.stdout, "stderr": result.stderr,
                            "exit_code": result.exit_code})
