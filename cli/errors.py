@@ -12,6 +12,7 @@ from cli.exit_codes import ExitCode, cli_exit_code
 from cli.output import echo_err
 from persist import UserError
 from persist.oserror import environment_error
+from persist.text import one_line
 
 # The exit-code table lives in cli/exit_codes.py. A problem the command found (an invalid
 # workflow, a refused operation) is a refusal: ExitCode.REFUSED like bad input; 1 means a run failed.
@@ -23,11 +24,6 @@ class CliError(UserError):
 
 def fail(message: str, *, hint: str | None = None, exit_code: int = ExitCode.REFUSED) -> NoReturn:
     raise CliError(message, hint=hint, exit_code=exit_code)
-
-
-def _one_line(text: str) -> str:
-    """A message stays one line whatever text it quotes (a run id with a newline, a path)."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 # a command named in a lower layer's message or hint: "`iterion resume ...`" or a hint that is
@@ -52,9 +48,9 @@ def report(exc: BaseException) -> int:
     # refusal, never a bug, so one line and a hint instead of a traceback.
     exc = environment_error(exc) or exc  # a full/read-only disk, a permission: one line, exit 2
     if isinstance(exc, UserError):
-        echo_err(f"error: {_one_line(spelled(str(exc.message or exc)))}")
+        echo_err(f"error: {one_line(spelled(str(exc.message or exc)))}")
         if exc.hint:
-            echo_err(f"hint: {_one_line(spelled(exc.hint))}")
+            echo_err(f"hint: {one_line(spelled(exc.hint))}")
         return cli_exit_code(exc.exit_code)
     echo_err(f"internal error: {type(exc).__name__}: {exc}")
     echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")

@@ -10,6 +10,7 @@ from cli.errors import CliError
 from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
 from iterion.dsl import CompileResult, Severity, load_workflow
+from persist.text import one_line
 
 
 def _counts(result: CompileResult) -> tuple[int, int]:
@@ -42,7 +43,7 @@ def validate(
                 echo(d.format())
             errors, warnings = _counts(r)
             status = "ok" if r.ok else "invalid"
-            echo_err(f"{f}: {status} ({errors} error(s), {warnings} warning(s))")
+            echo_err(f"{one_line(str(f))}: {status} ({errors} error(s), {warnings} warning(s))")
     if failed:
         raise typer.Exit(ExitCode.REFUSED)
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from persist.text import one_line
+
 DONE = "done"
 FAIL = "fail"
 TERMINALS = frozenset({DONE, FAIL})
@@ -25,7 +27,7 @@ class Span:
     column: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+        return f"{one_line(self.file)}:{self.line}:{self.column}"  # one line whatever the file name
 
 
 class NodeKind(StrEnum):

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
+from persist.text import one_line
 
 
 class Severity(StrEnum):
@@ -129,8 +130,9 @@ class Diagnostic:
 
     def format(self) -> str:
         """``file:line:col: CODE severity: message`` then, if any, an indented ``hint:`` line."""
-        head = f"{self.span}: {self.code} {self.severity.value}: {self.message}"
-        return head if not self.hint else f"{head}\n  hint: {self.hint}"
+        # one line each, whatever names or text the message quotes (a file name with a newline)
+        head = f"{self.span}: {self.code} {self.severity.value}: {one_line(self.message)}"
+        return head if not self.hint else f"{head}\n  hint: {one_line(self.hint)}"
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -15,6 +15,7 @@ from collections.abc import Collection
 
 from gitrefs.ids import validate_id
 from iterion.store.errors import StoreError
+from persist.text import one_line
 
 _ADJECTIVES = (
     "amber", "brave", "calm", "clever", "crisp", "dapper", "eager", "fancy", "gentle", "glad",
@@ -82,7 +83,7 @@ _SHOWN_CHARS = 64
 
 def display_ref(ref: str, limit: int = _SHOWN_CHARS) -> str:
     """``ref`` made safe for a one-line message: control characters escaped, long text cut."""
-    escaped = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in ref)
+    escaped = one_line(ref)
     if len(escaped) <= limit:
         return escaped
     return f"{escaped[:limit]}... ({len(ref)} characters)"
