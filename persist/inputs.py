@@ -31,6 +31,13 @@ class Limit:
     kind: str          # what the limit is for, as messages name it ("an answers file")
     env: str
     default: int
+    # The fix to suggest when the default (not a user's own setting) refused a file; None: raise it.
+    over_default_hint: str | None = None
+
+    def hint(self) -> str:
+        if self.over_default_hint is not None and self.env not in os.environ:
+            return self.over_default_hint
+        return f"set {self.env} (bytes) to raise the limit if this file is really meant"
 
     def bytes(self) -> int:
         raw = os.environ.get(self.env, "").strip()
@@ -40,7 +47,11 @@ class Limit:
 
 
 # Workflow sources, import fragments, include files, bundle members, script-backend files.
-SOURCE_LIMIT = Limit("a workflow source", "ITERION_MAX_SOURCE_BYTES", 16 * MiB)
+# Its default is above the language's own 10 MiB (docs/language.md §1), which the parser
+# enforces as P008: past the default, the fix is the language's, not raising this guard.
+SOURCE_LIMIT = Limit("a workflow source", "ITERION_MAX_SOURCE_BYTES", 16 * MiB,
+                     "a workflow source may hold at most 10 MiB: split it, "
+                     "import \"lib/part.bot\" adds another file's declarations")
 # A packed bundle (.botz): its skills and attachments may be binary; unpacked it is capped
 # separately (iterion.dsl.sources.MAX_ARCHIVE_BYTES).
 ARCHIVE_LIMIT = Limit("a .botz archive", "ITERION_MAX_ARCHIVE_BYTES", 64 * MiB)
@@ -51,10 +62,12 @@ ANSWERS_LIMIT = Limit("an answers file", "ITERION_MAX_ANSWERS_BYTES", 4 * MiB)
 class InputFileError(UserError):
     """A named input file that is not a regular file, or is too big (exit 2, one line)."""
 
-    def __init__(self, message: str, *, path: str, reason: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str, reason: str, hint: str | None = None,
+                 over: Limit | None = None) -> None:
         super().__init__(message, hint=hint)
         self.path = path
         self.reason = reason  # the message without the "<what> <path>" prefix (for diagnostics)
+        self.over = over  # the limit the file is over (None: refused for its type or a read error)
 
 
 def file_kind(mode: int) -> str | None:
@@ -79,8 +92,8 @@ def _size(n: int) -> str:
     return f"{n / MiB:.1f} MiB ({n} bytes)" if n >= MiB else f"{n} bytes"
 
 
-def _refuse(what: str, path: Path, reason: str, hint: str | None) -> InputFileError:
-    return InputFileError(f"{what} {path} {reason}", path=str(path), reason=reason, hint=hint)
+def _refuse(what: str, path: Path, reason: str, hint: str | None, over: Limit | None = None) -> InputFileError:
+    return InputFileError(f"{what} {path} {reason}", path=str(path), reason=reason, hint=hint, over=over)
 
 
 def _check_mode(what: str, path: Path, mode: int) -> None:
@@ -94,7 +107,7 @@ def _check_size(what: str, path: Path, size: int, limit: Limit) -> None:
     cap = limit.bytes()
     if size > cap:
         raise _refuse(what, path, f"is {_size(size)}, over the {_size(cap)} limit for {limit.kind} ({limit.env})",
-                      f"set {limit.env} (bytes) to raise the limit if this file is really meant")
+                      limit.hint(), limit)
 
 
 def check_regular_file(path: str | os.PathLike[str], what: str, limit: Limit) -> None:

@@ -25,7 +25,7 @@ from iterion.dsl import ast
 from iterion.dsl.blocks import check_blocks
 from iterion.dsl.compiler import Compiler
 from iterion.dsl.diagnostics import Severity, Sink, sort_key
-from iterion.dsl.parser import parse
+from iterion.dsl.parser import parse, too_large
 from iterion.dsl.sources import (
     MAIN,
     MANIFEST,
@@ -41,7 +41,7 @@ from iterion.dsl.validate import validate
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
 from iterion.templates import relative_target
-from persist.inputs import InputFileError
+from persist.inputs import SOURCE_LIMIT, InputFileError
 
 BOTZ_SUFFIX = ".botz"
 
@@ -213,7 +213,12 @@ class _Loader:
                               "else the main file's directory)")
                 return
             except InputFileError as exc:
-                self.sink.add("L001", where, f"cannot read {key}: {exc.reason}", exc.hint)
+                if exc.over is SOURCE_LIMIT and SOURCE_LIMIT.env not in os.environ:
+                    # Over the reader's default cap means over the language's 10 MiB: the
+                    # language's code and fix, not a hint to raise a memory guard.
+                    self.sink.extend([too_large(key, where)])
+                else:
+                    self.sink.add("L001", where, f"cannot read {key}: {exc.reason}", exc.hint)
                 return
             except UnicodeDecodeError:
                 self.sink.add("P010", where, f"{key} is not UTF-8 text")

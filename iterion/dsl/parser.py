@@ -36,6 +36,13 @@ class _Error(Exception):
         self.diag = diag
 
 
+def too_large(file: str, where: Span) -> Diagnostic:
+    """The language's size limit (docs/language.md §1 "at most 10 MiB"; §7 "size or nesting
+    limit → P008"), whether the parser sees the text or the reader refuses it unread."""
+    return make("P008", where, f"{file} is larger than the 10 MiB a workflow source may hold",
+                "split it: import \"lib/part.bot\" adds another file's declarations")
+
+
 def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
     """The file's syntax tree and its diagnostics (lexer's, then indentation's, then parser's).
 
@@ -43,10 +50,7 @@ def parse(text: str, file: str) -> tuple[ast.File, list[Diagnostic]]:
     and its tokens are then dropped; only the syntax tree grows with the file.
     """
     if len(text) > MAX_SOURCE_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
-        # docs/language.md §1 "at most 10 MiB"; §7 "size or nesting limit → P008"
-        return ast.File(file, (), Span(file, 1, 1)), [make(
-            "P008", Span(file, 1, 1), f"{file} is larger than the 10 MiB a workflow source may hold",
-            "split it: import \"lib/part.bot\" adds another file's declarations")]
+        return ast.File(file, (), Span(file, 1, 1)), [too_large(file, Span(file, 1, 1))]
     lex_diags: list[Diagnostic] = []
     tree_diags: list[Diagnostic] = []
     parse_diags: list[Diagnostic] = []

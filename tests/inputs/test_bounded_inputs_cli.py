@@ -109,6 +109,24 @@ def test_oversized_workflow_names_path_size_and_limit(setup: tuple[Path, Path, s
     assert "big.bot" in line and f"{size} bytes" in line and "2000 bytes limit" in line
 
 
+def test_workflow_over_the_default_cap_gets_the_languages_code_and_fix(setup: tuple[Path, Path, str]) -> None:
+    """Over the reader's default cap is over the language's 10 MiB: validate says P008 (as the
+    parser does from 10 MiB up) and run's hint is to split the file, never to raise the guard
+    only to be refused by the parser next. A sparse file: refused from its size, never read."""
+    ws, store, _ = setup
+    big = ws / "huge.bot"
+    with open(big, "wb") as f:
+        f.truncate(17 * 1024 * 1024)
+    out = _validate(ws, big)
+    assert "P008" in out and "10 MiB" in out and "ITERION_MAX_SOURCE_BYTES" not in out and "L001" not in out
+    p = cli("run", str(big), "--store-dir", str(store), cwd=ws)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "huge.bot" in p.stderr and "10 MiB" in p.stderr and "split it" in p.stderr
+    # A user's own, lower setting is theirs to raise: its refusal keeps naming the variable.
+    own = _validate(ws, big, env={"ITERION_MAX_SOURCE_BYTES": "1000"})
+    assert "L001" in own and "ITERION_MAX_SOURCE_BYTES" in own
+
+
 def test_resume_file_that_is_a_fifo_is_refused(setup: tuple[Path, Path, str]) -> None:
     ws, store, rid = setup
     fifo = ws / "pipe.bot"
