@@ -13,7 +13,7 @@ import pytest
 from iterion.store.gc import _sweep
 from workspacetrack import Tracker
 from workspacetrack.gitsource import blob_id
-from workspacetrack.store import STATCACHE_DIR
+from workspacetrack.store import STATCACHE_DIR, TrackStore
 
 from ..conftest import git
 from .track_helpers import L, write
@@ -232,3 +232,29 @@ def test_a_new_process_re_reading_racy_rows_finds_the_saved_manifest(repo: Path,
     assert later.capture(L("nodes:n:2")).manifest != first
     later.close()
     assert len(set((store / "objects" / STATCACHE_DIR).iterdir()) - caches) >= 1
+
+
+def test_a_resumed_process_stores_its_next_change_as_a_delta_on_the_saved_manifest(repo: Path, tmp_path: Path) -> None:
+    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(20)}
+    for rel, text in tracked.items():
+        write(repo, rel, text)
+    _age(repo, *tracked)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    store = tmp_path / "store"
+    t = Tracker(store, repo, "r")
+    first = t.capture(L("nodes:n:0")).manifest
+    t.close()
+    resumed = Tracker(store, repo, "r")
+    assert resumed.capture(L("resume:n:1")).manifest == first  # the saved rows plus the index
+    (repo / "src/f7.txt").write_text("changed after the resume\n")
+    (repo / "src/f8.txt").unlink()
+    rec = resumed.capture(L("nodes:n:2"))
+    assert sorted(rec.changed or []) == ["src/f7.txt", "src/f8.txt"]
+    resumed.close()
+    cold = Tracker(tmp_path / "cold", repo, "c")
+    want = cold.manifest(cold.capture(L("nodes:n:0")).id)
+    disk = TrackStore(store, "r")
+    got = disk.read_manifest(rec.manifest)
+    assert (got.entries, got.skipped) == (want.entries, want.skipped)
+    assert disk.depth_of(rec.manifest) == 1

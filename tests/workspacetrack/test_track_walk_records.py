@@ -100,6 +100,7 @@ def test_walks_store_deltas_and_say_what_changed(tmp_path: Path) -> None:
     raw = TrackStore(store, "live")
     delta = raw.objects.read(rec.manifest)
     assert len(delta) < 1000 and first.manifest.encode() in delta  # a delta on the first manifest
+    assert raw.depth_of(rec.manifest) == 1 and raw.depth_of(first.manifest) == 0  # read from the tails
     assert set(raw.read_manifest(rec.manifest).entries) == set(live.manifest(first.id).entries) - {"d2/f2.txt"} | {"d3/new.txt"}
     # an unchanged walk records the same manifest; the changed set is empty
     again = live.capture(L("nodes:n:2"))
