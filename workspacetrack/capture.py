@@ -3,6 +3,18 @@
 Both paths produce the same (entries, skipped, stat rows) triple for the same disk state; the
 journal path starts from the previous capture's triple and re-examines only what the journal
 names, through the very code (``Scan.rescan``) the walk uses for each path.
+
+What a capture stores follows what changed, by either path: a journal capture, and a walk
+after a walk of the same process (whose per-directory records hold exactly the rows of the
+last manifest), store a DELTA manifest against the last one (``_store_change``: the base itself
+when nothing changed; a full manifest again past ``MAX_DELTA_DEPTH`` or when a large part of
+the tree changed) and remember the changed paths, so the boundary's ``changed`` list costs
+nothing. The persisted stat cache of a git-ids run holds only the rows git's index does not
+vouch for; ``Capturer._beyond`` carries that set from capture to capture (re-checking only the
+changed paths against the same index), so saving it costs what changed, not the tree.
+
+Crash safety is the store's (``workspacetrack.store``): every object and manifest is written
+and flushed before the state names it; a delta names its base, which the state already names.
 """
 
 from __future__ import annotations
@@ -11,6 +23,7 @@ import dataclasses
 import gc
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -57,6 +70,10 @@ class Capturer:
         # The last full walk's per-directory records of exactly ``_rows`` (None otherwise): they
         # let the next walk vouch for an unchanged directory without a per-file row lookup.
         self._dirs: dict[str, DirRecord] | None = None
+        # (index checksum C, rows): the rows of ``_rows`` index C may not vouch for; C vouches
+        # for every other row of ``_rows`` (``_vouched``). None: unknown, ``save_cache`` works
+        # it out over all rows. Kept up to date by a walk so a save costs what changed.
+        self._beyond: tuple[str, dict[str, CacheRow]] | None = None
         self._baseline: str | None = None  # manifest of the last capture, when the journal covers since
         self._outside_fp: tuple[object, ...] | None = None
         self._epoch = store.objects.epoch
@@ -106,7 +123,7 @@ class Capturer:
             # a gc swept since this process last looked: rows and the baseline may name objects
             # no committed snapshot referenced (and so were swept); start from the disk cache
             self._epoch = self.store.objects.epoch
-            self._rows = self._rows_manifest = self._dirs = self._baseline = None
+            self._rows = self._rows_manifest = self._dirs = self._baseline = self._beyond = None
         # A walk of a big tree makes a few hundred thousand tuples and no reference cycles; the
         # cyclic collector would otherwise traverse the whole heap several times meanwhile.
         paused = gc.isenabled()
@@ -167,10 +184,25 @@ class Capturer:
             assert digest is not None
             self._rows_dirty = True
             unchanged = True
+            assert self._rows_index is not None
+            # the saved rows' paths (re-read ones with their new stat), not vouched for by C
+            beyond: tuple[str, dict[str, CacheRow]] | None = (self._rows_index[0], {p: new_rows[p] for p in rows})
         elif unchanged:
             new_rows = rows
             digest = self._rows_manifest
             assert digest is not None
+            beyond = self._beyond
+        elif (self._dirs is not None and self._rows_manifest is not None and self._rows_index is None
+              and not scan.extra_skipped and not scan.rows):
+            # The last walk of this process recorded exactly ``rows`` for ``_rows_manifest``:
+            # what differs follows from the directory records this walk listed anew, and the
+            # capture stores a delta (its cost follows the changes, not the tree).
+            new_rows, digest = self._walk_delta(rows, self._dirs, scan.dirs, self._rows_manifest)
+            stats = CaptureStats("full", scan.hashed, n_rows, digest == self._rows_manifest,
+                                 reason if self.journal.active else None)
+            self._finish(new_rows, digest, exact=True, beyond=self._beyond)
+            self._dirs = scan.dirs
+            return digest, stats
         else:
             if same_rows:
                 new_rows = rows
@@ -179,24 +211,128 @@ class Capturer:
                 new_rows, entries, skipped = scan.found_rows_and_parts()
             digest = self.store.put_manifest(entries, skipped)
             self._rows_dirty = True
-        self._finish(new_rows, digest, exact=not scan.extra_skipped)
+            # with no old row reused, every row the walk did not take from its index is in
+            # ``made``: the rows that index may not vouch for
+            beyond = ((scan.index_checksum, scan.made) if scan.hits == 0 and scan.index_checksum is not None
+                      else None)
+        self._finish(new_rows, digest, exact=not scan.extra_skipped, beyond=beyond)
         self._dirs = scan.dirs
         stats = CaptureStats("full", scan.hashed, n_rows, unchanged,
                              reason if self.journal.active else None)
         return digest, stats
 
+    def _walk_delta(self, rows: dict[str, CacheRow], old_dirs: dict[str, DirRecord],
+                    new_dirs: dict[str, DirRecord], base_digest: str) -> tuple[dict[str, CacheRow], str]:
+        """(new rows, manifest digest) of a walk whose predecessor's records ``old_dirs`` hold
+        exactly ``rows``, the rows of manifest ``base_digest``. A record this walk reused
+        (``Scan._same_dir``: the very same object) changed nothing; the others are compared
+        name by name. A path can leave one record and enter another (a file replaced by an
+        empty directory): its new row wins over its removal."""
+        changes: dict[str, CacheRow | None] = {}
+        gone: list[str] = []
+        for d, rec in new_dirs.items():
+            old = old_dirs.get(d)
+            if old is rec:
+                continue
+            prefix = d + "/" if d else ""
+            names = rec[1]
+            old_names = old[1] if old is not None else {}
+            get = old_names.get
+            for name, row in names.items():
+                if get(name) != row:
+                    changes[prefix + name if name else d] = row
+            if old is not None:
+                gone.extend(prefix + n if n else d for n in old_names.keys() - names.keys())
+        for d, old in old_dirs.items():
+            if d not in new_dirs:
+                prefix = d + "/" if d else ""
+                gone.extend(prefix + n if n else d for n in old[1])
+        for p in gone:
+            changes.setdefault(p, None)
+        new_rows = dict(rows)
+        d_entries: dict[str, Entry] = {}
+        d_skipped: dict[str, str] = {}
+        removed: list[str] = []
+        for p, change in changes.items():
+            before = rows.get(p)
+            if change is None:
+                del new_rows[p]
+                removed.append(p)  # in the base manifest: its rows are exactly that manifest's paths
+                continue
+            new_rows[p] = change
+            key, h, _trusted, target = change
+            if h[0] == "!":
+                if before is None or before[1] != h:
+                    d_skipped[p] = h[1:]
+            else:
+                entry = (h, key[4], key[0], target)
+                if before is None or before[1][0] == "!" or (before[1], before[0][4], before[0][0], before[3]) != entry:
+                    d_entries[p] = entry
+        self._rows_dirty = True
+        self._update_beyond(changes)  # before ``_finish`` takes it for the new rows
+        digest = self._store_change(base_digest, len(rows), d_entries, d_skipped, removed,
+                                    lambda: manifest_parts(new_rows, {}))
+        return new_rows, digest
+
+    def _store_change(self, base_digest: str, base_size: int, d_entries: dict[str, Entry],
+                      d_skipped: dict[str, str], removed: list[str],
+                      full_parts: Callable[[], tuple[dict[str, Entry], dict[str, str]]], *,
+                      full_known: bool = False) -> str:
+        """The digest of the state ``base_digest`` plus these changes: the base itself when
+        there are none, a delta manifest, or a full one when the chain of deltas is deep or
+        the change is a large part of the tree. ``full_parts`` gives the whole new state, asked
+        only when the base's is not in memory to apply the changes to (or a full one is due),
+        or always when ``full_known`` (it is at hand).
+        Remembers the changed paths for ``changed_since``."""
+        diff = frozenset(d_entries) | frozenset(d_skipped) | frozenset(removed)
+        if not diff:
+            self._last_diff = (base_digest, base_digest, diff)
+            return base_digest
+        depth = self.store.depth_of(base_digest)
+        if depth >= MAX_DELTA_DEPTH or len(diff) > base_size // 8 + 64:
+            digest = self.store.put_manifest(*full_parts())  # re-base: a full manifest again
+        else:
+            base = None if full_known else self.store.cached_manifest(base_digest)
+            if base is not None:
+                entries, skipped = dict(base.entries), dict(base.skipped)
+                for p in removed:
+                    entries.pop(p, None)
+                    skipped.pop(p, None)
+                for p, e in d_entries.items():
+                    skipped.pop(p, None)
+                    entries[p] = e
+                for p, r in d_skipped.items():
+                    entries.pop(p, None)
+                    skipped[p] = r
+            else:
+                entries, skipped = full_parts()
+            full = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
+                                            skipped=skipped, removed=[], ids=self.store.objects.ids)
+            digest = self.store.put_delta(base_digest, depth, d_entries, d_skipped, removed, full)
+        self._last_diff = (base_digest, digest, diff)
+        return digest
+
     def _same_with_index(self, scan: Scan, rows: dict[str, CacheRow]) -> bool:
         """Whether this walk found exactly the state the loaded cache was saved for, although
         that cache left out the rows git's index vouched for (``_beyond_index``): every saved
-        row matched, every other path took its entry from the same index (byte-identical, so
-        each such path had this very stat when saved - a file changed since would not match an
-        entry written before), and the counts agree."""
-        if self._rows_index is None or self._rows_manifest is None or scan.extra_skipped or scan.hashed:
+        row was found, reused or re-read with the same entry (a racily clean row is re-read),
+        every other path took its entry from the same index (byte-identical, so each such path
+        had this very stat when saved - a file changed since would not match an entry written
+        before), and the counts agree."""
+        if (self._rows_index is None or self._rows_manifest is None or scan.extra_skipped
+                or scan.rows or self.store.objects.ids != "git"):
             return False
         checksum, total = self._rows_index
-        git = self.store.objects.git if self.store.objects.ids == "git" else None
-        return (git is not None and scan.hits == len(rows) and scan.hits + scan.from_index == scan.n_rows == total
-                and git.index_checksum() == checksum)
+        if scan.n_rows != total or len(scan.made) + scan.hits > len(rows):
+            return False
+        for p, row in scan.made.items():
+            old = rows.get(p)
+            if old is None or old[1] != row[1] or old[0][4] != row[0][4] or old[0][0] != row[0][0] or old[3] != row[3]:
+                return False
+        # the rest of the rows were reused (``hits``) or taken from the scan's index
+        if scan.hits + len(scan.made) != len(rows):
+            return False
+        return scan.hits + len(scan.made) == scan.n_rows or scan.index_checksum == checksum
 
     def _scan_journal(self, dirty: set[str], trees: set[str], rows: dict[str, CacheRow]) -> tuple[str, CaptureStats]:
         assert self._baseline is not None
@@ -252,27 +388,18 @@ class Capturer:
                 d_skipped[p] = reason
             skipped[p] = reason
         removed = [p for p in removed if p not in d_entries and p not in d_skipped]
-        n_changes = len(d_entries) + len(d_skipped) + len(removed)
-        diff = frozenset(d_entries) | frozenset(d_skipped) | frozenset(removed)
-        if n_changes == 0:
-            digest = base_digest
-        elif (self.store.depth_of(base_digest) >= MAX_DELTA_DEPTH
-              or n_changes > len(base.entries) // 8 + 64):
-            digest = self.store.put_manifest(entries, skipped)  # re-base: a full manifest again
-        else:
-            full = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
-                                            skipped=skipped, removed=[], ids=self.store.objects.ids)
-            digest = self.store.put_delta(base_digest, self.store.depth_of(base_digest), d_entries,
-                                          d_skipped, removed, full)
+        digest = self._store_change(base_digest, len(base.entries), d_entries, d_skipped, removed,
+                                    lambda: (entries, skipped), full_known=True)
         self._rows_dirty = True
-        self._last_diff = (base_digest, digest, diff)
-        self._finish(new_rows, digest, exact=len(entries) + len(skipped) == len(new_rows))
+        self._finish(new_rows, digest, exact=len(entries) + len(skipped) == len(new_rows), beyond=None)
         return digest, CaptureStats("journal", scan.hashed, len(dirty) + len(trees), digest == base_digest)
 
-    def _finish(self, rows: dict[str, CacheRow], digest: str, *, exact: bool) -> None:
+    def _finish(self, rows: dict[str, CacheRow], digest: str, *, exact: bool,
+                beyond: tuple[str, dict[str, CacheRow]] | None) -> None:
         # The rows vouch for a manifest only when they cover exactly its paths (a name that
         # could not be encoded or an unlistable directory is skipped without a row).
         self._rows, self._rows_manifest, self._rows_index = rows, (digest if exact else None), None
+        self._beyond = beyond
         self._dirs = None  # a full walk sets its own right after
         self._baseline = digest if self.journal.active else None
         hook = os.environ.get(PAUSE_HOOK_ENV)
@@ -291,7 +418,13 @@ class Capturer:
             return
         if self._rows_dirty and self._rows is not None:
             rows, index, total = self._rows, None, 0
-            beyond = self._beyond_index(rows)
+            known = self._beyond
+            if known is None:
+                beyond = self._beyond_index(rows)
+                # what the next walk carries over, re-checking only the paths it changes
+                self._beyond = (beyond[1], beyond[0]) if beyond is not None else None
+            else:
+                beyond = (known[1], known[0]) if len(known[1]) < len(rows) else None
             if beyond is not None:
                 # the rest are re-derived from git's index by the next walk, as this one did
                 rows, index, total = beyond[0], beyond[1], len(rows)
@@ -316,12 +449,34 @@ class Capturer:
         if not index or checksum is None:
             return None
         get = index.get
-        out: dict[str, CacheRow] = {}
-        for p, row in rows.items():
-            key = row[0]
-            known = get(p)
-            if (known is None or known[4] != row[1] or known[1] != key[1] or known[2] != key[2]
-                    or known[0] != key[0] & 0xFFFFFFFF or known[3] != key[3] & 0xFFFFFFFF
-                    or key[4] & 0o170000 != 0o100000):
-                out[p] = row
+        out = {p: row for p, row in rows.items() if not _vouched(get(p), row)}
         return (out, checksum) if len(out) < len(rows) else None
+
+    def _update_beyond(self, changes: dict[str, CacheRow | None]) -> None:
+        """Carry ``_beyond`` over to the rows ``_rows`` becomes with ``changes`` (path -> new
+        row, None: gone), re-checking only those paths, against the same index; when the index
+        changed since, forget it (the next save works it out in full)."""
+        if self._beyond is None:
+            return
+        checksum, beyond = self._beyond
+        git = self.store.objects.git if self.store.objects.ids == "git" else None
+        index = git.index_rows() if git is not None else None
+        if index is None or git is None or git.index_checksum() != checksum:
+            self._beyond = None
+            return
+        beyond = dict(beyond)
+        for p, row in changes.items():
+            if row is None or _vouched(index.get(p), row):
+                beyond.pop(p, None)
+            else:
+                beyond[p] = row
+        self._beyond = (checksum, beyond)
+
+
+def _vouched(known: tuple[int, int, int, int, str] | None, row: CacheRow) -> bool:
+    """Whether git index entry ``known`` vouches for ``row``: a regular file with the entry's
+    stat and blob id, what the walk's index shortcut would make again."""
+    key = row[0]
+    return (known is not None and known[4] == row[1] and known[1] == key[1] and known[2] == key[2]
+            and known[0] == key[0] & 0xFFFFFFFF and known[3] == key[3] & 0xFFFFFFFF
+            and key[4] & 0o170000 == 0o100000)

@@ -78,6 +78,7 @@ from workspacetrack.objects import ObjectStore, digest_of
 
 _MANIFEST_CACHE_SIZE = 6
 _IDS_TAIL = re.compile(rb',"ids":"(blake3|git)"\}\s*\Z')  # how a manifest of format 2 ends
+_DEPTH_TAIL = re.compile(rb',"depth":(\d+),"ids":"(?:blake3|git)"\}\s*\Z')
 STATCACHE_DIR = "statcache"  # under the objects dir: stat caches shared by content (``save_cache``)
 _COMPACT_MIN = 256  # log lines before the log may be folded into state.json
 
@@ -321,9 +322,27 @@ class TrackStore:
         return digest
 
     def depth_of(self, digest: str) -> int:
+        """How many deltas lie under manifest ``digest`` (0: a full one). A manifest this process
+        does not hold is not parsed for it: ``depth`` is the field before ``ids``, at its tail."""
+        if digest not in self._depths and digest not in self._manifests:
+            found = _DEPTH_TAIL.search(self._tail(digest))
+            if found is not None:
+                self._depths[digest] = int(found.group(1))
         if digest not in self._depths:
             self.read_manifest(digest)
         return self._depths.get(digest, 0)
+
+    def _tail(self, digest: str) -> bytes:
+        """The last bytes of the stored document ``digest`` (empty when it is not a file here)."""
+        path = self.objects.locate(digest)
+        if path is None:
+            return b""
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 64))
+                return f.read()
+        except OSError:
+            return b""
 
     def read_manifest(self, digest: str) -> Manifest:
         """The full state a manifest records (deltas applied onto their base)."""
@@ -362,17 +381,9 @@ class TrackStore:
         m = self._manifests.get(digest)
         if m is not None:
             return m.ids
-        path = self.objects.locate(digest)
-        if path is not None:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(max(0, os.fstat(f.fileno()).st_size - 64))
-                    tail = f.read()
-            except OSError:
-                tail = b""
-            found = _IDS_TAIL.search(tail)
-            if found is not None:
-                return found.group(1).decode()
+        found = _IDS_TAIL.search(self._tail(digest))
+        if found is not None:
+            return found.group(1).decode()
         return self.read_manifest(digest).ids  # an older format, or not where expected: parse it
 
     def cached_manifest(self, digest: str) -> Manifest | None:

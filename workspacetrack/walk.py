@@ -76,12 +76,18 @@ class Scan:
         self._index: IndexRows | None = None
         self._index_read = False
         self._index_taken = False  # a row took a blob id from it (its tree is pinned at seal)
+        self.index_checksum: str | None = None  # that index's (``GitSource.index_checksum``)
+        # rows of ``dirs`` neither reused from ``old_rows`` nor taken from the index by
+        # ``_list_dir``: with no reused row, the index vouches for every row not in here
+        self.made: dict[str, CacheRow] = {}
 
     def _git_index(self) -> IndexRows | None:
         """git's index rows, read on the first file a stat row cannot vouch for."""
         if not self._index_read and self.git is not None:
             self._index_read = True
             self._index = self.git.index_rows()
+            if self._index is not None:
+                self.index_checksum = self.git.index_checksum()
         return self._index
 
     def _index_used(self) -> None:
@@ -217,6 +223,8 @@ class Scan:
         row: CacheRow = ((0, 0, 0, 0, mode), EMPTY_DIR, True, None)
         if self.old_rows.get(d) == row:
             self.hits += 1
+        else:
+            self.made[d] = row
         self.n_rows += 1
         self.dirs[d] = (lv, {"": row}, frozenset())
 
@@ -303,6 +311,7 @@ class Scan:
         hashing of what the cache cannot vouch for; records the directory for ``_same_dir``."""
         old_get = self.old_rows.get
         make_row = self._row
+        made = self.made
         index = self._index
         index_get = index.get if index is not None else None
         size_cap, threshold, taken = self.size_cap, self.threshold, 0
@@ -374,7 +383,7 @@ class Scan:
                     taken += 1
                     mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
                     continue
-            mine[name] = make_row(rel, st)
+            mine[name] = made[rel] = make_row(rel, st)
         if taken:
             self._index_used()
             self.from_index += taken

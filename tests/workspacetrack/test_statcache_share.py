@@ -13,7 +13,7 @@ import pytest
 from iterion.store.gc import _sweep
 from workspacetrack import Tracker
 from workspacetrack.gitsource import blob_id
-from workspacetrack.store import STATCACHE_DIR
+from workspacetrack.store import STATCACHE_DIR, TrackStore
 
 from ..conftest import git
 from .track_helpers import L, write
@@ -149,3 +149,112 @@ def test_a_new_process_finds_the_saved_manifest_only_for_the_same_state(repo: Pa
     rec = last.capture(L("nodes:n:3"))
     assert last.manifest(rec.id).entries["src/f3.txt"][0] == blob_id(b"changed\n")
     last.close()
+
+
+def test_cache_saved_after_each_walk_matches_the_index_step_by_step(repo: Path, tmp_path: Path) -> None:
+    """The rows a walk carries over from the previous save (only the changed paths re-checked
+    against the index) are what a full check against the index gives; a new process resuming
+    from that cache records the same state without reading any file."""
+    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(12)}
+    for rel, text in tracked.items():
+        write(repo, rel, text)
+    _age(repo, *tracked)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+
+    def grow(rel: str) -> None:
+        p = repo / rel
+        p.write_bytes(p.read_bytes() + b"more\n")
+
+    def replace_by_empty_dir(rel: str) -> None:
+        (repo / rel).unlink()
+        (repo / rel).mkdir()
+
+    steps = [
+        ("modified", lambda: grow("src/f1.txt")),
+        ("untracked added", lambda: write(repo, "new.txt", "new\n")),
+        ("tracked deleted", lambda: (repo / "src/f2.txt").unlink()),
+        ("reverted to the committed bytes (stat differs from the index)",
+         lambda: (repo / "src/f1.txt").write_text("file 1\n")),
+        ("staged with git add, then another edit",
+         lambda: (git(repo, "add", "-A"), grow("src/f3.txt"))),
+        ("unchanged", lambda: None),
+        ("tracked file replaced by an empty directory", lambda: replace_by_empty_dir("src/f4.txt")),
+        ("committed", lambda: (git(repo, "add", "-A"), git(repo, "commit", "-q", "-m", "more"), grow("src/f5.txt"))),
+    ]
+    store = tmp_path / "store"
+    live = Tracker(store, repo, "r")
+    live.capture(L("nodes:n:0"))
+    for i, (what, change) in enumerate(steps, start=1):
+        change()
+        rec = live.capture(L(f"nodes:n:{i}"))
+        capturer = live._capturer
+        assert capturer._rows is not None
+        want = capturer._beyond_index(capturer._rows)
+        assert want is not None, what  # the index vouches for most files at every step
+        assert set(_rows(store, "r")) == set(want[0]), what
+        assert capturer._beyond is not None and set(capturer._beyond[1]) == set(want[0]), what
+        fresh = Tracker(store, repo, "r")  # a new process: the saved cache plus the index
+        again = fresh.capture(L(f"resume:n:{i}"))
+        assert fresh.last_capture is not None and fresh.last_capture.hashed == 0, what
+        assert fresh.manifest(again.id).entries == live.manifest(rec.id).entries, what
+        fresh.close()
+    live.close()
+
+
+def test_a_new_process_re_reading_racy_rows_finds_the_saved_manifest(repo: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row saved racily clean is re-read by the next process; same bytes: the state is the
+    one saved, recorded under the same manifest (no second manifest, no new cache file)."""
+    from workspacetrack import walk
+
+    write(repo, "src/tracked.txt", "tracked\n")
+    _age(repo, "src/tracked.txt")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    write(repo, "mine.txt", "the run's\n")
+    store = tmp_path / "store"
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", 3600 * 10**9)  # mine.txt: just written, racy
+    t = Tracker(store, repo, "r")
+    first = t.capture(L("nodes:n:0")).manifest
+    t.close()
+    assert _rows(store, "r")["mine.txt"][2] is False  # type: ignore[index]
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", 0)
+    caches = set((store / "objects" / STATCACHE_DIR).iterdir())
+    again = Tracker(store, repo, "r")
+    assert again.capture(L("nodes:n:1")).manifest == first
+    assert again.last_capture is not None and again.last_capture.hashed == 1 and again.last_capture.reused_manifest
+    again.close()
+    assert _rows(store, "r")["mine.txt"][2] is True  # type: ignore[index]
+    # the same bytes changed under the same size: another manifest
+    (repo / "mine.txt").write_text("the RUN's\n")
+    later = Tracker(store, repo, "r")
+    assert later.capture(L("nodes:n:2")).manifest != first
+    later.close()
+    assert len(set((store / "objects" / STATCACHE_DIR).iterdir()) - caches) >= 1
+
+
+def test_a_resumed_process_stores_its_next_change_as_a_delta_on_the_saved_manifest(repo: Path, tmp_path: Path) -> None:
+    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(20)}
+    for rel, text in tracked.items():
+        write(repo, rel, text)
+    _age(repo, *tracked)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+    store = tmp_path / "store"
+    t = Tracker(store, repo, "r")
+    first = t.capture(L("nodes:n:0")).manifest
+    t.close()
+    resumed = Tracker(store, repo, "r")
+    assert resumed.capture(L("resume:n:1")).manifest == first  # the saved rows plus the index
+    (repo / "src/f7.txt").write_text("changed after the resume\n")
+    (repo / "src/f8.txt").unlink()
+    rec = resumed.capture(L("nodes:n:2"))
+    assert sorted(rec.changed or []) == ["src/f7.txt", "src/f8.txt"]
+    resumed.close()
+    cold = Tracker(tmp_path / "cold", repo, "c")
+    want = cold.manifest(cold.capture(L("nodes:n:0")).id)
+    disk = TrackStore(store, "r")
+    got = disk.read_manifest(rec.manifest)
+    assert (got.entries, got.skipped) == (want.entries, want.skipped)
+    assert disk.depth_of(rec.manifest) == 1

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .track_helpers import L, write
 from workspacetrack import Tracker
+from workspacetrack.store import TrackStore
 
 
 def _grow(p: Path, text: str) -> None:
@@ -55,6 +56,11 @@ def test_walk_records_agree_with_a_cold_walk_step_by_step(tmp_path: Path) -> Non
         ("unchanged with an unencodable name", lambda: None),
         ("unencodable name removed", lambda: (ws / "keep").joinpath(os.fsdecode(b"bad-\xff.txt")).unlink()),
         ("ignored directory gains files", lambda: write(ws, "build/more.bin", "more\n")),
+        ("file replaced by an empty directory",
+         lambda: ((ws / "keep/only.txt").unlink(), (ws / "keep/only.txt").mkdir())),
+        ("empty directory gains a file", lambda: write(ws, "keep/only.txt/now.txt", "now\n")),
+        ("directory replaced by a file of the same name",
+         lambda: (shutil.rmtree(ws / "keep/only.txt"), write(ws, "keep/only.txt", "a file again\n"))),
         ("whole directory removed", lambda: shutil.rmtree(ws / "a/b")),
         ("unchanged at the end", lambda: None),
     ]
@@ -68,8 +74,34 @@ def test_walk_records_agree_with_a_cold_walk_step_by_step(tmp_path: Path) -> Non
         want = cold.manifest(cold.capture(L("nodes:n:0")).id)
         got = live.manifest(rec.id)
         assert (got.entries, got.skipped) == (want.entries, want.skipped), what
+        # what is on disk (a delta against the previous walk's manifest) reads back the same
+        disk = TrackStore(store, "live").read_manifest(rec.manifest)
+        assert (disk.entries, disk.skipped) == (want.entries, want.skipped), what
         if what.startswith("unchanged"):
             assert live.last_capture is not None and live.last_capture.hashed == 0, what
     final = live.manifest(live.snapshots()[-1].id)
     assert "a/b/z.txt/inner" not in final.entries and "keep/gen/f.txt" in final.entries
     assert "a/w.py" in final.entries  # *.py was added mid-run: the rules of the run's start hold
+
+
+def test_walks_store_deltas_and_say_what_changed(tmp_path: Path) -> None:
+    """A walk after a walk of the same process stores only what changed (a delta manifest) and
+    the snapshot names the changed paths, as a journal capture does."""
+    ws, store = tmp_path / "ws", tmp_path / "store"
+    for i in range(200):
+        write(ws, f"d{i % 4}/f{i}.txt", f"file {i}\n")
+    live = Tracker(store, ws, "live")
+    first = live.capture(L("nodes:n:0"))
+    _grow(ws / "d1/f1.txt", "more\n")
+    (ws / "d2/f2.txt").unlink()
+    write(ws, "d3/new.txt", "new\n")
+    rec = live.capture(L("nodes:n:1"))
+    assert sorted(rec.changed or []) == ["d1/f1.txt", "d2/f2.txt", "d3/new.txt"]
+    raw = TrackStore(store, "live")
+    delta = raw.objects.read(rec.manifest)
+    assert len(delta) < 1000 and first.manifest.encode() in delta  # a delta on the first manifest
+    assert raw.depth_of(rec.manifest) == 1 and raw.depth_of(first.manifest) == 0  # read from the tails
+    assert set(raw.read_manifest(rec.manifest).entries) == set(live.manifest(first.id).entries) - {"d2/f2.txt"} | {"d3/new.txt"}
+    # an unchanged walk records the same manifest; the changed set is empty
+    again = live.capture(L("nodes:n:2"))
+    assert again.manifest == rec.manifest and again.changed == []
