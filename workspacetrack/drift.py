@@ -20,8 +20,9 @@ manifest. Why every path P outside X is unchanged:
   trailer, read before and after everything below), so those entries still hold.
 * X = B + what ``git status`` reports (D: paths whose disk content or mode differs from I, and
   untracked files). P in I, not in D: git verified its disk content equals its index blob (git
-  handles racily clean entries itself); and since |I| = |vouched| + |I n B| (counted below),
-  every index entry is a path of L, so P is a vouched path: its recorded id is that blob.
+  handles racily clean entries itself); and since |I| = |vouched| + |I n B| + |I n D, not in L|
+  (counted below), every index entry outside D is a path of L, so P is a vouched path: its
+  recorded id is that blob.
 * P not in I, not in D: if P were in L it would be in B (only index entries vouch). So P is not
   recorded, and on disk it is absent or excluded by git's ignore rules. git's rules equal the
   run's frozen ones (checked: every rule file the run froze reads the same, no rule file was
@@ -45,6 +46,14 @@ from workspacetrack.gitsource import GitSource
 from workspacetrack.ignore import RULE_FILES, IgnoreRules
 from workspacetrack.models import Manifest, StatCacheDoc
 
+# Set to 0 (or false/no/off): a restore in a new process walks the whole tree, as it did before
+# git's status was asked (a kill switch, and what the tests compare the two against).
+STATUS_ENV = "ITERION_TRACK_GIT_STATUS"
+
+
+def status_enabled() -> bool:
+    return os.environ.get(STATUS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
 
 def _trailer(git: GitSource) -> str | None:
     """Hex of the index's checksum trailer (its identity), None when it cannot be read."""
@@ -63,9 +72,12 @@ class GitDrift:
         self.git = git
         self.doc = doc
         self._proc: subprocess.Popen[bytes] | None = None
+        self.refused: str | None = None  # why the walk is needed after all (for diagnostics and tests)
         self._index = _trailer(git)
         if self._index is None or self._index != doc.index or git.prefix:
-            return  # not the index that vouched, or a workspace below the work tree's root
+            # not the index that vouched, or a workspace below the work tree's root
+            self.refused = "index changed" if not git.prefix else "workspace below the work tree's root"
+            return
         args = ["git", "-c", "core.fileMode=true", "-c", f"core.excludesFile={os.devnull}",
                 "-c", "core.quotePath=false", "status", "--porcelain=v1", "-z", "--untracked-files=all",
                 "--no-renames", "--ignore-submodules=none"]
@@ -74,6 +86,7 @@ class GitDrift:
                                           stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         except OSError:
             self._proc = None
+            self.refused = "git did not start"
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -90,32 +103,37 @@ class GitDrift:
         except OSError:
             return None
         doc = self.doc
-        if proc.returncode != 0 or doc.manifest != last_digest or doc.total != len(last.entries) + len(last.skipped):
-            return None
-        reported = _parse_status(out)
-        if reported is None:
-            return None
+        reported = _parse_status(out) if proc.returncode == 0 else None
         beyond = set(doc.rows)
         exclude = self.git.common / "info" / "exclude"
-        if str(exclude) not in rules.recorded() and exclude.exists():
-            return None  # git reads an exclude file the run's rules never had
-        if not self._index_within_recorded(beyond) or not _rules_unchanged(rules, workspace, last, reported):
-            return None
-        if _trailer(self.git) != self._index:
-            return None  # the index moved while git looked: what it compared against is unknown
-        return reported | beyond
+        if reported is None:
+            self.refused = "git status failed"
+        elif doc.manifest != last_digest or doc.total != len(last.entries) + len(last.skipped):
+            self.refused = "stat cache of another boundary"
+        elif str(exclude) not in rules.recorded() and exclude.exists():
+            self.refused = "git reads an exclude file the run's rules never had"
+        elif not self._index_within_recorded(beyond, reported, last):
+            self.refused = "the index holds a path the last boundary did not record"
+        elif not _rules_unchanged(rules, workspace, last, reported):
+            self.refused = "ignore rules changed"
+        elif _trailer(self.git) != self._index:
+            self.refused = "the index moved while git looked"
+        return None if self.refused is not None or reported is None else reported | beyond
 
-    def _index_within_recorded(self, beyond: set[str]) -> bool:
-        """Whether every index entry is a path the last boundary recorded: |I| = vouched + |I n B|."""
+    def _index_within_recorded(self, beyond: set[str], reported: set[str], last: Manifest) -> bool:
+        """Whether every index entry is a path the last boundary recorded or one git reports
+        (a tracked file the run deleted, say): |I| = vouched + |I n B| + |I n D, not in L|."""
         import pygit2
 
+        entries, skipped = last.entries, last.skipped
         try:
             index = self.git.repo.index
             n = len(index)
             in_index = sum(1 for p in beyond if p in index)
+            unrecorded = sum(1 for p in reported if p not in entries and p not in skipped and p in index)
         except (pygit2.GitError, OSError, ValueError, UnicodeError):
             return False
-        return n == (self.doc.total - len(beyond)) + in_index
+        return n == (self.doc.total - len(beyond)) + in_index + unrecorded
 
 
 def _parse_status(out: bytes) -> set[str] | None:

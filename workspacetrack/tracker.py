@@ -17,7 +17,7 @@ from gitrefs.produced_scope import recorded_paths as compute_recorded_paths
 from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
 from workspacetrack.capture import MAX_DELTA_DEPTH, Capturer, CaptureStats
 from workspacetrack.changes import Change, changed_among, changed_paths, diff_manifests
-from workspacetrack.drift import GitDrift
+from workspacetrack.drift import GitDrift, status_enabled
 from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
 from workspacetrack.gitsource import GitSource, git_reuse_enabled
 from workspacetrack.ignore import IgnoreRules
@@ -104,6 +104,9 @@ class Tracker:
         self.journal = Journal(str(ws))
         self._capturer = Capturer(self.store, ws, self.rules, self.journal, size_cap)
         self.last_capture: CaptureStats | None = None
+        # how the last restore (or preview) learnt the disk state: "walk" (the capture's scan:
+        # the journal's when it covers, else a full stat walk) or "git status" (drift.py)
+        self.restore_mode: str | None = None
         # paths the last capture skipped that the previous head had not skipped (path -> reason)
         self.newly_skipped: dict[str, str] = {}
         self._label_index: tuple[dict[str, list[str]], RunState | None, int] = ({}, None, 0)
@@ -397,7 +400,7 @@ class Tracker:
         can replace the bank's full walk: a produced (or none) scope, in a process whose journal
         does not cover the time since that boundary, of a git-ids run whose stat cache was saved
         against git's index. None: the restore walks, as before."""
-        if scope is Scope.FULL or self.journal.active or state.head is None:
+        if scope is Scope.FULL or self.journal.active or state.head is None or not status_enabled():
             return None
         self._choose_ids(state)
         git = self.store.objects.git if self.store.objects.ids == "git" else None
@@ -508,7 +511,9 @@ class Tracker:
         if drift is not None and maybe is not None and last is not None and last_digest is not None:
             in_scope = set(produced) if scope is Scope.PRODUCED else set()
             manifest, current, drifted = self._examine(last_digest, last, maybe | in_scope, drift.doc.rows)
+            self.restore_mode = "git status"
         else:
+            self.restore_mode = "walk" if drift is None or drift.refused is None else f"walk ({drift.refused})"
             manifest, stats = self._capturer.scan()
             self.last_capture = stats
             current = self.store.read_manifest(manifest)
