@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,12 +56,6 @@ def changed_paths(a: Manifest, b: Manifest) -> set[str]:
     paths |= {p for p in sa.keys() ^ sb.keys()}
     paths |= {p for p in sa.keys() & sb.keys() if sa[p] != sb[p]}
     return paths
-
-
-def changed_among(a: Manifest, b: Manifest, paths: Iterable[str]) -> set[str]:
-    """``changed_paths(a, b)`` restricted to ``paths`` (when only those can differ, it is all of it)."""
-    ea, eb, sa, sb = a.entries, b.entries, a.skipped, b.skipped
-    return {p for p in paths if _state(ea.get(p)) != _state(eb.get(p)) or sa.get(p) != sb.get(p)}
 
 
 def _state(e: tuple[str, int, int, str | None] | None) -> tuple[str, int] | None:

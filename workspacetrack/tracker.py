@@ -16,7 +16,7 @@ from gitrefs.produced_scope import produced_scope as compute_produced_scope
 from gitrefs.produced_scope import recorded_paths as compute_recorded_paths
 from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
 from workspacetrack.capture import MAX_DELTA_DEPTH, Capturer, CaptureStats
-from workspacetrack.changes import Change, changed_among, changed_paths, diff_manifests
+from workspacetrack.changes import Change, changed_paths, diff_manifests
 from workspacetrack.drift import GitDrift, status_enabled
 from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
 from workspacetrack.gitsource import GitSource, git_reuse_enabled
@@ -381,9 +381,10 @@ class Tracker:
         drift = self._start_drift(state, scope)  # git's status runs while the manifests load
         try:
             produced = self.produced_scope(pivot, state)
-            pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
+            # read once, by path: parsed without validating 100,000 tuples (entries are lists)
+            pivot_m = self.store.read_manifest_once(self.store.snapshot(state, pivot_id).manifest)
             last_digest = self.store.snapshot(state, state.head or pivot_id).manifest
-            last_m = self.store.read_manifest(last_digest)
+            last_m = self.store.read_manifest_once(last_digest)
             # another run's work is taken out of a produced scope and named as left in place
             kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
             planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
@@ -415,9 +416,12 @@ class Tracker:
                  rows: dict[str, CacheRow]) -> tuple[str, Manifest, set[str]]:
         """The disk state now, as a capture would record it, when only ``paths`` may differ from
         ``last``: each of them examined as the journal's capture examines a path it names
-        (``Scan.rescan``; a directory is walked), everything else taken from ``last``. Stored
-        as a delta on ``last`` (its cost follows ``paths``, not the tree). Returns its digest,
-        the full state and the paths whose state differs from ``last`` (``changed_paths``)."""
+        (``Scan.rescan``; a directory is walked), everything else as ``last`` recorded it.
+        Stored as a delta on ``last`` (its cost follows ``paths``, not the tree).
+
+        Returns its digest, the PARTIAL state ``plan_restore`` reads when it is given the
+        drifted paths (the entries of every examined path, every skipped path), and the paths
+        whose state differs from ``last`` (``changed_paths`` of the two full states)."""
         try:
             st = os.stat(self.store.root)
             store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -431,12 +435,11 @@ class Tracker:
         parents = {p.rpartition("/")[0] for p in paths} - {""}
         for d in sorted(parents):
             scan.note_if_empty_dir(d)
+        self.store.objects.seal()  # git blobs referenced are pinned before anything names them
         found = scan.found_rows()
-        entries, skipped = dict(last.entries), dict(last.skipped)
         looked = paths | parents | found.keys() | scan.extra_skipped.keys()
-        for p in looked:
-            entries.pop(p, None)
-            skipped.pop(p, None)
+        entries: dict[str, Entry] = {}
+        skipped = {p: r for p, r in last.skipped.items() if p not in looked}
         for p, (key, h, _trusted, target) in found.items():
             if h[0] == "!":
                 skipped[p] = h[1:]
@@ -445,12 +448,14 @@ class Tracker:
         for p, reason in scan.extra_skipped.items():
             entries.pop(p, None)
             skipped[p] = reason
-        self.store.objects.seal()  # git blobs referenced are pinned before anything names them
         d_entries: dict[str, Entry] = {}
         d_skipped: dict[str, str] = {}
         removed: list[str] = []
+        drifted: set[str] = set()
         for p in looked:
-            e, was_e, r, was_r = entries.get(p), last.entries.get(p), skipped.get(p), last.skipped.get(p)
+            e, r, was_r = entries.get(p), skipped.get(p), last.skipped.get(p)
+            was = last.entries.get(p)
+            was_e: Entry | None = None if was is None else (was[0], was[1], was[2], was[3])  # a list when read once
             if e is not None:
                 if e != was_e or was_r is not None:
                     d_entries[p] = e
@@ -459,17 +464,22 @@ class Tracker:
                     d_skipped[p] = r
             elif was_e is not None or was_r is not None:
                 removed.append(p)
+            same = (e is None and was_e is None) or (e is not None and was_e is not None and e[:2] == was_e[:2])
+            if not same or r != was_r:
+                drifted.add(p)  # changed_paths' rule: content and mode, or the skip reason
         ids = self.store.objects.ids
         current = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
                                            skipped=skipped, removed=[], ids=ids)
-        drifted = changed_among(last, current, looked)
         n_changes = len(d_entries) + len(d_skipped) + len(removed)
         if n_changes == 0:
             return last_digest, current, drifted
         depth = self.store.depth_of(last_digest)
         if depth >= MAX_DELTA_DEPTH or n_changes > len(last.entries) // 8 + 64:
-            return self.store.put_manifest(entries, skipped), current, drifted
-        return self.store.put_delta(last_digest, depth, d_entries, d_skipped, removed, current), current, drifted
+            full = {p: (e[0], e[1], e[2], e[3]) for p, e in last.entries.items() if p not in looked}
+            full.update(entries)
+            return self.store.put_manifest(full, skipped), current, drifted
+        # (the full state is not held here: a reader of the bank applies the delta)
+        return self.store.put_delta(last_digest, depth, d_entries, d_skipped, removed, None), current, drifted
 
     def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
         """Put back what the restore that took ``bank`` changed, as it was when banked; only
