@@ -102,8 +102,11 @@ def _is_protected(path: str, protected: set[str]) -> bool:
 
 def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Manifest | None,
                  current: Manifest, scope: Scope, produced: frozenset[str],
-                 protected: set[str]) -> Plan:
-    """Decide every path's fate. ``last`` None: no recorded range (undo) - nothing is 'overwritten'."""
+                 protected: set[str], drifted: set[str] | None = None) -> Plan:
+    """Decide every path's fate. ``last`` None: no recorded range (undo) - nothing is 'overwritten'.
+
+    ``drifted``: when known, every path whose state differs between ``last`` and ``current``
+    (``changed_paths`` of the two, without diffing two whole manifests)."""
     if scope is Scope.NONE:
         paths: set[str] = set()
     elif scope is Scope.PRODUCED:
@@ -153,7 +156,8 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
                 if reason == SkipReason.OVERSIZED and not _is_protected(path, protected):
                     plan.skipped.setdefault(path, SkipReason.OVERSIZED)
     if last is not None:
-        plan.left_in_place = sorted(p for p in changed_paths(last, current) if p not in paths)
+        moved = changed_paths(last, current) if drifted is None else drifted
+        plan.left_in_place = sorted(p for p in moved if p not in paths)
     return plan
 
 

@@ -310,14 +310,16 @@ class TrackStore:
         return digest
 
     def put_delta(self, base: str, base_depth: int, entries: dict[str, Entry], skipped: dict[str, str],
-                  removed: list[str], full: Manifest) -> str:
-        """Store the change against ``base``; ``full`` (the resulting state) is kept in memory."""
+                  removed: list[str], full: Manifest | None) -> str:
+        """Store the change against ``base``; ``full`` (the resulting state) is kept in memory
+        (None: the caller does not hold it; a reader applies the delta)."""
         m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=dict(sorted(entries.items())),
                                      skipped=dict(sorted(skipped.items())), base=base,
                                      removed=sorted(removed), depth=base_depth + 1, ids=self.objects.ids)
         data = _wire_manifest(m).model_dump_json().encode("utf-8")
         digest = self.objects.put(data, digest_of(data))
-        self._remember(digest, full)
+        if full is not None:
+            self._remember(digest, full)
         self._depths[digest] = base_depth + 1
         return digest
 
@@ -373,6 +375,31 @@ class TrackStore:
                                          skipped=skipped, removed=[], ids=raw.ids)
         self._remember(digest, m)
         return m
+
+    def read_manifest_once(self, digest: str) -> Manifest:
+        """``read_manifest`` for a caller that reads a state once, by path, and never compares
+        its entries with tuples (a restore in a new process: issue 13 point 3). A full manifest
+        of the current format is parsed by pydantic_core's JSON parser without model validation
+        (``objects.read`` verified its bytes against their name: they are what ``put_manifest``
+        wrote), at a fraction of the cost; its entries are lists. Not kept in memory. A delta,
+        an older format or anything unexpected: ``read_manifest``."""
+        m = self._manifests.get(digest)
+        if m is not None:
+            return m
+        from pydantic_core import from_json
+
+        try:
+            raw = from_json(self.objects.read(digest), cache_strings=False)  # paths are unique: no cache
+        except ValueError:
+            return self.read_manifest(digest)
+        if (not isinstance(raw, dict) or raw.get("format_version") != Manifest.FORMAT_VERSION
+                or raw.get("base") is not None or raw.get("ids") not in ("blake3", "git")
+                or not isinstance(raw.get("entries"), dict) or not isinstance(raw.get("skipped"), dict)):
+            return self.read_manifest(digest)
+        self._depths[digest] = 0
+        return _unwire_manifest(Manifest.model_construct(
+            format_version=Manifest.FORMAT_VERSION, entries=raw["entries"], skipped=raw["skipped"],
+            removed=[], ids=raw["ids"]))
 
     def manifest_ids(self, digest: str) -> str:
         """``read_manifest(digest).ids`` without parsing a manifest this process does not hold:

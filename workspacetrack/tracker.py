@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -14,13 +15,22 @@ from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
 from gitrefs.produced_scope import recorded_paths as compute_recorded_paths
 from workspacetrack.bigfiles import DEFAULT_SIZE_CAP, size_cap_from_env
-from workspacetrack.capture import Capturer, CaptureStats
+from workspacetrack.capture import MAX_DELTA_DEPTH, Capturer, CaptureStats
 from workspacetrack.changes import Change, changed_paths, diff_manifests
+from workspacetrack.drift import GitDrift, status_enabled
 from workspacetrack.errors import StoreLayoutError, TrackError, UnknownSnapshotError
 from workspacetrack.gitsource import GitSource, git_reuse_enabled
 from workspacetrack.ignore import IgnoreRules
 from workspacetrack.journal import Journal
-from workspacetrack.models import ChainLink, Manifest, RunState, SnapshotRecord, StateLogRecord
+from workspacetrack.models import (
+    CacheRow,
+    ChainLink,
+    Entry,
+    Manifest,
+    RunState,
+    SnapshotRecord,
+    StateLogRecord,
+)
 from workspacetrack.names import mapping_from_wire, mapping_to_wire, to_wire
 from workspacetrack.objects import digest_of
 from workspacetrack.restore import (
@@ -35,6 +45,7 @@ from workspacetrack.restore import (
     unreadable_objects,
 )
 from workspacetrack.store import TrackStore
+from workspacetrack.walk import Scan
 
 __all__ = ["DEFAULT_SIZE_CAP", "Tracker"]
 
@@ -93,6 +104,9 @@ class Tracker:
         self.journal = Journal(str(ws))
         self._capturer = Capturer(self.store, ws, self.rules, self.journal, size_cap)
         self.last_capture: CaptureStats | None = None
+        # how the last restore (or preview) learnt the disk state: "walk" (the capture's scan:
+        # the journal's when it covers, else a full stat walk) or "git status" (drift.py)
+        self.restore_mode: str | None = None
         # paths the last capture skipped that the previous head had not skipped (path -> reason)
         self.newly_skipped: dict[str, str] = {}
         self._label_index: tuple[dict[str, list[str]], RunState | None, int] = ({}, None, 0)
@@ -364,15 +378,108 @@ class Tracker:
                         exclude: Iterable[str] = (), *, bank: bool = True) -> PlannedRestore:
         state = self._state()
         pivot_id = self._pivot_id(state, pivot)
-        produced = self.produced_scope(pivot, state)
-        pivot_m = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
-        last_m = self.store.read_manifest(self.store.snapshot(state, state.head or pivot_id).manifest)
-        # another run's work is taken out of a produced scope and named as left in place
-        kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
-        planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
-                                   label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot), bank=bank)
+        drift = self._start_drift(state, scope)  # git's status runs while the manifests load
+        try:
+            produced = self.produced_scope(pivot, state)
+            # read once, by path: parsed without validating 100,000 tuples (entries are lists)
+            pivot_m = self.store.read_manifest_once(self.store.snapshot(state, pivot_id).manifest)
+            last_digest = self.store.snapshot(state, state.head or pivot_id).manifest
+            last_m = self.store.read_manifest_once(last_digest)
+            # another run's work is taken out of a produced scope and named as left in place
+            kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
+            planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
+                                       label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot),
+                                       bank=bank, drift=drift, last_digest=last_digest)
+        finally:
+            if drift is not None:
+                drift.close()
         planned.left_in_place = sorted(set(planned.left_in_place) | {to_wire(p) for p in kept})  # wire form
         return planned
+
+    def _start_drift(self, state: RunState, scope: Scope) -> GitDrift | None:
+        """Ask git what changed since the last boundary (``workspacetrack.drift``) when that
+        can replace the bank's full walk: a produced (or none) scope, in a process whose journal
+        does not cover the time since that boundary, of a git-ids run whose stat cache was saved
+        against git's index. None: the restore walks, as before."""
+        if scope is Scope.FULL or self.journal.active or state.head is None or not status_enabled():
+            return None
+        self._choose_ids(state)
+        git = self.store.objects.git if self.store.objects.ids == "git" else None
+        if git is None:
+            return None
+        doc = self.store.load_cache()
+        if doc.index is None or doc.ids != "git" or doc.size_cap != self.size_cap or doc.manifest is None:
+            return None
+        return GitDrift(git, doc)
+
+    def _examine(self, last_digest: str, last: Manifest, paths: set[str],
+                 rows: dict[str, CacheRow]) -> tuple[str, Manifest, set[str]]:
+        """The disk state now, as a capture would record it, when only ``paths`` may differ from
+        ``last``: each of them examined as the journal's capture examines a path it names
+        (``Scan.rescan``; a directory is walked), everything else as ``last`` recorded it.
+        Stored as a delta on ``last`` (its cost follows ``paths``, not the tree).
+
+        Returns its digest, the PARTIAL state ``plan_restore`` reads when it is given the
+        drifted paths (the entries of every examined path, every skipped path), and the paths
+        whose state differs from ``last`` (``changed_paths`` of the two full states)."""
+        try:
+            st = os.stat(self.store.root)
+            store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            store_id = None
+        scan = Scan(str(self.workspace), self.rules, self.store.objects, self.size_cap, rows, store_id)
+        scan.git = None  # a few paths: read them rather than parse git's whole index for them
+        for p in sorted(paths):
+            scan.rescan(p)
+        # a directory whose last entry went (or that gained its first) changes its empty-dir row
+        parents = {p.rpartition("/")[0] for p in paths} - {""}
+        for d in sorted(parents):
+            scan.note_if_empty_dir(d)
+        self.store.objects.seal()  # git blobs referenced are pinned before anything names them
+        found = scan.found_rows()
+        looked = paths | parents | found.keys() | scan.extra_skipped.keys()
+        entries: dict[str, Entry] = {}
+        skipped = {p: r for p, r in last.skipped.items() if p not in looked}
+        for p, (key, h, _trusted, target) in found.items():
+            if h[0] == "!":
+                skipped[p] = h[1:]
+            else:
+                entries[p] = (h, key[4], key[0], target)
+        for p, reason in scan.extra_skipped.items():
+            entries.pop(p, None)
+            skipped[p] = reason
+        d_entries: dict[str, Entry] = {}
+        d_skipped: dict[str, str] = {}
+        removed: list[str] = []
+        drifted: set[str] = set()
+        for p in looked:
+            e, r, was_r = entries.get(p), skipped.get(p), last.skipped.get(p)
+            was = last.entries.get(p)
+            was_e: Entry | None = None if was is None else (was[0], was[1], was[2], was[3])  # a list when read once
+            if e is not None:
+                if e != was_e or was_r is not None:
+                    d_entries[p] = e
+            elif r is not None:
+                if r != was_r or was_e is not None:
+                    d_skipped[p] = r
+            elif was_e is not None or was_r is not None:
+                removed.append(p)
+            same = (e is None and was_e is None) or (e is not None and was_e is not None and e[:2] == was_e[:2])
+            if not same or r != was_r:
+                drifted.add(p)  # changed_paths' rule: content and mode, or the skip reason
+        ids = self.store.objects.ids
+        current = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
+                                           skipped=skipped, removed=[], ids=ids)
+        n_changes = len(d_entries) + len(d_skipped) + len(removed)
+        if n_changes == 0:
+            return last_digest, current, drifted
+        depth = self.store.depth_of(last_digest)
+        if depth >= MAX_DELTA_DEPTH or n_changes > len(last.entries) // 8 + 64:
+            full = {p: (e[0], e[1], e[2], e[3]) for p, e in last.entries.items() if p not in looked}
+            full.update(entries)
+            return self.store.put_manifest(full, skipped), current, drifted
+        # (the full state is not held here: a reader of the bank applies the delta)
+        return self.store.put_delta(last_digest, depth, d_entries, d_skipped, removed, None), current, drifted
 
     def undo(self, bank: str, protected: Iterable[str] = (), paths: Iterable[str] | None = None) -> RestoreReport:
         """Put back what the restore that took ``bank`` changed, as it was when banked; only
@@ -398,18 +505,30 @@ class Tracker:
 
     def _prepare_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
-                    pivot: str, bank: bool = True) -> PlannedRestore:
+                    pivot: str, bank: bool = True, drift: GitDrift | None = None,
+                    last_digest: str | None = None) -> PlannedRestore:
         # The bank IS the current disk state: capturing it first gives both the undo point and
         # the evidence (what changed since the last boundary) the report needs. With the journal
         # running (this process captured the last boundary) that costs what changed since; in
-        # a new process it is one stat walk against the stat cache (no re-hashing): the
-        # report's ``left_in_place`` is about the whole tree, which nothing else here knows.
+        # a new process, git's status names what may have changed (``workspacetrack.drift``)
+        # and only those paths and the scope's are examined; failing that, one stat walk
+        # against the stat cache (no re-hashing): the report's ``left_in_place`` is about the
+        # whole tree.
         self._choose_ids(state)
-        manifest, stats = self._capturer.scan()
-        self.last_capture = stats
-        current = self.store.read_manifest(manifest)
+        maybe = drifted = None
+        if drift is not None and last is not None and last_digest is not None:
+            maybe = drift.candidates(last_digest, last, self.rules, self.workspace)
+        if drift is not None and maybe is not None and last is not None and last_digest is not None:
+            in_scope = set(produced) if scope is Scope.PRODUCED else set()
+            manifest, current, drifted = self._examine(last_digest, last, maybe | in_scope, drift.doc.rows)
+            self.restore_mode = "git status"
+        else:
+            self.restore_mode = "walk" if drift is None or drift.refused is None else f"walk ({drift.refused})"
+            manifest, stats = self._capturer.scan()
+            self.last_capture = stats
+            current = self.store.read_manifest(manifest)
         plan = plan_restore(self.workspace, self.rules, target, last, current, scope, produced,
-                            self._relative(protected))
+                            self._relative(protected), drifted)
         bad = unreadable_objects(self.store.objects, plan)
         if bad:
             raise MissingObjectsError(bad)  # before the bank: nothing recorded, nothing written
