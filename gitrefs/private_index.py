@@ -157,7 +157,7 @@ def _git_env(ws: Workspace, paths: _Paths, split: bool) -> dict[str, str]:
 
 def _on_p(args: list[str], split: bool) -> list[str]:
     """``args`` (a git command line, options first) with P's options before the subcommand."""
-    i = next(i for i, a in enumerate(args) if not a.startswith("-") and args[i - 1] != "-c")
+    i = next(i for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c"))
     return [*args[:i], *(_SPLIT if split else _WHOLE), *args[i:]]
 
 
