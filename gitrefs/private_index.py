@@ -151,6 +151,8 @@ def _can_split(ws: Workspace) -> bool:
 def _git_env(ws: Workspace, paths: _Paths, split: bool) -> dict[str, str]:
     env = {"GIT_INDEX_FILE": str(paths.index_file)}
     if split:
+        # An explicit GIT_DIR skips git's safe.directory ownership check; opening the workspace
+        # (libgit2, owner validation on) has made it already.
         env.update(GIT_DIR=str(paths.gitdir), GIT_COMMON_DIR=str(ws.commondir), GIT_WORK_TREE=str(ws.workdir))
     return env
 
