@@ -109,6 +109,15 @@ def source_sig(path: str, since_ns: int) -> tuple[Sig, bool]:
     return hashlib.blake2b(data, digest_size=16).hexdigest(), max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - _RACY_NS
 
 
+def source_unchanged(path: str, sig: Sig) -> bool:
+    """``source_sig(path)`` still is ``sig``. An absent source (most of them: a directory's
+    .gitignore, .gitattributes and .git) is checked without an exception or an open:
+    ``access`` fails exactly where opening would (nothing there, or a dangling symlink)."""
+    if sig is None and not os.access(path, os.F_OK):
+        return True
+    return source_sig(path, 0)[0] == sig
+
+
 class PrivateIndexState(VersionedModel):
     """What the private index was derived from, to tell when it may no longer stand for a copy."""
 
@@ -253,7 +262,7 @@ def _may_stand_for_a_copy(ws: Workspace, st: PrivateIndexState, private: Path) -
 
 def _sources_still_hold(ws: Workspace, st: PrivateIndexState) -> bool:
     """The slow half: every source, gitlink and path tracked although ignored as recorded."""
-    if any(source_sig(p, 0)[0] != sig for p, sig in st.sources.items()):
+    if not all(source_unchanged(p, sig) for p, sig in st.sources.items()):
         return False
     if not all(os.path.lexists(os.path.join(ws.workdir, p, ".git")) for p in st.gitlinks):
         return False
@@ -467,8 +476,8 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     # In-tree sources (.gitignore, .gitattributes) would have been reported; the others not -
     # nor anything in the repository's .git (the watcher skips it): info/exclude, config.
     dot_git = root + ".git/"
-    if any(source_sig(p, 0)[0] != sig for p, sig in st.sources.items()
-           if not p.startswith(root) or p.startswith(dot_git)):
+    if not all(source_unchanged(p, sig) for p, sig in st.sources.items()
+               if not p.startswith(root) or p.startswith(dot_git)):
         return None
     if any(rel == g or rel.startswith(g + "/") for rel in wanted for g in st.gitlinks):
         return None
