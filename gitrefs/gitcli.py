@@ -34,11 +34,32 @@ def run_git(cwd: Path, args: Sequence[str], *, env: Mapping[str, str] | None = N
     """Run ``git -C cwd args`` and return the completed process (bytes out)."""
     proc = subprocess.run(["git", "-C", str(cwd), *args], env=git_env(env), capture_output=True,
                           input=input_bytes)
-    if check and proc.returncode != 0:
+    if check:
+        _check(proc, args)
+    return proc
+
+
+def _check(proc: subprocess.CompletedProcess[bytes], args: Sequence[str]) -> None:
+    if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = err[-1] if err else f"exit status {proc.returncode}"
         raise GitCommandFailed(f"git {args[0]} failed: {detail}")
-    return proc
+
+
+class GitProcess:
+    """A git command started now and waited for later (``wait``), so the caller can work meanwhile."""
+
+    def __init__(self, cwd: Path, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        self.args = list(args)
+        self._proc = subprocess.Popen(["git", "-C", str(cwd), *args], env=git_env(env), stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def wait(self, *, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        out, err = self._proc.communicate()
+        done = subprocess.CompletedProcess(self._proc.args, self._proc.returncode, out, err)
+        if check:
+            _check(done, self.args)
+        return done
 
 
 def git_out(cwd: Path, args: Sequence[str], **kw: object) -> str:

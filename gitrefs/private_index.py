@@ -33,7 +33,21 @@ of the last tree. (The watcher's own doubts - an overflow, a restart, no baselin
 caller's: it then never calls this.)
 
 Re-seeding is the original algorithm (copy U, `git add -A`, write-tree), so every case it does
-not cover costs one slow boundary, never a wrong tree. Signatures taken less than
+not cover costs one slow boundary, never a wrong tree.
+
+P is a split index (git's ``core.splitIndex``): its entries sit in a shared index written once,
+and each boundary's `git add -A` and `write-tree` write only the entries changed since - a few KB
+instead of the whole index (9 MB at 100,000 files, hashed at every write, twice per boundary).
+git keeps shared indexes in ``$GIT_DIR``, so every git command on P runs with a git dir of its
+own (``<private dir>/gitdir``, holding a HEAD and the shared indexes) and the repository's as
+``GIT_COMMON_DIR`` (config, objects, refs, info/exclude, info/attributes as usual): the shared
+indexes never land among the user's files, and git's clean-up of old ones
+(``splitIndex.sharedIndexExpire=now``) only ever sees this run's. The per-worktree files git
+would then look for in the private git dir instead of the user's - ``config.worktree`` and
+``info/sparse-checkout`` - keep P whole when either exists (both are sources: their coming or
+going re-seeds). A missing or damaged shared index (a crash between git writing the new one and
+P pointing at it, say) makes P unreadable, which re-seeds like any damaged P. (git's untracked
+cache would not help: `git add` never uses it, only `git status` does.) Signatures taken less than
 ``_RACY_NS`` before the boundary started are not trusted (a second change within the same
 timestamp tick would be invisible), which forces a re-seed next time.
 """
@@ -52,7 +66,7 @@ from typing import NamedTuple
 import pygit2
 
 from gitrefs.errors import GitCommandFailed
-from gitrefs.gitcli import git_out, run_git
+from gitrefs.gitcli import GitProcess, git_out, run_git
 from gitrefs.run_lock import file_lock
 from gitrefs.snapshot import ADD_ALL
 from gitrefs.workspace import Workspace
@@ -95,6 +109,15 @@ def source_sig(path: str, since_ns: int) -> tuple[Sig, bool]:
     return hashlib.blake2b(data, digest_size=16).hexdigest(), max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - _RACY_NS
 
 
+def source_unchanged(path: str, sig: Sig) -> bool:
+    """``source_sig(path)`` still is ``sig``. An absent source (most of them: a directory's
+    .gitignore, .gitattributes and .git) is checked without an exception or an open:
+    ``access`` fails exactly where opening would (nothing there, or a dangling symlink)."""
+    if sig is None and not os.access(path, os.F_OK):
+        return True
+    return source_sig(path, 0)[0] == sig
+
+
 class PrivateIndexState(VersionedModel):
     """What the private index was derived from, to tell when it may no longer stand for a copy."""
 
@@ -106,18 +129,47 @@ class PrivateIndexState(VersionedModel):
     dirs: dict[str, str] = {}  # the tree's directories ("" the root, else "a/b/") -> tree id
     gitlinks: list[str] = []  # the tree's submodules / embedded repositories
     trusted: bool  # False: a source changed right before the last boundary; re-seed next time
+    split: bool = False  # P is a split index over the private git dir (absent in older states: whole)
 
 
 class _Paths(NamedTuple):
     index_file: Path  # not `index`: that would shadow tuple.index
     state: Path
     lock: Path
+    gitdir: Path  # the private git dir of a split P
 
 
 def _paths(ws: Workspace, run_id: str) -> _Paths:
     d = ws.private_dir(run_id)
     # `index.lock` is git's own lock file for the index; ours must not collide with it.
-    return _Paths(d / "index", d / "index-state.json", d / "snapshot.flock")
+    return _Paths(d / "index", d / "index-state.json", d / "snapshot.flock", d / "gitdir")
+
+
+# Options for every git command on P: the same on readers and writers, so that no command ever
+# rewrites a split P whole (or the other way round).
+_WHOLE = ["-c", "core.splitIndex=false"]
+_SPLIT = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now"]
+# What keeps P whole: files git reads from $GIT_DIR itself, not from GIT_COMMON_DIR.
+_PER_WORKTREE = ("config.worktree", "info/sparse-checkout")
+
+
+def _can_split(ws: Workspace) -> bool:
+    return not any((ws.gitdir / name).exists() for name in _PER_WORKTREE)
+
+
+def _git_env(ws: Workspace, paths: _Paths, split: bool) -> dict[str, str]:
+    env = {"GIT_INDEX_FILE": str(paths.index_file)}
+    if split:
+        # An explicit GIT_DIR skips git's safe.directory ownership check; opening the workspace
+        # (libgit2, owner validation on) has made it already.
+        env.update(GIT_DIR=str(paths.gitdir), GIT_COMMON_DIR=str(ws.commondir), GIT_WORK_TREE=str(ws.workdir))
+    return env
+
+
+def _on_p(args: list[str], split: bool) -> list[str]:
+    """``args`` (a git command line, options first) with P's options before the subcommand."""
+    i = next(i for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c"))
+    return [*args[:i], *(_SPLIT if split else _WHOLE), *args[i:]]
 
 
 def _xdg_git(name: str) -> Path:
@@ -182,6 +234,7 @@ def _source_paths(ws: Workspace, dirs: Iterable[str]) -> list[str]:
     in a captured directory (it becomes an embedded repository).
     """
     out = [str(p) for p in (ws.commondir / "info" / "exclude", ws.commondir / "info" / "attributes",
+                            ws.gitdir / "info" / "sparse-checkout",
                             _config_path(ws, "core.excludesFile", "ignore"),
                             _config_path(ws, "core.attributesFile", "attributes"), *_config_files(ws))]
     root = os.path.join(ws.workdir, "")
@@ -199,12 +252,17 @@ def _in_tree(repo: pygit2.Repository, tree: str, path: str) -> bool:
     return True
 
 
-def _still_stands_for_a_copy(ws: Workspace, st: PrivateIndexState, private: Path) -> bool:
+def _may_stand_for_a_copy(ws: Workspace, st: PrivateIndexState, private: Path) -> bool:
+    """Whether P may still stand for a copy, the quick half: trust, and both indexes unchanged
+    (the other half, ``_sources_still_hold``, reads every source)."""
     if not st.trusted or index_sig(ws.user_index) != st.user_index:
         return False
-    if index_sig(private) != st.private_index:  # someone else wrote it: start over
-        return False
-    if any(source_sig(p, 0)[0] != sig for p, sig in st.sources.items()):
+    return index_sig(private) == st.private_index  # else someone else wrote it: start over
+
+
+def _sources_still_hold(ws: Workspace, st: PrivateIndexState) -> bool:
+    """The slow half: every source, gitlink and path tracked although ignored as recorded."""
+    if not all(source_unchanged(p, sig) for p, sig in st.sources.items()):
         return False
     if not all(os.path.lexists(os.path.join(ws.workdir, p, ".git")) for p in st.gitlinks):
         return False
@@ -249,44 +307,79 @@ def _save(path: Path, st: PrivateIndexState) -> None:
         _LOADED[str(path)] = (ident, st.model_copy())
 
 
-def _seed(ws: Workspace, private: Path, env: dict[str, str]) -> list[str]:
+def _prepare_gitdir(gitdir: Path) -> None:
+    """The private git dir of a split P, without the shared indexes of an earlier P."""
+    gitdir.mkdir(parents=True, exist_ok=True)
+    for old in gitdir.glob("sharedindex*"):
+        old.unlink(missing_ok=True)
+    head = gitdir / "HEAD"
+    if not head.is_file():
+        # git only needs a valid HEAD to take the directory for a git dir; nothing resolves it.
+        atomic_write_bytes(head, b"ref: refs/heads/iterion-private-index\n", durable=False)
+
+
+def _seed(ws: Workspace, paths: _Paths, split: bool) -> list[str]:
     """P := a copy of the user's index. Returns the paths it tracks although ignored."""
+    private = paths.index_file
     private.unlink(missing_ok=True)
-    if ws.user_index.is_file():
-        # copy2 keeps the mtime: git's racy-entry check compares entry times to it, and a newer
-        # copy would make racily-clean entries look trustworthy.
-        shutil.copy2(ws.user_index, private)
-        out = git_out(ws.workdir, ["ls-files", "-z", "-c", "-i", "--exclude-standard"], env=env)
-        return sorted(p for p in out.split("\0") if p)
-    return []
+    if split:
+        _prepare_gitdir(paths.gitdir)
+    if not ws.user_index.is_file():
+        return []
+    # copy2 keeps the mtime: git's racy-entry check compares entry times to it, and a newer
+    # copy would make racily-clean entries look trustworthy.
+    shutil.copy2(ws.user_index, private)
+    if split and _maybe_split(private):
+        # The user's own split index: its shared part is in the user's git dir. Made whole with
+        # that git dir (read only: no shared index is written), then P splits over its own.
+        git_out(ws.workdir, ["-c", "core.splitIndex=false", "update-index", "--no-split-index"],
+                env={"GIT_INDEX_FILE": str(private)})
+    out = git_out(ws.workdir, _on_p(["ls-files", "-z", "-c", "-i", "--exclude-standard"], split),
+                  env=_git_env(ws, paths, split))
+    return sorted(p for p in out.split("\0") if p)
+
+
+def _maybe_split(index: Path) -> bool:
+    """Whether an index file may be a split index (a "link" extension); False is certain."""
+    with open(index, "rb") as f:
+        return b"link" in f.read()
 
 
 def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
     """The tree `git add -A && git write-tree` would record on a copy of the user's index, now."""
     paths = _paths(ws, run_id)
-    env = {"GIT_INDEX_FILE": str(paths.index_file)}
     # Not the run lock: a revert snapshots while holding it. Banks and boundaries share P.
     with file_lock(paths.lock):
         started = time.time_ns()
         st = _load(paths.state)
         user_sig = index_sig(ws.user_index)  # before the copy: a later change shows up next time
-        fresh = st is None or not _still_stands_for_a_copy(ws, st, paths.index_file)
-        tracked_ignored = _seed(ws, paths.index_file, env) if fresh or st is None else st.tracked_ignored
-        try:
-            git_out(ws.workdir, ADD_ALL, env=env)
-        except GitCommandFailed:
-            if fresh:
-                raise
-            # e.g. a gitlink P holds whose directory lost its .git: what a copy gives is the rule.
-            fresh, user_sig = True, index_sig(ws.user_index)
-            tracked_ignored = _seed(ws, paths.index_file, env)
-            git_out(ws.workdir, ADD_ALL, env=env)
+        fresh = st is None or not _may_stand_for_a_copy(ws, st, paths.index_file)
+        if not fresh and st is not None:
+            # `git add -A` on P runs while the sources are read (thousands of files on a big
+            # tree). Reading them during the add rather than before it changes nothing: a source
+            # changed while the boundary runs is seen now (re-seed, below) or next time, as when
+            # it changes right after a check made before the add.
+            add = GitProcess(ws.workdir, _on_p(ADD_ALL, st.split), env=_git_env(ws, paths, st.split))
+            try:
+                holds = _sources_still_hold(ws, st)
+            finally:
+                added = add.wait(check=False)
+            # a failed add: a gitlink P holds whose directory lost its .git, say, or a split P
+            # whose shared index is gone. Either way what a copy gives is the rule.
+            fresh = not holds or added.returncode != 0
+        split = _can_split(ws) if fresh or st is None else st.split
+        env = _git_env(ws, paths, split)
+        if fresh or st is None:
+            tracked_ignored = _seed(ws, paths, split)
+            git_out(ws.workdir, _on_p(ADD_ALL, split), env=env)
+        else:
+            tracked_ignored = st.tracked_ignored
         private_sig = index_sig(paths.index_file)
         if not fresh and st is not None and private_sig == st.private_index:
             # git wrote nothing: same entries, same tree; the sources were just checked unchanged.
             tree, sources, dirs, gitlinks, trusted = st.tree, st.sources, st.dirs, st.gitlinks, True
         else:
-            tree = git_out(ws.workdir, ["write-tree"], env=env)
+            tree = git_out(ws.workdir, _on_p(["write-tree"], split), env=env)
             private_sig = index_sig(paths.index_file)  # write-tree stores the cache-tree
             dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs if st else {}, st.gitlinks if st else [])
             # Sources checked before `git add -A` keep that reading (a change since shows up next
@@ -298,7 +391,7 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
             trusted = not any(racy for _, racy in read.values())
         new = PrivateIndexState(user_index=user_sig, private_index=private_sig, tree=tree,
                                 sources=sources, tracked_ignored=tracked_ignored, dirs=dirs, gitlinks=gitlinks,
-                                trusted=trusted)
+                                trusted=trusted, split=split)
         if new != st:
             _save(paths.state, new)
         return tree
@@ -306,9 +399,8 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
 
 # Reported names that change how OTHER paths are staged: the watcher cannot say which.
 _DOUBT_NAMES = frozenset({".gitignore", ".gitattributes", ".git"})
-# update-index under the same rules as ADD_ALL's `git add` (no hooks, fsmonitor or split index)
-_UPDATE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false",
-           "update-index"]
+# update-index under the same rules as ADD_ALL's `git add` (no hooks or fsmonitor; P's split mode)
+_UPDATE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "update-index"]
 _UPDATE_INDEX = [*_UPDATE, "--add", "--remove", "--replace", "-z", "--stdin"]
 _FORCE_REMOVE = [*_UPDATE, "--force-remove", "-z", "--stdin"]
 
@@ -359,7 +451,6 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
     (files, and directories created, removed or renamed, whole). None: not trustworthy here
     (see the module doc); the caller must take the full boundary instead."""
     paths = _paths(ws, run_id)
-    env = {"GIT_INDEX_FILE": str(paths.index_file)}
     wanted = sorted(set(reported))
     for rel in wanted:
         parts = rel.split("/")
@@ -371,83 +462,96 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
             return None
         if index_sig(ws.user_index) != st.user_index or index_sig(paths.index_file) != st.private_index:
             return None
-        root = os.path.join(str(ws.workdir), "")
-        # in-tree sources (.gitignore, .gitattributes) would have been reported; the others not
-        if any(source_sig(p, 0)[0] != sig for p, sig in st.sources.items() if not p.startswith(root)):
-            return None
-        if any(rel == g or rel.startswith(g + "/") for rel in wanted for g in st.gitlinks):
-            return None
-        if not all(os.path.lexists(os.path.join(ws.workdir, g, ".git")) for g in st.gitlinks):
-            return None
-        if any(os.path.lexists(ws.workdir / p) and not _in_tree(ws.repo, st.tree, p) for p in st.tracked_ignored):
-            return None
-        if not wanted:
-            return st.tree  # nothing happened: P, its tree and every source are as they were
-        expanded = _expand(ws, wanted)
-        if expanded is None:
-            return None
-        files, prefixes = expanded
-        if prefixes:  # what P holds under a changed directory: gone files must be removed too
-            out = run_git(ws.workdir, ["ls-files", "-z", "--cached", "--", *prefixes],
-                          env={**env, "GIT_LITERAL_PATHSPECS": "1"}).stdout
-            files.update(_split_nul(out))
-        # Untracked and ignored: `git add -A` leaves it out. P holds exactly the last tree, so a
-        # path in it is tracked (staged whatever the rules say); only the others are asked about.
-        last = ws.repo[pygit2.Oid(hex=st.tree)].peel(pygit2.Tree)
+        try:
+            return _stage_locked(ws, paths, st, wanted)
+        except GitCommandFailed:
+            return None  # e.g. a split P whose shared index is gone: the full boundary re-seeds
 
-        def tracked(path: str) -> bool:
-            try:
-                return bool(last[path].type != pygit2.GIT_OBJECT_TREE)  # a directory then: not this path
-            except KeyError:
-                return False
 
-        on_disk = sorted(p for p in files if os.path.lexists(root + p) and not tracked(p))
-        if on_disk:
-            proc = run_git(ws.workdir, ["check-ignore", "-z", "--stdin"], env=env, check=False,
-                           input_bytes=_nul(on_disk))
-            if proc.returncode not in (0, 1):
-                return None
-            files.difference_update(_split_nul(proc.stdout))
-        # A path below something that is no longer a real directory (a file, a symlink, nothing)
-        # can only have gone: git refuses to look "beyond a symbolic link", so drop it outright.
-        real_dirs: dict[str, bool] = {"": True}
+def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: list[str]) -> str | None:
+    """``stage_reported_paths`` under P's lock, its first checks passed."""
+    split = st.split
+    env = _git_env(ws, paths, split)
+    root = os.path.join(str(ws.workdir), "")
+    # In-tree sources (.gitignore, .gitattributes) would have been reported; the others not -
+    # nor anything in the repository's .git (the watcher skips it): info/exclude, config.
+    dot_git = root + ".git/"
+    if not all(source_unchanged(p, sig) for p, sig in st.sources.items()
+               if not p.startswith(root) or p.startswith(dot_git)):
+        return None
+    if any(rel == g or rel.startswith(g + "/") for rel in wanted for g in st.gitlinks):
+        return None
+    if not all(os.path.lexists(os.path.join(ws.workdir, g, ".git")) for g in st.gitlinks):
+        return None
+    if any(os.path.lexists(ws.workdir / p) and not _in_tree(ws.repo, st.tree, p) for p in st.tracked_ignored):
+        return None
+    if not wanted:
+        return st.tree  # nothing happened: P, its tree and every source are as they were
+    expanded = _expand(ws, wanted)
+    if expanded is None:
+        return None
+    files, prefixes = expanded
+    if prefixes:  # what P holds under a changed directory: gone files must be removed too
+        out = run_git(ws.workdir, _on_p(["ls-files", "-z", "--cached", "--", *prefixes], split),
+                      env={**env, "GIT_LITERAL_PATHSPECS": "1"}).stdout
+        files.update(_split_nul(out))
+    # Untracked and ignored: `git add -A` leaves it out. P holds exactly the last tree, so a
+    # path in it is tracked (staged whatever the rules say); only the others are asked about.
+    last = ws.repo[pygit2.Oid(hex=st.tree)].peel(pygit2.Tree)
 
-        def real_dir(d: str) -> bool:
-            if d not in real_dirs:
-                parent = d.rpartition("/")[0]
-                real_dirs[d] = real_dir(parent) and os.path.isdir(root + d) and not os.path.islink(root + d)
-            return real_dirs[d]
+    def tracked(path: str) -> bool:
+        try:
+            return bool(last[path].type != pygit2.GIT_OBJECT_TREE)  # a directory then: not this path
+        except KeyError:
+            return False
 
-        gone = sorted(p for p in files if not real_dir(p.rpartition("/")[0]))
-        if gone:
-            run_git(ws.workdir, _FORCE_REMOVE, env=env, input_bytes=_nul(gone))
-            files.difference_update(gone)
-        # Only files of the last tree rewritten in place (none added, removed or replaced by a
-        # directory): the new tree has the same directories and gitlinks, so the same sources.
-        same_shape = not prefixes and not gone and all(tracked(p) and os.path.lexists(root + p) for p in files)
-        if files:
-            run_git(ws.workdir, _UPDATE_INDEX, env=env, input_bytes=_nul(sorted(files)))
-        tree = git_out(ws.workdir, ["write-tree"], env=env)
-        if same_shape:
-            # ``dirs`` keeps the older subtree ids: ``_tree_shape`` only ever skips a subtree
-            # whose id equals the recorded one, and equal ids mean the same directories below.
-            new = st.model_copy(update={"private_index": index_sig(paths.index_file), "tree": tree})
-            _save(paths.state, new)
-            return tree
-        dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs, st.gitlinks)
-        started = time.time_ns()
-        # The sources of the new tree: unchanged ones as checked (a change in the tree would
-        # have been reported, outside it was just checked); a new directory's, read now.
-        sources: dict[str, Sig] = {}
-        racy = False
-        for p in _source_paths(ws, dirs):
-            if p in st.sources:
-                sources[p] = st.sources[p]
-            else:
-                sources[p], is_racy = source_sig(p, started)
-                racy = racy or is_racy
-        new = PrivateIndexState(user_index=st.user_index, private_index=index_sig(paths.index_file), tree=tree,
-                                sources=sources, tracked_ignored=st.tracked_ignored, dirs=dirs, gitlinks=gitlinks,
-                                trusted=not racy)
+    on_disk = sorted(p for p in files if os.path.lexists(root + p) and not tracked(p))
+    if on_disk:
+        proc = run_git(ws.workdir, _on_p(["check-ignore", "-z", "--stdin"], split), env=env, check=False,
+                       input_bytes=_nul(on_disk))
+        if proc.returncode not in (0, 1):
+            return None
+        files.difference_update(_split_nul(proc.stdout))
+    # A path below something that is no longer a real directory (a file, a symlink, nothing)
+    # can only have gone: git refuses to look "beyond a symbolic link", so drop it outright.
+    real_dirs: dict[str, bool] = {"": True}
+
+    def real_dir(d: str) -> bool:
+        if d not in real_dirs:
+            parent = d.rpartition("/")[0]
+            real_dirs[d] = real_dir(parent) and os.path.isdir(root + d) and not os.path.islink(root + d)
+        return real_dirs[d]
+
+    gone = sorted(p for p in files if not real_dir(p.rpartition("/")[0]))
+    if gone:
+        run_git(ws.workdir, _on_p(_FORCE_REMOVE, split), env=env, input_bytes=_nul(gone))
+        files.difference_update(gone)
+    # Only files of the last tree rewritten in place (none added, removed or replaced by a
+    # directory): the new tree has the same directories and gitlinks, so the same sources.
+    same_shape = not prefixes and not gone and all(tracked(p) and os.path.lexists(root + p) for p in files)
+    if files:
+        run_git(ws.workdir, _on_p(_UPDATE_INDEX, split), env=env, input_bytes=_nul(sorted(files)))
+    tree = git_out(ws.workdir, _on_p(["write-tree"], split), env=env)
+    if same_shape:
+        # ``dirs`` keeps the older subtree ids: ``_tree_shape`` only ever skips a subtree
+        # whose id equals the recorded one, and equal ids mean the same directories below.
+        new = st.model_copy(update={"private_index": index_sig(paths.index_file), "tree": tree})
         _save(paths.state, new)
         return tree
+    dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs, st.gitlinks)
+    started = time.time_ns()
+    # The sources of the new tree: unchanged ones as checked (a change in the tree would
+    # have been reported, outside it was just checked); a new directory's, read now.
+    sources: dict[str, Sig] = {}
+    racy = False
+    for p in _source_paths(ws, dirs):
+        if p in st.sources:
+            sources[p] = st.sources[p]
+        else:
+            sources[p], is_racy = source_sig(p, started)
+            racy = racy or is_racy
+    new = PrivateIndexState(user_index=st.user_index, private_index=index_sig(paths.index_file), tree=tree,
+                            sources=sources, tracked_ignored=st.tracked_ignored, dirs=dirs, gitlinks=gitlinks,
+                            trusted=not racy, split=split)
+    _save(paths.state, new)
+    return tree

@@ -28,9 +28,11 @@ from gitrefs.gitcli import git_out
 from gitrefs.workspace import Workspace
 
 # No hooks (post-index-change would fire on the scratch index), no fsmonitor daemon start-up, and
-# never a split index (a copy must stand alone; gitrefs.private_index keeps one across boundaries).
+# never a split index (a copy must stand alone; gitrefs.private_index splits its own). No pathspec:
+# run at the top of the worktree, `add -A` is the whole tree, and "." would only add a pathspec
+# match per entry.
 ADD_ALL = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.fsmonitor=false",
-           "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false", "add", "-A", "--", "."]
+           "-c", "core.hooksPath=/dev/null", "-c", "core.splitIndex=false", "add", "-A"]
 
 
 def snapshot_tree(ws: Workspace, scratch_dir: Path) -> str:

@@ -100,7 +100,7 @@ def _write_out(paths: list[str], dir_fd: int | None, sfr: Any) -> bool:
 
 
 def sync_paths(files: Iterable[str], dirs: Iterable[str] = (), *, dir_fd: int | None = None,
-               dummy_prefix: str = ".iterion-sync") -> None:
+               dummy_prefix: str = ".iterion-sync", journal_dir: str | None = None) -> None:
     """Make exactly ``files`` (their data) and ``dirs`` (the names just created, renamed or
     removed in them) durable - never the whole filesystem (``syncfs`` would also wait for every
     other process's unflushed writes).
@@ -112,16 +112,33 @@ def sync_paths(files: Iterable[str], dirs: Iterable[str] = (), *, dir_fd: int | 
     with ``ITERION_FSYNC_METHOD=fsync``, each file and then each directory is fsynced
     (concurrently, so the journal folds them). Either way files come before names: a name made
     durable never points at data that is not. Relative paths are taken from ``dir_fd``.
+
+    The batch's commit creates (and removes) a file named ``dummy_prefix...tmp`` in
+    ``journal_dir``, by default the first of ``dirs`` (or the first file's directory). Pass
+    ``journal_dir`` where such a name must never be seen even briefly (inside .git/objects/xx or
+    a refs directory, say); it must be on the same filesystem as every one of ``dirs`` (the
+    journal is per filesystem), else each file and directory is fsynced instead.
     """
     fs, ds = sorted(set(files)), sorted(set(dirs))
     if not fs and not ds:
         return
     sfr = None if os.environ.get(FSYNC_METHOD_ENV) == "fsync" else _sync_file_range()
-    if sfr is not None and _write_out(fs, dir_fd, sfr) and _commit_journal(ds[0] if ds else os.path.dirname(fs[0]) or ".",
-                                                                           dir_fd, dummy_prefix):
+    if journal_dir is None:
+        journal_dir = ds[0] if ds else os.path.dirname(fs[0]) or "."
+    elif not _same_filesystem(journal_dir, ds or [os.path.dirname(f) or "." for f in fs], dir_fd):
+        sfr = None
+    if sfr is not None and _write_out(fs, dir_fd, sfr) and _commit_journal(journal_dir, dir_fd, dummy_prefix):
         return
     _fsync_each(fs, dir_fd, False)
     _fsync_each(ds, dir_fd, True)
+
+
+def _same_filesystem(journal_dir: str, dirs: list[str], dir_fd: int | None) -> bool:
+    try:
+        dev = os.stat(journal_dir, dir_fd=dir_fd).st_dev
+        return all(os.stat(d, dir_fd=dir_fd).st_dev == dev for d in dirs)
+    except OSError:
+        return False
 
 
 def _commit_journal(directory: str, dir_fd: int | None, prefix: str) -> bool:

@@ -42,7 +42,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from persist import fsync_dir
+from persist import sync_paths
 from workspacetrack.errors import TrackError
 
 if TYPE_CHECKING:
@@ -346,12 +346,10 @@ class GitSource:
         msg = f"iterion pin of run {self.run_id}\n\nindex {index[-20:].hex() if index else '-'}\n"
         commit = repo.create_commit(None, sig, sig, msg, root_id, parents)
         written.append(pygit2.Oid(hex=str(commit)))
-        for obj in written:
-            self._fsync_object(obj)
+        self._fsync_object(*written)
         repo.references.create(ref, commit, force=True)
         ref_file = self.common / ref
-        _fsync_file(ref_file)
-        fsync_dir(ref_file.parent)
+        _fsync_file(ref_file, self.common)
         gone = [o for o in extra if not self.has(o)]
         if gone:
             raise TrackError(f"git object {gone[0]} vanished while this capture referenced it "
@@ -400,12 +398,13 @@ class GitSource:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _fsync_object(self, oid: pygit2.Oid) -> None:
-        h = str(oid)
-        path = self.common / "objects" / h[:2] / h[2:]
-        if path.exists():
-            _fsync_file(path)
-            fsync_dir(path.parent)
+    def _fsync_object(self, *oids: pygit2.Oid) -> None:
+        """The loose objects among ``oids`` (a packed one is durable already), data and names, in
+        one batch (``persist.sync_paths``) whose commit file goes in the git dir's root, never
+        inside objects/xx where git would take it for an object."""
+        paths = [p for p in (self.common / "objects" / str(o)[:2] / str(o)[2:] for o in oids) if p.exists()]
+        sync_paths([str(p) for p in paths], [str(p.parent) for p in paths], journal_dir=str(self.common),
+                   dummy_prefix=_SYNC_PREFIX)
 
 
 def _config(cfg: pygit2.Config, name: str) -> str | None:
@@ -415,17 +414,14 @@ def _config(cfg: pygit2.Config, name: str) -> str | None:
         return None
 
 
-def _fsync_file(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+# the batch commit's short-lived file in the git dir's root (see ``_fsync_object``)
+_SYNC_PREFIX = "iterion-pin-sync"
+
+
+def _fsync_file(path: Path, gitdir: Path) -> None:
+    """``path`` (a ref file just written) and its name in its directory, durably: one batch whose
+    commit file goes in ``gitdir``'s root, never in a refs directory git would list."""
+    sync_paths([str(path)], [str(path.parent)], journal_dir=str(gitdir), dummy_prefix=_SYNC_PREFIX)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

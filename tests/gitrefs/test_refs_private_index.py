@@ -188,3 +188,118 @@ def test_a_captured_directory_that_becomes_a_repository(tmp_path: Path) -> None:
     git(repo / "lib", "add", "a.txt")
     git(repo / "lib", "commit", "-q", "-m", "own history")
     run.check()
+
+
+# --- P as a split index over a private git dir -------------------------------------------------
+
+
+def _state_of(rr: RunRefs) -> PrivateIndexState:
+    return read_model(rr.ws.private_dir(rr.run_id) / "index-state.json", PrivateIndexState)
+
+
+def _state(run: Run) -> PrivateIndexState:
+    return _state_of(run.rr)
+
+
+def _shared(gitdir: Path) -> list[str]:
+    return sorted(p.name for p in gitdir.glob("sharedindex*"))
+
+
+def test_split_private_index_stays_in_its_own_git_dir(tmp_path: Path) -> None:
+    """P's shared index lives in the run's private git dir, never among the user's files; new
+    files in existing directories, right after a boundary and within one timestamp tick, are
+    all seen; when git writes a new shared index the old one goes."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "d").mkdir()
+    for i in range(20):
+        (repo / "d" / f"f{i}.txt").write_text(f"{i}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "twenty")
+    user_gitdir = gitdir_of(repo)
+    run = Run(repo, tmp_path)
+    run.check()
+    private_gitdir = run.rr.ws.private_dir("r") / "gitdir"
+    assert _state(run).split and len(_shared(private_gitdir)) == 1
+    run.settle()
+    for i in range(3):  # a directory gains a file right after each boundary, in the same tick
+        (repo / "d" / f"new{i}.txt").write_text("n\n")
+        assert f"d/new{i}.txt" in run.check()
+        (repo / "d" / f"new{i}.txt").write_text("same size, same tick\n")
+        run.check()
+    first = _shared(private_gitdir)
+    for i in range(20):  # entries edited in place stay in the shared index
+        (repo / "d" / f"f{i}.txt").write_text(f"changed {i}\n")
+    run.check()
+    assert _shared(private_gitdir) == first
+    for i in range(20):  # many new ones: git writes a new shared index, and drops the old
+        (repo / "e" / f"g{i}.txt").parent.mkdir(exist_ok=True)
+        (repo / "e" / f"g{i}.txt").write_text(f"{i}\n")
+    run.check()
+    assert _shared(private_gitdir) != first and len(_shared(private_gitdir)) == 1
+    assert _shared(user_gitdir) == []
+    assert _state(run).split
+
+
+def test_a_lost_shared_index_re_seeds(tmp_path: Path) -> None:
+    """A crash between git writing a new shared index and P pointing at it leaves P unreadable:
+    the next boundary starts again from the user's index."""
+    repo = make_repo(tmp_path / "repo")
+    run = Run(repo, tmp_path)
+    (repo / "a.txt").write_text("a")
+    run.settle()
+    private_gitdir = run.rr.ws.private_dir("r") / "gitdir"
+    for p in private_gitdir.glob("sharedindex*"):
+        p.unlink()
+    (repo / "b.txt").write_text("b")
+    assert {"a.txt", "b.txt"} <= run.check()
+    assert len(_shared(private_gitdir)) == 1
+
+
+def test_the_users_own_split_index(tmp_path: Path) -> None:
+    """A user whose index is split: P is seeded from it (its shared part read where the user's
+    git keeps it, never written), and the user's shared index files stay as they were."""
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "config", "core.splitIndex", "true")
+    (repo / "a.txt").write_text("a")
+    git(repo, "add", "a.txt")
+    user_gitdir = gitdir_of(repo)
+    rr = RunRefs.start(repo, "r")
+
+    def boundary(step: int) -> str:
+        # the user's shared index files around our boundary only: the reference (a `git add` on
+        # a copy of the index under the user's config) writes its own there
+        before = {p.name: p.read_bytes() for p in user_gitdir.glob("sharedindex*")}
+        assert before
+        guarded = guarded_state(repo)
+        tree = rr.write_boundary(BoundaryLabel.parse(f"nodes:n:{step}")).tree
+        assert {p.name: p.read_bytes() for p in user_gitdir.glob("sharedindex*")} == before
+        assert guarded_state(repo) == guarded
+        assert tree == reference_tree(repo, tmp_path / "scratch")
+        return tree
+
+    (repo / "b.txt").write_text("b")
+    assert {"a.txt", "b.txt"} <= tree_paths(repo, boundary(0))
+    time.sleep(0.25)
+    boundary(1)
+    (repo / "a.txt").write_text("a2")
+    boundary(2)
+    assert _state_of(rr).split
+
+
+def test_per_worktree_config_keeps_the_private_index_whole(tmp_path: Path) -> None:
+    """A linked worktree splits P too; with a config.worktree (read from $GIT_DIR, which a
+    private git dir would hide) P stays whole and that config still applies."""
+    main = make_repo(tmp_path / "main")
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"))
+    wt = tmp_path / "wt"
+    run = Run(wt, tmp_path)
+    (wt / "x.bin").write_text("x")
+    run.check()
+    assert _state(run).split
+    run.settle()
+    git(wt, "config", "extensions.worktreeConfig", "true")
+    excludes = tmp_path / "wt-excludes"
+    excludes.write_text("*.bin\n")
+    git(wt, "config", "--worktree", "core.excludesFile", str(excludes))
+    assert "x.bin" not in run.check()
+    assert not _state(run).split

@@ -146,3 +146,24 @@ def test_in_place_edits_keep_the_tree_shape_and_later_changes_stay_exact(run: Wa
     files(repo, {"fresh/.gitignore": "*.txt\n"})  # an ignore file in a directory made meanwhile
     run.mark("full")
     run.v.close()
+
+
+def test_rules_inside_dot_git_re_verify(run: Watched) -> None:
+    """The watcher never reports .git itself: a changed .git/info/exclude or .git/config is
+    caught by re-reading them, and the boundary takes the full add."""
+    repo = run.repo
+    files(repo, {"src/c.py": "c\n", "notes.tmp": "n\n"})
+    run.mark("staged")
+    time.sleep(_RACY_NS / 1e9 + 0.05)
+    run.mark("staged")
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("*.tmp\n")
+    (repo / "src" / "a.py").write_text("a5\n")
+    run.mark("full")
+    time.sleep(_RACY_NS / 1e9 + 0.05)
+    run.mark("full")  # trusted again after the rule aged: re-armed
+    git(repo, "config", "core.autocrlf", "true")
+    (repo / "src" / "b.py").write_text("b5\n")
+    run.mark("full")
+    run.v.close()
