@@ -33,7 +33,7 @@ COMMANDS = (
     LazyCommand("run", "cli.run", "Run a workflow from its entry node, checkpointing after every node."),
     LazyCommand("resume", "cli.run",
                 "Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id)."),
-    LazyCommand("inspect", "cli.run",
+    LazyCommand("inspect", "cli.inspect_cmd",
                 "List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget."),
     LazyCommand("init", "cli.run",
                 "Scaffold a demo project (a workflow plus the script backend's answers) you can run at once."),
