@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -113,8 +112,7 @@ def _plain_leaf(annotation: Any, info: Any, value: Any, param: Any, ctx: Any) ->
     return _NOT_PLAIN
 
 
-@dataclass(frozen=True)
-class PlainRuntimeParam(RuntimeParam):
+class PlainRuntimeParam(RuntimeParam):  # (typer's frozen dataclass: no field of its own to add)
     """A parameter's coercion that needs no pydantic for the values a command line gives: None,
     a str option, a plainly spelled Path, lists of those. Anything else (a number, a choice, a
     ``./x`` path, a parser) goes to the adapter typer builds, so the result and every error

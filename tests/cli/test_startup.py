@@ -280,3 +280,45 @@ def test_plain_coercion_equals_typers_adapters_for_every_parameter(tmp_path: Pat
                         param._runtime_param = plain  # (a value it hands to typer installs typer's adapter)
                     checked += 1
     assert checked > 500
+
+
+# -- `validate FILE... [--json]` runs without typer, as typer runs it (cli/startup.py plain_validate) --------
+_TYPER_ONLY = ("import sys\nfrom cli.errors import run_guarded\nfrom cli.main import get_app\n"
+               "run_guarded(get_app())")
+
+
+def test_plain_validate_prints_and_exits_as_typers_validate(tmp_path: Path) -> None:
+    demo = REPO_ROOT / "fixtures" / "demo"
+    for name in ("demo.bot", "demo.script.yaml"):
+        (tmp_path / name).write_bytes((demo / name).read_bytes())
+    (tmp_path / "broken.bot").write_text("agent a:\n  model: \"m\"\nworkflow w:\n  entry: nosuch\n")
+    (tmp_path / "dir").mkdir()
+    lines = [["demo.bot"], ["broken.bot", "--json", "demo.bot"], ["--json", "nosuch.bot"], ["dir", "demo.bot"],
+             ["broken.bot"]]
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO_ROOT)}
+    codes = set()
+    for args in lines:
+        argv = ["iterion", "validate", *args]
+        fast = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {argv!r}\n"
+                               "from cli.main import main\nmain()"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        typer = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {argv!r}\n" + _TYPER_ONLY],
+                               cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr), args
+        assert fast.stderr or '"ok"' in fast.stdout, args  # (a verdict per file, or the JSON)
+        codes.add(fast.returncode)
+    assert codes == {0, 2}
+    modules = _modules_after("from cli.main import main\nmain()", ["validate", "demo.bot"], cwd=tmp_path)
+    assert "iterion.dsl.compiler" in modules and not [m for m in modules if m.split(".")[0] in ("typer", "click")]
+
+
+def test_other_validate_command_lines_go_to_typer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.startup import plain_validate
+
+    monkeypatch.chdir(tmp_path)
+    assert plain_validate(["validate", "a.bot", "--json", "b.bot"]) == (["a.bot", "b.bot"], True)
+    for argv in (["validate"], ["validate", "--json"], ["validate", "-h"], ["validate", "a.bot", "--jsn"],
+                 ["validate", "--", "a.bot"], ["validate", "-"], ["validate", ""], ["diagram", "a.bot"],
+                 ["validate", "a.bot", "--json=1"]):
+        assert plain_validate(argv) is None, argv
+    monkeypatch.setenv("_ITERION_COMPLETE", "complete_bash")
+    assert plain_validate(["validate", "a.bot"]) is None
