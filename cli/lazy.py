@@ -107,7 +107,7 @@ def _plain_leaf(annotation: Any, info: Any, value: Any, param: Any, ctx: Any) ->
         return value
     if annotation is Path and info.path_type is None and not info.allow_dash and value and str(Path(value)) == value:
         # typer's adapter validates Path(value) with pydantic (the same Path) and then calls this with
-        # it; only a spelling Path keeps as is, so the error messages quoting ``value`` are the same
+        # it; only for a spelling Path keeps as it is, so messages quoting ``value`` read the same
         return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
     return _NOT_PLAIN
 

@@ -166,13 +166,15 @@ def plain_validate(argv: Sequence[str]) -> tuple[list[str], bool] | None:
     """
     if len(argv) < 2 or argv[0] != "validate" or _completing():
         return None
+    from pathlib import Path  # (not for --version and --help)
+
     files, as_json = [], False
     for word in argv[1:]:
         if word == "--json":
             as_json = True
         elif not word or word.startswith("-"):
             return None
-        elif os.path.exists(word) and not os.access(word, os.R_OK):
+        elif os.path.exists(Path(word)) and not os.access(Path(word), os.R_OK):  # (what typer checks)
             return None
         else:
             files.append(word)
