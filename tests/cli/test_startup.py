@@ -230,6 +230,7 @@ def test_listing_runs_imports_no_engine_dsl_workspace_tracking_git_or_http(tmp_p
     # the list reads run documents plainly: no document model, no pydantic (not even typer's adapters)
     assert not [m for m in modules if m.split(".")[0] == "pydantic" or m in ("typer._adapters", "iterion.budget")]
     assert "iterion.store.run_doc" not in modules and "iterion.store.events" not in modules
+    assert "secrets" not in modules and "persist.atomic" not in modules  # (OpenSSL's start; the writers')
     engine = sorted(m for m in modules if m.startswith("iterion.engine."))
     assert engine == ["iterion.engine.stale"]  # the start-up orphan sweep, without the takeover machinery
     assert _heavy(modules) == ["iterion.engine", "iterion.engine.stale"]
