@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iterion.failure_codes import FailureCode
 from iterion.store.errors import StatusRefusedError
 from iterion.store.layout import RunPaths
 from iterion.store.liveness import Liveness, Verdict, owner_liveness
@@ -172,6 +171,7 @@ def promote_if_orphaned(store: Store, run_id: str, *, threshold_s: float | None 
     # the start-up sweep of every store-opening command (`inspect` too) must stay cheap
     from iterion.engine.checkpoint_push import after_found_dead
     from iterion.engine.takeover import BY_PROMOTION, record_takeover
+    from iterion.failure_codes import FailureCode
     from iterion.store import events as ev
 
     threshold = stale_after_s() if threshold_s is None else threshold_s
