@@ -1,7 +1,8 @@
 """`iterion` entry point: the typer app, with each command's module imported only when it runs.
 
 Start-up is part of the interface (issue 14, point 10): ``iterion --version`` and ``--help``
-are answered before typer is imported (cli/startup.py); a typo imports typer and cli/output.py,
+are answered before typer is imported (cli/startup.py), and so is the plain
+``iterion validate FILE... [--json]``; a typo imports typer and cli/output.py,
 never the engine, the DSL compiler, pygit2 or httpx. The
 table below names every command, the module whose ``register(app)`` adds it, and the one-line
 summary ``--help`` lists (tests/cli/test_startup.py keeps it in step with the modules).
@@ -13,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cli.output import echo, guard_std_streams
-from cli.startup import ROOT_HELP, VERSION_HELP, LazyCommand, answer_without_typer
+from cli.startup import ROOT_HELP, VERSION_HELP, LazyCommand, answer_without_typer, plain_validate
 from iterion import __version__
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ COMMANDS = (
     LazyCommand("run", "cli.run", "Run a workflow from its entry node, checkpointing after every node."),
     LazyCommand("resume", "cli.run",
                 "Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id)."),
-    LazyCommand("inspect", "cli.run",
+    LazyCommand("inspect", "cli.inspect_cmd",
                 "List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget."),
     LazyCommand("init", "cli.run",
                 "Scaffold a demo project (a workflow plus the script backend's answers) you can run at once."),
@@ -112,6 +113,14 @@ def main() -> None:
         sys.exit(ExitCode.OK)
     from cli.errors import run_guarded  # persist's errors only: no pydantic, no engine
 
+    plain = plain_validate(sys.argv[1:])  # `validate FILE... [--json]`: no typer either
+    if plain is not None:
+        from pathlib import Path
+
+        from cli.validate import check
+
+        files, as_json = plain
+        run_guarded(lambda: sys.exit(check([Path(f) for f in files], as_json)))
     run_guarded(get_app())
 
 

@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 from cli.errors import CliError
-from iterion.budget import DurationError, format_duration, parse_duration
 from iterion.invocation import command
 
 ACK_FIELD = "acknowledge_recovery"
@@ -85,6 +84,12 @@ def raised_cap(error: str | None) -> list[str]:
     m = _CAP.search(error or "")
     if not m:
         return []
+    from iterion.budget import (  # (pydantic: not on the run list)
+        DurationError,
+        format_duration,
+        parse_duration,
+    )
+
     axis, shown = m.group(1), m.group(2)
     flag = "--" + axis.replace("_", "-")
     try:

@@ -138,13 +138,44 @@ def root_help(commands: Sequence[LazyCommand], prog: str, width: int) -> str:
     return page.rstrip("\n")
 
 
+def _completing() -> bool:
+    return any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
+
+
 def answer_without_typer(argv: Sequence[str], commands: Sequence[LazyCommand], version: str) -> str | None:
     """The whole output of ``iterion --version`` / ``--help`` / ``-h``, or None when ``argv`` is
     any other command line (typer parses it). A shell-completion request always goes to typer."""
-    if len(argv) != 1 or any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):
+    if len(argv) != 1 or _completing():
         return None
     if argv[0] == "--version":
         return f"iterion {version}"
     if argv[0] in HELP_OPTIONS:
         return root_help(commands, program_name(), help_width())
     return None
+
+
+def plain_validate(argv: Sequence[str]) -> tuple[list[str], bool] | None:
+    """``iterion validate FILE... [--json]`` as typer parses it: (the files, --json), or None for
+    any other command line (typer parses it: an option other than --json, ``-``, ``--``, an empty
+    word, no file, a completion request).
+
+    Invariant: for every command line answered here, typer gives `validate` the same
+    ``Path(word)`` files and flag, and accepts them: a path that exists but cannot be read (which
+    typer refuses with a usage error) is left to typer. tests/cli/test_startup.py runs command
+    lines through both and compares output and exit status.
+    """
+    if len(argv) < 2 or argv[0] != "validate" or _completing():
+        return None
+    from pathlib import Path  # (not for --version and --help)
+
+    files, as_json = [], False
+    for word in argv[1:]:
+        if word == "--json":
+            as_json = True
+        elif not word or word.startswith("-"):
+            return None
+        elif os.path.exists(Path(word)) and not os.access(Path(word), os.R_OK):  # (what typer checks)
+            return None
+        else:
+            files.append(word)
+    return (files, as_json) if files else None

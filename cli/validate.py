@@ -1,10 +1,14 @@
-"""`iterion validate` and `iterion diagram`: the `.bot` front end on the command line."""
+"""`iterion validate` and `iterion diagram`: the `.bot` front end on the command line.
+
+The commands are defined when typer registers them (``register``): ``check``, the work of
+`validate`, imports no typer, so `iterion validate FILE... [--json]` runs without it
+(cli/startup.py ``plain_validate``; issue 14, point 10).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import typer
+from typing import TYPE_CHECKING
 
 from cli.errors import CliError
 from cli.exit_codes import ExitCode
@@ -12,22 +16,18 @@ from cli.output import echo, echo_err, echo_json
 from iterion.dsl import CompileResult, Severity, load_workflow
 from persist.text import one_line
 
+if TYPE_CHECKING:
+    import typer
+
 
 def _counts(result: CompileResult) -> tuple[int, int]:
     errors = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR)
     return errors, len(result.diagnostics) - errors
 
 
-def validate(
-    files: list[Path] = typer.Argument(..., help="Workflow files (.bot/.iter), bundle directories or .botz archives."),
-    as_json: bool = typer.Option(False, "--json", help="Print the diagnostics as JSON."),
-) -> None:
-    """Check workflows and print every diagnostic as FILE:LINE:COL: CODE severity: message.
-
-    Exits 2 when any file has an error (an invalid workflow is refused input), 0 when there are only warnings.
-
-    Example: iterion validate review.bot lib/bundle/ --json
-    """
+def check(files: list[Path], as_json: bool) -> ExitCode:
+    """`iterion validate`: every diagnostic of every file (JSON with ``as_json``); REFUSED when
+    any file has an error, else OK."""
     results = [(f, load_workflow(f)) for f in files]
     failed = any(not r.ok for _, r in results)
     if as_json:
@@ -44,34 +44,48 @@ def validate(
             errors, warnings = _counts(r)
             status = "ok" if r.ok else "invalid"
             echo_err(f"{one_line(str(f))}: {status} ({errors} error(s), {warnings} warning(s))")
-    if failed:
-        raise typer.Exit(ExitCode.REFUSED)
-
-
-def diagram(
-    file: Path = typer.Argument(..., help="A workflow file, bundle directory or .botz archive."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"workflow": NAME, "mermaid": TEXT}.'),
-) -> None:
-    """Print the compiled workflow as a Mermaid flowchart.
-
-    Example: iterion diagram review.bot > review.mmd
-    """
-    from iterion.dsl.diagram import to_mermaid  # `diagram` only: validate never draws
-
-    result = load_workflow(file)
-    if result.workflow is None:
-        for d in result.diagnostics:
-            echo_err(d.format())
-        errors, _ = _counts(result)
-        raise CliError(f"{file} does not compile ({errors} error(s))",
-                       hint=f"run: iterion validate {file}", exit_code=ExitCode.REFUSED)
-    text = to_mermaid(result.workflow)
-    if as_json:
-        echo_json({"workflow": result.workflow.name, "mermaid": text})
-    else:
-        echo(text, nl=False)
+    return ExitCode.REFUSED if failed else ExitCode.OK
 
 
 def register(app: typer.Typer) -> None:
+    import typer
+
+    def validate(
+        files: list[Path] = typer.Argument(..., help="Workflow files (.bot/.iter), bundle directories or .botz archives."),
+        as_json: bool = typer.Option(False, "--json", help="Print the diagnostics as JSON."),
+    ) -> None:
+        """Check workflows and print every diagnostic as FILE:LINE:COL: CODE severity: message.
+
+        Exits 2 when any file has an error (an invalid workflow is refused input), 0 when there are only warnings.
+
+        Example: iterion validate review.bot lib/bundle/ --json
+        """
+        code = check(files, as_json)
+        if code:
+            raise typer.Exit(code)
+
+    def diagram(
+        file: Path = typer.Argument(..., help="A workflow file, bundle directory or .botz archive."),
+        as_json: bool = typer.Option(False, "--json", help='Print {"workflow": NAME, "mermaid": TEXT}.'),
+    ) -> None:
+        """Print the compiled workflow as a Mermaid flowchart.
+
+        Example: iterion diagram review.bot > review.mmd
+        """
+        from iterion.dsl.diagram import to_mermaid  # `diagram` only: validate never draws
+
+        result = load_workflow(file)
+        if result.workflow is None:
+            for d in result.diagnostics:
+                echo_err(d.format())
+            errors, _ = _counts(result)
+            raise CliError(f"{file} does not compile ({errors} error(s))",
+                           hint=f"run: iterion validate {file}", exit_code=ExitCode.REFUSED)
+        text = to_mermaid(result.workflow)
+        if as_json:
+            echo_json({"workflow": result.workflow.name, "mermaid": text})
+        else:
+            echo(text, nl=False)
+
     app.command("validate")(validate)
     app.command("diagram")(diagram)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iterion.dsl.errors import HintedError
@@ -104,7 +104,7 @@ def workflow_digest(main: Path, *, bundle_dir: Path | None = None, unit: Unit | 
     for f in unit.files:
         if f.role in PROGRAM_ROLES:
             rel = Path(os.path.relpath(os.path.normpath(f.path), root)).as_posix()
-            files.setdefault(rel, f.model_copy(update={"path": rel}))
+            files.setdefault(rel, replace(f, path=rel))
     if not any(f.role is UnitRole.MAIN for f in files.values()):
         # the loader could not read the main (missing, not UTF-8): say why, in our words
         main_path = Path(os.path.normpath(unit.main)) if unit.main else Path(main).absolute()

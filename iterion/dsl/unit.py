@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
-
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Diagnostic
 from iterion.ir import Workflow
@@ -31,15 +29,18 @@ class UnitRole(StrEnum):
 PROGRAM_ROLES = frozenset(r for r in UnitRole if r is not UnitRole.MANIFEST)
 
 
-class UnitFile(BaseModel):
-    """One file of a unit (frozen; embeddable in a persisted document).
+@dataclass(frozen=True)
+class UnitFile:
+    """One file of a unit (frozen; embeddable in a persisted document: pydantic validates and
+    dumps a dataclass field like a model's).
 
     ``path`` is as the holder of the list addresses it: the loader's ``Unit.files`` use the
     paths diagnostics show; a digest's (and a run's recorded) list uses POSIX paths relative
     to the main file's directory (which may start with ``../``).
-    """
 
-    model_config = ConfigDict(frozen=True)
+    A dataclass, not a pydantic model: every load makes these, and ``iterion validate`` would
+    otherwise import pydantic for them alone (issue 14, point 10).
+    """
 
     path: str
     role: UnitRole

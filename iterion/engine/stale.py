@@ -38,17 +38,17 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from iterion.failure_codes import FailureCode
-from iterion.store import RunDoc, RunLock, RunStatus, Store
-from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
-from iterion.store.events import events_path
 from iterion.store.layout import RunPaths
 from iterion.store.liveness import Liveness, Verdict, owner_liveness
 from iterion.store.lock import read_owner
+from iterion.store.status import RunStatus
 from iterion.store.store import STALE_AFTER_S
+
+if TYPE_CHECKING:  # the sweep of every store-opening command (`inspect` too) imports no document model
+    from iterion.store import RunDoc, RunLock, Store
 
 STALE_ENV = "ITERION_STALE_AFTER_S"
 
@@ -171,6 +171,8 @@ def promote_if_orphaned(store: Store, run_id: str, *, threshold_s: float | None 
     # the start-up sweep of every store-opening command (`inspect` too) must stay cheap
     from iterion.engine.checkpoint_push import after_found_dead
     from iterion.engine.takeover import BY_PROMOTION, record_takeover
+    from iterion.failure_codes import FailureCode
+    from iterion.store import events as ev
 
     threshold = stale_after_s() if threshold_s is None else threshold_s
     lock = store.lock(run_id)
@@ -268,7 +270,7 @@ def reconcile_orphans(store: Store, *, threshold_s: float | None = None, skip: s
                 continue  # a live owner
         except ValueError:  # not a run id: not ours to touch
             continue
-        if not (_quiet_for(run_json, threshold, now) and _quiet_for(events_path(d), threshold, now)) \
+        if not (_quiet_for(run_json, threshold, now) and _quiet_for(RunPaths(d).events_jsonl, threshold, now)) \
                 and not _provably_dead(store, d.name):
             continue
         promoted = promote_if_orphaned(store, d.name, threshold_s=threshold)

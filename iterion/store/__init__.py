@@ -18,29 +18,63 @@ records live in JetStream instead and the rest stays here (``iterion.store.docst
     runs/<run>/track/            workspacetrack data of an in-place run
     workspaces/<hash>.lock       the workspace lock of an in-place workspace (workspace_lock.py)
     worktrees/<run>/             the git worktree of a `worktree: auto` run
+
+Names are imported on first use (PEP 562, as ``persist`` does): ``from iterion.store import Store``
+does not import the document models (pydantic), which the run list does not need (issue 14,
+point 10). ``tests/cli/test_startup.py`` pins which commands stay clear of pydantic.
 """
 
-from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
-from iterion.store.attachments import AttachmentRecord, AttachmentStore
-from iterion.store.checkpoint import AnchorReason, Checkpoint, ExecutedNode, PendingInteraction
-from iterion.store.errors import (
-    CorruptDocumentError,
-    InvalidTransitionError,
-    LockHeldError,
-    RunExistsError,
-    RunNotFoundError,
-    StaleWriteError,
-    StatusRefusedError,
-    StoreError,
-)
-from iterion.store.events import Event, EventLog, last_flush_time, read_events
-from iterion.store.ids import friendly_name, new_id
-from iterion.store.interactions import InteractionDoc, InteractionStore
-from iterion.store.layout import RunPaths, resolve_store_dir
-from iterion.store.lock import RunLock, is_held, read_owner
-from iterion.store.run_doc import OwnerInfo, RunDoc, WorkspaceMode, WorktreeInfo
-from iterion.store.status import Command, RunStatus, accepts, check_command, check_transition, refusal_message
-from iterion.store.store import Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
+    from iterion.store.attachments import AttachmentRecord, AttachmentStore
+    from iterion.store.checkpoint import AnchorReason, Checkpoint, ExecutedNode, PendingInteraction
+    from iterion.store.errors import (
+        CorruptDocumentError,
+        InvalidTransitionError,
+        LockHeldError,
+        RunExistsError,
+        RunNotFoundError,
+        StaleWriteError,
+        StatusRefusedError,
+        StoreError,
+    )
+    from iterion.store.events import Event, EventLog, last_flush_time, read_events
+    from iterion.store.ids import friendly_name, new_id
+    from iterion.store.interactions import InteractionDoc, InteractionStore
+    from iterion.store.layout import RunPaths, resolve_store_dir
+    from iterion.store.lock import RunLock, is_held, read_owner
+    from iterion.store.run_doc import OwnerInfo, RunDoc, WorkspaceMode, WorktreeInfo
+    from iterion.store.status import (
+        Command,
+        RunStatus,
+        accepts,
+        check_command,
+        check_transition,
+        refusal_message,
+    )
+    from iterion.store.store import Store
+
+_HOME = {
+    **dict.fromkeys(("ArtifactDoc", "ArtifactNotFoundError", "ArtifactStore"), "iterion.store.artifacts"),
+    **dict.fromkeys(("AttachmentRecord", "AttachmentStore"), "iterion.store.attachments"),
+    **dict.fromkeys(("AnchorReason", "Checkpoint", "ExecutedNode", "PendingInteraction"), "iterion.store.checkpoint"),
+    **dict.fromkeys(("CorruptDocumentError", "InvalidTransitionError", "LockHeldError", "RunExistsError",
+                     "RunNotFoundError", "StaleWriteError", "StatusRefusedError", "StoreError"), "iterion.store.errors"),
+    **dict.fromkeys(("Event", "EventLog", "last_flush_time", "read_events"), "iterion.store.events"),
+    **dict.fromkeys(("friendly_name", "new_id"), "iterion.store.ids"),
+    **dict.fromkeys(("InteractionDoc", "InteractionStore"), "iterion.store.interactions"),
+    **dict.fromkeys(("RunPaths", "resolve_store_dir"), "iterion.store.layout"),
+    **dict.fromkeys(("RunLock", "is_held", "read_owner"), "iterion.store.lock"),
+    **dict.fromkeys(("OwnerInfo", "RunDoc", "WorkspaceMode", "WorktreeInfo"), "iterion.store.run_doc"),
+    **dict.fromkeys(("Command", "RunStatus", "accepts", "check_command", "check_transition", "refusal_message"),
+                    "iterion.store.status"),
+    "Store": "iterion.store.store",
+}
 
 __all__ = [
     "AnchorReason", "ArtifactDoc", "ArtifactNotFoundError", "ArtifactStore", "AttachmentRecord", "AttachmentStore",
@@ -51,3 +85,16 @@ __all__ = [
     "check_transition", "friendly_name", "is_held", "last_flush_time", "new_id", "read_events", "read_owner",
     "refusal_message", "resolve_store_dir",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:  # (a submodule: `from iterion.store import events` then imports it)
+        raise AttributeError(f"module 'iterion.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

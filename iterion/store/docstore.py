@@ -27,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from iterion.store.artifacts import ArtifactStore
-from iterion.store.attachments import AttachmentStore
-from iterion.store.checkpoint import Checkpoint
-from iterion.store.events import Event
-from iterion.store.run_doc import RunDoc
+if TYPE_CHECKING:  # the models (pydantic) are not needed to list runs: see iterion/store/summary.py
+    from iterion.store.artifacts import ArtifactStore
+    from iterion.store.attachments import AttachmentStore
+    from iterion.store.checkpoint import Checkpoint
+    from iterion.store.events import Event
+    from iterion.store.run_doc import RunDoc
 
 
 @dataclass(frozen=True)

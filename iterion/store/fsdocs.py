@@ -5,6 +5,9 @@ always wrote them (see ``iterion/store/__init__.py`` for the layout). ``save_run
 compare-and-swap on the document's ``version``: the check and the rename happen under a short
 flock (``runs/<run>/cas.lock``) so two processes cannot both win. ``iterion.store.store.Store``
 uses this backend unless it is given another one (``docs=``).
+
+The document models (pydantic) are imported by the methods that read or write one, not with
+this module: listing runs (``list_summaries``) needs none of them (issue 14, point 10).
 """
 
 from __future__ import annotations
@@ -13,13 +16,8 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
-
-from iterion.store.artifacts import ArtifactStore
-from iterion.store.attachments import AttachmentStore
-from iterion.store.checkpoint import Checkpoint
 from iterion.store.docstore import CorruptRun
 from iterion.store.errors import (
     CorruptDocumentError,
@@ -28,24 +26,36 @@ from iterion.store.errors import (
     StaleWriteError,
     StoreFullError,
 )
-from iterion.store.events import Event, EventLog, last_flush_time, read_events
 from iterion.store.ids import validate_run_id
 from iterion.store.layout import RunPaths
 from iterion.store.names import NameIndex, indexable
 from iterion.store.refs import unique_name
 from iterion.store.reserve import ensure_reserve, is_storage_error, reserve_size
-from iterion.store.run_doc import RunDoc
+from iterion.store.summary import RunSummary, read_summary
 from iterion.store.timeutil import utcnow
-from persist import FormatVersionError, file_lock, read_model, write_model
+from persist.filelock import file_lock
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from iterion.store.artifacts import ArtifactStore
+    from iterion.store.attachments import AttachmentStore
+    from iterion.store.checkpoint import Checkpoint
+    from iterion.store.events import Event, EventLog
+    from iterion.store.run_doc import RunDoc
 
 RUNS_DIR = "runs"
 NAMES_LOCK = "names.lock"  # at the store root: serializes picking a unique run name
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 
 def read_doc(path: Path, cls: type[M]) -> M:
     """read_model with a one-line CorruptDocumentError for an unreadable or too-new document."""
+    from pydantic import ValidationError
+
+    from persist.model import FormatVersionError, read_model
+
     try:
         return read_model(path, cls)
     except FileNotFoundError:
@@ -104,7 +114,7 @@ class FsRunDocs:
                     doc.name = unique_name(doc.name, self._names(exclude=doc.id))
                 doc.version = 1
                 doc.created_at = doc.updated_at = utcnow()
-                write_model(paths.run_json, doc)
+                _write_model(paths.run_json, doc)
             ensure_reserve(paths.dir, reserve_size(paths.run_json))
         except OSError as exc:
             if not is_storage_error(exc):
@@ -134,6 +144,8 @@ class FsRunDocs:
         shutil.rmtree(self.paths(run_id).dir, ignore_errors=True)
 
     def load_run(self, run_id: str) -> RunDoc:
+        from iterion.store.run_doc import RunDoc
+
         path = self.paths(run_id).run_json
         try:
             return read_doc(path, RunDoc)
@@ -163,7 +175,7 @@ class FsRunDocs:
             if found != expected_version:
                 raise StaleWriteError(doc.id, expected_version, found)
             new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
-            write_model(paths.run_json, new)
+            _write_model(paths.run_json, new)
         doc.version, doc.updated_at = new.version, new.updated_at
         return doc
 
@@ -171,19 +183,35 @@ class FsRunDocs:
         return update_with_retry(self, run_id, mutate, attempts=attempts)
 
     def list_runs(self) -> list[RunDoc]:
-        return [r for r in self.list_entries() if isinstance(r, RunDoc)]
+        return [r for r in self.list_entries() if not isinstance(r, CorruptRun)]
 
     def list_entries(self) -> list[RunDoc | CorruptRun]:
         """Every run directory holding a run.json, oldest first: its document, or a CorruptRun
         (id from the directory name) when run.json cannot be read or parsed."""
+        return self._entries(self.load_run)
+
+    def list_summaries(self) -> list[RunSummary | CorruptRun]:
+        """``list_entries`` as the run list shows it, the same runs in the same order: each
+        document read plainly (``iterion.store.summary``), and through RunDoc whenever the plain
+        read is not sure, so a corrupt one is the same CorruptRun with the same words."""
+        return self._entries(self._summary)
+
+    def _summary(self, run_id: str) -> RunSummary:
+        try:
+            summary = read_summary(self.paths(run_id).run_json.read_bytes())
+        except OSError:
+            summary = None
+        return summary if summary is not None else RunSummary.of(self.load_run(run_id))
+
+    def _entries(self, load: Callable[[str], Any]) -> list[Any]:
         if not self.runs_dir.is_dir():
             return []
-        out: list[RunDoc | CorruptRun] = []
+        out: list[Any] = []
         for d in sorted(self.runs_dir.iterdir()):
             run_json = d / "run.json"
             if run_json.is_file():
                 try:
-                    out.append(self.load_run(d.name))
+                    out.append(load(d.name))
                 except CorruptDocumentError as exc:
                     out.append(CorruptRun(d.name, run_json, exc.detail))
                 except ValueError:  # a directory name that is no run id: not a run
@@ -196,9 +224,11 @@ class FsRunDocs:
     def save_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:
         checkpoint.run_id = run_id
         checkpoint.written_at = utcnow()
-        write_model(self.paths(run_id).checkpoint_json, checkpoint)
+        _write_model(self.paths(run_id).checkpoint_json, checkpoint)
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        from iterion.store.checkpoint import Checkpoint
+
         try:
             return read_doc(self.paths(run_id).checkpoint_json, Checkpoint)
         except FileNotFoundError:
@@ -216,6 +246,8 @@ class FsRunDocs:
         with self._logs_lock:
             log = self._logs.get(run_id)
             if log is None:
+                from iterion.store.events import EventLog
+
                 log = self._logs[run_id] = EventLog(self.paths(run_id).dir)
             return log
 
@@ -224,21 +256,35 @@ class FsRunDocs:
         return self.events(run_id).append(type, node=node, iteration=iteration, payload=payload)
 
     def read_events(self, run_id: str, *, after_seq: int = 0) -> list[Event]:
+        from iterion.store.events import read_events
+
         return read_events(self.paths(run_id).dir, after_seq=after_seq)
 
     def last_flush_time(self, run_id: str) -> float | None:
         """POSIX time of the last flush to events.jsonl (its mtime), or None with no events yet."""
+        from iterion.store.events import last_flush_time
+
         return last_flush_time(self.paths(run_id).dir)
 
     # -- artifacts and attachments: files under the run's directory -------------------------------
     def artifacts(self, run_id: str, run_dir: Path) -> ArtifactStore:
+        from iterion.store.artifacts import ArtifactStore
+
         return ArtifactStore(run_dir)
 
     def attachments(self, run_id: str, run_dir: Path) -> AttachmentStore:
+        from iterion.store.attachments import AttachmentStore
+
         return AttachmentStore(run_dir)
 
     def close(self) -> None:
         pass
+
+
+def _write_model(path: Path, model: BaseModel) -> None:
+    from persist.model import write_model
+
+    write_model(path, model)
 
 
 def update_with_retry(store: Any, run_id: str, mutate: Callable[[RunDoc], None], *, attempts: int = 5) -> RunDoc:

@@ -8,7 +8,6 @@ listing sorted by id is the launch order.
 from __future__ import annotations
 
 import re
-import secrets
 import threading
 import time
 from collections.abc import Collection
@@ -36,6 +35,8 @@ RUN_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 def new_id() -> str:
     """A fresh sortable unique id (see module doc)."""
+    import secrets  # (here: its OpenSSL start is a tenth of listing runs, which makes no id)
+
     global _last
     with _lock:
         ms = time.time_ns() // 1_000_000
@@ -62,6 +63,8 @@ def friendly_name(workflow: str, taken: Collection[str] = ()) -> str:
     """``<workflow>-<adjective>-<noun>``, e.g. ``tidy-brave-otter``, avoiding the names in ``taken``
     when a free combination turns up in a few draws (``Store.create_run`` makes the final name
     unique under a lock, with a numeric suffix if need be)."""
+    import secrets
+
     name = ""
     for _ in range(32):
         name = f"{_slug(workflow)}-{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}"

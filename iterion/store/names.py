@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
-from persist import atomic_write_bytes
 
 NAMES_DIR = "names"
 _INDEXABLE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
@@ -37,6 +34,8 @@ class NameIndex:
     def _ensure(self) -> None:
         if self.dir.is_dir():
             return
+        import secrets  # (the writers': listing runs imports this module and writes nothing)
+
         tmp = self.dir.with_name(f".{NAMES_DIR}.{secrets.token_hex(4)}.tmp")
         tmp.mkdir(parents=True)
         for rid, name in self._runs():
@@ -69,6 +68,8 @@ class NameIndex:
             cand = name if n == 1 else f"{name}-{n}"
             owner = self._owner(cand)
             if owner is None or owner == run_id:
+                from persist.atomic import atomic_write_bytes
+
                 atomic_write_bytes(self.dir / cand, run_id.encode())
                 return cand
             n += 1

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from iterion.budget import BudgetAsk
 from iterion.store.liveness import process_start, this_host
 from iterion.store.status import RunStatus, check_transition
+from iterion.store.summary import RUN_DOC_FORMAT_VERSION
 from iterion.store.timeutil import utcnow
 from persist import VersionedModel
 
@@ -56,6 +57,8 @@ class OwnerInfo(BaseModel):
 
 class RunDoc(VersionedModel):
     model_config = ConfigDict(extra="ignore")
+
+    FORMAT_VERSION: ClassVar[int] = RUN_DOC_FORMAT_VERSION  # the run list reads it too (summary.py)
 
     id: str
     name: str

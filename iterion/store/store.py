@@ -16,22 +16,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from iterion.store.artifacts import ArtifactStore
-from iterion.store.attachments import AttachmentStore
-from iterion.store.checkpoint import Checkpoint
-from iterion.store.docstore import CorruptRun, EventAppender, RunDocumentStore
+from iterion.store.docstore import CorruptRun
 from iterion.store.errors import (
     AmbiguousRunRefError,
     RunNotFoundError,
     StatusRefusedError,
     StoreFullError,
 )
-from iterion.store.events import Event
 from iterion.store.fsdocs import RUNS_DIR, FsRunDocs
 from iterion.store.ids import check_run_ref, display_ref, validate_run_id
-from iterion.store.interactions import InteractionStore
 from iterion.store.layout import EXPLICIT, RunPaths, locate_store
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
@@ -43,7 +38,16 @@ from iterion.store.reserve import (
     reserve_floor,
     reserve_size,
 )
-from iterion.store.run_doc import RunDoc
+from iterion.store.summary import RunSummary
+
+if TYPE_CHECKING:  # the models (pydantic) are imported where a document is read or written
+    from iterion.store.artifacts import ArtifactStore
+    from iterion.store.attachments import AttachmentStore
+    from iterion.store.checkpoint import Checkpoint
+    from iterion.store.docstore import EventAppender, RunDocumentStore
+    from iterion.store.events import Event
+    from iterion.store.interactions import InteractionStore
+    from iterion.store.run_doc import RunDoc
 
 STALE_AFTER_S = 60.0  # --force-stale guard (docs/user-guide.md "Locks and takeover"): no event flush for this long
 
@@ -158,6 +162,13 @@ class Store:
         """Every run, oldest first: its document, or a CorruptRun when it cannot be read."""
         return self.docs.list_entries()
 
+    def list_summaries(self) -> list[RunSummary | CorruptRun]:
+        """``list_entries`` as the run list shows it (``iterion.store.summary``): on files without
+        validating whole documents (nor importing their models) unless one is not as written."""
+        if isinstance(self.docs, FsRunDocs):
+            return self.docs.list_summaries()
+        return [e if isinstance(e, CorruptRun) else RunSummary.of(e) for e in self.docs.list_entries()]
+
     def corrupt_runs(self) -> list[CorruptRun]:
         return [r for r in self.list_entries() if isinstance(r, CorruptRun)]
 
@@ -174,7 +185,7 @@ class Store:
         except ValueError:  # not even a valid id: it can only be a (non-matching) name
             pass
         entries = self.list_entries()  # a corrupt run still owns its id (its prefix is not "unique" elsewhere)
-        named = [r.id for r in entries if isinstance(r, RunDoc) and r.name == ref]
+        named = [r.id for r in entries if not isinstance(r, CorruptRun) and r.name == ref]
         if len(named) == 1:
             return named[0]
         if named:  # names are unique since they are made so at creation; older stores may repeat one
@@ -268,6 +279,8 @@ class Store:
         return self.docs.artifacts(run_id, self.run_dir(run_id))
 
     def interactions(self, run_id: str) -> InteractionStore:
+        from iterion.store.interactions import InteractionStore
+
         return InteractionStore(self.run_dir(run_id))
 
     def attachments(self, run_id: str) -> AttachmentStore:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,6 +133,17 @@ def test_validate_imports_the_dsl_but_not_the_engine_pygit2_or_httpx() -> None:
     modules = _modules_after("from cli.main import main\nmain()", ["validate", demo])
     assert "iterion.dsl.compiler" in modules
     assert [m for m in _heavy(modules) if not m.startswith("iterion.dsl")] == []
+    # parsing `validate FILE` needs no typer adapter, and loading a workflow no document model
+    assert not [m for m in modules if m.split(".")[0] == "pydantic" or m == "typer._adapters"]
+
+
+def test_the_store_package_imports_no_document_model_until_one_is_used() -> None:
+    # `from iterion.store import Store` (every store-opening command) stays clear of pydantic;
+    # naming a model imports it (the package's names are lazy)
+    modules = _modules_after("from iterion.store import Store, RunStatus, StoreError\n"
+                             "from iterion.engine.stale import reconcile_orphans")
+    assert "iterion.store.store" in modules and not [m for m in modules if m.split(".")[0] == "pydantic"]
+    assert "iterion.store.run_doc" in _modules_after("from iterion.store import RunDoc")
 
 
 # -- --version and --help are answered before typer is imported (cli/startup.py) ----------------------
@@ -214,10 +226,100 @@ def test_listing_runs_imports_no_engine_dsl_workspace_tracking_git_or_http(tmp_p
     ran = run_cli("run", "demo.bot", "--answers-file", "answers.json", "--store-dir", store, cwd=proj)
     assert ran.returncode == 0, ran.stderr
     modules = _modules_after("from cli.main import main\nmain()", ["inspect", "--store-dir", store], cwd=proj)
-    assert "cli.run" in modules and "iterion.store.run_doc" in modules
+    assert "cli.inspect_cmd" in modules and "iterion.store.summary" in modules and "cli.run" not in modules
+    # the list reads run documents plainly: no document model, no pydantic (not even typer's adapters)
+    assert not [m for m in modules if m.split(".")[0] == "pydantic" or m in ("typer._adapters", "iterion.budget")]
+    assert "iterion.store.run_doc" not in modules and "iterion.store.events" not in modules
+    assert "secrets" not in modules and "persist.atomic" not in modules  # (OpenSSL's start; the writers')
     engine = sorted(m for m in modules if m.startswith("iterion.engine."))
     assert engine == ["iterion.engine.stale"]  # the start-up orphan sweep, without the takeover machinery
     assert _heavy(modules) == ["iterion.engine", "iterion.engine.stale"]
     for heavy in ("workspacetrack", "gitrefs.repo", "iterion.ir", "iterion.expr", "iterion.backends", "yaml",
                   "iterion.rewind.intent", "fastapi", "nats"):
         assert not [m for m in modules if m == heavy or m.startswith(heavy + ".")], heavy
+
+
+# -- parsing without pydantic gives what typer's adapters give (cli/lazy.py PlainRuntimeParam) -------------
+def _outcome(coerce: Any, value: Any) -> tuple[Any, ...]:
+    try:
+        out = coerce(value)
+    except Exception as exc:  # noqa: BLE001 - the outcome compared is the exception itself
+        return ("raised", type(exc).__name__, str(exc))
+    return ("value", type(out).__name__, out)
+
+
+def test_plain_coercion_equals_typers_adapters_for_every_parameter(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer._click import Context
+    from typer._coercion import build_runtime_param
+
+    from cli.lazy import PlainRuntimeParam, load_module_commands, plain_coercion
+    from cli.main import COMMANDS
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f.bot").write_text("x")
+    (tmp_path / "d").mkdir()
+    leaves = ["x", "", "-", "f.bot", "./f.bot", "d", "d/", "a//b", "no/such", str(tmp_path / "f.bot"), "ü é", "1.5",
+              "true", 7, b"f.bot", Path("f.bot")]
+    values: list[Any] = [*leaves, ("f.bot", "d"), ("f.bot", "./d"), [], ("x",), ("",)]
+    checked = 0
+    for spec in COMMANDS:
+        for cmd in [load_module_commands(spec.module)[spec.name], *getattr(
+                load_module_commands(spec.module)[spec.name], "commands", {}).values()]:
+            ctx = Context(cmd, info_name=cmd.name)
+            for param in cmd.get_params(ctx):
+                plain_coercion(param)  # (what parsing does first)
+                plain = param._runtime_param
+                if not isinstance(plain, PlainRuntimeParam):
+                    continue
+                real = build_runtime_param(param.type_descriptor)
+                for value in values:
+                    try:
+                        assert _outcome(lambda v: plain._coerce_value(v, param, ctx), value) == \
+                            _outcome(lambda v: real._coerce_value(v, param, ctx), value), (cmd.name, param.name, value)
+                    finally:
+                        param._runtime_param = plain  # (a value it hands to typer installs typer's adapter)
+                    checked += 1
+    assert checked > 500
+
+
+# -- `validate FILE... [--json]` runs without typer, as typer runs it (cli/startup.py plain_validate) --------
+_TYPER_ONLY = ("import sys\nfrom cli.errors import run_guarded\nfrom cli.main import get_app\n"
+               "run_guarded(get_app())")
+
+
+def test_plain_validate_prints_and_exits_as_typers_validate(tmp_path: Path) -> None:
+    demo = REPO_ROOT / "fixtures" / "demo"
+    for name in ("demo.bot", "demo.script.yaml"):
+        (tmp_path / name).write_bytes((demo / name).read_bytes())
+    (tmp_path / "broken.bot").write_text("agent a:\n  model: \"m\"\nworkflow w:\n  entry: nosuch\n")
+    (tmp_path / "dir").mkdir()
+    lines = [["demo.bot"], ["broken.bot", "--json", "demo.bot"], ["--json", "nosuch.bot"], ["dir", "demo.bot"],
+             ["broken.bot"]]
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO_ROOT)}
+    codes = set()
+    for args in lines:
+        argv = ["iterion", "validate", *args]
+        fast = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {argv!r}\n"
+                               "from cli.main import main\nmain()"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        typer = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {argv!r}\n" + _TYPER_ONLY],
+                               cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr), args
+        assert fast.stderr or '"ok"' in fast.stdout, args  # (a verdict per file, or the JSON)
+        codes.add(fast.returncode)
+    assert codes == {0, 2}
+    modules = _modules_after("from cli.main import main\nmain()", ["validate", "demo.bot"], cwd=tmp_path)
+    assert "iterion.dsl.compiler" in modules and not [m for m in modules if m.split(".")[0] in ("typer", "click")]
+
+
+def test_other_validate_command_lines_go_to_typer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.startup import plain_validate
+
+    monkeypatch.chdir(tmp_path)
+    assert plain_validate(["validate", "a.bot", "--json", "b.bot"]) == (["a.bot", "b.bot"], True)
+    for argv in (["validate"], ["validate", "--json"], ["validate", "-h"], ["validate", "a.bot", "--jsn"],
+                 ["validate", "--", "a.bot"], ["validate", "-"], ["validate", ""], ["diagram", "a.bot"],
+                 ["validate", "a.bot", "--json=1"]):
+        assert plain_validate(argv) is None, argv
+    monkeypatch.setenv("_ITERION_COMPLETE", "complete_bash")
+    assert plain_validate(["validate", "a.bot"]) is None

@@ -4,6 +4,7 @@ sensitive to every property value."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -291,9 +292,9 @@ def test_multi_file_units_round_trip_and_see_every_file(main: Path, bundle: Path
         blocks = _blocks(f.text)
         shifted = _rebuild(blocks, list(reversed(range(len(blocks)))), [1, 2, 3]) if f.path.endswith(".bot") \
             else f.text
-        moved = [*files[:i], f.model_copy(update={"text": shifted}), *files[i + 1:]]
+        moved = [*files[:i], replace(f, text=shifted), *files[i + 1:]]
         assert canonical_encoding(moved) == base, f.path
-        edited = [*files[:i], f.model_copy(update={"text": f.text + "\nagent zz_added:\n  model: \"m\"\n"
-                                                   if f.path.endswith(".bot") else f.text + "\nmore text"}),
+        edited = [*files[:i], replace(f, text=f.text + "\nagent zz_added:\n  model: \"m\"\n"
+                                         if f.path.endswith(".bot") else f.text + "\nmore text"),
                   *files[i + 1:]]
         assert canonical_encoding(edited) != base, f.path

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from iterion.dsl.canonical import canonical_encoding
 from iterion.dsl.digest import (
@@ -199,7 +200,8 @@ def test_framing_keeps_distinct_units_distinct() -> None:
 
 def test_unit_file_round_trips_through_json() -> None:
     f = UnitFile(path="lib/x.bot", role=UnitRole.FRAGMENT, text="agent a:\n")
-    assert UnitFile.model_validate_json(f.model_dump_json()) == f
+    as_json = TypeAdapter(UnitFile)  # embeddable in a persisted document: pydantic dumps and reads it
+    assert as_json.validate_json(as_json.dump_json(f)) == f
 
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "fixtures" / "workflows"
@@ -262,7 +264,8 @@ def test_loader_digest_and_canonical_share_one_unit_file_type(tmp_path: Path) ->
     digest = workflow_digest(bundle / "main.bot", bundle_dir=bundle)
     assert {f.path: f.role for f in digest.files} == {k: r for k, r in by_name.items() if r is not UnitRole.MANIFEST}
     # the digest's list is what a run persists, and what the canonical encoding reads back
-    recorded = [UnitFile.model_validate_json(f.model_dump_json()) for f in digest.files]
+    as_json = TypeAdapter(list[UnitFile])
+    recorded = as_json.validate_json(as_json.dump_json(digest.files))
     assert recorded == digest.files
     assert canonical_encoding(recorded) == canonical_encoding(digest.files)
     assert load_unit(recorded).main == "main.bot"

@@ -53,7 +53,7 @@ def test_inspect_on_files_never_imports_the_nats_client(tmp_path: Path) -> None:
     from tests.cli.test_startup import _modules_after
 
     modules = _modules_after("from cli.main import main\nmain()", ["inspect", "--store-dir", str(tmp_path / "s")])
-    assert "cli.run" in modules and not [m for m in modules if m == "nats" or m.startswith("nats.")]
+    assert "cli.inspect_cmd" in modules and not [m for m in modules if m == "nats" or m.startswith("nats.")]
 
 
 def test_printed_commands_name_the_shared_store(nats_server: NatsServer, tmp_path: Path,

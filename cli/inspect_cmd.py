@@ -1,0 +1,198 @@
+"""`iterion inspect`: the run list, and one run in detail (its timeline with --events/--follow).
+
+Its own module, apart from `run` and `resume`: listing runs imports neither the engine nor a
+document model (pydantic): the list reads each run document plainly (iterion/store/summary.py),
+and only showing one run reads its documents through their models (issue 14, point 10;
+tests/cli/test_startup.py pins the modules it loads).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from cli import events_view
+from cli.errors import CliError
+from cli.output import echo, echo_json, styled
+from cli.parked import answer_command, field_line, resume_command, store_args
+from cli.runlist import add_short_ids, print_runs
+from cli.storeopts import NATS, STORE_DIR, open_swept
+from iterion.rewind.marker import has_intent
+from iterion.store.docstore import CorruptRun
+from iterion.store.lock import is_held
+from iterion.store.status import RunStatus
+
+if TYPE_CHECKING:
+    from iterion.store import RunDoc, Store
+    from iterion.store.summary import RunSummary
+
+
+def _owner_may_live(store: Store, run_id: str) -> bool:
+    """For --follow: a local lock holder, or (shared store: the owner may be on another machine)
+    an event written within the staleness window."""
+    if is_held(store.run_dir(run_id)):
+        return True
+    if not store.shared:
+        return False
+    import time
+
+    from iterion.store.store import STALE_AFTER_S
+
+    flushed = store.last_flush_time(run_id)
+    return flushed is not None and time.time() - flushed < STALE_AFTER_S
+
+
+
+def _age(created: datetime) -> str:
+    secs = max(0, int((datetime.now(UTC) - created).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{secs}s"
+
+
+def _list_row(r: RunSummary | CorruptRun, store: Store) -> dict[str, Any]:
+    if isinstance(r, CorruptRun):
+        return {"id": r.id, "name": "-", "status": r.status, "workflow": "-", "age": "-", "failure_code": None,
+                "error": f"run.json is corrupt ({r.detail}): {r.path}"}
+    return {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
+            "age": _age(r.created_at), "failure_code": r.failure_code,
+            "rewind_interrupted": has_intent(store, r.id)}
+
+
+def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
+    from iterion.store import events as ev
+
+    return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
+            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
+
+
+def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
+    """The exact command that continues a parked run (None for a running or ended run)."""
+    if doc.status is RunStatus.PAUSED_WAITING_HUMAN and cp is not None and cp.pending_interaction:
+        return answer_command(doc.name or doc.id, cp.pending_interaction.model_dump(), where)
+    if doc.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        return resume_command(doc.name or doc.id, doc.failure_code, doc.error, where)
+    return None
+
+
+def inspect_cmd(
+    run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
+    events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline "
+                                "(bookkeeping events hidden; see --all)."),
+    show_all: bool = typer.Option(False, "--all", help="With --events: include the bookkeeping events "
+                                  "(checkpoints, boundaries, captures, edges, backend calls)."),
+    event_type: list[str] = typer.Option([], "--type", help="With --events: only events of this type "
+                                         "(repeatable). Example: --type node_failed"),
+    event_node: list[str] = typer.Option([], "--node", help="With --events: only events of this node "
+                                         "(repeatable). Example: --node review"),
+    follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
+                                "new events until the run parks or ends."),
+    store_dir: Path | None = STORE_DIR,
+    nats: str | None = NATS,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List runs, or show one run: status, failure, checkpoint node, outputs, boundaries, budget.
+
+    Example: iterion inspect --run-id 01a2b3 --events --follow
+    Example: iterion inspect --nats nats://127.0.0.1:4222 --run-id 01a2b3 --events
+    """
+    events = events or follow or bool(event_type or event_node or show_all)
+    if follow and as_json:
+        raise CliError("--follow streams lines for a person; it does not combine with --json",
+                       hint="drop --json, or poll `iterion inspect --run-id R --events --json`")
+    if run_id is None and events:
+        raise CliError("--events, --follow, --type, --node and --all need --run-id",
+                       hint="list the runs with `iterion inspect`, then pass --run-id")
+    store = open_swept(store_dir, nats=nats)
+    if run_id is None:
+        rows = [_list_row(r, store) for r in store.list_summaries()]  # an unreadable run.json lists as `corrupt`
+        add_short_ids(rows)
+        if as_json:
+            echo_json(rows)
+            return
+        if not rows:
+            echo(f"no runs in {store.where() if store.shared else store.root}")
+            return
+        print_runs(rows)
+        return
+    rid = store.resolve_run(run_id)
+    doc = store.load_run(rid)
+    cp = store.load_checkpoint(rid)
+    detail: dict[str, Any] = {
+        "id": doc.id, "name": doc.name, "status": doc.status.value, "workflow": doc.workflow_name,
+        "file": doc.file_path, "digest": doc.workflow_digest, "failure_code": doc.failure_code, "error": doc.error,
+        "workspace": doc.workspace_dir, "mode": doc.workspace_mode.value,
+        "worktree": doc.worktree.model_dump() if doc.worktree else None,
+        "checkpoint_node": cp.restart_node if cp else None,
+        "anchor": cp.anchor_reason.value if cp else None,
+        "pending": cp.pending_interaction.model_dump() if cp and cp.pending_interaction else None,
+        "outputs": cp.outputs if cp else {},
+        "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
+        "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
+        "boundaries": _boundaries(store, doc),
+        "continue_with": _continue_with(doc, cp, store_args(store)),
+    }
+    detail["interrupted_rewind"], interrupted = None, None
+    if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one
+        from iterion.rewind.intent import inspect_view
+
+        detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
+    if doc.final_commit:
+        detail["final_branch"], detail["final_commit"] = doc.final_branch, doc.final_commit
+    from iterion.workspace_checkpoint import recovery_hint
+
+    hint = recovery_hint(store, rid)  # an unreadable timeline is an error, never an absent hint
+    if hint is not None:
+        detail["workspace_checkpoint"] = hint
+    timeline = store.read_events(rid) if events else []
+    filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
+    if as_json:
+        if events:
+            detail["events"] = [e.model_dump(mode="json") for e in timeline if events_view.keep(e, **filters)]
+        echo_json(detail)
+        return
+    echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
+    if doc.failure_code or doc.error:
+        echo(f"failure: {doc.failure_code}: {doc.error}")
+    if interrupted:
+        echo(interrupted)
+    echo(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
+    echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
+    if detail["pending"]:
+        echo(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
+        asks = (detail["pending"].get("questions") or {}).get("instructions")
+        if asks:
+            echo(f"  asks: {str(asks).strip()}")
+        question = (detail["pending"].get("questions") or {}).get("question")
+        if question:
+            echo(f"  asks: {str(question).strip()}")
+        for f in (detail["pending"].get("questions") or {}).get("fields") or []:
+            echo(f"    {field_line(f)}")
+    if detail["continue_with"]:
+        echo(f"continue with: {detail['continue_with']}")
+    echo("executed: " + (" ".join(detail["executed"]) or "-"))
+    consumed = detail["budget"]["consumed"] or {}
+    echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
+              f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
+    echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    if doc.final_commit:
+        echo(f"final state: {doc.final_commit}" + (f" on branch {doc.final_branch}" if doc.final_branch else ""))
+    if hint is not None:
+        echo(f"workspace checkpoint: {hint['ref']} = {hint['commit']} (pushed to {hint['remote']} at {hint['time']})")
+        echo(f"  fetch (in a clone whose origin is that repository): {hint['fetch_command']}")
+        echo(f"  verify: {hint['verify']}")
+    for node, output in detail["outputs"].items():
+        echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
+    last = events_view.show(timeline, **filters)
+    if follow:
+        events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
+                           lambda: _owner_may_live(store, rid), after=last, **filters)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inspect")(inspect_cmd)
