@@ -118,6 +118,7 @@ class TrackStore:
         self.objects = ObjectStore(shared, legacy)
         self.run_dir = root / "runs" / run_id
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()  # digest -> full state
+        self._once: tuple[str, Manifest] | None = None  # read_manifest_once's last full state
         self._depths: dict[str, int] = {}
         self._epoch = 0
         # the run state as of the last load/commit, and the identity of what it was read from
@@ -137,6 +138,7 @@ class TrackStore:
             if self.objects.epoch != self._epoch:  # a gc swept: cached manifests may name gone objects
                 self._epoch = self.objects.epoch
                 self._manifests.clear()
+                self._once = None
             self._clean_leftovers()
             yield
 
@@ -378,28 +380,54 @@ class TrackStore:
 
     def read_manifest_once(self, digest: str) -> Manifest:
         """``read_manifest`` for a caller that reads a state once, by path, and never compares
-        its entries with tuples (a restore in a new process: issue 13 point 3). A full manifest
-        of the current format is parsed by pydantic_core's JSON parser without model validation
+        its entries with tuples (a restore in a new process: issue 13 point 3). A manifest of
+        the current format is parsed by pydantic_core's JSON parser without model validation
         (``objects.read`` verified its bytes against their name: they are what ``put_manifest``
-        wrote), at a fraction of the cost; its entries are lists. Not kept in memory. A delta,
-        an older format or anything unexpected: ``read_manifest``."""
+        or ``put_delta`` wrote), at a fraction of the cost; its entries are lists (tuples where
+        a base was already held in memory). A delta is applied onto its base read the same way;
+        the last full state so read is kept (``_once``), as the pivot and the last boundary of
+        a restore usually share their base. Anything unexpected: ``read_manifest``."""
         m = self._manifests.get(digest)
         if m is not None:
             return m
+        if self._once is not None and self._once[0] == digest:
+            return self._once[1]
         from pydantic_core import from_json
 
         try:
             raw = from_json(self.objects.read(digest), cache_strings=False)  # paths are unique: no cache
         except ValueError:
             return self.read_manifest(digest)
+        base = raw.get("base") if isinstance(raw, dict) else None
         if (not isinstance(raw, dict) or raw.get("format_version") != Manifest.FORMAT_VERSION
-                or raw.get("base") is not None or raw.get("ids") not in ("blake3", "git")
-                or not isinstance(raw.get("entries"), dict) or not isinstance(raw.get("skipped"), dict)):
+                or raw.get("ids") not in ("blake3", "git")
+                or not isinstance(raw.get("entries"), dict) or not isinstance(raw.get("skipped"), dict)
+                or not (base is None or (isinstance(base, str) and isinstance(raw.get("removed"), list)
+                                         and isinstance(raw.get("depth"), int)))):
             return self.read_manifest(digest)
-        self._depths[digest] = 0
-        return _unwire_manifest(Manifest.model_construct(
+        own = _unwire_manifest(Manifest.model_construct(
             format_version=Manifest.FORMAT_VERSION, entries=raw["entries"], skipped=raw["skipped"],
-            removed=[], ids=raw["ids"]))
+            removed=raw.get("removed") or [], ids=raw["ids"]))
+        if base is None:
+            self._depths[digest] = 0
+            m = own
+        else:
+            self._depths[digest] = raw["depth"]
+            under = self.read_manifest_once(base)
+            entries, skipped = dict(under.entries), dict(under.skipped)
+            for p in own.removed:
+                entries.pop(p, None)
+                skipped.pop(p, None)
+            for p, e in own.entries.items():
+                skipped.pop(p, None)
+                entries[p] = e
+            for p, r in own.skipped.items():
+                entries.pop(p, None)
+                skipped[p] = r
+            m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
+                                         skipped=skipped, removed=[], ids=own.ids)
+        self._once = (digest, m)
+        return m
 
     def manifest_ids(self, digest: str) -> str:
         """``read_manifest(digest).ids`` without parsing a manifest this process does not hold:

@@ -90,3 +90,37 @@ def test_unknown_snapshot_is_a_user_error(tracker: Tracker) -> None:
     tracker.capture(L("nodes:a:0"))
     with pytest.raises(TrackError, match="no snapshot or label"):
         tracker.changes("nodes:a:0", "nodes:zzz:0")
+
+
+def test_read_once_equals_the_validated_read_for_full_and_delta_manifests(ws: Path, store: Path) -> None:
+    """The restore's unvalidated read (``read_manifest_once``) gives, for every snapshot of a
+    chain of walk deltas - additions, edits, removals, a non-UTF-8 name, a symlink - the state
+    the validated ``read_manifest`` gives, read by a new process (a fresh tracker) each time."""
+    write(ws, "a.txt", "a\n")
+    write(ws, "dir/b.txt", "b\n")
+    tr = Tracker(store, ws, "r")
+    recs = [tr.capture(L("nodes:n0:0"))]
+    odd = os.fsencode(str(ws)) + b"/odd-\xff.txt"
+    steps = [lambda: write(ws, "c.txt", "c\n"),
+             lambda: write(ws, "a.txt", "a2\n"),
+             lambda: (ws / "dir" / "b.txt").unlink(),
+             lambda: Path(os.fsdecode(odd)).write_text("odd\n"),
+             lambda: os.symlink("a.txt", ws / "link")]
+    for i, step in enumerate(steps, 1):
+        step()
+        recs.append(tr.capture(L(f"nodes:n{i}:0")))
+    tr.close()
+    digests = [r.manifest for r in recs]
+    assert len(set(digests)) == len(digests)
+    assert Tracker(store, ws, "r").store.depth_of(digests[-1]) >= 2  # a chain of deltas, not full ones
+    for d in digests + digests[::-1]:  # in both orders: the kept base must not leak into another state
+        once = Tracker(store, ws, "r").store
+        checked = Tracker(store, ws, "r").store.read_manifest(d)
+        got = once.read_manifest_once(d)
+        assert {p: tuple(e) for p, e in got.entries.items()} == {p: tuple(e) for p, e in checked.entries.items()}
+        assert got.skipped == checked.skipped and got.ids == checked.ids
+    same = Tracker(store, ws, "r").store
+    for d in digests + digests[::-1]:  # one process reading them all, as a restore reads two
+        got = same.read_manifest_once(d)
+        want = Tracker(store, ws, "r").store.read_manifest(d)
+        assert {p: tuple(e) for p, e in got.entries.items()} == dict(want.entries)
