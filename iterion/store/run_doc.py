@@ -11,13 +11,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from iterion.budget import BudgetAsk
 from iterion.store.liveness import process_start, this_host
 from iterion.store.status import RunStatus, check_transition
 from iterion.store.summary import RUN_DOC_FORMAT_VERSION
-from iterion.store.timeutil import utcnow
+from iterion.store.timeutil import as_utc, utcnow
 from persist import VersionedModel
 
 # Above this many UTF-8 bytes the unit's files are not all recorded (the main file alone is).
@@ -94,6 +94,11 @@ class RunDoc(VersionedModel):
     owner: OwnerInfo | None = None
     last_resume_digest: str | None = None
     version: int = 0  # CAS counter: 1 once created, +1 per save
+
+    @field_validator("created_at", "updated_at", "finished_at")
+    @classmethod
+    def _aware(cls, stamp: datetime | None) -> datetime | None:
+        return None if stamp is None else as_utc(stamp)
 
     def set_status(self, status: RunStatus | str, *, failure_code: str | None = None,
                    error: str | None = None) -> None:

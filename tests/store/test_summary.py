@@ -106,3 +106,22 @@ def test_the_list_shows_the_same_runs_as_the_documents(tmp_path: Path) -> None:
             expected = expected._replace(created_at=summary.created_at)
         assert summary == expected
     assert sum(isinstance(e, CorruptRun) for e in summaries) >= 10
+
+
+def test_naive_times_read_as_utc_so_the_list_and_gc_can_compare_them(tmp_path: Path) -> None:
+    """A hand-edited document with times without an offset: read as UTC (ours always carry
+    one), never a TypeError when `inspect` computes an age or `gc` an age limit."""
+    from datetime import UTC, datetime
+
+    store = Store(tmp_path / "s")
+    data = _written(store)
+    data.update(created_at="2026-12-03T10:00:00", updated_at="2026-12-03T10:00:01",
+                finished_at="2026-12-03T10:00:02")
+    run_json = store.paths(data["id"]).run_json
+    run_json.write_text(json.dumps(data))
+    doc = store.load_run(data["id"])
+    assert doc.created_at == datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC)
+    assert doc.finished_at is not None and doc.finished_at.utcoffset() is not None
+    (summary,) = store.list_summaries()
+    assert isinstance(summary, RunSummary) and summary.created_at == doc.created_at
+    assert (datetime.now(UTC) - summary.created_at).total_seconds() > 0  # the age `inspect` shows
