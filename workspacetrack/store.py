@@ -362,19 +362,7 @@ class TrackStore:
         if raw.base is None:
             m = raw
         else:
-            base = self.read_manifest(raw.base)
-            entries, skipped = dict(base.entries), dict(base.skipped)
-            for p in raw.removed:
-                entries.pop(p, None)
-                skipped.pop(p, None)
-            for p, e in raw.entries.items():
-                skipped.pop(p, None)
-                entries[p] = e
-            for p, r in raw.skipped.items():
-                entries.pop(p, None)
-                skipped[p] = r
-            m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
-                                         skipped=skipped, removed=[], ids=raw.ids)
+            m = _applied(self.read_manifest(raw.base), raw)
         self._remember(digest, m)
         return m
 
@@ -413,19 +401,7 @@ class TrackStore:
             m = own
         else:
             self._depths[digest] = raw["depth"]
-            under = self.read_manifest_once(base)
-            entries, skipped = dict(under.entries), dict(under.skipped)
-            for p in own.removed:
-                entries.pop(p, None)
-                skipped.pop(p, None)
-            for p, e in own.entries.items():
-                skipped.pop(p, None)
-                entries[p] = e
-            for p, r in own.skipped.items():
-                entries.pop(p, None)
-                skipped[p] = r
-            m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
-                                         skipped=skipped, removed=[], ids=own.ids)
+            m = _applied(self.read_manifest_once(base), own)
         self._once = (digest, m)
         return m
 
@@ -564,6 +540,23 @@ def _wire_manifest(m: Manifest) -> Manifest:
     if entries is m.entries and skipped is m.skipped and removed is m.removed:
         return m
     return m.model_copy(update={"entries": entries, "skipped": skipped, "removed": removed})
+
+
+def _applied(base: Manifest, delta: Manifest) -> Manifest:
+    """The full state of ``delta`` (its ``removed``, entries and skips) applied onto ``base``'s;
+    ``base`` is left as it was (it may be a cached state)."""
+    entries, skipped = dict(base.entries), dict(base.skipped)
+    for p in delta.removed:
+        entries.pop(p, None)
+        skipped.pop(p, None)
+    for p, e in delta.entries.items():
+        skipped.pop(p, None)
+        entries[p] = e
+    for p, r in delta.skipped.items():
+        entries.pop(p, None)
+        skipped[p] = r
+    return Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
+                                    skipped=skipped, removed=[], ids=delta.ids)
 
 
 def _unwire_manifest(m: Manifest) -> Manifest:
