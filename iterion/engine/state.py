@@ -66,6 +66,13 @@ class RunState:
     # the node whose edge routed into ``next_node`` (None at the entry or after a convergence)
     came_from: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    # What ``to_checkpoint`` copied before: history entries and executed records are only ever
+    # appended (record_output), so each checkpoint copies what was added since, not the whole
+    # run again (issue 13 point 5: a loop's per-node cost must not grow with its length).
+    # Keyed by the very list copied: a list replaced or shortened is copied afresh.
+    _history_copies: dict[str, tuple[list[dict[str, Any]], list[Any]]] = field(
+        default_factory=dict, repr=False, compare=False)
+    _executed_copies: list[ExecutedNode] = field(default_factory=list, repr=False, compare=False)
 
     def iteration_of(self, node: str) -> int:
         """The iteration number the node's NEXT execution carries (0-based)."""
@@ -98,10 +105,10 @@ def to_checkpoint(state: RunState, *, usage: Usage, anchor: AnchorReason, restar
             restart_iteration=restart_iteration,
             anchor_reason=anchor,
             outputs=copy.deepcopy(state.outputs),
-            history=copy.deepcopy(state.history),
+            history=_copied_history(state),
             node_visits=dict(state.visits),
             node_iterations={n: v - 1 for n, v in state.visits.items() if v > 0},
-            executed=[ExecutedNode(node=n, iteration=i) for n, i in state.executed],
+            executed=_copied_executed(state),
             loop_counters={k: v.iteration for k, v in state.loops.items()},
             loop_previous={k: v.previous_output for k, v in state.loops.items() if v.previous_output is not None},
             loop_current={k: v.current_output for k, v in state.loops.items() if v.current_output is not None},
@@ -118,6 +125,33 @@ def to_checkpoint(state: RunState, *, usage: Usage, anchor: AnchorReason, restar
             node_inputs=copy.deepcopy(state.inputs),
             came_from=state.came_from,
         )
+
+
+def _copied_history(state: RunState) -> dict[str, list[Any]]:
+    """A deep copy of ``state.history`` that deep-copies only the entries appended since the
+    last call (entries are never changed once recorded; the copies are never changed either:
+    checkpoints are written, not edited in place - a rewind slices a new list)."""
+    memo = state._history_copies
+    out: dict[str, list[Any]] = {}
+    for node, entries in state.history.items():
+        known = memo.get(node)
+        copied = known[1] if known is not None and known[0] is entries and len(known[1]) <= len(entries) else []
+        copied.extend(copy.deepcopy(e) for e in entries[len(copied):])
+        memo[node] = (entries, copied)
+        out[node] = list(copied)
+    for node in memo.keys() - state.history.keys():
+        del memo[node]
+    return out
+
+
+def _copied_executed(state: RunState) -> list[ExecutedNode]:
+    """``state.executed`` as checkpoint records, building only those appended since the last call."""
+    made, done = state._executed_copies, state.executed
+    if made and (len(made) > len(done) or (made[0].node, made[0].iteration) != done[0]
+                 or (made[-1].node, made[-1].iteration) != done[len(made) - 1]):
+        made.clear()  # replaced or shortened (its first or last known record differs): rebuild
+    made.extend(ExecutedNode(node=n, iteration=i) for n, i in done[len(made):])
+    return list(made)
 
 
 def from_checkpoint(cp: Checkpoint) -> RunState:
