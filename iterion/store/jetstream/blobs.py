@@ -8,8 +8,6 @@ does not know which backend it writes to.
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +15,7 @@ from gitrefs.ids import validate_id
 from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
 from iterion.store.attachments import AttachmentRecord, AttachmentStore
 from iterion.store.errors import StoreError
-from persist import fsync_dir, write_model
+from persist import atomic_write_bytes, write_model
 
 if TYPE_CHECKING:
     from iterion.store.jetstream.store import JetStreamStore
@@ -132,17 +130,7 @@ class JetStreamAttachments(AttachmentStore):
         if hashlib.sha256(data).hexdigest() != record.sha256:
             raise StoreError(f"attachment {record.name}: the stored bytes do not match its sha256",
                              hint="stage it again")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            with tmp.open("wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
-        fsync_dir(dest.parent)
+        atomic_write_bytes(dest, data)  # fsynced, renamed, parent fsynced
         local = record.model_copy(update={"path": str(dest.resolve())})
         write_model(self.root / f"{record.name}.json", local)
         return local
