@@ -32,7 +32,7 @@ from workspacetrack.changes import changed_paths
 from workspacetrack.ignore import RULE_FILES, IgnoreRules
 from workspacetrack.journal import Journal
 from workspacetrack.models import CacheRow, Entry, Manifest, StatCacheDoc
-from workspacetrack.store import TrackStore
+from workspacetrack.store import TrackStore, apply_delta
 from workspacetrack.walk import DirRecord, Scan, manifest_parts
 
 # Test hook: when set to a file path, a capture creates that file once its objects are written
@@ -293,21 +293,15 @@ class Capturer:
             digest = self.store.put_manifest(*full_parts())  # re-base: a full manifest again
         else:
             base = None if full_known else self.store.cached_manifest(base_digest)
+            ids = self.store.objects.ids
             if base is not None:
-                entries, skipped = dict(base.entries), dict(base.skipped)
-                for p in removed:
-                    entries.pop(p, None)
-                    skipped.pop(p, None)
-                for p, e in d_entries.items():
-                    skipped.pop(p, None)
-                    entries[p] = e
-                for p, r in d_skipped.items():
-                    entries.pop(p, None)
-                    skipped[p] = r
+                full = apply_delta(base, Manifest.model_construct(
+                    format_version=Manifest.FORMAT_VERSION, entries=d_entries, skipped=d_skipped,
+                    removed=removed, ids=ids))
             else:
                 entries, skipped = full_parts()
-            full = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
-                                            skipped=skipped, removed=[], ids=self.store.objects.ids)
+                full = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries,
+                                                skipped=skipped, removed=[], ids=ids)
             digest = self.store.put_delta(base_digest, depth, d_entries, d_skipped, removed, full)
         self._last_diff = (base_digest, digest, diff)
         return digest

@@ -362,7 +362,7 @@ class TrackStore:
         if raw.base is None:
             m = raw
         else:
-            m = _applied(self.read_manifest(raw.base), raw)
+            m = apply_delta(self.read_manifest(raw.base), raw)
         self._remember(digest, m)
         return m
 
@@ -401,7 +401,7 @@ class TrackStore:
             m = own
         else:
             self._depths[digest] = raw["depth"]
-            m = _applied(self.read_manifest_once(base), own)
+            m = apply_delta(self.read_manifest_once(base), own)
         self._once = (digest, m)
         return m
 
@@ -542,7 +542,7 @@ def _wire_manifest(m: Manifest) -> Manifest:
     return m.model_copy(update={"entries": entries, "skipped": skipped, "removed": removed})
 
 
-def _applied(base: Manifest, delta: Manifest) -> Manifest:
+def apply_delta(base: Manifest, delta: Manifest) -> Manifest:
     """The full state of ``delta`` (its ``removed``, entries and skips) applied onto ``base``'s;
     ``base`` is left as it was (it may be a cached state)."""
     entries, skipped = dict(base.entries), dict(base.skipped)
