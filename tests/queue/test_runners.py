@@ -121,7 +121,10 @@ def test_sigterm_hands_the_run_back_and_another_runner_resumes_it(cluster: Clust
     # its workspace was pushed at the cancel (the bank a later claim restores)
     assert _events(store, run_id, "run_workspace_checkpoint")
     second = cluster.runner("second")
-    wait_for(lambda: store.load_run(run_id).status is RunStatus.FINISHED, "the other runner to finish it")
+    # the engine writes FINISHED; the runner then clears the hand-back mark and only then acks
+    # (the mark must outlive any crash before the run is final), so wait for the ack, not the status
+    wait_for(lambda: f"ack run {run_id} (finished" in second.text(), "the other runner to finish it")
+    assert store.load_run(run_id).status is RunStatus.FINISHED
     assert counts(tmp_path / "c") == {"a": 1, "b": 2, "c": 1}
     assert "queue_interrupted" not in store.load_run(run_id).options
     (restored,) = _events(store, run_id, "run_workspace_bank_restored")
