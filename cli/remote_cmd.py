@@ -236,16 +236,6 @@ def commits_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or
         echo("no workspace checkpoint was pushed for this run")
 
 
-def _pairs(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item or not item.split("=", 1)[0]:
-            raise CliError(f"--answer {item!r} is not KEY=VALUE", hint="e.g. --answer approved=true")
-        key, value = item.split("=", 1)
-        out[key] = value
-    return out
-
-
 def _finish_follow(client: Client, run_id: str, after: int, as_json: bool) -> None:
     status = None
     for kind, data in client.stream(_run_path(run_id, "/events"), {"follow": 1, "after": after}):
@@ -294,7 +284,9 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
             answers.update(read_mapping(answers_file, "answers file"))
         except DataFileError as exc:
             raise CliError(str(exc)) from None
-    answers.update(_pairs(answer))
+    from cli.flags import key_values
+
+    answers.update(key_values(answer, "--answer", "approved=true"))
     budget = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
                                 ("max_duration", max_duration), ("max_iterations", max_iterations),
                                 ("max_parallel_branches", max_parallel_branches)) if v is not None}

@@ -12,7 +12,7 @@ import typer
 
 from cli.errors import CliError
 from cli.exit_codes import EXIT_HELP, STATUS_EXIT, ExitCode
-from cli.flags import finite_flag, one_line
+from cli.flags import finite_flag, key_values, one_line
 from cli.output import echo, echo_err, echo_json, styled
 from cli.parked import (
     answer_command,
@@ -50,18 +50,6 @@ NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) inste
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise CliError(f"{what} {item!r} is not KEY=VALUE", hint=f"e.g. {what} name=value")
-        key, value = item.split("=", 1)
-        if not key:
-            raise CliError(f"{what} {item!r} has an empty key")
-        out[key] = value
-    return out
-
-
 def _read_mapping(path: Path, what: str) -> dict[str, Any]:
     from iterion.datafile import DataFileError, read_mapping
 
@@ -180,13 +168,13 @@ def run_cmd(
     store = open_swept(store_dir, write=True, nats=nats)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
-    options = LaunchOptions(vars=_pairs(var, "--var"), preset=preset, backend=backend,
+    options = LaunchOptions(vars=key_values(var, "--var"), preset=preset, backend=backend,
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
                             auto_merge=auto_merge, on_budget=on_budget.value,
                             wait_workspace=not no_wait, on_wait=echo_err,
                             push_checkpoints=push_checkpoints, push_every=push_every,
-                            attachments={k: Path(v) for k, v in _pairs(attach, "--attach").items()},
+                            attachments={k: Path(v) for k, v in key_values(attach, "--attach", "name=path").items()},
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches),
                             permission=_permission("launch", permission, permission_allow, permission_ask,
@@ -285,7 +273,7 @@ def resume_cmd(
     answers: dict[str, Any] = {}
     if answers_file is not None:
         answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
-    answers.update(_pairs(answer, "--answer"))  # explicit flags override the file
+    answers.update(key_values(answer, "--answer", "approved=true"))  # explicit flags override the file
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
                             wait_workspace=not no_wait, on_wait=echo_err,
@@ -335,7 +323,10 @@ def init_cmd(
         echo_json({"directory": str(directory.resolve()), "files": copied})
         return
     echo(f"created {directory}: {', '.join(copied)}")
-    echo(f"next: cd {directory} && iterion run demo.bot")
+    from iterion.invocation import command
+    from iterion.shellquote import printed_word
+
+    echo(f"next: cd {printed_word(str(directory))} && {command('run', 'demo.bot')}")  # pastes as printed
 
 
 def register(app: typer.Typer) -> None:

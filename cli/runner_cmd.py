@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from cli.errors import CliError
+from cli.exit_codes import ExitCode
 from cli.output import echo_err
 
 HELP = """Claim queued runs from the work queue on NATS JetStream and execute them.
@@ -24,7 +25,8 @@ may claim from one queue: a per-run lease guarantees a run executes on one runne
 a run whose runner dies is taken over by another after the lease's TTL. A run bound to a
 repository executes in a fresh clone under --work-dir (removed when the run returns) and pushes
 its workspace checkpoints to that repository. One log line per claim and per disposition goes to
-stderr. SIGTERM: stop claiming, give runs in flight --grace seconds, then hand them back.
+stderr. SIGTERM: stop claiming, give runs in flight --grace seconds, then hand them back (exit 0;
+Ctrl-C does the same and exits 130).
 
 \b
 Examples:
@@ -84,8 +86,11 @@ def runner_cmd(
 
     runner = Runner(store, queue, config, say=say)
 
+    stopped_by: list[int] = []
+
     def on_signal(signum: int, _frame: object) -> None:
         echo_err(f"iterion runner: {signal.Signals(signum).name}: stopping (grace {grace:g}s)")
+        stopped_by.append(signum)
         runner.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -96,6 +101,8 @@ def runner_cmd(
         queue.close()
         docs.close()
     echo_err(f"iterion runner: stopped after {runner.handled} deliveries")
+    if signal.SIGINT in stopped_by:  # Ctrl-C: 130 as every command (a SIGTERM stop is a clean 0)
+        raise typer.Exit(ExitCode.INTERRUPTED)
 
 
 def register(app: typer.Typer) -> None:

@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
         Example: iterion diagram review.bot > review.mmd
         """
         from iterion.dsl.diagram import to_mermaid  # `diagram` only: validate never draws
+        from iterion.invocation import command
 
         result = load_workflow(file)
         if result.workflow is None:
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
                 echo_err(d.format())
             errors, _ = _counts(result)
             raise CliError(f"{file} does not compile ({errors} error(s))",
-                           hint=f"run: iterion validate {file}", exit_code=ExitCode.REFUSED)
+                           hint=f"{command('validate', str(file))} lists every diagnostic", exit_code=ExitCode.REFUSED)
         text = to_mermaid(result.workflow)
         if as_json:
             echo_json({"workflow": result.workflow.name, "mermaid": text})

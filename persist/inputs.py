@@ -41,9 +41,13 @@ class Limit:
 
     def bytes(self) -> int:
         raw = os.environ.get(self.env, "").strip()
-        if raw.isdigit() and int(raw) > 0:
+        if not raw:
+            return self.default
+        if raw.isascii() and raw.isdigit() and int(raw) > 0:
             return int(raw)
-        return self.default
+        # never silently the default: the refusal would then tell the user to set what they set
+        raise UserError(f"${self.env}={raw!r} is not a positive whole number of bytes",
+                        hint=f"set it to a byte count (e.g. {self.env}={self.default}), or unset it")
 
 
 # Workflow sources, import fragments, include files, bundle members, script-backend files.

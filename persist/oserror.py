@@ -19,6 +19,9 @@ _HINTS = {
     errno.EPERM: "fix its permissions (or use a directory you can write), then retry",
     errno.ENAMETOOLONG: "use a shorter path or name",
     errno.ENOTDIR: "a component of that path is a file, not a directory: fix the path",
+    # a directory (or a symlink loop) where a file belongs: a damaged store or a hand-made path
+    errno.EISDIR: "a file belongs at that path: move the directory aside (or fix the path), then retry",
+    errno.ELOOP: "that path is a symlink loop: fix the link, then retry",
 }
 
 

@@ -36,6 +36,7 @@ from iterion.store.errors import StoreFullError
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.placement import prepare_store
 from persist.errors import ErrorCode
+from persist.text import require_utf8_path
 
 SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 
@@ -153,7 +154,11 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                           hint=f"create it first (mkdir -p {workspace}) or pass an existing directory")
     if not workspace.is_dir():
         raise EngineError(f"workspace {workspace} is not a directory")
+    require_utf8_path(str(workspace), "workspace")  # refused before the run (or its directory) exists
+    require_utf8_path(str(src.path.resolve()), "workflow file")
     script_file = options.script_file or find_script_file(src.path)
+    if script_file:
+        require_utf8_path(script_file, "script file")
     run_id = options.run_id or new_id()
     queued = _queued_doc(store, run_id) if options.adopt_queued else None
     name = queued.name if queued is not None else friendly_name(wf.name, store.run_names())

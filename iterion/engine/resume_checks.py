@@ -123,7 +123,8 @@ def check_checkpoint_present(doc: RunDoc, cp: Checkpoint | None, events: list[ev
     if written or paused:
         where = f" ({path})" if path is not None else ""
         raise PreflightError(f"run {doc.id}: checkpoint missing: nothing to resume from{where}; {UNCHANGED}",
-                             hint=f"rewind it (`iterion rewind --run-id {doc.id} --node NODE`) or start a new run")
+                             # (not rewind: it needs the checkpoint too, and refuses)
+                             hint="restore checkpoint.json from a backup, or start a new run")
 
 
 def check_workspace_usable(doc: RunDoc) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,13 @@ def compile_source(path: Path | str) -> CompiledSource:
     from iterion.dsl.digest import DigestError, bare_digest, workflow_digest
 
     p = Path(path)
-    if not p.exists():
-        raise EngineError(f"workflow file {p} does not exist", hint="give the path of a .bot file or bundle")
-    if not p.is_dir():  # a FIFO or /dev/zero is refused here, at once, as bad input (exit 2)
+    if not p.is_dir():  # a FIFO, /dev/zero or a symlink loop is refused here, at once, as bad input (exit 2)
         check_regular_file(p, "workflow file", SOURCE_LIMIT)
+    if not p.exists():
+        if p.is_symlink():  # "does not exist" would send the user looking for the link itself
+            raise EngineError(f"workflow file {p} is a symlink to {os.readlink(p)}, which does not exist",
+                              hint="fix the link, or give the path of the .bot file itself")
+        raise EngineError(f"workflow file {p} does not exist", hint="give the path of a .bot file or bundle")
     result = _load(p)
     if result.workflow is None:
         raise InvalidWorkflow(str(p), list(result.diagnostics))

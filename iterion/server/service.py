@@ -44,7 +44,20 @@ from persist.errors import ErrorCode
 from persist.oserror import environment_error
 
 BUDGET_FIELDS = ("max_cost_usd", "max_tokens", "max_duration", "max_iterations", "max_parallel_branches")
-HANDSHAKE_TIMEOUT_S = float(os.environ.get("ITERION_SERVER_HANDSHAKE_S", "120"))
+def _handshake_timeout_s(env: str = "ITERION_SERVER_HANDSHAKE_S", default: float = 120.0) -> float:
+    """``$env`` in seconds, else ``default``; a garbage value refuses the server's start (one line, exit 2)."""
+    raw = os.environ.get(env, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"${env}={raw!r} is not a positive number of seconds",
+                        hint=f"set it to seconds (e.g. {env}=120), or unset it")
+    return value
+
+
+HANDSHAKE_TIMEOUT_S = _handshake_timeout_s()
 EVENTS_PAGE_MAX = 1000
 
 

@@ -229,10 +229,21 @@ class FsRunDocs:
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         from iterion.store.checkpoint import Checkpoint
 
+        path = self.paths(run_id).checkpoint_json
+        fix = "restore checkpoint.json from a backup (resume and rewind need it), or start a new run"
         try:
-            return read_doc(self.paths(run_id).checkpoint_json, Checkpoint)
+            cp = read_doc(path, Checkpoint)
         except FileNotFoundError:
             return None
+        except CorruptDocumentError as exc:
+            if "newer than this iterion" in exc.detail:
+                raise  # a format from a newer iterion: not corrupt, the message says what to do
+            raise CorruptDocumentError(f"run {run_id}: its checkpoint.json is corrupt ({exc.detail}): {path}",
+                                       detail=exc.detail, hint=fix) from None
+        if cp.run_id and cp.run_id != run_id:  # another run's checkpoint copied in: resuming it would mix two runs
+            raise CorruptDocumentError(f"run {run_id}: its checkpoint.json belongs to run {cp.run_id}: {path}",
+                                       detail=f"belongs to run {cp.run_id}", hint=fix)
+        return cp
 
     def has_checkpoint(self, run_id: str) -> bool:
         return self.paths(run_id).checkpoint_json.is_file()

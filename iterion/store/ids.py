@@ -93,7 +93,10 @@ def display_ref(ref: str, limit: int = _SHOWN_CHARS) -> str:
 
 
 def check_run_ref(ref: str) -> str:
-    """Refuse a run reference (id, prefix or name) that can name no run: too long, control characters."""
+    """Refuse a run reference (id, prefix or name) that can name no run: empty, too long, control characters."""
+    if not ref.strip():  # `--run-id "$RUN"` with RUN unset: say so, not "prefix  is too short"
+        raise StoreError("the run id is empty" if not ref else f"the run id {ref!r} is blank",
+                         hint="pass the run's id, a unique prefix of it or its name (`iterion inspect` lists them)")
     if len(ref.encode("utf-8", "surrogateescape")) > MAX_RUN_REF_BYTES:
         raise StoreError(f"run id {display_ref(ref)} is too long to name a run (at most {MAX_RUN_REF_BYTES} bytes)",
                          hint="list runs with `iterion inspect`")

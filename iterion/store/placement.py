@@ -47,6 +47,11 @@ def check_store_placement(root: Path, origin: str, workspace: Path) -> None:
     """
     store = Path(root).resolve()
     ws = Path(workspace).resolve()
+    if ws == store or ws.is_relative_to(store):
+        # a run there would version (and a rewind restore) the store's own files
+        where = "is the run store itself" if ws == store else f"is inside the run store {store}"
+        raise StorePlacementError(f"the workspace {ws} {where}: a run would version its own history",
+                                  hint="pass --workspace a project directory outside the run store")
     repo = git_dirs(ws) if ws.is_dir() else None
     tree = repo[0] if repo else ws
     if repo is not None and store.is_relative_to(repo[1]):
@@ -60,6 +65,11 @@ def check_store_placement(root: Path, origin: str, workspace: Path) -> None:
         if repo is None and (origin == PROJECT or _ignored_outside_git(tree, probe)):
             return
     rel = store.relative_to(tree).as_posix()
+    if repo is None:  # no git here: the workspace tracker's own ignore rules are what counts
+        raise StorePlacementError(
+            f"the run store {store} is inside the workspace {tree} and nothing ignores it (every capture would "
+            f"version it): drop --store-dir/$ITERION_STORE_DIR to use the default store (.iterion/ of the project), "
+            f"choose a directory outside {tree}, or ignore it yourself (e.g. add '/{rel}/' to {tree / '.iterionignore'})")
     raise StorePlacementError(
         f"the run store {store} is inside the working tree {tree} and nothing ignores it "
         f"(`git clean -fdx` would delete it): drop --store-dir/$ITERION_STORE_DIR to use the default "

@@ -33,6 +33,8 @@ def test_paused_run_without_checkpoint_refuses_resume(tmp_path: Path, ws: Path, 
     p = run_cli("resume", "--run-id", run_id, *argv, "--store-dir", str(store), cwd=ws)
     line = assert_one_error(p, 2, mentions=MISSING)
     assert str(store / "runs" / run_id / "checkpoint.json") in line
+    # the fix it names works: rewind needs the checkpoint too (and refuses), so it is not offered
+    assert "hint: restore checkpoint.json from a backup, or start a new run" in p.stderr, p.stderr
     assert store_hash(store) == before  # not even the lock's owner record
     assert not (ws / "a.txt").exists() and not (ws / "b.txt").exists()  # nothing restarted from the entry
     assert status_of(store, run_id)["status"] == "paused_waiting_human"
@@ -91,3 +93,44 @@ def test_corrupt_run_json_is_listed_and_named(tmp_path: Path, ws: Path) -> None:
         line = assert_one_error(p, 2, mentions="run.json is corrupt")
         assert str(run_json) in line
     assert store_hash(store) == before
+
+
+def test_a_damaged_checkpoint_is_named_with_its_fix_by_every_command(tmp_path: Path, ws: Path) -> None:
+    """Garbage, another run's, or a directory: inspect, resume and rewind each name
+    checkpoint.json and what to do (exit 2, one error line), and change nothing."""
+    store = tmp_path / "store"
+    run_id = launch_paused(ws, store)
+    other = "01" + "0" * 30  # a checkpoint copied from another run
+    cp = store / "runs" / run_id / "checkpoint.json"
+    good = cp.read_bytes()
+    damages = {
+        "garbage": lambda: cp.write_bytes(b"\x00\xffnot json"),
+        "another run's": lambda: cp.write_bytes(good.replace(run_id.encode(), other.encode())),
+        "a directory": lambda: (cp.unlink(), cp.mkdir()),
+    }
+    commands = [["inspect"], ["resume", "--answer", "approved=true"], ["rewind", "--node", "a"]]
+    for what, damage in damages.items():
+        damage()
+        before = store_hash(store)
+        for argv in commands:
+            p = run_cli(argv[0], "--run-id", run_id, *argv[1:], "--store-dir", str(store), cwd=ws)
+            line = assert_one_error(p, 2, mentions=str(cp))
+            assert "checkpoint.json" in line and "hint: restore checkpoint.json from a backup" in p.stderr, (what, p.stderr)
+        assert store_hash(store) == before, what
+        if cp.is_dir():
+            cp.rmdir()
+        cp.write_bytes(good)
+    assert status_of(store, run_id)["status"] == "paused_waiting_human"
+
+
+def test_an_event_log_that_is_a_directory_is_one_line_for_inspect(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    run_id = launch_paused(ws, store)
+    log = store / "runs" / run_id / "events.jsonl"
+    log.unlink()
+    log.mkdir()  # (EISDIR even as root)
+    for argv in (["--run-id", run_id], ["--run-id", run_id, "--events", "--json"]):
+        p = run_cli("inspect", *argv, "--store-dir", str(store), cwd=ws)
+        assert p.stdout == ""
+        line = assert_one_error(p, 2, mentions=str(log))
+        assert "Is a directory" in line and "hint: a file belongs at that path" in p.stderr, p.stderr

@@ -1,0 +1,232 @@
+"""What a careless or hostile user types, and the one clear line (exit 2) each gets.
+
+Each case was found by trying it at the CLI: a message that misled (a symlink loop "does not
+exist", a store inside a plain directory told to edit .git/info/exclude), an internal error (a
+workspace whose name is not UTF-8), a garbage environment value silently ignored, a conflicting
+repeated flag silently resolved. Most are checked in-process (the function that owns the rule);
+the CLI paths that only a process shows (exit codes, what is left in the store) run one.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from persist import UserError
+from tests.conftest import kill_process, make_checkout, run_cli, start_cli, write_bot
+from tests.natsserver import NatsServer
+
+TOOL = """
+tool make:
+  command: "echo made > made.txt"
+
+workflow w:
+  entry: make
+  make -> done
+"""
+
+
+# -- where the store and the workspace are ------------------------------------------------------
+def test_a_workspace_that_is_the_store_or_inside_it_is_refused_before_any_run(tmp_path: Path) -> None:
+    from iterion.store.placement import StorePlacementError, check_store_placement
+    from iterion.store.layout import PROJECT
+
+    store = tmp_path / "store"
+    (store / "runs").mkdir(parents=True)
+    for ws, words in ((store, "is the run store itself"), (store / "runs", "is inside the run store")):
+        with pytest.raises(StorePlacementError) as refused:
+            check_store_placement(store, PROJECT, ws)
+        assert words in refused.value.message and "--workspace" in (refused.value.hint or "")
+
+
+def test_a_store_inside_a_plain_directory_is_not_told_about_git(tmp_path: Path) -> None:
+    from iterion.store.layout import EXPLICIT
+    from iterion.store.placement import StorePlacementError, check_store_placement
+
+    ws = tmp_path / "plain"
+    (ws / "st").mkdir(parents=True)
+    with pytest.raises(StorePlacementError) as refused:
+        check_store_placement(ws / "st", EXPLICIT, ws)
+    text = refused.value.message
+    assert "git clean" not in text and ".git/info/exclude" not in text
+    assert str(ws / ".iterionignore") in text and "'/st/'" in text
+    (ws / ".iterionignore").write_text("/st/\n")  # the fix it names is one that works
+    check_store_placement(ws / "st", EXPLICIT, ws)
+
+
+def test_run_with_the_workspace_inside_the_store_leaves_no_run(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "runs").mkdir(parents=True)
+    bot = write_bot(tmp_path / "src", TOOL)
+    p = run_cli("run", str(bot), "--workspace", str(store / "runs"), "--store-dir", str(store), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("error: the workspace ") and "inside the run store" in p.stderr, p.stderr
+    assert list((store / "runs").iterdir()) == []  # before: a `failed` run was created
+
+
+def test_a_workspace_whose_name_is_not_utf8_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    bot = write_bot(tmp_path / "src", TOOL)
+    store = tmp_path / "store"
+    ws = Path(os.fsdecode(bytes(tmp_path) + b"/ws\xff"))
+    make_checkout(ws)
+    p = run_cli("run", str(bot), "--workspace", str(ws), "--store-dir", str(store), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "internal error" not in p.stderr and "not UTF-8" in p.stderr, p.stderr
+    assert "ws\\udcff" in p.stderr  # named, escaped on one line
+    assert not (store / "runs").exists() or list((store / "runs").iterdir()) == []
+
+
+def test_require_utf8_path() -> None:
+    from persist.text import require_utf8_path
+
+    require_utf8_path("/tmp/caf\u00e9 et \u65e5\u672c", "workspace")  # any UTF-8 name is fine
+    with pytest.raises(UserError, match=r"workspace /tmp/x\\udcff has a name that is not UTF-8"):
+        require_utf8_path(os.fsdecode(b"/tmp/x\xff"), "workspace")
+
+
+# -- workflow files that are links ----------------------------------------------------------------
+def test_a_symlink_loop_or_a_dangling_link_is_named_as_such(tmp_path: Path) -> None:
+    from iterion.engine.errors import EngineError
+    from iterion.engine.source import compile_source
+    from persist.inputs import InputFileError
+
+    (tmp_path / "a.bot").symlink_to("b.bot")
+    (tmp_path / "b.bot").symlink_to("a.bot")
+    with pytest.raises(InputFileError, match="symbolic links"):
+        compile_source(tmp_path / "a.bot")
+    (tmp_path / "d.bot").symlink_to("gone.bot")
+    with pytest.raises(EngineError, match=r"d\.bot is a symlink to gone\.bot, which does not exist"):
+        compile_source(tmp_path / "d.bot")
+    with pytest.raises(EngineError, match="does not exist"):
+        compile_source(tmp_path / "nothing.bot")
+
+
+# -- environment values -----------------------------------------------------------------------------
+@pytest.mark.parametrize("raw", ["garbage", "-5", "0", "1e9", "\u0663"])
+def test_a_garbage_size_limit_is_refused_not_silently_the_default(monkeypatch: pytest.MonkeyPatch,
+                                                                  raw: str) -> None:
+    from persist.inputs import SOURCE_LIMIT
+
+    monkeypatch.setenv("ITERION_MAX_SOURCE_BYTES", raw)
+    with pytest.raises(UserError, match=r"\$ITERION_MAX_SOURCE_BYTES=.* is not a positive whole number"):
+        SOURCE_LIMIT.bytes()
+    monkeypatch.setenv("ITERION_MAX_SOURCE_BYTES", " 123 ")
+    assert SOURCE_LIMIT.bytes() == 123
+    monkeypatch.delenv("ITERION_MAX_SOURCE_BYTES")
+    assert SOURCE_LIMIT.bytes() == SOURCE_LIMIT.default
+
+
+def test_validate_under_a_garbage_limit_says_so_on_one_line(tmp_path: Path) -> None:
+    bot = write_bot(tmp_path, TOOL)
+    p = run_cli("validate", str(bot), "--json", env={"ITERION_MAX_SOURCE_BYTES": "lots"})
+    assert p.returncode == 2 and p.stdout == "", (p.stdout, p.stderr)
+    assert p.stderr.splitlines()[0] == "error: $ITERION_MAX_SOURCE_BYTES='lots' is not a positive whole number of bytes"
+
+
+@pytest.mark.parametrize("raw", ["abc", "nan", "-1", "0"])
+def test_a_garbage_server_handshake_timeout_is_a_refusal_not_an_internal_error(
+        monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    from iterion.server.service import _handshake_timeout_s
+
+    monkeypatch.setenv("ITERION_SERVER_HANDSHAKE_S", raw)
+    with pytest.raises(UserError, match="ITERION_SERVER_HANDSHAKE_S"):
+        _handshake_timeout_s()
+    monkeypatch.setenv("ITERION_SERVER_HANDSHAKE_S", "2.5")
+    assert _handshake_timeout_s() == 2.5
+
+
+# -- flags -----------------------------------------------------------------------------------------
+def test_a_key_given_twice_with_different_values_is_refused() -> None:
+    from cli.errors import CliError
+    from cli.flags import key_values
+
+    assert key_values(["a=1", "b=x=y", "a=1"], "--var") == {"a": "1", "b": "x=y"}  # the same twice: fine
+    with pytest.raises(CliError, match=r"--answer approved is given twice, as 'true' and 'false'"):
+        key_values(["approved=true", "note=x", "approved=false"], "--answer")
+    with pytest.raises(CliError, match="is not KEY=VALUE"):
+        key_values(["novalue"], "--var")
+    with pytest.raises(CliError, match="empty key"):
+        key_values(["=v"], "--var")
+
+
+@pytest.mark.parametrize("ref, words", [("", "the run id is empty"), ("  ", "the run id '  ' is blank")])
+def test_an_empty_run_id_says_empty_not_too_short(ref: str, words: str) -> None:
+    from iterion.store.errors import StoreError
+    from iterion.store.ids import check_run_ref
+
+    with pytest.raises(StoreError) as refused:
+        check_run_ref(ref)
+    assert refused.value.message == words
+
+
+# -- printed commands paste as printed ---------------------------------------------------------------
+def test_diagram_and_init_print_commands_quoted_and_spelled_as_invoked(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    monkeypatch.setenv("ITERION_PROG", "./my iterion")  # a wrapper naming itself, verbatim
+    monkeypatch.chdir(tmp_path)
+    bad = CliRunner().invoke(app, ["diagram", "no such.bot"])  # (in-process: the error is not printed)
+    assert isinstance(bad.exception, UserError) and bad.exception.exit_code == 2
+    assert bad.exception.hint == "./my iterion validate 'no such.bot' lists every diagnostic"
+    made = CliRunner().invoke(app, ["init", "a b"])
+    assert made.exit_code == 0, made.output
+    assert "next: cd 'a b' && ./my iterion run demo.bot" in made.stdout
+
+
+# -- the live progress line on a narrow terminal -------------------------------------------------------
+def _visible(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+
+
+@pytest.mark.parametrize("columns", [20, 30, 80])
+def test_live_lines_never_wrap_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    from cli.progress import Progress
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    progress = Progress(live=True)
+    for node in ("save_draft", "a_node_with_a_long_name_indeed"):
+        progress(SimpleNamespace(type="node_started", node=node, iteration=12, payload={"kind": "compute"}))
+    lines = [_visible(ln) for ln in err.getvalue().splitlines() if "▶" in ln]
+    assert lines and all(len(ln) < columns for ln in lines), lines  # the last column stays free
+    assert any("save_draft" in ln for ln in lines)  # the name is kept before the kind
+    if columns >= 80:
+        assert all("(compute, iteration 12)" in ln for ln in lines), lines
+
+
+# -- Ctrl-C on the runner --------------------------------------------------------------------------------
+def test_ctrl_c_stops_the_runner_with_130_and_sigterm_with_0(tmp_path: Path, nats_server: NatsServer) -> None:
+    """Every command exits 130 on Ctrl-C; the runner still stops gracefully first (and a
+    SIGTERM stop, the service manager's, stays a clean 0)."""
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 0)):
+        log = tmp_path / f"runner-{sig.name}.log"
+        with open(log, "wb") as err:
+            proc = start_cli("runner", "--nats", nats_server.url, "--prefix", "h" + uuid.uuid4().hex[:10],
+                             "--work-dir", str(tmp_path / "work"), "--grace", "1", cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=err, text=False)
+        try:
+            deadline = time.monotonic() + 60
+            while b"claiming from" not in log.read_bytes():
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+            proc.send_signal(sig)
+            assert proc.wait(timeout=60) == code, log.read_text()
+        finally:
+            kill_process(proc)
+        text = log.read_text()
+        assert f"{sig.name}: stopping" in text and "stopped after 0 deliveries" in text
+        assert "Traceback" not in text
