@@ -42,6 +42,15 @@ def pack(
     target = output or directory.resolve().parent / f"{directory.resolve().name}.botz"
     if target.resolve().is_relative_to(directory.resolve()):
         raise CliError(f"{target} is inside the bundle it packs", hint="write the archive outside the directory (-o)")
+    if target.is_dir():
+        raise CliError(f"-o {target} is a directory", hint=f"name the archive file, e.g. -o {target / 'bundle.botz'}")
+    if not target.parent.is_dir():  # a typo in -o never creates directories
+        from iterion.shellquote import printed_word
+
+        if target.parent.exists():
+            raise CliError(f"-o {target}: {target.parent} is not a directory", hint="write the archive elsewhere")
+        raise CliError(f"-o {target}: the directory {target.parent} does not exist",
+                       hint=f"create it first (mkdir -p {printed_word(str(target.parent))}) or write the archive elsewhere")
     atomic_write_bytes(target, packed.data)
     if as_json:
         echo_json({"archive": str(target), "bytes": len(packed.data), "members": packed.members})

@@ -80,6 +80,23 @@ def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
     return None
 
 
+def _check_types(types: list[str], timeline: list[Any]) -> None:
+    """A --type no event can have (a typo: ``node_fail``) is refused, not an empty timeline."""
+    if not types:
+        return
+    from difflib import get_close_matches
+
+    from iterion.store.events import EVENT_TYPES
+
+    known = EVENT_TYPES | {e.type for e in timeline}
+    for t in types:
+        if t not in known:
+            near = get_close_matches(t, sorted(known), n=3)
+            raise CliError(f"--type {t} is not an event type",
+                           hint=f"did you mean {' or '.join(near)}?" if near else
+                           "`iterion inspect --run-id R --events --all` shows every type the run has")
+
+
 def inspect_cmd(
     run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
     events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline "
@@ -150,6 +167,7 @@ def inspect_cmd(
     if hint is not None:
         detail["workspace_checkpoint"] = hint
     timeline = store.read_events(rid) if events else []
+    _check_types(event_type, timeline)
     filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
         if events:

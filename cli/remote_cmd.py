@@ -20,6 +20,7 @@ import typer
 from cli.errors import CliError
 from cli.exit_codes import STATUS_EXIT, ExitCode
 from cli.output import echo, echo_err, echo_json, table
+from persist.text import one_line
 
 ENV_SERVER = "ITERION_SERVER"
 ENV_TOKEN = "ITERION_SERVER_TOKEN"
@@ -43,6 +44,14 @@ class Client:
             raise CliError("no server given", hint=f"pass --server URL or set {ENV_SERVER} (e.g. http://127.0.0.1:8080)")
         if not url.startswith(("http://", "https://")):
             raise CliError(f"--server {url} is not an http(s) URL", hint="e.g. --server http://127.0.0.1:8080")
+        try:  # a malformed URL is bad input here, not an internal error at the first request
+            parsed = httpx.URL(url)
+            bad = "no host" if not parsed.host else (
+                f"port {parsed.port} is out of range" if parsed.port is not None and not 0 < parsed.port < 65536 else None)
+        except httpx.InvalidURL as exc:
+            bad = str(exc)
+        if bad is not None:
+            raise CliError(f"--server {one_line(url)} is not a usable URL: {bad}", hint="e.g. --server http://127.0.0.1:8080")
         if token_file is not None:
             try:
                 lines = token_file.read_text(encoding="utf-8").splitlines()

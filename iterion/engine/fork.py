@@ -25,6 +25,7 @@ from iterion.engine.errors import EngineError
 from iterion.engine.state import to_checkpoint
 from iterion.store import AnchorReason, Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store.ids import friendly_name, new_id
+from iterion.store.status import Command, accepts
 from iterion.store.timeutil import utcnow
 from persist import read_model, write_model
 from persist.errors import ErrorCode
@@ -112,9 +113,12 @@ def fork_run(store: Store, run_id: str, node: str, *, iteration: int | None = No
             raise EngineError(f"run {parent_id} never executed a node {node!r}; it can be forked from: {known}",
                               hint="fork needs an LLM node the run executed (agent, judge, llm router), e.g. "
                                    f"--node {min(turns) if turns else 'NODE'}", exit_code=ErrorCode.BAD_INPUT)
+        # rewind is offered only where it would be accepted (never for a finished run)
+        replay = (f"; to replay from any other node use `iterion rewind --run-id {parent_id} --node {node}`"
+                  if accepts(Command.REWIND, parent.status) else "")
         raise EngineError(f"run {parent_id} has no turn checkpoint for node {node}; it can be forked from: {known}",
-                          hint="fork needs an LLM node the run executed (agent, judge, llm router); to replay from "
-                               f"any other node use `iterion rewind --run-id {parent_id} --node {node}`", exit_code=ErrorCode.REFUSED)
+                          hint=f"fork needs an LLM node the run executed (agent, judge, llm router){replay}",
+                          exit_code=ErrorCode.REFUSED)
     its = turns[node]
     chosen = its[-1] if iteration is None else iteration
     if chosen not in its:

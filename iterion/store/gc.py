@@ -63,7 +63,10 @@ def parse_duration(text: str) -> timedelta:
     if m is None:
         raise GcError(f"--older-than {text!r} is not a duration",
                       hint="give a number with s, m, h, d or w, e.g. --older-than 7d")
-    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
+    try:
+        return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
+    except OverflowError:  # past timedelta's range: older than any run can be (choose() keeps all)
+        return timedelta.max
 
 
 @dataclass
@@ -115,7 +118,11 @@ def choose(store: Store, *, keep_last: int = 0, older_than: timedelta | None = N
     finished = sorted((d for d in docs if d.status is RunStatus.FINISHED), key=_finished_at, reverse=True)
     candidates = [d for d in finished[keep_last:] if not (store.run_dir(d.id) / COLLECTED_MARK).exists()]
     if older_than is not None:
-        candidates = [d for d in candidates if _finished_at(d) <= now - older_than]
+        try:
+            cutoff = now - older_than
+        except OverflowError:  # before year 1: no run finished that long ago
+            cutoff = None
+        candidates = [d for d in candidates if cutoff is not None and _finished_at(d) <= cutoff]
     chosen = {d.id for d in candidates if not store.is_locked(d.id)}  # a finishing process still holds it
     # a child whose parent is kept stays with it (a rewind of the parent may still look at it)
     changed = True

@@ -230,3 +230,58 @@ def test_ctrl_c_stops_the_runner_with_130_and_sigterm_with_0(tmp_path: Path, nat
         text = log.read_text()
         assert f"{sig.name}: stopping" in text and "stopped after 0 deliveries" in text
         assert "Traceback" not in text
+
+
+# -- more flags found wanting ---------------------------------------------------------------------------
+def test_gc_older_than_past_any_date_collects_nothing_instead_of_crashing(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from iterion.store import Store
+    from iterion.store.gc import collect, parse_duration
+
+    assert parse_duration("99999999999999999999d") == timedelta.max
+    store = Store(tmp_path / "store")
+    (tmp_path / "store" / "runs").mkdir(parents=True)
+    for age in ("1000000d", "99999999999999999999d"):  # before year 1 / past timedelta's range
+        assert collect(store, older_than=parse_duration(age), dry_run=True).collected == []
+
+
+def test_bundle_pack_never_creates_directories_for_a_mistyped_output(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    bundle = tmp_path / "b"
+    write_bot(bundle, TOOL, name="main")
+    (tmp_path / "afile").write_text("x")
+    for out, words in ((tmp_path / "no" / "such" / "x.botz", "does not exist"),
+                       (tmp_path / "afile" / "x.botz", "is not a directory"),
+                       (tmp_path, "is a directory")):
+        result = CliRunner().invoke(app, ["bundle", "pack", str(bundle), "-o", str(out)])
+        assert isinstance(result.exception, UserError) and words in result.exception.message, result.output
+    assert not (tmp_path / "no").exists()
+    ok = CliRunner().invoke(app, ["bundle", "pack", str(bundle), "-o", str(tmp_path / "b.botz")])
+    assert ok.exit_code == 0 and (tmp_path / "b.botz").is_file()
+
+
+@pytest.mark.parametrize("url, words", [("http://[::1", "Invalid port"), ("http://127.0.0.1:99999", "out of range"),
+                                        ("http://", "no host"), ("http://127.0.0.1:1/\n", "non-printable")])
+def test_remote_refuses_a_malformed_server_url_as_bad_input(url: str, words: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.remote_cmd import Client
+
+    monkeypatch.setenv("ITERION_SERVER_TOKEN", "a-token-long-enough")
+    with pytest.raises(UserError) as refused:
+        Client(url, None)
+    assert words in refused.value.message and "\n" not in refused.value.message
+
+
+def test_inspect_refuses_an_event_type_that_no_event_has(tmp_path: Path) -> None:
+    from cli.errors import CliError
+    from cli.inspect_cmd import _check_types
+
+    _check_types(["node_failed", "run_started"], [])  # the vocabulary
+    _check_types(["custom_thing"], [SimpleNamespace(type="custom_thing")])  # or what the run has
+    with pytest.raises(CliError, match="--type node_fail is not an event type") as refused:
+        _check_types(["node_fail"], [])
+    assert "node_failed" in (refused.value.hint or "")

@@ -70,8 +70,9 @@ def test_fork_creates_a_child_from_an_llm_turn_and_leaves_the_original_untouched
     before = {p.relative_to(store.run_dir(parent.run_id)): p.read_bytes()
               for p in store.run_dir(parent.run_id).rglob("*") if p.is_file()}
 
-    with pytest.raises(EngineError, match="no turn checkpoint for node prep"):
+    with pytest.raises(EngineError, match="no turn checkpoint for node prep") as refused:
         fork_run(store, parent.run_id, "prep")
+    assert "rewind" not in (refused.value.hint or "")  # a finished run cannot be rewound: not offered
     rc, forked = cli_json("fork", "--run-id", parent.run_id, "--node", "draft", cwd=ws, store=store_dir)
     assert rc == 0 and forked["parent_run_id"] == parent.run_id and forked["status"] == "paused_operator"
     child = forked["run_id"]
