@@ -64,15 +64,17 @@ class Progress:
             return
         width, now = terminal_width(), time.monotonic()
         for (node, iteration), (start, kind) in self.running.items():
-            rest = f" ({kind}, iteration {iteration})"
+            rest = f"({kind}, iteration {iteration})"
             took = f" {now - start:.1f}s"
             # fitted: a live line that wrapped would take two rows and the redraw would miss one;
             # on a narrow terminal the "(kind, iteration)" goes first, then the name is cut
             room = width - 3 - len(took)  # "▶ " and the last column kept free
-            if room - len(rest) < 8:
-                rest = ""
-            name = fit(str(node), max(1, room - len(rest)))
-            echo_err(styled("▶", "cyan"), f" {name}", styled(rest, "dim"), took)
+            if room - len(rest) - 1 < 8:
+                name = fit(str(node), max(1, room))
+                echo_err(styled("▶", "cyan"), f" {name}", took)
+            else:
+                name = fit(str(node), room - len(rest) - 1)
+                echo_err(styled("▶", "cyan"), f" {name} ", styled(rest, "dim"), took)
         self.drawn = len(self.running)
 
     def _line(self, *parts: Part) -> None:

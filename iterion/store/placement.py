@@ -51,7 +51,8 @@ def check_store_placement(root: Path, origin: str, workspace: Path) -> None:
         # a run there would version (and a rewind restore) the store's own files
         where = "is the run store itself" if ws == store else f"is inside the run store {store}"
         raise StorePlacementError(f"the workspace {ws} {where}: a run would version its own history",
-                                  hint="pass --workspace a project directory outside the run store")
+                                  hint="pass --workspace a project directory outside the run store, or put the "
+                                       "store elsewhere (--store-dir/$ITERION_STORE_DIR)")
     repo = git_dirs(ws) if ws.is_dir() else None
     tree = repo[0] if repo else ws
     if repo is not None and store.is_relative_to(repo[1]):

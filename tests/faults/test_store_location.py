@@ -164,7 +164,7 @@ def test_a_store_inside_the_workspace_is_refused_unless_the_user_ignores_it(tmp_
         assert lines[0].startswith("error: the run store ") and "inside the working tree" in lines[0]
         assert ".git/info/exclude" in lines[0] and "drop --store-dir" in lines[0]
     p = run_cli("run", str(bot), cwd=ws / "src", env={"ITERION_STORE_DIR": "."})
-    assert p.returncode == 2 and "inside the working tree" in p.stderr
+    assert p.returncode == 2 and "is the run store itself" in p.stderr and "$ITERION_STORE_DIR" in p.stderr
     # refused before anything was written: not a file of the tree (or .git) changed
     assert tree(ws) == before
     assert git(ws, "status", "--porcelain", "--untracked-files=all", "--ignored") == status
