@@ -15,9 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from gitrefs.ids import validate_id
 from iterion.store.checkpoint import InteractionKind
 from iterion.store.errors import StoreError
+from iterion.store.fsdocs import read_doc
 from iterion.store.ids import new_id
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel, read_model, write_model
+from persist import VersionedModel, write_model
 from persist.errors import ErrorCode
 
 INTERACTIONS_DIR = "interactions"
@@ -89,9 +90,9 @@ class InteractionStore:
         path = self._path(interaction_id)
         if not path.is_file():
             raise InteractionNotFoundError(f"interaction {interaction_id} not found")
-        return read_model(path, InteractionDoc)
+        return read_doc(path, InteractionDoc)  # a damaged file: one line naming it, not pydantic's dump
 
     def list(self) -> list[InteractionDoc]:
         if not self.root.is_dir():
             return []
-        return [read_model(p, InteractionDoc) for p in sorted(self.root.glob("*.json"))]
+        return [read_doc(p, InteractionDoc) for p in sorted(self.root.glob("*.json"))]

@@ -285,3 +285,17 @@ def test_inspect_refuses_an_event_type_that_no_event_has(tmp_path: Path) -> None
     with pytest.raises(CliError, match="--type node_fail is not an event type") as refused:
         _check_types(["node_fail"], [])
     assert "node_failed" in (refused.value.hint or "")
+
+
+def test_a_damaged_interaction_record_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    from iterion.store.errors import CorruptDocumentError
+    from iterion.store.interactions import InteractionStore
+
+    store = InteractionStore(tmp_path)
+    asked = store.ask("approve", {"fields": []})
+    path = tmp_path / "interactions" / f"{asked.id}.json"
+    path.write_text("{garb")
+    for call in (lambda: store.load(asked.id), store.list, lambda: store.answer(asked.id, {"ok": True})):
+        with pytest.raises(CorruptDocumentError) as refused:
+            call()
+        assert str(path) in refused.value.message and "\n" not in refused.value.message
