@@ -61,9 +61,9 @@ class EngineError(UserError):
 class InvalidWorkflow(EngineError):
     """The workflow has validation errors: nothing was created, the diagnostics say why."""
 
-    def __init__(self, path: str, diagnostics: list[Any]) -> None:
+    def __init__(self, path: str, diagnostics: list[Any], outcome: str = "no run was created") -> None:
         errors = [d for d in diagnostics if getattr(d.severity, "value", d.severity) == "error"]
-        super().__init__(f"{path} has {len(errors)} validation error(s); no run was created",
+        super().__init__(f"{path} has {len(errors)} validation error(s); {outcome}",
                          hint=f"fix them (`iterion validate {path}` lists them)", exit_code=ErrorCode.REFUSED)
         self.path = path
         self.diagnostics = diagnostics

@@ -23,7 +23,7 @@ from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
 from iterion.engine.checkpoint_push import PushSetting, check_target
 from iterion.engine.coerce import coerce_answers
 from iterion.engine.context import RunOptions
-from iterion.engine.errors import AnswerError, EngineError, SourceChanged
+from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, SourceChanged
 from iterion.engine.execution import drive, make_emit, open_run_versioning
 from iterion.engine.notice import Listener
 from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
@@ -225,10 +225,13 @@ def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:
         Path(doc.file_path) if doc.file_path else None)
     if path is None:
         raise EngineError(f"run {doc.id} recorded no workflow path", hint="pass --file WORKFLOW.bot")
-    if not Path(path).exists():
+    if options.file is None and not Path(path).exists():  # (a --file is checked by compile_source)
         raise EngineError(f"the workflow {path} recorded for run {doc.id} no longer exists",
                           hint="pass its new path with --file")
-    return compile_source(path)
+    try:
+        return compile_source(path)
+    except InvalidWorkflow as exc:  # not "no run was created": the run exists, and is left as it was
+        raise InvalidWorkflow(exc.path, exc.diagnostics, f"run {doc.id} was not resumed") from None
 
 
 def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[str, Any], *,

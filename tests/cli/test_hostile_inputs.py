@@ -10,6 +10,7 @@ the CLI paths that only a process shows (exit codes, what is left in the store) 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import signal
@@ -33,6 +34,19 @@ tool make:
 workflow w:
   entry: make
   make -> done
+"""
+
+GATE = """
+schema ok:
+  ok: bool
+
+human gate:
+  instructions: "ok?"
+  output: ok
+
+workflow g:
+  entry: gate
+  gate -> done
 """
 
 
@@ -299,3 +313,20 @@ def test_a_damaged_interaction_record_is_one_line_naming_the_file(tmp_path: Path
         with pytest.raises(CorruptDocumentError) as refused:
             call()
         assert str(path) in refused.value.message and "\n" not in refused.value.message
+
+
+def test_resume_with_a_bad_file_says_what_the_user_gave_and_that_the_run_is_untouched(tmp_path: Path,
+                                                                                      ws: Path) -> None:
+    store = tmp_path / "store"
+    bot = write_bot(tmp_path / "src", GATE)
+    parked = run_cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
+    assert parked.returncode == 4, parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    (tmp_path / "bin.bot").write_bytes(b"\xff\xfe\x00binary")
+    for given, words in ((tmp_path / "nope.bot", "workflow file " + str(tmp_path / "nope.bot") + " does not exist"),
+                         (tmp_path / "bin.bot", f"validation error(s); run {run_id} was not resumed")):
+        p = run_cli("resume", "--run-id", run_id, "--answer", "ok=true", "--file", str(given),
+                    "--store-dir", str(store), cwd=ws)
+        assert p.returncode == 2 and words in p.stderr, p.stderr
+        assert "recorded for run" not in p.stderr and "no run was created" not in p.stderr
+    assert json.loads((store / "runs" / run_id / "run.json").read_text())["status"] == "paused_waiting_human"
