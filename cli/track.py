@@ -37,7 +37,11 @@ def _label(text: str) -> BoundaryLabel:
         raise CliError(str(exc), hint="labels look like nodes:<node>:<iteration>, e.g. pre:build:0") from None
 
 
-def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int | None = None) -> Tracker:
+def _tracker(store: Path, workspace: Path, run_id: str, size_cap: int | None = None, *,
+             touches_workspace: bool = False) -> Tracker:
+    if touches_workspace and not workspace.is_dir():  # a typo must not capture "nothing" or restore into it
+        what = "does not exist" if not workspace.exists() else "is not a directory"
+        raise CliError(f"--workspace {workspace} {what}", hint="pass the directory the run executes in")
     return Tracker(store, workspace, resolve_loose(run_id, cwd=workspace, track_store=store), size_cap=size_cap)
 
 
@@ -57,7 +61,7 @@ def capture(
 
     Example: iterion track capture --store /var/iterion/track --workspace . --run-id r1 --label nodes:build:0
     """
-    tracker = _tracker(store, workspace, run_id, size_cap)
+    tracker = _tracker(store, workspace, run_id, size_cap, touches_workspace=True)
     rec = tracker.capture(_label(label))
     stats = tracker.last_capture
     if as_json:
@@ -146,7 +150,7 @@ def restore(
 
     Example: iterion track restore --pivot pre:build:0 --scope produced --protect main.bot --store /var/iterion/track --run-id r1
     """
-    report = _tracker(store, workspace, run_id).restore(_label(pivot), restore_scope, protect)
+    report = _tracker(store, workspace, run_id, touches_workspace=True).restore(_label(pivot), restore_scope, protect)
     if as_json:
         _emit(report.to_json())
         return
@@ -171,7 +175,7 @@ def undo(
 
     Example: iterion track undo --bank 5c90ce238748 --store /var/iterion/track --run-id r1 --path notes.md
     """
-    report = _tracker(store, workspace, run_id).undo(bank, paths=path or None)
+    report = _tracker(store, workspace, run_id, touches_workspace=True).undo(bank, paths=path or None)
     if as_json:
         _emit(report.to_json())
     else:

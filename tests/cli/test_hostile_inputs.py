@@ -330,3 +330,19 @@ def test_resume_with_a_bad_file_says_what_the_user_gave_and_that_the_run_is_unto
         assert p.returncode == 2 and words in p.stderr, p.stderr
         assert "recorded for run" not in p.stderr and "no run was created" not in p.stderr
     assert json.loads((store / "runs" / run_id / "run.json").read_text())["status"] == "paused_waiting_human"
+
+
+def test_track_never_captures_or_restores_a_missing_workspace(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    gone = tmp_path / "typo"
+    (tmp_path / "afile").write_text("x")
+    for argv in (["capture", "--label", "pre:x:0"], ["restore", "--pivot", "pre:x:0"], ["undo", "--bank", "b1"]):
+        for ws, words in ((gone, "does not exist"), (tmp_path / "afile", "is not a directory")):
+            result = CliRunner().invoke(app, ["track", *argv, "--store", str(tmp_path / "ts"), "--run-id", "r1",
+                                              "--workspace", str(ws)])
+            assert isinstance(result.exception, UserError), (argv, result.output)
+            assert words in result.exception.message
+    assert not gone.exists() and not (tmp_path / "ts").exists()  # was: a "full, 0 hashed" snapshot of nothing
