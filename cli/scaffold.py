@@ -31,6 +31,9 @@ def demo_source() -> Path:
 def scaffold(directory: Path) -> list[str]:
     """Copy the demo into ``directory``; the names written, in order (see the module doc)."""
     src = demo_source()
+    resolved = directory.resolve()
+    if resolved == Path(resolved.anchor):  # `iterion run` refuses it as a workspace: nothing to run there
+        raise CliError(f"{resolved} is the filesystem root", hint="init into a project directory, e.g. `iterion init my-demo`")
     if directory.exists() and not directory.is_dir():
         raise CliError(f"{directory} exists and is not a directory", hint="name a directory")
     fresh = not directory.exists() or not any(directory.iterdir())
@@ -40,7 +43,10 @@ def scaffold(directory: Path) -> list[str]:
     if clashes:
         raise CliError(f"{directory} already has {', '.join(clashes)}; nothing was written",
                        hint="init into another directory, or move those files away first")
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. under /proc, or under a file: one line, nothing written
+        raise CliError(f"cannot create {directory}: {exc.strerror or exc}", hint="init into a directory you can create") from None
     for name in names:
         shutil.copyfile(src / name, directory / name)
     return names

@@ -346,3 +346,14 @@ def test_track_never_captures_or_restores_a_missing_workspace(tmp_path: Path) ->
             assert isinstance(result.exception, UserError), (argv, result.output)
             assert words in result.exception.message
     assert not gone.exists() and not (tmp_path / "ts").exists()  # was: a "full, 0 hashed" snapshot of nothing
+
+
+def test_init_refuses_the_filesystem_root_and_an_uncreatable_directory(tmp_path: Path) -> None:
+    from cli.scaffold import scaffold
+
+    with pytest.raises(UserError, match="is the filesystem root"):
+        scaffold(Path("/"))
+    assert not Path("/demo.bot").exists()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match=r"cannot create .*afile/sub: Not a directory"):  # was: internal error
+        scaffold(tmp_path / "afile" / "sub")
