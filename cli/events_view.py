@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from cli.output import echo, fit, output_width
+from cli.output import echo, fit, output_width, reader_gone
 
 BOOKKEEPING = frozenset({
     "checkpoint_written", "boundary_written", "run_workspace_checkpoint", "workspace_capture_skipped",
@@ -66,6 +66,8 @@ def follow(read_after: Callable[[int], list[Any]], status: Callable[[], str], he
             last = show(new, show_all=show_all, types=types, nodes=nodes)
             quiet_since = time.monotonic()
         if now_status != "running":
+            return now_status
+        if reader_gone():  # `inspect --follow | head -1`: nobody reads on; stop, the run goes on
             return now_status
         if time.monotonic() - quiet_since > STALL_S and not held():
             echo("(the run is marked running but no process holds it; `iterion reconcile` promotes it)")

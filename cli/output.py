@@ -97,6 +97,26 @@ def echo_err(*parts: Part, nl: bool = True) -> None:
     _write(sys.stderr, parts, nl)
 
 
+def reader_gone() -> bool:
+    """Has stdout's reader gone away (``| head`` exited, the terminal closed)?
+
+    For a command that only shows things and would otherwise wait on (``inspect --follow``): a
+    run never asks, it goes on to its end. Known after a failed write (the stream is a sink
+    since), or at once for a pipe whose read end closed (``poll`` reports POLLERR on it)."""
+    stream = sys.stdout
+    if stream is None or stream in _gone:
+        return True
+    raw = getattr(getattr(stream, "buffer", None), "raw", None)
+    if getattr(raw, "gone", False):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(mask & select.POLLERR for _, mask in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
 def echo_json(data: Any, *, sort_keys: bool = False) -> None:
     """``data`` as indented JSON on stdout (values JSON cannot hold are written as their str)."""
     echo(json.dumps(data, indent=2, default=str, sort_keys=sort_keys))

@@ -357,3 +357,51 @@ def test_init_refuses_the_filesystem_root_and_an_uncreatable_directory(tmp_path:
     (tmp_path / "afile").write_text("x")
     with pytest.raises(UserError, match=r"cannot create .*afile/sub: Not a directory"):  # was: internal error
         scaffold(tmp_path / "afile" / "sub")
+
+
+# -- a reader that goes away ------------------------------------------------------------------------------
+def test_reader_gone_sees_a_closed_pipe_before_any_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.output import reader_gone
+
+    r, w = os.pipe()
+    out = os.fdopen(w, "w")
+    try:
+        monkeypatch.setattr(sys, "stdout", out)
+        assert not reader_gone()
+        os.close(r)
+        assert reader_gone()
+    finally:
+        monkeypatch.undo()
+        out.close()
+
+
+SLEEPY = """
+tool nap:
+  command: "sleep 60"
+
+workflow s:
+  entry: nap
+  nap -> done
+"""
+
+
+def test_inspect_follow_into_head_stops_when_head_exits_and_the_run_goes_on(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    bot = write_bot(tmp_path / "src", SLEEPY)
+    run = start_cli("run", str(bot), "--store-dir", str(store), cwd=ws, start_new_session=True,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((store / "runs").glob("*/events.jsonl")):
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        run_id = next((store / "runs").iterdir()).name
+        follow = start_cli("inspect", "--run-id", run_id, "--follow", "--store-dir", str(store), cwd=ws)
+        assert follow.stdout is not None
+        assert run_id in follow.stdout.readline()  # what `head -1` reads, then it exits
+        follow.stdout.close()
+        assert follow.wait(timeout=50) == 0  # before: it followed on until the run ended (60 s)
+        assert run.poll() is None  # the run itself goes on
+        assert json.loads((store / "runs" / run_id / "run.json").read_text())["status"] == "running"
+    finally:
+        kill_process(run)
