@@ -147,7 +147,8 @@ def output_width() -> int | None:
         tty = sys.stdout.isatty()
     except (OSError, ValueError):
         tty = False
-    return terminal_width() if tty or os.environ.get("COLUMNS") else None
+    columns = os.environ.get("COLUMNS", "").strip()  # a garbage value asks for nothing: shutil ignores it too
+    return terminal_width() if tty or (columns.isdigit() and int(columns) > 0) else None
 
 
 ELLIPSIS = "…"

@@ -405,3 +405,13 @@ def test_inspect_follow_into_head_stops_when_head_exits_and_the_run_goes_on(tmp_
         assert json.loads((store / "runs" / run_id / "run.json").read_text())["status"] == "running"
     finally:
         kill_process(run)
+
+
+@pytest.mark.parametrize("columns, width", [("abc", None), ("0", None), ("-5", None), (" ", None), ("30", 30)])
+def test_a_garbage_columns_does_not_cut_a_pipe(monkeypatch: pytest.MonkeyPatch, columns: str,
+                                               width: int | None) -> None:
+    from cli.output import output_width
+
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # not a terminal
+    assert output_width() == width
