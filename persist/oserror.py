@@ -22,6 +22,8 @@ _HINTS = {
     # a directory (or a symlink loop) where a file belongs: a damaged store or a hand-made path
     errno.EISDIR: "a file belongs at that path: move the directory aside (or fix the path), then retry",
     errno.ELOOP: "that path is a symlink loop: fix the link, then retry",
+    # mkdir over a file (a store subdirectory replaced by hand): the one EEXIST that reaches here
+    errno.EEXIST: "something is already at that path (a file where a directory belongs?): move it aside, then retry",
 }
 
 

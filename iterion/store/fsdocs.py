@@ -98,7 +98,8 @@ class FsRunDocs:
         """Persist a new run (version 1) with its space reserve. Refuses an id that already exists.
 
         A full (or read-only) disk while creating it removes the partial run directory and raises
-        StoreFullError: no half-made run is left behind."""
+        StoreFullError; any other failure before run.json is written removes it too: no half-made
+        run is left behind."""
         paths = self.paths(doc.id)
         created = not paths.dir.exists()
         try:
@@ -124,6 +125,10 @@ class FsRunDocs:
                 if doc.name and indexable(doc.name):
                     self._name_index().release(doc.name, doc.id)
             raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
+        except BaseException:  # any other refusal before run.json exists: no empty run directory left
+            if created and not paths.run_json.exists():
+                self.discard_run(doc.id)
+            raise
         return doc
 
     def run_names(self) -> set[str]:

@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from iterion.store.errors import StoreError
+
 NAMES_DIR = "names"
 _INDEXABLE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
 
@@ -34,6 +36,9 @@ class NameIndex:
     def _ensure(self) -> None:
         if self.dir.is_dir():
             return
+        if self.dir.exists() or self.dir.is_symlink():  # os.replace below would name its temp directory
+            raise StoreError(f"the store's name index {self.dir} is not a directory",
+                             hint=f"move {self.dir} aside and retry: the index is rebuilt from the runs")
         import secrets  # (the writers': listing runs imports this module and writes nothing)
 
         tmp = self.dir.with_name(f".{NAMES_DIR}.{secrets.token_hex(4)}.tmp")

@@ -415,3 +415,22 @@ def test_a_garbage_columns_does_not_cut_a_pipe(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("COLUMNS", columns)
     monkeypatch.setattr(sys, "stdout", io.StringIO())  # not a terminal
     assert output_width() == width
+
+
+def test_a_store_subdirectory_replaced_by_a_file_is_one_line_and_leaves_no_run(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    bot = write_bot(tmp_path / "src", TOOL)
+    first = run_cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
+    assert first.returncode == 0, first.stderr
+    runs_before = sorted(p.name for p in (store / "runs").iterdir())
+    for sub, words in (("names", "the store's name index"), ("workspaces", "File exists")):
+        kept = store / f"{sub}.kept"
+        (store / sub).rename(kept)
+        (store / sub).write_text("not a directory")
+        p = run_cli("run", str(bot), "--store-dir", str(store), cwd=ws)
+        assert p.returncode == 2 and "internal error" not in p.stderr, p.stderr
+        assert p.stderr.startswith("error: ") and words in p.stderr and str(store / sub) in p.stderr, p.stderr
+        assert sorted(p.name for p in (store / "runs").iterdir()) == runs_before  # no empty run directory
+        assert not list(store.glob(".names.*.tmp"))
+        (store / sub).unlink()
+        kept.rename(store / sub)
