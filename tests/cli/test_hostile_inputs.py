@@ -434,3 +434,21 @@ def test_a_store_subdirectory_replaced_by_a_file_is_one_line_and_leaves_no_run(t
         assert not list(store.glob(".names.*.tmp"))
         (store / sub).unlink()
         kept.rename(store / sub)
+
+
+def test_a_failed_atomic_write_names_the_file_not_its_temp_file(tmp_path: Path) -> None:
+    from persist.atomic import atomic_write_bytes
+    from persist.oserror import environment_error
+
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afile" / "out.botz"  # under a file: ENOTDIR at the temp file's open
+    with pytest.raises(NotADirectoryError) as failed:
+        atomic_write_bytes(target, b"data")
+    assert failed.value.filename == str(target)
+    env = environment_error(failed.value)
+    assert env is not None and env.message.startswith(f"{target}: ") and ".tmp" not in env.message
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(IsADirectoryError) as replaced:  # the rename over a directory
+        atomic_write_bytes(tmp_path / "adir", b"data")
+    assert replaced.value.filename == str(tmp_path / "adir")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # no temp file left
