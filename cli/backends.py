@@ -1,20 +1,25 @@
-"""`iterion backends`: which LLM backends exist and whether each is usable here."""
+"""`iterion backends`: which LLM backends exist, whether each is usable here, and which one a node
+that names none would run on (the resolution order: iterion/backends/choice.py)."""
 
 from __future__ import annotations
+
+import os
 
 import typer
 
 from cli.output import echo, echo_json
 from iterion.backends import get_backend, known_backends
+from iterion.backends.choice import ORDER_TEXT, resolve_backend
 
-CHOICE = ("a node's backend: --backend NAME, else the node's backend:, else the workflow's default_backend:, "
-          "else $ITERION_BACKEND, else script when --script or $ITERION_SCRIPT_FILE is given, else openai")
+CHOICE = ORDER_TEXT
 
 
 def backends_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the list and the default as JSON."),
 ) -> None:
-    """List the LLM backends and whether each is configured (no call is made).
+    """List the LLM backends, whether each is configured, and the default here (no call is made).
+
+    --json prints {"backends": [{name, available, detail}], "default": {name, source}, "order"}.
 
     Example: iterion backends --json
     """
@@ -22,15 +27,18 @@ def backends_cmd(
     for name in known_backends():
         ok, detail = get_backend(name, {}).availability()
         rows.append({"name": name, "available": ok, "detail": detail})
+    default = resolve_backend(os.environ)
     if as_json:
-        echo_json(rows)
+        echo_json({"backends": rows, "default": {"name": default.name, "source": default.source},
+                   "order": CHOICE})
         return
     for r in rows:
         mark = "ok " if r["available"] else "-- "
         echo(f"{mark}{r['name']}: {r['detail']}")
     echo(CHOICE)
+    echo(f"default here (a node and workflow naming none, no --backend): {default.describe()}")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("backends", help="List the LLM backends and whether each is usable.\n\nExample: iterion backends --json")(
-        backends_cmd)
+    app.command("backends", help="List the LLM backends, whether each is usable, and the default here.\n\n"
+                                 "Example: iterion backends --json")(backends_cmd)
