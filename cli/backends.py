@@ -15,7 +15,7 @@ CHOICE = ORDER_TEXT
 
 
 def backends_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print the list and the default as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: {backends: [{name, available, detail}], default: {name, source}, order}."),
 ) -> None:
     """List the LLM backends, whether each is configured, and the default here (no call is made).
 
@@ -40,5 +40,6 @@ def backends_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("backends", help="List the LLM backends, whether each is usable, and the default here.\n\n"
+    app.command("backends", help="List the LLM backends and whether each is usable.\n\n"
+                                 "Also prints the order that picks a node's backend and what it gives here.\n\n"
                                  "Example: iterion backends --json")(backends_cmd)
