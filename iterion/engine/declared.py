@@ -82,7 +82,7 @@ def not_enforced(wf: Workflow, backend_of: Callable[[Node], str] | None = None) 
                       "message": "workflow mcp: is parsed and checked but only the claw backend uses MCP servers"})
     for nid in sorted(wf.nodes):
         node = wf.nodes[nid]
-        if "mcp" in node.extra and backend_of(node) != CLAW:
+        if "mcp" in node.extra and (not node.is_llm or backend_of(node) != CLAW):
             found.append({"feature": "mcp", "node": nid,
                           "message": f"mcp: of node {nid} is only executed by the claw backend"})
         for key in NOT_ENFORCED_BLOCKS:

@@ -109,3 +109,24 @@ def test_an_unknown_backend_fails_the_node_naming_it_its_source_and_the_known_on
     assert "unknown backend 'codex'" in r.error and "the workflow's default_backend:" in r.error
     assert "known backends: claude_code, claw, openai, script" in r.error
     assert llm.requests == []
+
+
+def test_the_start_of_run_warnings_use_the_same_order(tmp_path: Path, ws: Path, store: Store, llm: ScriptedLLM,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An mcp_server is started only by claw nodes: a node naming no backend runs on claw here, so
+    the run does not announce the server as unused; told to use openai, it does."""
+    src = _bot(tmp_path / "src")
+    src.write_text('mcp_server files:\n  transport: stdio\n  command: "true"\n\n' + src.read_text())
+
+    def gaps() -> list[str]:
+        return [e.payload["feature"] for e in events(store, r.run_id, "warning")
+                if e.payload.get("code") == "feature_not_enforced"]
+
+    llm.add(final("a"), final("b"))
+    r = launch(store, src, ws)
+    assert r.status is RunStatus.FINISHED, r.error
+    assert gaps() == []
+    monkeypatch.setenv("ITERION_DEFAULT_BACKEND", "openai")
+    r = launch(store, src, ws)
+    assert r.status is RunStatus.FINISHED, r.error
+    assert gaps() == ["mcp_server"]
