@@ -13,11 +13,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from gitrefs.ids import InvalidIdError, validate_id
-from iterion.backends.choice import CLAW_CREDENTIALS, detect_backend
+from iterion.backends.choice import CLAW_CREDENTIALS, Choice, detect_backend
 from iterion.dsl import ast
 from iterion.dsl.blocks import BlockChecker, check_unit
 from iterion.dsl.diagnostics import Severity, Sink
@@ -105,9 +106,13 @@ class Compiler:
         self.blocks = BlockChecker(sink)
         # ITERION_DEFAULT_SUPERVISOR_MODEL: the model of an agent, judge or llm router without one
         self.supervisor_model = env.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or None
-        # a backend this host can use unasked (a credential, the claude CLI): C018's other exception
-        # (docs/language.md §2.4); the same detection the run-time choice uses
-        self.detected_backend = detect_backend(env)
+
+    @cached_property
+    def detected_backend(self) -> Choice | None:
+        """A backend this host can use unasked (a credential, the claude CLI): C018's other
+        exception (docs/language.md §2.4), by the detection the run-time choice uses; looked up
+        only when a node needs it."""
+        return detect_backend(self.env)
 
     # --- small helpers ------------------------------------------------------------------------
 
