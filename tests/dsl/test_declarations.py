@@ -171,3 +171,14 @@ def test_c018_is_waived_on_a_host_with_a_detectable_backend(tmp_path: Path) -> N
     router = ('router r:\n  mode: llm\n  user: "pick"\ntool x:\n  command: "x"\n'
               'workflow w:\n  entry: r\n  r -> x\n  r -> done\n  x -> done\n')
     assert _codes(router, {"ANTHROPIC_API_KEY": "k"}) == [("C018", 1, 8)]
+
+
+def test_c047_reads_an_auto_node_backend_as_the_workflow_default() -> None:
+    """memory: is claw's; a node saying "auto" runs on the workflow's default_backend (§2.4), so
+    the warning follows that; left to the run (nothing named), nothing is claimed."""
+    src = ('agent a:\n  model: "m"\n  backend: "{node}"\n  memory:\n    enabled: true\n    scope: "repo"\n'
+           'workflow w:\n  entry: a\n  default_backend: "{wf}"\n  a -> done\n')
+    assert _codes(src.format(node="auto", wf="claude_code")) == [("C047", 4, 3)]
+    assert _codes(src.format(node="AUTO", wf="claw")) == []
+    assert _codes(src.format(node="Claw", wf="claude_code")) == []
+    assert _codes(src.format(node="", wf="auto")) == []
