@@ -48,7 +48,8 @@ CLAW_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
 
 ORDER_TEXT = ("a node's backend: --backend NAME, else the node's backend:, else the workflow's default_backend: "
               f"(each skipped when empty or \"auto\"), else ${DEFAULT_ENV}, else ${LEGACY_ENV}, "
-              f"else script when --script or ${SCRIPT_ENV} is given, else a detected backend (claw when "
+              f"else script when a script file is given (--script, <workflow>.script.yaml beside the file, "
+              f"${SCRIPT_ENV}), else a detected backend (claw when "
               f"{'/'.join('$' + v for v in CLAW_CREDENTIALS)} is set, else claude_code when its CLI is on PATH), "
               "else claw")
 
