@@ -10,27 +10,34 @@ import typer
 from cli.output import echo, echo_json
 from iterion.backends import get_backend, known_backends
 from iterion.backends.choice import ORDER_TEXT, resolve_backend
+from iterion.backends.registry import canonical_or_none
 
 CHOICE = ORDER_TEXT
 
 
 def backends_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print JSON: {backends: [{name, available, detail}], default: {name, source}, order}."),
+    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON: [{name, available, detail, default, chosen_by}]."),
 ) -> None:
     """List the LLM backends, whether each is configured, and the default here (no call is made).
 
-    --json prints {"backends": [{name, available, detail}], "default": {name, source}, "order"}.
+    --json prints the list, one object per backend: name, available, detail, and default (true on
+    the one a node naming none runs on here, which also carries chosen_by: the step of the order).
 
     Example: iterion backends --json
     """
-    rows = []
+    default = resolve_backend(os.environ)
+    chosen = canonical_or_none(default.name)
+    rows: list[dict[str, object]] = []
     for name in known_backends():
         ok, detail = get_backend(name, {}).availability()
-        rows.append({"name": name, "available": ok, "detail": detail})
-    default = resolve_backend(os.environ)
+        row: dict[str, object] = {"name": name, "available": ok, "detail": detail, "default": name == chosen}
+        if name == chosen:
+            row["chosen_by"] = default.source
+        rows.append(row)
     if as_json:
-        echo_json({"backends": rows, "default": {"name": default.name, "source": default.source},
-                   "order": CHOICE})
+        # a list, as it always was (scripts iterate it); the default is a flag on its row (none is
+        # flagged when the order names a backend that does not exist: the text says which)
+        echo_json(rows)
         return
     for r in rows:
         mark = "ok " if r["available"] else "-- "

@@ -35,10 +35,16 @@ def known_backends() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def canonical_or_none(name: str) -> str | None:
+    """The registered name for ``name`` (aliases resolved), or None when no backend has it."""
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    return key if key in _FACTORIES else None
+
+
 def canonical_name(name: str) -> str:
     """The registered name for ``name`` (aliases resolved), or BackendError listing the known ones."""
-    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in _FACTORIES:
+    key = canonical_or_none(name)
+    if key is None:
         raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                            f"unknown backend {name!r}; known backends: {', '.join(known_backends())}")
     return key

@@ -18,13 +18,13 @@ def test_lists_what_is_missing_then_what_is_configured(tmp_path: Path) -> None:
     bare = run_cli("backends", "--json", env={**base, "PATH": str(empty)})
     assert bare.returncode == 0, bare.stderr
     data = json.loads(bare.stdout)
-    rows = {r["name"]: r for r in data["backends"]}
+    rows = {r["name"]: r for r in data}
     assert set(rows) == {"script", "openai", "claw", "claude_code"}
     assert not any(r["available"] for r in rows.values())
     assert "npm install" in rows["claude_code"]["detail"]
     # nothing configured, nothing detected: the last step of the order
-    assert data["default"]["name"] == "claw" and "default" in data["default"]["source"]
-    assert "ITERION_DEFAULT_BACKEND" in data["order"]
+    assert [r["name"] for r in data if r["default"]] == ["claw"] and "default" in rows["claw"]["chosen_by"]
+    assert all("chosen_by" not in r for r in data if not r["default"])
 
     script = tmp_path / "answers.yaml"
     script.write_text("'*': {text: ok}\n")
@@ -57,8 +57,8 @@ def test_the_default_here_follows_the_environment(tmp_path: Path) -> None:
     def default(**env: str) -> dict[str, str]:
         proc = run_cli("backends", "--json", env={**base, "PATH": str(empty), **env})
         assert proc.returncode == 0, proc.stderr
-        got: dict[str, str] = json.loads(proc.stdout)["default"]
-        return got
+        (row,) = [r for r in json.loads(proc.stdout) if r["default"]]
+        return {"name": row["name"], "source": row["chosen_by"]}
 
     assert default(PATH=str(claude.parent)) == {
         "name": "claude_code", "source": f"detected: the claude CLI on PATH ({claude})"}
@@ -69,3 +69,13 @@ def test_the_default_here_follows_the_environment(tmp_path: Path) -> None:
     assert default(ITERION_DEFAULT_BACKEND="AUTO", ITERION_BACKEND="openai") == {
         "name": "openai", "source": "$ITERION_BACKEND"}
     assert default(ITERION_DEFAULT_BACKEND="claw", ITERION_BACKEND="openai")["name"] == "claw"
+
+
+def test_a_default_naming_no_backend_flags_no_row_and_the_text_says_which(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ITERION_", "OPENAI_", "ANTHROPIC_"))}
+    env["ITERION_DEFAULT_BACKEND"] = "codex"
+    listed = run_cli("backends", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert not [r for r in json.loads(listed.stdout) if r["default"]]
+    text = run_cli("backends", env=env)
+    assert text.stdout.splitlines()[-1].endswith("codex ($ITERION_DEFAULT_BACKEND)")
