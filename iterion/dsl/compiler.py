@@ -604,9 +604,11 @@ class Compiler:
     def finish_node(self, node: Node, nd: ast.NodeDecl, owner: str, wf: Workflow) -> None:
         kind = nd.kind
         has = {p.name for p in nd.properties}
-        if kind in ("agent", "judge", "router") and not ({"model", "backend"} & has) and self.supervisor_model \
+        # the default-supervisor-model fallback (docs/language.md §1.7): every agent, judge or llm
+        # router without model: takes it, whatever its backend
+        if kind in ("agent", "judge", "router") and "model" not in has and self.supervisor_model \
                 and (kind != "router" or node.mode is RouterMode.LLM):
-            node.model = self.supervisor_model  # the default-supervisor-model fallback (docs/language.md §1.7)
+            node.model = self.supervisor_model
             has = has | {"model"}
         # any written backend: counts as given, "auto" and "${...}" included (their value is the run's
         # business, §1.7); missing both is accepted on a host with a detectable backend (§2.4)

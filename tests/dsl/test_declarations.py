@@ -79,6 +79,13 @@ def test_default_supervisor_model_fills_agents_and_llm_routers() -> None:
     result = load_tree({"x.bot": src}, "x.bot", env={"ITERION_DEFAULT_SUPERVISOR_MODEL": "sup/model"})
     assert result.workflow is not None and result.diagnostics == [], result.diagnostics
     assert result.workflow.nodes["a"].model == "sup/model" and result.workflow.nodes["r"].model == "sup/model"
+    # §1.7: "without model:" whatever the backend (a named backend still gets the model); a written model wins
+    src2 = ('agent a:\n  backend: "claw"\n  readonly: true\nagent b:\n  model: "own/m"\n  readonly: true\n'
+            'workflow w:\n  entry: a\n  a -> b\n  b -> done\n')
+    wf = load_tree({"x.bot": src2}, "x.bot", env={"ITERION_DEFAULT_SUPERVISOR_MODEL": "sup/model"}).workflow
+    assert wf is not None and wf.nodes["a"].model == "sup/model" and wf.nodes["b"].model == "own/m"
+    wf = load_tree({"x.bot": src2}, "x.bot", env={}).workflow
+    assert wf is not None and wf.nodes["a"].model is None
 
 
 def test_cursor_resolution_rules() -> None:
