@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -208,3 +209,19 @@ def store_fingerprint(path: Path) -> dict[str, str]:
         else:
             out[rel] = "special"
     return out
+
+
+def save_template(live: Path, template: Path) -> None:
+    """Copy ``live`` (a workspace and store a run left) to ``template``, modes, links and times kept.
+
+    A set-up built once (a module or session fixture) is then handed to each case as a fresh copy
+    by ``restore_template``, back at the SAME absolute path: run documents and snapshot stores
+    record absolute paths, so a copy elsewhere would not be the same run."""
+    subprocess.run(["cp", "-a", str(live), str(template)], check=True)
+
+
+def restore_template(template: Path, live: Path) -> None:
+    """Replace ``live`` by a byte-identical copy of ``template`` (see ``save_template``)."""
+    if live.exists():
+        shutil.rmtree(live)
+    subprocess.run(["cp", "-a", str(template), str(live)], check=True)

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import make_checkout, run_cli, write_bot
-from ..faults.faultlib import restore_template, save_template
+from ..conftest import make_checkout, restore_template, run_cli, save_template, write_bot
 
 IS_ROOT = os.geteuid() == 0
 
