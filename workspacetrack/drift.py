@@ -30,7 +30,7 @@ manifest. Why every path P outside X is unchanged:
   with ``core.excludesFile`` set to the null device), so the capture would exclude it too.
 
 * git compares a file with its blob through its filters (autocrlf, attributes); the run's ids are
-  of the bytes on disk. Checked as the capture checks it (``GitSource._config_is_safe``), and no
+  of the bytes on disk. Checked as the capture checks it (``GitSource.config_is_safe``), and no
   ``.gitattributes`` may be among the changed or unvouched paths.
 
 Any check that fails returns None and the caller falls back to the full stat walk. Nothing
@@ -120,7 +120,7 @@ class GitDrift:
             self.refused = "the index holds a path the last boundary did not record"
         elif not _rules_unchanged(rules, workspace, last, reported):
             self.refused = "ignore rules changed"
-        elif not self.git._config_is_safe() or any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in reported | beyond):
+        elif not self.git.config_is_safe() or any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in reported | beyond):
             # git compares content through its filters; the run's ids are of the bytes on disk
             self.refused = "git may convert content (attributes or autocrlf)"
         elif _trailer(self.git) != self._index:

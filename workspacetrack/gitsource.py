@@ -248,7 +248,7 @@ class GitSource:
             self._index_rows = rows
             self._index_bytes = data if rows is not None else None
             self._index_key = key
-        if self._index_rows is None or not self._config_is_safe():
+        if self._index_rows is None or not self.config_is_safe():
             return None
         return self._index_rows
 
@@ -264,7 +264,7 @@ class GitSource:
             self._index_used = self._index_rows
             self._used_root = self._index_root
 
-    def _config_is_safe(self) -> bool:
+    def config_is_safe(self) -> bool:
         """No config or attribute file outside the index converts content on its way into git."""
         paths = [self.git_dir / "info" / "attributes", self.common / "info" / "attributes",
                  Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "git" / "attributes",

@@ -427,8 +427,9 @@ class Tracker:
             store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             store_id = None
-        scan = Scan(str(self.workspace), self.rules, self.store.objects, self.size_cap, rows, store_id)
-        scan.git = None  # a few paths: read them rather than parse git's whole index for them
+        # a few paths: read them rather than parse git's whole index for them
+        scan = Scan(str(self.workspace), self.rules, self.store.objects, self.size_cap, rows, store_id,
+                    use_index=False)
         for p in sorted(paths):
             scan.rescan(p)
         # a directory whose last entry went (or that gained its first) changes its empty-dir row

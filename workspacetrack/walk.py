@@ -49,7 +49,8 @@ class Scan:
 
     def __init__(self, workspace: str, rules: IgnoreRules, objects: ObjectStore, size_cap: int,
                  old_rows: dict[str, CacheRow], store_id: tuple[int, int] | None,
-                 on_dir: OnDir | None = None, old_dirs: dict[str, DirRecord] | None = None) -> None:
+                 on_dir: OnDir | None = None, old_dirs: dict[str, DirRecord] | None = None, *,
+                 use_index: bool = True) -> None:
         self.ws = workspace
         self.rules = rules
         self.objects = objects
@@ -71,8 +72,9 @@ class Scan:
         self.threshold = time.time_ns() - RACY_WINDOW_NS
         self._dir_levels: dict[str, Levels | None] = {}
         # git's index, where its stat vouches for a file's blob id (workspacetrack.gitsource)
-        # (read on the first file a stat row cannot vouch for: an unchanged capture never asks)
-        self.git = objects.git if objects.ids == "git" else None
+        # (read on the first file a stat row cannot vouch for: an unchanged capture never asks;
+        # ``use_index`` False: a scan of a few paths reads them rather than parse the whole index)
+        self.git = objects.git if objects.ids == "git" and use_index else None
         self._index: IndexRows | None = None
         self._index_read = False
         self._index_taken = False  # a row took a blob id from it (its tree is pinned at seal)

@@ -25,7 +25,7 @@ from iterion.failure_codes import FailureCode
 
 CLAUDE_ENV = "ITERION_CLAUDE_BIN"
 INSTALL_HINT = ("install it with `npm install -g @anthropic-ai/claude-code` (then run `claude` once to log in), "
-                f"point ${CLAUDE_ENV} at it, or choose another backend (script, openai)")
+                f"point ${CLAUDE_ENV} at it, or choose another backend (claw, openai, script)")
 
 _MARKERS: tuple[tuple[tuple[str, ...], FailureCode], ...] = (
     (("usage limit", "limit reached", "limit will reset"), FailureCode.USAGE_LIMIT_BLOCKED),

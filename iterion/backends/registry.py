@@ -9,8 +9,6 @@ from typing import Any
 from iterion.backends.base import Backend, BackendError
 from iterion.failure_codes import FailureCode
 
-DEFAULT_BACKEND = "script"
-BACKEND_ENV = "ITERION_BACKEND"
 
 def _lazy(module: str, cls: str) -> Callable[[Mapping[str, Any] | None], Backend]:
     """A factory that imports its backend on first use: httpx and the SDKs stay out of CLI start-up."""
@@ -37,18 +35,27 @@ def known_backends() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def canonical_or_none(name: str) -> str | None:
+    """The registered name for ``name`` (aliases resolved), or None when no backend has it."""
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    return key if key in _FACTORIES else None
+
+
 def canonical_name(name: str) -> str:
     """The registered name for ``name`` (aliases resolved), or BackendError listing the known ones."""
-    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in _FACTORIES:
+    key = canonical_or_none(name)
+    if key is None:
         raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                            f"unknown backend {name!r}; known backends: {', '.join(known_backends())}")
     return key
 
 
 def default_backend_name() -> str:
-    """$ITERION_BACKEND, else ``script``."""
-    return os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
+    """The backend a node that names none runs on here, outside any workflow: the environment's
+    steps of the one resolution order (iterion/backends/choice.py)."""
+    from iterion.backends.choice import resolve_backend
+
+    return resolve_backend(os.environ).name
 
 
 def get_backend(name: str | None, options: Mapping[str, Any] | None = None) -> Backend:

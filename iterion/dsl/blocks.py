@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Union
 
+from iterion.backends.choice import CLAW, declared_backend
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import suggest
@@ -418,8 +419,8 @@ def check_unit(wf: Any, decls: list[Any], nodes: list[ast.NodeDecl], sink: Sink)
                 for setting in cursor_settings(p.value):
                     _check_cursor_value(setting, cursors, owner, sink)
             elif p.name == "memory" and isinstance(p.value, ast.Block) and node is not None:
-                backend = node.backend or wf.default_backend
-                if backend and "$" not in backend and backend not in ("claw", "auto"):
+                backend = declared_backend(node.backend, wf.default_backend)
+                if backend and "$" not in backend and backend.lower() != CLAW:
                     sink.add("C047", p.span, f"{owner} declares memory:, which only the claw backend uses "
                              f"(backend {backend})")
             elif p.name == "capabilities" and sandbox_active and isinstance(p.value, ast.ListValue):

@@ -13,10 +13,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from gitrefs.ids import InvalidIdError, validate_id
+from iterion.backends.choice import CLAW_CREDENTIALS, Choice, detect_backend
 from iterion.dsl import ast
 from iterion.dsl.blocks import BlockChecker, check_unit
 from iterion.dsl.diagnostics import Severity, Sink
@@ -84,6 +86,9 @@ class Compiled:
     sources: Sources
 
 
+CREDENTIALS_HINT = ", ".join(f"${v}" for v in CLAW_CREDENTIALS)
+
+
 class Compiler:
     def __init__(self, decls: list[ast.Decl], sink: Sink, *, env: Mapping[str, str],
                  read: Callable[[Path], str], main_file: str) -> None:
@@ -101,6 +106,13 @@ class Compiler:
         self.blocks = BlockChecker(sink)
         # ITERION_DEFAULT_SUPERVISOR_MODEL: the model of an agent, judge or llm router without one
         self.supervisor_model = env.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or None
+
+    @cached_property
+    def detected_backend(self) -> Choice | None:
+        """A backend this host can use unasked (a credential, the claude CLI): C018's other
+        exception (docs/language.md §2.4), by the detection the run-time choice uses; looked up
+        only when a node needs it."""
+        return detect_backend(self.env)
 
     # --- small helpers ------------------------------------------------------------------------
 
@@ -592,14 +604,20 @@ class Compiler:
     def finish_node(self, node: Node, nd: ast.NodeDecl, owner: str, wf: Workflow) -> None:
         kind = nd.kind
         has = {p.name for p in nd.properties}
-        if kind in ("agent", "judge", "router") and not ({"model", "backend"} & has) and self.supervisor_model \
+        # the default-supervisor-model fallback (docs/language.md §1.7): every agent, judge or llm
+        # router without model: takes it, whatever its backend
+        if kind in ("agent", "judge", "router") and "model" not in has and self.supervisor_model \
                 and (kind != "router" or node.mode is RouterMode.LLM):
-            node.model = self.supervisor_model  # the default-supervisor-model fallback (docs/language.md §1.7)
+            node.model = self.supervisor_model
             has = has | {"model"}
-        if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend:
+        # any written backend: counts as given, "auto" and "${...}" included (their value is the run's
+        # business, §1.7); missing both is accepted on a host with a detectable backend (§2.4)
+        if kind in ("agent", "judge") and not ({"model", "backend"} & has) and not self.default_backend \
+                and self.detected_backend is None:
             self.err("C018", nd.name_span, f"{owner} has neither model nor backend",
                      'add model: "..." or backend: NAME (or default_backend: in the workflow), '
-                     "or set ITERION_DEFAULT_SUPERVISOR_MODEL")
+                     f"or set ITERION_DEFAULT_SUPERVISOR_MODEL or a backend credential ({CREDENTIALS_HINT}, "
+                     "or the claude CLI on PATH)")
         self.model_needed(node, nd, owner, has)
         if kind == "router":
             if "mode" not in has:

@@ -17,9 +17,10 @@ crash at any point leaves nothing to repair.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from iterion.backends.choice import declared_backend
 from iterion.dsl.blocks import calibration_section
 from iterion.envsubst import expand_node
 from iterion.ir import Node, Workflow
@@ -32,9 +33,9 @@ CLAW = "claw"  # the backend that executes mcp / mcp_server (iterion/backends/cl
 
 
 def _static_backend(wf: Workflow, node: Node) -> str:
-    """The backend a node names in the source (its own, else the workflow default); a --backend
-    or $ITERION_BACKEND chosen at run time is not known here."""
-    return str(node.backend or wf.default_backend or "")
+    """The backend a node names in the source (its own, else the workflow default, "auto" and empty
+    skipped), as written; "" when the run decides."""
+    return declared_backend(node.backend, wf.default_backend) or ""
 
 
 def with_calibration(wf: Workflow, node: Node, system: str, env: Mapping[str, str] | None = None) -> str:
@@ -60,15 +61,18 @@ def runtime_fields(response: Any) -> dict[str, Any]:
     return {"_session_id": session} if session else {}
 
 
-def not_enforced(wf: Workflow) -> list[dict[str, Any]]:
+def not_enforced(wf: Workflow, backend_of: Callable[[Node], str] | None = None) -> list[dict[str, Any]]:
     """One entry per declared-but-not-executed block: ``{"feature", "node", "message"}``
-    (``node`` None for a workflow-scope setting), in a stable order."""
+    (``node`` None for a workflow-scope setting), in a stable order. ``backend_of``: the backend
+    a node runs on (the launch passes the resolution order with its --backend and environment);
+    absent, the one the source names."""
+    backend_of = backend_of or (lambda n: _static_backend(wf, n))
     found: list[dict[str, Any]] = []
     for key in (*NOT_ENFORCED_BLOCKS, *_WORKFLOW_ONLY):
         if key in wf.extra and not (key == "sandbox" and wf.extra[key] == "none"):
             found.append({"feature": key, "node": None,
                           "message": f"workflow {key}: is parsed and checked but not enforced by this engine"})
-    any_claw = any(_static_backend(wf, n) == CLAW for n in wf.nodes.values())
+    any_claw = any(backend_of(n) == CLAW for n in wf.nodes.values() if n.is_llm)
     for name in sorted(wf.extra.get("mcp_server") or {}):
         if not any_claw:
             found.append({"feature": "mcp_server", "node": None, "server": name,
@@ -78,7 +82,7 @@ def not_enforced(wf: Workflow) -> list[dict[str, Any]]:
                       "message": "workflow mcp: is parsed and checked but only the claw backend uses MCP servers"})
     for nid in sorted(wf.nodes):
         node = wf.nodes[nid]
-        if "mcp" in node.extra and _static_backend(wf, node) != CLAW:
+        if "mcp" in node.extra and (not node.is_llm or backend_of(node) != CLAW):
             found.append({"feature": "mcp", "node": nid,
                           "message": f"mcp: of node {nid} is only executed by the claw backend"})
         for key in NOT_ENFORCED_BLOCKS:

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iterion.backends.base import BackendError
+from iterion.backends.choice import resolve_backend
+from iterion.backends.registry import canonical_name
 from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
@@ -28,7 +31,7 @@ from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.envsubst import expand_launch
-from iterion.ir import FieldType, SchemaField, Workflow
+from iterion.ir import FieldType, Node, SchemaField, Workflow
 from iterion.permissions import build_policy
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
@@ -225,7 +228,15 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                                           "mode": mode.value, "mechanism": versioning.mechanism})
         for text in var_warnings:
             emit(ev.WARNING, None, None, {"message": text})
-        for gap in not_enforced(wf):  # said once, at the start: declared blocks this engine does not execute
+        def runs_on(node: Node) -> str:  # the resolution order, as the nodes will apply it (llmcall)
+            name = resolve_backend(os.environ, override=options.backend, node_backend=node.backend,
+                                   workflow_backend=wf.default_backend, script_file=script_file).name
+            try:
+                return canonical_name(name)
+            except BackendError:
+                return name
+
+        for gap in not_enforced(wf, runs_on):  # said once, at the start: declared blocks this engine does not execute
             emit(ev.WARNING, gap["node"], None, {"code": FEATURE_NOT_ENFORCED, **gap})
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,

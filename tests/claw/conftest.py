@@ -30,7 +30,10 @@ def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedLLM]:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-        monkeypatch.delenv("ITERION_BACKEND", raising=False)
+        # what would choose the backend or the model for a node naming none (iterion/backends/choice.py)
+        for var in ("ITERION_BACKEND", "ITERION_DEFAULT_BACKEND", "ITERION_SCRIPT_FILE",
+                    "ITERION_DEFAULT_SUPERVISOR_MODEL"):
+            monkeypatch.delenv(var, raising=False)
         yield server
 
 

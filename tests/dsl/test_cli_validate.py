@@ -82,3 +82,20 @@ def test_diagram_ids_of_unicode_names_are_ascii() -> None:
     text = to_mermaid(wf)
     assert "u__e9_tape[" in text and "étape (tool)" in text
     assert all(line.split("[")[0].split("(")[0].isascii() for line in text.splitlines() if "(tool)" in line)
+
+
+def test_validate_verdict_on_a_missing_model_follows_the_hosts_credentials(tmp_path: Path) -> None:
+    """C018 depends on the machine (docs/language.md §2.4): the same file is invalid on a host with
+    nothing configured and valid on one with a backend credential; the hint names the ways out."""
+    bot = tmp_path / "w.bot"
+    bot.write_text('agent a:\n  user: "go"\nworkflow w:\n  entry: a\n  a -> done\n')
+    bare: dict[str, str | None] = {k: None for k in (
+        "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ITERION_CLAUDE_BIN",
+        "ITERION_DEFAULT_SUPERVISOR_MODEL")}
+    bare["PATH"] = str(tmp_path)  # no claude CLI there
+    proc = run_cli("validate", str(bot), env=bare)
+    assert proc.returncode == 2
+    assert f"{bot}:1:7: C018 error: agent 'a' has neither model nor backend" in proc.stdout
+    assert "ITERION_DEFAULT_SUPERVISOR_MODEL" in proc.stdout and "$ANTHROPIC_API_KEY" in proc.stdout
+    proc = run_cli("validate", str(bot), env={**bare, "ANTHROPIC_API_KEY": "sk-test"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -79,6 +79,13 @@ def test_default_supervisor_model_fills_agents_and_llm_routers() -> None:
     result = load_tree({"x.bot": src}, "x.bot", env={"ITERION_DEFAULT_SUPERVISOR_MODEL": "sup/model"})
     assert result.workflow is not None and result.diagnostics == [], result.diagnostics
     assert result.workflow.nodes["a"].model == "sup/model" and result.workflow.nodes["r"].model == "sup/model"
+    # §1.7: "without model:" whatever the backend (a named backend still gets the model); a written model wins
+    src2 = ('agent a:\n  backend: "claw"\n  readonly: true\nagent b:\n  model: "own/m"\n  readonly: true\n'
+            'workflow w:\n  entry: a\n  a -> b\n  b -> done\n')
+    wf = load_tree({"x.bot": src2}, "x.bot", env={"ITERION_DEFAULT_SUPERVISOR_MODEL": "sup/model"}).workflow
+    assert wf is not None and wf.nodes["a"].model == "sup/model" and wf.nodes["b"].model == "own/m"
+    wf = load_tree({"x.bot": src2}, "x.bot", env={}).workflow
+    assert wf is not None and wf.nodes["a"].model is None
 
 
 def test_cursor_resolution_rules() -> None:
@@ -139,3 +146,46 @@ def test_a_number_between_two_bands_is_valid_and_skipped_at_run_time() -> None:
                                {"depth": 0.45}) == ""
     assert [c for c, _, _ in _codes(src.replace("0.45", "1.5"))] == ["C084"]
     assert [c for c, _, _ in _codes(src.replace("0.45", "deep"))] == ["C084"]
+
+
+def test_c018_is_waived_on_a_host_with_a_detectable_backend(tmp_path: Path) -> None:
+    """dsl.md §2.4: missing model and backend is C018 unless ITERION_DEFAULT_SUPERVISOR_MODEL is set
+    or a backend credential is detectable (the run-time detection: a claw credential or endpoint,
+    the claude CLI). Each case gives its whole environment, so the machine's own does not count."""
+    src = 'agent a:\n  user: "go"\nworkflow w:\n  entry: a\n  a -> done\n'
+    assert _codes(src) == [("C018", 1, 7)]
+    for env in ({"ANTHROPIC_API_KEY": "k"}, {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+                {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}, {"OPENAI_API_KEY": "k"}):
+        result = load_tree({"x.bot": src}, "x.bot", env=env)
+        assert result.diagnostics == [] and result.workflow is not None, env
+        assert result.workflow.nodes["a"].model is None  # the run chooses (claw: the default supervisor)
+    claude = tmp_path / "bin" / "claude"
+    claude.parent.mkdir()
+    claude.write_text("#!/bin/sh\nexit 0\n")
+    claude.chmod(0o755)
+    assert _codes(src, {"PATH": str(claude.parent)}) == []
+    assert _codes(src, {"ITERION_CLAUDE_BIN": str(claude)}) == []
+    # not credentials: a blank key, a chosen default backend, the claude CLI missing from PATH
+    assert _codes(src, {"ANTHROPIC_API_KEY": " "}) == [("C018", 1, 7)]
+    assert _codes(src, {"ITERION_DEFAULT_BACKEND": "claw"}) == [("C018", 1, 7)]
+    assert _codes(src, {"PATH": str(tmp_path)}) == [("C018", 1, 7)]
+    # a written backend: counts as given, "auto" and a ${...} decided at run time included
+    for backend in ('"auto"', "auto", '"${B}"', "claw"):
+        got = _codes(src.replace('  user: "go"', f'  backend: {backend}\n  user: "go"'))
+        assert [c for c, _, _ in got if c == "C018"] == [], backend  # (an unset ${B} is C110, a warning)
+    assert _codes(src.replace("  entry: a", '  entry: a\n  default_backend: "auto"')) == []
+    # the llm router's warning stays: it says a default model is used, which a credential does not change
+    router = ('router r:\n  mode: llm\n  user: "pick"\ntool x:\n  command: "x"\n'
+              'workflow w:\n  entry: r\n  r -> x\n  r -> done\n  x -> done\n')
+    assert _codes(router, {"ANTHROPIC_API_KEY": "k"}) == [("C018", 1, 8)]
+
+
+def test_c047_reads_an_auto_node_backend_as_the_workflow_default() -> None:
+    """memory: is claw's; a node saying "auto" runs on the workflow's default_backend (§2.4), so
+    the warning follows that; left to the run (nothing named), nothing is claimed."""
+    src = ('agent a:\n  model: "m"\n  backend: "{node}"\n  memory:\n    enabled: true\n    scope: "repo"\n'
+           'workflow w:\n  entry: a\n  default_backend: "{wf}"\n  a -> done\n')
+    assert _codes(src.format(node="auto", wf="claude_code")) == [("C047", 4, 3)]
+    assert _codes(src.format(node="AUTO", wf="claw")) == []
+    assert _codes(src.format(node="Claw", wf="claude_code")) == []
+    assert _codes(src.format(node="", wf="auto")) == []

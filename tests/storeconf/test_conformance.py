@@ -180,6 +180,19 @@ def test_run_ids_that_are_not_plain_tokens(backend: Backends) -> None:
 
 
 
+def test_listings_leave_out_discarded_runs(facade: Backends) -> None:
+    # a discarded run's keys end in delete/purge markers: a listing reads past them, never stops at them
+    store = facade.open()
+    kept, gone = store.create_run(_doc()), store.create_run(RunDoc(id=new_id(), name="gone-name", workflow_name="w"))
+    third = store.create_run(RunDoc(id=new_id(), name="third-name", workflow_name="w"))
+    store.discard_new_run(gone.id)
+    assert [r.id for r in store.list_runs()] == [kept.id, third.id]
+    assert {"third-name", kept.name} <= store.run_names()
+    store.discard_new_run(kept.id)
+    store.discard_new_run(third.id)
+    assert store.list_runs() == []
+
+
 def test_jetstream_data_survives_a_server_restart(nats_server: NatsServer, tmp_path: Path) -> None:
     backend = Backends("jetstream", tmp_path, nats_server)
     try:

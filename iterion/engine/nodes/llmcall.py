@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from iterion.backends.choice import CLAW, Choice, is_auto, resolve_backend
 from iterion.budget import BudgetExceeded
 from iterion.engine.cancel import call_cancellable
 from iterion.engine.context import ExecContext, NodeCall
@@ -15,22 +16,15 @@ from iterion.envsubst import expand_node
 from iterion.failure_codes import FailureCode
 from iterion.ir import Node, NodeKind, Schema
 
-SCRIPT = "script"
 DEFAULT_SUPERVISOR_MODEL = "anthropic/claude-sonnet-4-6"
 
 
-def backend_name(ctx: ExecContext, node: Node) -> str:
-    """--backend wins, then the node's own, then the workflow default (``${...}`` expanded now),
-    then $ITERION_BACKEND, then the script backend when answers were supplied, else openai (the one
-    that needs only an endpoint and a key). `iterion backends` states this order."""
-    name = (ctx.options.backend or expand_node(node.backend or "", os.environ)
-            or expand_node(ctx.workflow.default_backend or "", os.environ)
-            or os.environ.get("ITERION_BACKEND", "").strip())
-    if name:
-        return name
-    if ctx.options.script_file or os.environ.get("ITERION_SCRIPT_FILE"):
-        return SCRIPT
-    return "openai"
+def backend_choice(ctx: ExecContext, node: Node) -> Choice:
+    """The backend ``node`` runs on and why: the one resolution order (iterion/backends/choice.py)
+    over this run's --backend, the node, the workflow, the script file and the environment, now."""
+    return resolve_backend(os.environ, override=ctx.options.backend, node_backend=node.backend,
+                           workflow_backend=ctx.workflow.default_backend, node_id=node.id,
+                           script_file=ctx.options.script_file)
 
 
 def _effort(value: str | None) -> str | None:
@@ -70,12 +64,15 @@ def interaction_mode(ctx: ExecContext, node: Node) -> str:
     return own or ctx.workflow.interaction or "none"
 
 
-def node_model(node: Node, model: str | None = None) -> str | None:
+def node_model(node: Node, model: str | None = None, backend: str | None = None) -> str | None:
     """The model a call uses, ``${...}`` expanded now (docs/language.md §1.7): ``model`` when given (a
-    human's ``interaction_model``), else the node's; an llm router with neither model nor
-    backend takes ``ITERION_DEFAULT_SUPERVISOR_MODEL``, else the default supervisor (§2.5)."""
+    human's ``interaction_model``), else the node's. Without one, ``ITERION_DEFAULT_SUPERVISOR_MODEL``,
+    else the default supervisor, for an llm router whose own backend is unset or ``auto`` (§2.5)
+    and for any agent, judge or router running on claw (``backend``, canonical), which cannot call
+    a provider without a model: C018 let such a node through because a credential was detected."""
     spec = model or node.model
-    if not spec and node.kind is NodeKind.ROUTER and not node.backend:
+    if not spec and node.kind in (NodeKind.AGENT, NodeKind.JUDGE, NodeKind.ROUTER) and (
+            backend == CLAW or (node.kind is NodeKind.ROUTER and is_auto(expand_node(node.backend or "", os.environ)))):
         spec = os.environ.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or DEFAULT_SUPERVISOR_MODEL
     return expand_node(spec, os.environ) if spec else spec
 
@@ -90,19 +87,21 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
     from iterion.backends.base import BackendError, BackendRequest
     from iterion.backends.registry import canonical_name
 
-    name = backend_name(ctx, node)
-    backend = get_backend(ctx, name)
+    choice = backend_choice(ctx, node)
+    name = choice.name
     try:
         canonical = canonical_name(name)
-    except BackendError:
-        canonical = name
+    except BackendError as exc:  # one line: the name, where it came from, the known ones
+        raise NodeFailure(exc.code, f"node {node.id}: {exc.message} (from {choice.source})",
+                          node=node.id) from None
+    backend = get_backend(ctx, name)
     host = agent_host(ctx, node, iteration, name, call) if canonical == "claw" else None
     flags: tuple[str, ...] = ()
     if canonical == "claude_code":
         from iterion.permissions import claude_code_flags
 
         flags = tuple(claude_code_flags(permission_policy(ctx)))
-    model = node_model(node, model)
+    model = node_model(node, model, canonical)
     request = BackendRequest(
         node_id=node.id, iteration=iteration, node_kind=node.kind,
         model=model,
@@ -188,7 +187,7 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
         return ShellResult(res.stdout, res.stderr, res.exit_code)
 
     def charge(model: str | None, tin: int, tout: int, cost: float) -> None:
-        _charge(ctx, node, iteration, name, model or node_model(node), tin + tout, cost)
+        _charge(ctx, node, iteration, name, model or node_model(node, None, CLAW), tin + tout, cost)
 
     wf_servers = ctx.workflow.extra.get("mcp_server") or {}
     pending_ours = call is not None and call.pending is not None and call.pending.node == node.id \

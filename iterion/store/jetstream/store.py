@@ -273,17 +273,35 @@ class JetStreamStore:
         self._bridge.call(go())
 
     async def _keys(self, kv: Any, pattern: str) -> list[str]:
-        """The live keys of ``kv`` matching the subject ``pattern`` (a server-side filter)."""
-        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
-        keys: list[str] = []
+        """The live keys of ``kv`` matching the subject ``pattern`` (a server-side filter).
+
+        Not nats-py's end marker alone: the watcher puts it when the consumer reports nothing
+        pending and nothing received yet, which is also true while the server's first messages
+        are still on their way to this client (seen under load: a listing right after a write
+        found nothing). Here every message is read, deletes included, and the listing ends at
+        the message the server sent with nothing pending after it; an early marker ends it only
+        when the consumer confirms it never delivered anything."""
+        from nats.js.kv import KV_DEL, KV_PURGE
+
+        watcher = await kv.watch(pattern, meta_only=True)
+        keys: dict[str, None] = {}
         try:
-            async for entry in watcher:
-                if entry is None:  # the end of what is stored now
-                    break
-                keys.append(entry.key)
+            while True:
+                entry = await watcher.updates(timeout=self._bridge.timeout_s)
+                if entry is None:
+                    info = await watcher._sub.consumer_info()
+                    if info.delivered.consumer_seq == 0 and info.num_pending == 0:
+                        break  # truly empty when the watch began
+                    continue  # early: the delivered messages follow, the last one says so
+                if entry.operation in (KV_DEL, KV_PURGE):
+                    keys.pop(entry.key, None)
+                else:
+                    keys[entry.key] = None
+                if entry.delta == 0:
+                    break  # the last message stored when the watch began
         finally:
             await watcher.stop()
-        return keys
+        return list(keys)
 
     async def _get_run(self, run_id: str) -> tuple[RunDoc, int]:
         from nats.js.errors import KeyNotFoundError
