@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,6 +54,29 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tmpfs_root(need: int = 4 * 2**30) -> str | None:
+    """/dev/shm when it is a writable tmpfs with ``need`` bytes free (a container's default 64 MiB
+    is not enough for the suite's 50 MB binaries), else None."""
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return None
+    return shm if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize >= need else None
+
+
+# Every tmp_path and tmp_path_factory directory on tmpfs when there is room (pytest reads
+# PYTEST_DEBUG_TEMPROOT as the root of its numbered base directories, retention included): still
+# real files, renames, modes, links, sparse files and mounts, but the product's atomic writes
+# (every event, run document and stored object is fsynced, file and directory) no longer wait
+# for a shared disk: ~7 ms per write on this machine's ext4, thousands per suite run.
+# faults/faultlib.fast_dir did this for the kill series alone. pyproject's
+# tmp_path_retention_policy = "failed" keeps only failed tests' directories, so passed tests
+# free their memory as they end.
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ and (_shm := _tmpfs_root()) is not None:
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = _shm
 
 
 @pytest.fixture(scope="session")
@@ -208,3 +232,19 @@ def store_fingerprint(path: Path) -> dict[str, str]:
         else:
             out[rel] = "special"
     return out
+
+
+def save_template(live: Path, template: Path) -> None:
+    """Copy ``live`` (a workspace and store a run left) to ``template``, modes, links and times kept.
+
+    A set-up built once (a module or session fixture) is then handed to each case as a fresh copy
+    by ``restore_template``, back at the SAME absolute path: run documents and snapshot stores
+    record absolute paths, so a copy elsewhere would not be the same run."""
+    subprocess.run(["cp", "-a", str(live), str(template)], check=True)
+
+
+def restore_template(template: Path, live: Path) -> None:
+    """Replace ``live`` by a byte-identical copy of ``template`` (see ``save_template``)."""
+    if live.exists():
+        shutil.rmtree(live)
+    subprocess.run(["cp", "-a", str(template), str(live)], check=True)

@@ -4,6 +4,7 @@ continue, exit codes are the README's table, bundles (directory, packed .botz) r
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -12,7 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import FIXTURES, run_cli, start_cli, write_bot
+import pytest
+
+from tests.conftest import FIXTURES, run_cli, start_cli, wait_for_file, write_bot
 
 # the commands these tests execute as printed must name a program sh can find
 PROG = {"ITERION_PROG": f"{shlex.quote(sys.executable)} -m cli.main"}
@@ -133,7 +136,7 @@ def test_exit_codes_follow_the_table(tmp_path: Path) -> None:
 
 SLOW = """
 tool first:
-  command: "sleep 10 && echo one"
+  command: "while [ ! -f {gate} ]; do sleep 0.05; done; echo one"
 
 tool second:
   command: "echo two"
@@ -145,8 +148,11 @@ workflow slow:
 """
 
 
-def test_paused_operator_has_its_own_exit_code(tmp_path: Path) -> None:
-    bot = write_bot(tmp_path / "wf", SLOW)
+def test_paused_operator_has_its_own_exit_code(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # `first` runs until the pause request is on disk (then the test opens its gate), so the pause
+    # always lands while `first` executes and the run parks at the next boundary, with no fixed wait
+    gate = tmp_path_factory.mktemp("gate") / "open"
+    bot = write_bot(tmp_path / "wf", SLOW.format(gate=shlex.quote(str(gate))))
     proc = start_cli("run", str(bot), "--workspace", str(tmp_path), cwd=tmp_path)
     runs = tmp_path / ".iterion" / "runs"
     deadline = time.monotonic() + 60
@@ -157,8 +163,11 @@ def test_paused_operator_has_its_own_exit_code(tmp_path: Path) -> None:
                 rid = ev.parent.name
         time.sleep(0.05)
     assert rid, "the run never started"
-    pause = run_cli("pause", "--run-id", rid, cwd=tmp_path)
-    assert pause.returncode in (0, 7), pause.stderr
+    pause = start_cli("pause", "--run-id", rid, cwd=tmp_path)
+    wait_for_file(runs / rid / "control.json", pause)
+    gate.touch()
+    _, pause_err = pause.communicate(timeout=120)
+    assert pause.returncode in (0, 7), pause_err
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 8 and "paused_operator" in err, err
     assert "resume with:" in err
@@ -182,8 +191,8 @@ def test_bundle_pack_is_deterministic_and_runs_and_resumes(tmp_path: Path) -> No
     one = run_cli("bundle", "pack", str(b), "-o", str(tmp_path / "one.botz"), "--json", cwd=tmp_path)
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout)["members"] == ["main.bot", "manifest.yaml", "prompts/extra.md"]
-    time.sleep(1.1)
-    (b / "main.bot").touch()  # a new mtime: same bytes all the same
+    later = (b / "main.bot").stat().st_mtime + 3600
+    os.utime(b / "main.bot", (later, later))  # a new mtime: same bytes all the same
     assert run_cli("bundle", "pack", str(b), "-o", str(tmp_path / "two.botz"), cwd=tmp_path).returncode == 0
     assert (tmp_path / "one.botz").read_bytes() == (tmp_path / "two.botz").read_bytes()
     assert run_cli("validate", str(tmp_path / "one.botz"), cwd=tmp_path).returncode == 0

@@ -14,11 +14,12 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ..conftest import run_cli, write_bot
+from ..conftest import make_checkout, restore_template, run_cli, save_template, write_bot
 
 IS_ROOT = os.geteuid() == 0
 
@@ -137,3 +138,31 @@ def launch_paused(ws: Path, store: Path) -> str:
 
 def status_of(store: Path, run_id: str) -> dict[str, object]:
     return dict(json.loads((store / "runs" / run_id / "run.json").read_text()))
+
+
+@dataclass
+class Paused:
+    template: Path  # the workspace and store as the paused run left them
+    live: Path      # where each case gets its own copy: the paths the run recorded
+    ws: Path
+    store: Path
+    run_id: str
+
+    def fresh(self) -> tuple[Path, Path, str]:
+        """A fresh copy of the paused run at its recorded paths: (workspace, store, run id)."""
+        restore_template(self.template, self.live)
+        return self.ws, self.store, self.run_id
+
+
+@pytest.fixture(scope="module")
+def paused(tmp_path_factory: pytest.TempPathFactory) -> Paused:
+    """One run parked at its gate per module and worker; every case restores a fresh copy of it to
+    the same absolute paths (the run records them), so each case starts from the same bytes."""
+    base = tmp_path_factory.mktemp("paused")
+    live = base / "live"
+    live.mkdir()
+    ws = make_checkout(live / "ws")
+    store = live / "store"
+    run_id = launch_paused(ws, store)
+    save_template(live, base / "template")
+    return Paused(base / "template", live, ws, store, run_id)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_cli
-from .conftest import assert_one_error, launch_paused, status_of, store_hash
+from .conftest import Paused, assert_one_error, launch_paused, status_of, store_hash
 
 MISSING = "checkpoint missing: nothing to resume from"
 
@@ -54,9 +54,8 @@ def _garbage(store: Path, run_id: str, where: str) -> bytes:
 
 @pytest.mark.parametrize("where", ["middle", "torn-tail"])
 @pytest.mark.parametrize("command", ["inspect", "resume", "cancel"])
-def test_garbage_in_events_never_blocks(tmp_path: Path, ws: Path, command: str, where: str) -> None:
-    store = tmp_path / "store"
-    run_id = launch_paused(ws, store)
+def test_garbage_in_events_never_blocks(paused: Paused, command: str, where: str) -> None:
+    ws, store, run_id = paused.fresh()
     events = store / "runs" / run_id / "events.jsonl"
     good = [ln for ln in events.read_bytes().split(b"\n") if ln]
     junk = _garbage(store, run_id, where)

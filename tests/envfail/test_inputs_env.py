@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_cli, write_bot
-from .conftest import GATED, assert_one_error, launch_paused, status_of, store_hash
+from .conftest import GATED, Paused, assert_one_error, launch_paused, status_of, store_hash
 
 LONG = "a" * 5000
 NEWLINE = "ab\ncd"
@@ -18,9 +18,8 @@ NEWLINE = "ab\ncd"
 
 @pytest.mark.parametrize("command", ["inspect", "resume", "cancel", "rewind", "pause", "fork"])
 @pytest.mark.parametrize("ref", [LONG, NEWLINE, "0" * 31 + "\r"], ids=["5000-chars", "newline", "carriage-return"])
-def test_run_id_that_can_name_no_run(tmp_path: Path, ws: Path, command: str, ref: str) -> None:
-    store = tmp_path / "store"
-    run_id = launch_paused(ws, store)
+def test_run_id_that_can_name_no_run(paused: Paused, command: str, ref: str) -> None:
+    ws, store, run_id = paused.fresh()
     before = store_hash(store)
     extra = {"rewind": ["--node", "a"], "fork": ["--node", "a"]}.get(command, [])
     p = run_cli(command, "--run-id", ref, *extra, "--store-dir", str(store), cwd=ws)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import iterion_cmd, make_checkout, run_cli, write_bot
-from .conftest import GATED, IS_ROOT, Mounts, assert_one_error, launch_paused, status_of, store_hash
+from .conftest import GATED, IS_ROOT, Mounts, Paused, assert_one_error, launch_paused, status_of, store_hash
 
 # (argv after the command name) per command; RUN is replaced by the run id, BOT by the workflow
 COMMANDS = {
@@ -92,9 +92,8 @@ def test_cancel_needs_no_writable_workspace(tmp_path: Path, ws: Path, mounts: Mo
 
 
 @pytest.mark.parametrize("command", ["resume", "cancel", "rewind"])
-def test_lock_path_that_is_a_directory(tmp_path: Path, ws: Path, command: str) -> None:
-    store = tmp_path / "store"
-    run_id = launch_paused(ws, store)
+def test_lock_path_that_is_a_directory(paused: Paused, command: str) -> None:
+    ws, store, run_id = paused.fresh()
     lock = store / "runs" / run_id / "lock"
     lock.unlink()
     lock.mkdir()

@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..conftest import cli_json as root_cli_json
-from ..conftest import run_cli
+from ..conftest import restore_template, run_cli, save_template
+
+__all__ = ["restore_template", "save_template"]  # (their home is tests/conftest.py)
 
 
 def tree_hash(root: Path, *, skip: tuple[str, ...] = ()) -> str:
@@ -71,16 +73,6 @@ def cli(cwd: Path, store: Path, *args: str, env: dict[str, str] | None = None) -
 
 def cli_json(cwd: Path, store: Path, *args: str) -> dict:
     return root_cli_json(*args, cwd=cwd, store=store, timeout=600)
-
-
-def save_template(live: Path, template: Path) -> None:
-    subprocess.run(["cp", "-a", str(live), str(template)], check=True)
-
-
-def restore_template(template: Path, live: Path) -> None:
-    if live.exists():
-        shutil.rmtree(live)
-    subprocess.run(["cp", "-a", str(template), str(live)], check=True)
 
 
 @contextmanager

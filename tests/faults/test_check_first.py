@@ -18,7 +18,7 @@ import pytest
 from workspacetrack.tracker import Tracker
 
 from ..conftest import git, make_checkout, write_bot
-from .faultlib import cli, cli_json, error_lines, store_hash, tree_hash
+from .faultlib import cli, cli_json, error_lines, restore_template, save_template, store_hash, tree_hash
 
 FLOW = """\
 tool change:
@@ -49,22 +49,35 @@ class Run:
         return tree_hash(self.ws), store_hash(self.store)
 
 
-@pytest.fixture
-def run(tmp_path: Path) -> Run:
-    ws = make_checkout(tmp_path / "ws")
+@pytest.fixture(scope="module")
+def _template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Run]:
+    """The failed run, built once per module and worker: (template, live, the run at live)."""
+    base = tmp_path_factory.mktemp("check-first")
+    live = base / "live"
+    live.mkdir()
+    ws = make_checkout(live / "ws")
     (ws / "a.txt").write_text("the person's a\n")
     (ws / "c.txt").write_text("the person's c\n")
     # a.txt stays untracked: git has no blob of it, so its content lives in iterion's own object
     # store (workspacetrack/gitsource.py), where the missing-object test deletes it
     git(ws, "add", "c.txt")
     git(ws, "commit", "-q", "-m", "files")
-    allow = tmp_path / "allow"
-    bot = write_bot(tmp_path / "src", FLOW.format(allow=allow))
-    store = tmp_path / "store"
+    allow = live / "allow"
+    bot = write_bot(live / "src", FLOW.format(allow=allow))
+    store = live / "store"
     out = cli_json(ws, store, "run", str(bot))
     assert out["status"] == "failed_resumable", out
     assert (ws / "a.txt").read_text() == "changed by the node\n"
-    return Run(ws, store, out["run_id"], allow)
+    save_template(live, base / "template")
+    return base / "template", live, Run(ws, store, out["run_id"], allow)
+
+
+@pytest.fixture
+def run(_template: tuple[Path, Path, Run]) -> Run:
+    """A fresh byte-identical copy of that run at the paths it recorded."""
+    template, live, r = _template
+    restore_template(template, live)
+    return r
 
 
 def _refused(proc, code: int = 2) -> str:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, store_fingerprint, write_bot
+from tests.conftest import make_checkout, restore_template, run_cli, save_template, store_fingerprint, write_bot
 
 GATE = """
 vars:
@@ -48,14 +48,28 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
     return run_cli(*args, cwd=cwd, env={"ITERION_STORE_DIR": "", **(env or {})}, timeout=TIMEOUT)
 
 
-@pytest.fixture
-def setup(tmp_path: Path, ws: Path) -> tuple[Path, Path, str]:
-    """(workspace, store, id of a run paused on its human gate): a store with real content."""
-    store = tmp_path / "store"
+@pytest.fixture(scope="module")
+def _paused_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, tuple[Path, Path, str]]:
+    """The paused run, launched once per module and worker: (template, live, what ``setup`` gives)."""
+    base = tmp_path_factory.mktemp("bounded")
+    live = base / "live"
+    live.mkdir()
+    ws = make_checkout(live / "ws")
+    store = live / "store"
     bot = write_bot(ws, GATE, name="gated")
     p = cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
     assert p.returncode == 4, p.stderr
-    return ws, store, json.loads(p.stdout)["run_id"]
+    save_template(live, base / "template")
+    return base / "template", live, (ws, store, json.loads(p.stdout)["run_id"])
+
+
+@pytest.fixture
+def setup(_paused_template: tuple[Path, Path, tuple[Path, Path, str]]) -> tuple[Path, Path, str]:
+    """(workspace, store, id of a run paused on its human gate): a store with real content, a fresh
+    byte-identical copy per test at the paths the run recorded."""
+    template, live, paused = _paused_template
+    restore_template(template, live)
+    return paused
 
 
 def refused(p: subprocess.CompletedProcess[str], code: int = 2) -> str:
@@ -169,9 +183,9 @@ def test_import_of_a_fifo_or_device_inside_the_project_is_refused(setup: tuple[P
     assert "L005" in out2 and "outside the project" in out2  # the link lands in /dev
 
 
-def test_import_escaping_the_repository_is_l005(tmp_path: Path, setup: tuple[Path, Path, str]) -> None:
+def test_import_escaping_the_repository_is_l005(setup: tuple[Path, Path, str]) -> None:
     ws, _, _ = setup
-    (tmp_path / "outside.bot").write_text('schema s:\n  a: string\n')
+    (ws.parent / "outside.bot").write_text('schema s:\n  a: string\n')  # ws/sub/../../outside.bot
     bot = write_bot(ws / "sub", 'import "../../outside.bot"\n' + GATE, name="esc")
     out = _validate(ws, bot)
     assert "L005" in out and "outside the project" in out and str(ws) in out
