@@ -86,6 +86,18 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     server = NatsServer(tmp_path_factory.mktemp("nats")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def own_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A nats-server of this test alone: for a test that restarts or stops it (doing that to the
+    shared one would fail whatever else runs on it, and a restart of a server every test of the
+    worker wrote into replays all of their streams)."""
+    server = NatsServer(tmp_path / "own-nats").start()
+    yield server
+    server.stop()
+
+
 FIXTURES = REPO_ROOT / "fixtures"
 
 

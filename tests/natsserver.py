@@ -40,21 +40,38 @@ class NatsServer:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
+    @property
+    def log_path(self) -> Path:
+        return self.store_dir.parent / f"{self.store_dir.name}.nats.log"
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_path.read_bytes()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
     def start(self) -> NatsServer:
-        self.proc = subprocess.Popen(
-            [nats_server_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The server's log goes to a file, never to a pipe nobody reads: a restart over the streams
+        # of a whole worker's tests logs one line per stream restored, and past the pipe's 64 KiB
+        # the server blocked on its own log before it listened ("did not start within 20s").
+        self.store_dir.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [nats_server_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)],
+                stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise RuntimeError(f"nats-server exited: {err[-2000:]}")
+                raise RuntimeError(f"nats-server exited: {self._log_tail()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("nats-server did not start listening within 20s")
+        self.proc.kill()  # leave no server behind
+        self.proc.wait(10)
+        self.proc = None
+        raise RuntimeError(f"nats-server did not start listening on {self.port} within 20s: {self._log_tail()}")
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -64,8 +81,6 @@ class NatsServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        if self.proc is not None and self.proc.stderr:
-            self.proc.stderr.close()
         self.proc = None
 
     def restart(self) -> None:

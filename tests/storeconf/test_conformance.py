@@ -193,7 +193,8 @@ def test_listings_leave_out_discarded_runs(facade: Backends) -> None:
     assert store.list_runs() == []
 
 
-def test_jetstream_data_survives_a_server_restart(nats_server: NatsServer, tmp_path: Path) -> None:
+def test_jetstream_data_survives_a_server_restart(own_nats_server: NatsServer, tmp_path: Path) -> None:
+    nats_server = own_nats_server
     backend = Backends("jetstream", tmp_path, nats_server)
     try:
         store = backend.open()
@@ -375,7 +376,8 @@ def test_staleness_reads_the_last_event_on_every_backend(facade: Backends) -> No
     elsewhere.check_stale(run_id, now=time.time() + 3600)  # an hour later: ownerless, takeover allowed
 
 
-def test_a_restart_of_nats_server_mid_sequence_loses_nothing(nats_server: NatsServer, tmp_path: Path) -> None:
+def test_a_restart_of_nats_server_mid_sequence_loses_nothing(own_nats_server: NatsServer, tmp_path: Path) -> None:
+    nats_server = own_nats_server
     from iterion.store.jetstream import StoreUnavailableError
 
     backend = Backends("store-jetstream", tmp_path, nats_server)
