@@ -25,18 +25,23 @@ def _age(root: Path, *rels: str) -> None:
         os.utime(root / rel, (past, past))
 
 
+def _commit_aged(repo: Path, n: int) -> None:
+    """Commit ``src/f0.txt``..``src/f{n-1}.txt``, aged out of the racy window (their index stat vouches)."""
+    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(n)}
+    for rel, text in tracked.items():
+        write(repo, rel, text)
+    _age(repo, *tracked)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "files")
+
+
 def _rows(store: Path, run: str) -> dict[str, object]:
     rows: dict[str, object] = json.loads((store / "runs" / run / "statcache.json").read_bytes())["rows"]
     return rows
 
 
 def test_cache_keeps_rows_the_index_cannot_vouch_for_and_runs_share_it(repo: Path, tmp_path: Path) -> None:
-    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(30)}
-    for rel, text in tracked.items():
-        write(repo, rel, text)
-    _age(repo, *tracked)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "files")
+    _commit_aged(repo, 30)
     write(repo, "untracked.txt", "not in git\n")
     write(repo, "src/f3.txt", "edited, not staged\n")
     _age(repo, "untracked.txt", "src/f3.txt")
@@ -116,12 +121,7 @@ def test_manifest_id_kind_is_read_from_the_documents_tail(repo: Path, tmp_path: 
 
 
 def test_a_new_process_finds_the_saved_manifest_only_for_the_same_state(repo: Path, tmp_path: Path) -> None:
-    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(10)}
-    for rel, text in tracked.items():
-        write(repo, rel, text)
-    _age(repo, *tracked)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "files")
+    _commit_aged(repo, 10)
     write(repo, "mine.txt", "the run's\n")
     _age(repo, "mine.txt")
     store = tmp_path / "store"
@@ -155,12 +155,7 @@ def test_cache_saved_after_each_walk_matches_the_index_step_by_step(repo: Path, 
     """The rows a walk carries over from the previous save (only the changed paths re-checked
     against the index) are what a full check against the index gives; a new process resuming
     from that cache records the same state without reading any file."""
-    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(12)}
-    for rel, text in tracked.items():
-        write(repo, rel, text)
-    _age(repo, *tracked)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "files")
+    _commit_aged(repo, 12)
 
     def grow(rel: str) -> None:
         p = repo / rel
@@ -235,12 +230,7 @@ def test_a_new_process_re_reading_racy_rows_finds_the_saved_manifest(repo: Path,
 
 
 def test_a_resumed_process_stores_its_next_change_as_a_delta_on_the_saved_manifest(repo: Path, tmp_path: Path) -> None:
-    tracked = {f"src/f{i}.txt": f"file {i}\n" for i in range(20)}
-    for rel, text in tracked.items():
-        write(repo, rel, text)
-    _age(repo, *tracked)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "files")
+    _commit_aged(repo, 20)
     store = tmp_path / "store"
     t = Tracker(store, repo, "r")
     first = t.capture(L("nodes:n:0")).manifest
