@@ -16,8 +16,9 @@ run store validate ids with it) does not pay for pygit2 (issue 14, point 10: CLI
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from persist.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from gitrefs.bank_restore import restore_bank
@@ -63,14 +64,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'gitrefs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

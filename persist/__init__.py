@@ -8,8 +8,9 @@ for pydantic: the CLI's start-up (``iterion --version``) stays light (issue 14, 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from persist.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from persist.atomic import atomic_write_bytes, atomic_write_text, fsync_dir, sync_paths
@@ -44,14 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'persist' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

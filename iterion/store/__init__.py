@@ -26,8 +26,9 @@ point 10). ``tests/cli/test_startup.py`` pins which commands stay clear of pydan
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from persist.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
@@ -87,14 +88,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:  # (a submodule: `from iterion.store import events` then imports it)
-        raise AttributeError(f"module 'iterion.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOME))
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
