@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iterion.backends.base import BackendError
 from iterion.backends.choice import resolve_backend
-from iterion.backends.registry import canonical_name
+from iterion.backends.registry import canonical_or_none
 from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
@@ -236,10 +235,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         def runs_on(node: Node) -> str:  # the resolution order, as the nodes will apply it (llmcall)
             name = resolve_backend(os.environ, override=options.backend, node_backend=node.backend,
                                    workflow_backend=wf.default_backend, script_file=script_file).name
-            try:
-                return canonical_name(name)
-            except BackendError:
-                return name
+            return canonical_or_none(name) or name
 
         for gap in not_enforced(wf, runs_on):  # said once, at the start: declared blocks this engine does not execute
             emit(ev.WARNING, gap["node"], None, {"code": FEATURE_NOT_ENFORCED, **gap})
