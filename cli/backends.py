@@ -12,8 +12,6 @@ from iterion.backends import get_backend, known_backends
 from iterion.backends.choice import ORDER_TEXT, resolve_backend
 from iterion.backends.registry import canonical_or_none
 
-CHOICE = ORDER_TEXT
-
 
 def backends_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the list as JSON: [{name, available, detail, default, chosen_by}]."),
@@ -42,7 +40,7 @@ def backends_cmd(
     for r in rows:
         mark = "ok " if r["available"] else "-- "
         echo(f"{mark}{r['name']}: {r['detail']}")
-    echo(CHOICE)
+    echo(ORDER_TEXT)
     echo(f"default here (a node and workflow naming none, no --backend): {default.describe()}")
 
 
