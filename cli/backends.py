@@ -11,6 +11,7 @@ from cli.output import echo, echo_json
 from iterion.backends import get_backend, known_backends
 from iterion.backends.choice import ORDER_TEXT, resolve_backend
 from iterion.backends.registry import canonical_or_none
+from persist.text import one_line
 
 
 def backends_cmd(
@@ -41,7 +42,8 @@ def backends_cmd(
         mark = "ok " if r["available"] else "-- "
         echo(f"{mark}{r['name']}: {r['detail']}")
     echo(ORDER_TEXT)
-    echo(f"default here (a node and workflow naming none, no --backend): {default.describe()}")
+    # the name comes from the environment: one line whatever it holds
+    echo(f"default here (a node and workflow naming none, no --backend): {one_line(default.describe())}")
 
 
 def register(app: typer.Typer) -> None:

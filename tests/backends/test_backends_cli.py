@@ -79,3 +79,12 @@ def test_a_default_naming_no_backend_flags_no_row_and_the_text_says_which(tmp_pa
     assert not [r for r in json.loads(listed.stdout) if r["default"]]
     text = run_cli("backends", env=env)
     assert text.stdout.splitlines()[-1].endswith("codex ($ITERION_DEFAULT_BACKEND)")
+
+
+def test_a_default_from_the_environment_prints_on_one_line_as_written(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ITERION_", "OPENAI_", "ANTHROPIC_"))}
+    env["ITERION_DEFAULT_BACKEND"] = "a\nb [bold]$(x)[/bold]"
+    text = run_cli("backends", env=env)
+    assert text.returncode == 0, text.stderr
+    last = text.stdout.splitlines()[-1]
+    assert last.startswith("default here") and "[bold]$(x)[/bold]" in last and last.endswith("($ITERION_DEFAULT_BACKEND)")
