@@ -195,7 +195,9 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     doc = store.load_run(run_id)
     check_command(Command.REWIND, run_id, doc.status)
     cp = store.load_checkpoint(run_id)
-    if cp is None or not cp.executed:
+    # (a checkpoint with nothing completed is no refusal: the run may have stopped inside its first
+    # node, whose own debris its rewind removes; a pivot that never started is refused below)
+    if cp is None:
         raise RewindError(f"run {run_id} has no checkpoint - nothing to rewind",
                           hint="a run that failed before checkpoints were kept cannot be recovered; "
                                "start a new run")
@@ -232,7 +234,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
         ran = ", ".join(dict.fromkeys(executed))
         what = f"{asked} (promoted to its fan-out router {pivot})" if promotion.promoted else asked
         raise RewindError(f"node {what} has not executed in run {run_id}: there is nothing to rewind to",
-                          hint=f"executed so far: {ran}")
+                          hint=f"executed so far: {ran}" if ran else "no node has executed in this run yet")
     dropped_set = invalidated_nodes(wf, pivot)
     dropped = in_execution_order(dropped_set, executed, wf)
     iteration = target.iteration

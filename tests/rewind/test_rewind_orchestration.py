@@ -181,6 +181,27 @@ def test_rewinding_the_node_the_run_failed_inside_removes_its_debris(store: Stor
     assert cp.outputs.keys() == {"setup", "gate", "draft"} and cp.came_from is None
 
 
+def test_a_run_that_failed_inside_its_first_node_rewinds_to_it(store: Store, repo: Path) -> None:
+    """Nothing completed, but a checkpoint exists and the first node started: its rewind removes
+    that node's debris (it used to be refused as "no checkpoint - nothing to rewind")."""
+    (repo / "a.txt").write_text("base\n")
+    doc = fake_run(store, repo, [], restart="setup", worktree=False,
+                   debris=lambda r: ((r / "c.txt").write_text("half\n"), (r / "a.txt").write_text("base\nhalf\n")))
+    res = rewind_run(store, RewindRequest(run_id=doc.id, node="setup"))
+    assert (res.to_node, res.to_iteration) == ("setup", 0) and res.files.anchor == "pre:setup:0"
+    assert not (repo / "c.txt").exists() and (repo / "a.txt").read_text() == "base\n"
+    cp = store.load_checkpoint(doc.id)
+    assert cp is not None and cp.executed == [] and cp.restart_node == "setup"
+    with pytest.raises(RewindError, match="node draft has not executed") as err:
+        rewind_run(store, RewindRequest(run_id=doc.id, node="draft"))
+    assert err.value.hint == "executed so far: setup"
+    # a run whose checkpoint has nothing started: refused, saying so (not "executed so far: ")
+    idle = fake_run(store, repo, [], restart=None, worktree=False)
+    with pytest.raises(RewindError, match="node setup has not executed") as err:
+        rewind_run(store, RewindRequest(run_id=idle.id, node="setup"))
+    assert err.value.hint == "no node has executed in this run yet"
+
+
 def test_a_second_rewind_before_any_resume_goes_back_to_the_same_anchor(store: Store, repo: Path) -> None:
     doc = fake_run(store, repo, loop_steps(), restart="apply", worktree=False)
     first = rewind_run(store, RewindRequest(run_id=doc.id, node="draft"))
