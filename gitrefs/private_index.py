@@ -148,7 +148,11 @@ def _paths(ws: Workspace, run_id: str) -> _Paths:
 # Options for every git command on P: the same on readers and writers, so that no command ever
 # rewrites a split P whole (or the other way round).
 _WHOLE = ["-c", "core.splitIndex=false"]
-_SPLIT = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now"]
+# A split P also keeps git's untracked cache (see ``_status_changes``), built for -uall: every
+# command that writes P keeps it coherent (an index entry added or removed invalidates its
+# directory there), whatever the user's core.untrackedCache says.
+_SPLIT = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now",
+          "-c", "core.untrackedCache=true", "-c", "status.showUntrackedFiles=all"]
 # What keeps P whole: files git reads from $GIT_DIR itself, not from GIT_COMMON_DIR.
 _PER_WORKTREE = ("config.worktree", "info/sparse-checkout")
 
@@ -345,8 +349,23 @@ def _maybe_split(index: Path) -> bool:
         return b"link" in f.read()
 
 
-def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
-    """The tree `git add -A && git write-tree` would record on a copy of the user's index, now."""
+class Snapshot(NamedTuple):
+    tree: str
+    way: str  # "seed" (P re-copied from the user's index), "add" (`git add -A` on P), "status"
+
+
+def snapshot_with_private_index(ws: Workspace, run_id: str, head: str | None = None) -> str:
+    """The tree `git add -A && git write-tree` would record on a copy of the user's index, now.
+
+    ``head``: a commit, ideally of the last tree this gave (the run's chain head): what `git
+    status` compares P with on its way (any commit is correct; the closer, the cheaper). Without
+    one, a boundary is always `git add -A` on P.
+    """
+    return snapshot_private(ws, run_id, head).tree
+
+
+def snapshot_private(ws: Workspace, run_id: str, head: str | None = None) -> Snapshot:
+    """``snapshot_with_private_index``, saying which way it went."""
     paths = _paths(ws, run_id)
     # Not the run lock: a revert snapshots while holding it. Banks and boundaries share P.
     with file_lock(paths.lock):
@@ -354,7 +373,15 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
         st = _load(paths.state)
         user_sig = index_sig(ws.user_index)  # before the copy: a later change shows up next time
         fresh = st is None or not _may_stand_for_a_copy(ws, st, paths.index_file)
-        if not fresh and st is not None:
+        if not fresh and st is not None and head is not None and st.split and not st.gitlinks:
+            outcome = _snapshot_by_status(ws, paths, st, head)
+            if isinstance(outcome, str):
+                return Snapshot(outcome, "status")
+            fresh = outcome is _RESEED
+            if not fresh:  # a doubt: the full add, the sources already checked
+                fresh = run_git(ws.workdir, _on_p(ADD_ALL, True), env=_git_env(ws, paths, True),
+                                check=False).returncode != 0
+        elif not fresh and st is not None:
             # `git add -A` on P runs while the sources are read (thousands of files on a big
             # tree). Reading them during the add rather than before it changes nothing: a source
             # changed while the boundary runs is seen now (re-seed, below) or next time, as when
@@ -394,7 +421,102 @@ def snapshot_with_private_index(ws: Workspace, run_id: str) -> str:
                                 trusted=trusted, split=split)
         if new != st:
             _save(paths.state, new)
-        return tree
+        return Snapshot(tree, "seed" if fresh or st is None else "add")
+
+
+class _Outcome:
+    """Why ``_snapshot_by_status`` gave no tree."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_RESEED = _Outcome("re-seed")  # P no longer stands for a copy
+_DOUBT = _Outcome("doubt")  # P still does; the full `git add -A` on it decides
+
+
+# status on P: porcelain v2 for exact, NUL-separated paths; no rename detection (quadratic, and a
+# rename is just a deletion and an addition here); submodule work trees not examined (P holds no
+# gitlink when this runs). Optional locks ON: status then writes back P's refreshed stat data and
+# its untracked cache, which is what makes the next one cheap.
+_STATUS = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "status", "--porcelain=v2", "-z",
+           "--untracked-files=all", "--no-renames", "--ignore-submodules=dirty", "--ignored=no"]
+
+
+def _status_changes(out: bytes) -> tuple[list[str], set[str]] | None:
+    """(every path whose work-tree side differs from P, the untracked ones among them) from
+    `git status --porcelain=v2 -z`; None on anything `_stage_locked` should not be trusted with:
+    a submodule, an unmerged entry, a rename, an untracked repository ("dir/"), a name git
+    reads rules from."""
+    changed: list[str] = []
+    untracked: set[str] = set()
+    for rec in out.split(b"\0"):
+        if not rec:
+            continue
+        kind = rec[:2]
+        if kind == b"1 ":
+            fields = rec.split(b" ", 8)
+            if len(fields) != 9 or not fields[2].startswith(b"N"):
+                return None
+            if fields[1][1:2] != b".":  # Y: the work tree differs from P's entry
+                changed.append(os.fsdecode(fields[8]))
+        elif kind == b"? ":
+            if rec.endswith(b"/"):
+                return None
+            path = os.fsdecode(rec[2:])
+            changed.append(path)
+            untracked.add(path)
+        elif kind != b"# ":
+            return None
+    if any(_DOUBT_NAMES.intersection(p.split("/")) for p in changed):
+        return None
+    return changed, untracked
+
+
+def _snapshot_by_status(ws: Workspace, paths: _Paths, st: PrivateIndexState, head: str) -> str | _Outcome:
+    """The boundary without a watcher, when P stood for a copy at the last one: `git status`
+    on P says what `git add -A` would change, and only that is staged (``_stage_locked``).
+
+    git's untracked cache is what makes this cheaper than `git add -A` (which never uses it):
+    status re-reads only the directories whose stat data changed since P was written, not every
+    directory of the tree; both lstat every tracked file. What status lists is what `git add -A`
+    stages, path for path, under the same rules and the same stat cache: tracked files whose
+    content, mode or type changed (ignored or not), deleted ones, intent-to-add entries, and
+    untracked files not ignored. What it cannot say so plainly - a submodule (P has none when this
+    runs), an unmerged entry, a new embedded repository, a rule file - is a doubt: `git add -A`.
+    """
+    env = _git_env(ws, paths, True)
+    head_file = paths.gitdir / "HEAD"
+    try:
+        if head_file.read_bytes().strip() != head.encode():
+            atomic_write_bytes(head_file, f"{head}\n".encode(), durable=False)
+    except OSError:
+        return _DOUBT
+    status = GitProcess(ws.workdir, _on_p(_STATUS, True), env={**env, "GIT_OPTIONAL_LOCKS": "1"})
+    try:
+        holds = _sources_still_hold(ws, st)
+    finally:
+        done = status.wait(check=False)
+    if not holds:
+        return _RESEED
+    listed = _status_changes(done.stdout) if done.returncode == 0 else None
+    if listed is None:
+        return _DOUBT
+    changed, untracked = listed
+    # status wrote P (its stat data, its untracked cache): same entries, P's new identity.
+    now = st.model_copy(update={"private_index": index_sig(paths.index_file)})
+    if not changed:
+        if now != st:
+            _save(paths.state, now)
+        return st.tree
+    try:
+        tree = _stage_locked(ws, paths, now, sorted(changed), listed_untracked=untracked)
+    except GitCommandFailed:
+        return _DOUBT
+    return _DOUBT if tree is None else tree
 
 
 # Reported names that change how OTHER paths are staged: the watcher cannot say which.
@@ -468,8 +590,14 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
             return None  # e.g. a split P whose shared index is gone: the full boundary re-seeds
 
 
-def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: list[str]) -> str | None:
-    """``stage_reported_paths`` under P's lock, its first checks passed."""
+def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: list[str],
+                  listed_untracked: set[str] | None = None) -> str | None:
+    """``stage_reported_paths`` under P's lock, its first checks passed.
+
+    ``listed_untracked``: ``wanted`` comes from `git status` on P (``_snapshot_by_status``),
+    not from a watcher: every path is exact (a file P holds or one to add, never a directory to
+    walk), and these are the untracked ones status found not ignored.
+    """
     split = st.split
     env = _git_env(ws, paths, split)
     root = os.path.join(str(ws.workdir), "")
@@ -487,10 +615,15 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
         return None
     if not wanted:
         return st.tree  # nothing happened: P, its tree and every source are as they were
-    expanded = _expand(ws, wanted)
-    if expanded is None:
-        return None
-    files, prefixes = expanded
+    if listed_untracked is not None:
+        # status names every file: a directory that replaced a file comes as that file (which
+        # update-index then removes) and the files in it; nothing of P's hides under a prefix.
+        files, prefixes = set(wanted), list[str]()
+    else:
+        expanded = _expand(ws, wanted)
+        if expanded is None:
+            return None
+        files, prefixes = expanded
     if prefixes:  # what P holds under a changed directory: gone files must be removed too
         out = run_git(ws.workdir, _on_p(["ls-files", "-z", "--cached", "--", *prefixes], split),
                       env={**env, "GIT_LITERAL_PATHSPECS": "1"}).stdout
@@ -499,13 +632,18 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     # path in it is tracked (staged whatever the rules say); only the others are asked about.
     last = ws.repo[pygit2.Oid(hex=st.tree)].peel(pygit2.Tree)
 
-    def tracked(path: str) -> bool:
-        try:
-            return bool(last[path].type != pygit2.GIT_OBJECT_TREE)  # a directory then: not this path
-        except KeyError:
-            return False
+    known_tracked: dict[str, bool] = {}
 
-    on_disk = sorted(p for p in files if os.path.lexists(root + p) and not tracked(p))
+    def tracked(path: str) -> bool:
+        if path not in known_tracked:
+            try:  # a directory: not this path
+                known_tracked[path] = bool(last[path].type != pygit2.GIT_OBJECT_TREE)
+            except KeyError:
+                known_tracked[path] = False
+        return known_tracked[path]
+
+    known = listed_untracked or set()
+    on_disk = sorted(p for p in files if p not in known and os.path.lexists(root + p) and not tracked(p))
     if on_disk:
         proc = run_git(ws.workdir, _on_p(["check-ignore", "-z", "--stdin"], split), env=env, check=False,
                        input_bytes=_nul(on_disk))

@@ -39,7 +39,7 @@ from gitrefs.errors import (
 )
 from gitrefs.gitcli import run_git
 from gitrefs.ids import validate_id
-from gitrefs.private_index import snapshot_with_private_index, stage_reported_paths
+from gitrefs.private_index import snapshot_private, stage_reported_paths
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope, produced_scope
 from gitrefs.records import (
     BankRecord,
@@ -74,6 +74,7 @@ class RunRefs:
         self.ws: Workspace = open_workspace(workspace)
         self.repo = self.ws.repo
         self.last_snapshot = ""  # "staged" (watcher-reported paths only) or "full": the last snapshot's way
+        self.last_full_way = ""  # of the last "full" one: "seed", "add" or "status" (private_index.Snapshot)
 
     # --- run lifecycle --------------------------------------------------------------------
 
@@ -167,12 +168,13 @@ class RunRefs:
 
     # --- snapshots and boundaries ---------------------------------------------------------
 
-    def snapshot(self, reported: Sequence[str] | None = None) -> str:
+    def snapshot(self, reported: Sequence[str] | None = None, head: str | None = None) -> str:
         """Tree id of the working tree as `git add -A` on a copy of the user's index would record it.
 
         Nothing of the user's is written; the run's private index (a warm stat cache) is.
         ``reported``: every path a watcher saw change since the last boundary (the caller
         vouches for that): only those are staged, unless in doubt (``private_index``).
+        ``head``: the chain head if the caller has it (looked up otherwise).
         """
         if reported is not None:
             tree = stage_reported_paths(self.ws, self.run_id, reported)
@@ -180,7 +182,12 @@ class RunRefs:
                 self.last_snapshot = "staged"
                 return tree
         self.last_snapshot = "full"
-        return snapshot_with_private_index(self.ws, self.run_id)
+        # The chain head's tree is usually the last one P gave: what `git status` on P compares with.
+        if head is None and self.started:
+            head = self._ref_target(layout.head_ref(self.run_id)) or self._ref_target(layout.base_ref(self.run_id))
+        snap = snapshot_private(self.ws, self.run_id, head)
+        self.last_full_way = snap.way
+        return snap.tree
 
     def write_boundary(self, label: BoundaryLabel, reported: Sequence[str] | None = None) -> BoundaryRecord:
         """Record a boundary; ``reported`` as for ``snapshot``."""
@@ -194,7 +201,7 @@ class RunRefs:
         if label.kind.is_alias:
             self._set_ref(ref, prev)
             return BoundaryRecord(label, ref, prev, self._tree_of(prev))
-        tree = self.snapshot(reported)
+        tree = self.snapshot(reported, prev)
         commit = create_commit(self.repo, CommitSpec(
             f"iterion: {label} (run {self.run_id})",
             {T_RUN: self.run_id, T_NODE: label.node, T_ITERATION: str(label.iteration),
