@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--tree", type=Path, help="keep (or reuse) the built tree here")
+    ap.add_argument("--trace", type=Path, help="GIT_TRACE2_PERF of our git commands, one file per round, here")
     ap.add_argument("--profile", action="store_true", help="then profile one more boundary (cProfile, top 30)")
     args = ap.parse_args()
     tmp = None
@@ -86,13 +88,13 @@ def main() -> None:
         base = args.tree
         base.mkdir(parents=True, exist_ok=True)
     try:
-        run(base, args.files, args.rounds, args.profile)
+        run(base, args.files, args.rounds, args.profile, args.trace)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(base: Path, n: int, rounds: int, profile: bool = False) -> None:
+def run(base: Path, n: int, rounds: int, profile: bool = False, trace: Path | None = None) -> None:
     ws = base / "ws"
     if not (ws / ".git").is_dir():
         t0 = time.perf_counter()
@@ -131,7 +133,11 @@ def run(base: Path, n: int, rounds: int, profile: bool = False) -> None:
     for r in range(rounds):
         changer.change(100)
         TIMES.clear()
+        if trace:
+            trace.mkdir(parents=True, exist_ok=True)
+            os.environ["GIT_TRACE2_PERF"] = str(trace / f"round{r + 1}")
         t = bs.timed(lambda: v.mark(lbl()))
+        os.environ.pop("GIT_TRACE2_PERF", None)
         ours.append(t)
         counts = collections.Counter(name for name, _ in TIMES)
         for name, s in TIMES:

@@ -148,11 +148,11 @@ def _paths(ws: Workspace, run_id: str) -> _Paths:
 # Options for every git command on P: the same on readers and writers, so that no command ever
 # rewrites a split P whole (or the other way round).
 _WHOLE = ["-c", "core.splitIndex=false"]
-# A split P also keeps git's untracked cache (see ``_status_changes``), built for -uall: every
-# command that writes P keeps it coherent (an index entry added or removed invalidates its
-# directory there), whatever the user's core.untrackedCache says.
-_SPLIT = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now",
-          "-c", "core.untrackedCache=true", "-c", "status.showUntrackedFiles=all"]
+_SPLIT = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now"]
+# git's untracked cache in P, built for -uall, lives only along ``_snapshot_by_status``; every
+# other command that writes P drops it (see there why), whatever the user's core.untrackedCache.
+_UNTRACKED_CACHE = ["-c", "core.untrackedCache=true", "-c", "status.showUntrackedFiles=all"]
+_NO_UNTRACKED_CACHE = ["-c", "core.untrackedCache=false"]
 # What keeps P whole: files git reads from $GIT_DIR itself, not from GIT_COMMON_DIR.
 _PER_WORKTREE = ("config.worktree", "info/sparse-checkout")
 
@@ -170,10 +170,12 @@ def _git_env(ws: Workspace, paths: _Paths, split: bool) -> dict[str, str]:
     return env
 
 
-def _on_p(args: list[str], split: bool) -> list[str]:
-    """``args`` (a git command line, options first) with P's options before the subcommand."""
+def _on_p(args: list[str], split: bool, untracked_cache: bool = False) -> list[str]:
+    """``args`` (a git command line, options first) with P's options before the subcommand;
+    ``untracked_cache``: keep (and let status use) P's untracked cache, else drop it."""
     i = next(i for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c"))
-    return [*args[:i], *(_SPLIT if split else _WHOLE), *args[i:]]
+    cache = _UNTRACKED_CACHE if untracked_cache else _NO_UNTRACKED_CACHE
+    return [*args[:i], *(_SPLIT if split else _WHOLE), *cache, *args[i:]]
 
 
 def _xdg_git(name: str) -> Path:
@@ -495,7 +497,9 @@ def _snapshot_by_status(ws: Workspace, paths: _Paths, st: PrivateIndexState, hea
             atomic_write_bytes(head_file, f"{head}\n".encode(), durable=False)
     except OSError:
         return _DOUBT
-    status = GitProcess(ws.workdir, _on_p(_STATUS, True), env={**env, "GIT_OPTIONAL_LOCKS": "1"})
+    started = time.time_ns()
+    status = GitProcess(ws.workdir, _on_p(_STATUS, True, untracked_cache=True),
+                        env={**env, "GIT_OPTIONAL_LOCKS": "1"})
     try:
         holds = _sources_still_hold(ws, st)
     finally:
@@ -509,14 +513,39 @@ def _snapshot_by_status(ws: Workspace, paths: _Paths, st: PrivateIndexState, hea
     # status wrote P (its stat data, its untracked cache): same entries, P's new identity.
     now = st.model_copy(update={"private_index": index_sig(paths.index_file)})
     if not changed:
+        staged: str | None = st.tree
         if now != st:
             _save(paths.state, now)
-        return st.tree
+    else:
+        try:
+            staged = _stage_locked(ws, paths, now, sorted(changed), listed_untracked=untracked)
+        except GitCommandFailed:
+            staged = None
+    if staged is None:
+        return _DOUBT  # the full add drops the untracked cache: nothing to back-date
+    _back_date(paths.index_file, started)
+    return staged
+
+
+def _back_date(index: Path, status_started: int) -> None:
+    """Give P the time status started (less a margin), not the time git last wrote it.
+
+    The untracked cache keeps a directory's listing while the directory's stat data is what
+    status saw - taken BEFORE it read the directory - unless that is "racy": not older than the
+    index file. A file created in the directory after status read it, within the same timestamp
+    tick as the change before (git compares whole seconds unless built with USE_NSEC), leaves
+    the stat data as it was; if P was then written in a later tick - by status itself, or by the
+    update-index and write-tree that follow it here - the listing would stand without that file,
+    for good. P's time set back to before status looked makes every directory changed since
+    racy, so the next status reads it again. An older index time only ever makes git check more
+    (file entries alike: a racily clean entry is re-hashed), never less. That is also why every
+    other command that writes P drops the cache: they would date P after status looked.
+    """
+    stamp = status_started - _RACY_NS
     try:
-        tree = _stage_locked(ws, paths, now, sorted(changed), listed_untracked=untracked)
-    except GitCommandFailed:
-        return _DOUBT
-    return _DOUBT if tree is None else tree
+        os.utime(index, ns=(stamp, stamp))
+    except OSError:
+        index.unlink(missing_ok=True)  # untrustworthy cache: the next boundary re-seeds
 
 
 # Reported names that change how OTHER paths are staged: the watcher cannot say which.
@@ -599,6 +628,7 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     walk), and these are the untracked ones status found not ignored.
     """
     split = st.split
+    by_status = listed_untracked is not None
     env = _git_env(ws, paths, split)
     root = os.path.join(str(ws.workdir), "")
     # In-tree sources (.gitignore, .gitattributes) would have been reported; the others not -
@@ -625,7 +655,7 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
             return None
         files, prefixes = expanded
     if prefixes:  # what P holds under a changed directory: gone files must be removed too
-        out = run_git(ws.workdir, _on_p(["ls-files", "-z", "--cached", "--", *prefixes], split),
+        out = run_git(ws.workdir, _on_p(["ls-files", "-z", "--cached", "--", *prefixes], split, by_status),
                       env={**env, "GIT_LITERAL_PATHSPECS": "1"}).stdout
         files.update(_split_nul(out))
     # Untracked and ignored: `git add -A` leaves it out. P holds exactly the last tree, so a
@@ -645,7 +675,7 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     known = listed_untracked or set()
     on_disk = sorted(p for p in files if p not in known and os.path.lexists(root + p) and not tracked(p))
     if on_disk:
-        proc = run_git(ws.workdir, _on_p(["check-ignore", "-z", "--stdin"], split), env=env, check=False,
+        proc = run_git(ws.workdir, _on_p(["check-ignore", "-z", "--stdin"], split, by_status), env=env, check=False,
                        input_bytes=_nul(on_disk))
         if proc.returncode not in (0, 1):
             return None
@@ -662,14 +692,20 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
 
     gone = sorted(p for p in files if not real_dir(p.rpartition("/")[0]))
     if gone:
-        run_git(ws.workdir, _on_p(_FORCE_REMOVE, split), env=env, input_bytes=_nul(gone))
+        run_git(ws.workdir, _on_p(_FORCE_REMOVE, split, by_status), env=env, input_bytes=_nul(gone))
         files.difference_update(gone)
     # Only files of the last tree rewritten in place (none added, removed or replaced by a
     # directory): the new tree has the same directories and gitlinks, so the same sources.
     same_shape = not prefixes and not gone and all(tracked(p) and os.path.lexists(root + p) for p in files)
     if files:
-        run_git(ws.workdir, _on_p(_UPDATE_INDEX, split), env=env, input_bytes=_nul(sorted(files)))
-    tree = git_out(ws.workdir, _on_p(["write-tree"], split), env=env)
+        run_git(ws.workdir, _on_p(_UPDATE_INDEX, split, by_status), env=env, input_bytes=_nul(sorted(files)))
+    # --missing-ok: write-tree would otherwise look up the object of every entry of every changed
+    # directory (a stat per loose object: ~10,000 for 100 changed directories of a big tree). Each
+    # entry is one of the last tree, whose objects existed when it was written and are reachable
+    # from the run's refs since (or the user's index: P holds the user's entries only while the
+    # user's index is unchanged, and git's gc keeps what it names), or was just written by the
+    # update-index above. The full boundary (add, re-seed) keeps git's check.
+    tree = git_out(ws.workdir, _on_p(["write-tree", "--missing-ok"], split, by_status), env=env)
     if same_shape:
         # ``dirs`` keeps the older subtree ids: ``_tree_shape`` only ever skips a subtree
         # whose id equals the recorded one, and equal ids mean the same directories below.

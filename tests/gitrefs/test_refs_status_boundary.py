@@ -146,3 +146,23 @@ def test_a_bank_between_boundaries(run: Run) -> None:
     write(repo, {"src/b.py": "after the bank\n"})
     run.mark("status")
     run.mark("status")
+
+
+def test_a_file_added_where_status_just_looked_is_not_lost(run: Run) -> None:
+    """git's untracked cache keeps a directory's listing while its stat data is unchanged and not
+    racy (not older than the index file): a file created right after status read the directory,
+    in the same timestamp tick, must still be seen next time. P is dated before status looked."""
+    repo = run.repo
+    git(repo, "config", "core.trustctime", "false")  # the directory's mtime alone then says "unchanged"
+    time.sleep(_RACY_NS / 1e9 + 0.05)
+    run.mark("seed")  # the config is a source
+    run.mark("status")
+    (repo / "src" / "first.log").write_text("ignored\n")  # nothing to stage: status alone writes P
+    tick = time.time_ns() - 50_000_000  # the directory changed a moment before status reads it
+    os.utime(repo / "src", ns=(tick, tick))
+    assert "src/first.log" not in run.mark("status")
+    done = time.time_ns()
+    assert os.stat(run.rr.ws.private_dir("r") / "index").st_mtime_ns <= done - _RACY_NS
+    (repo / "src" / "second.py").write_text("2\n")
+    os.utime(repo / "src", ns=(tick, tick))  # as if in the same tick: the directory's stat data unchanged
+    assert "src/second.py" in run.mark("status")
