@@ -158,8 +158,9 @@ def run(base: Path, n: int, rounds: int, profile: bool = False, trace: Path | No
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
     v.close()
     m_ours, m_add = bs.med(ours) * 1000, bs.med(add) * 1000
+    per_round = bs.med([a / b for a, b in zip(ours, add, strict=True)])
     print(f"\nmedian of {rounds}: ours {m_ours:.1f} ms, git add -A (warm) {m_add:.1f} ms, "
-          f"ratio {m_ours / m_add:.2f}")
+          f"ratio {m_ours / m_add:.2f} (median of the per-round ratios {per_round:.2f})")
     print("breakdown (median per boundary):")
     for name, xs in sorted(per_git.items()):
         print(f"  git {name:24s} {bs.med(xs) * 1000:7.1f} ms  (x{len(xs) / rounds:.0f})")

@@ -59,7 +59,8 @@ import hashlib
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -498,33 +499,42 @@ def _snapshot_by_status(ws: Workspace, paths: _Paths, st: PrivateIndexState, hea
     except OSError:
         return _DOUBT
     started = time.time_ns()
-    status = GitProcess(ws.workdir, _on_p(_STATUS, True, untracked_cache=True),
-                        env={**env, "GIT_OPTIONAL_LOCKS": "1"})
-    try:
-        holds = _sources_still_hold(ws, st)
-    finally:
-        done = status.wait(check=False)
-    if not holds:
-        return _RESEED
-    listed = _status_changes(done.stdout) if done.returncode == 0 else None
-    if listed is None:
-        return _DOUBT
-    changed, untracked = listed
-    # status wrote P (its stat data, its untracked cache): same entries, P's new identity.
-    now = st.model_copy(update={"private_index": index_sig(paths.index_file)})
-    if not changed:
-        staged: str | None = st.tree
-        if now != st:
-            _save(paths.state, now)
-    else:
+    done = run_git(ws.workdir, _on_p(_STATUS, True, untracked_cache=True),
+                   env={**env, "GIT_OPTIONAL_LOCKS": "1"}, check=False)
+    # The sources are read while update-index and write-tree run (one core each; status keeps
+    # both busy), and must hold before anything is saved: a change seen then re-seeds, and one
+    # made later shows up next time, as with the check made during `git add -A`.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        holding = pool.submit(_sources_still_hold, ws, st)
+        listed = _status_changes(done.stdout) if done.returncode == 0 else None
+        if listed is None:
+            return _DOUBT if holding.result() else _RESEED
+        changed, untracked = listed
+        # status wrote P (its stat data, its untracked cache): same entries, P's new identity.
+        now = st.model_copy(update={"private_index": index_sig(paths.index_file)})
         try:
-            staged = _stage_locked(ws, paths, now, sorted(changed), listed_untracked=untracked)
+            if not changed:
+                if not holding.result():
+                    return _RESEED
+                staged: str | None = st.tree
+                if now != st:
+                    _save(paths.state, now)
+            else:
+                staged = _stage_locked(ws, paths, now, sorted(changed), listed_untracked=untracked,
+                                       confirm=holding.result)
         except GitCommandFailed:
             staged = None
-    if staged is None:
-        return _DOUBT  # the full add drops the untracked cache: nothing to back-date
+        except _SourcesChanged:
+            return _RESEED  # what was staged into P is dropped with it
+        if staged is None:
+            # the full add drops the untracked cache: nothing to back-date
+            return _DOUBT if holding.result() else _RESEED
     _back_date(paths.index_file, started)
     return staged
+
+
+class _SourcesChanged(Exception):
+    """A source changed: P no longer stands for a copy, whatever was just staged into it."""
 
 
 def _back_date(index: Path, status_started: int) -> None:
@@ -620,12 +630,14 @@ def stage_reported_paths(ws: Workspace, run_id: str, reported: Iterable[str]) ->
 
 
 def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: list[str],
-                  listed_untracked: set[str] | None = None) -> str | None:
+                  listed_untracked: set[str] | None = None,
+                  confirm: Callable[[], bool] | None = None) -> str | None:
     """``stage_reported_paths`` under P's lock, its first checks passed.
 
     ``listed_untracked``: ``wanted`` comes from `git status` on P (``_snapshot_by_status``),
     not from a watcher: every path is exact (a file P holds or one to add, never a directory to
-    walk), and these are the untracked ones status found not ignored.
+    walk), and these are the untracked ones status found not ignored. ``confirm``: asked before
+    the new state is saved; False raises ``_SourcesChanged`` (nothing saved).
     """
     split = st.split
     by_status = listed_untracked is not None
@@ -710,6 +722,8 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
         # ``dirs`` keeps the older subtree ids: ``_tree_shape`` only ever skips a subtree
         # whose id equals the recorded one, and equal ids mean the same directories below.
         new = st.model_copy(update={"private_index": index_sig(paths.index_file), "tree": tree})
+        if confirm is not None and not confirm():
+            raise _SourcesChanged
         _save(paths.state, new)
         return tree
     dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs, st.gitlinks)
@@ -727,5 +741,7 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     new = PrivateIndexState(user_index=st.user_index, private_index=index_sig(paths.index_file), tree=tree,
                             sources=sources, tracked_ignored=st.tracked_ignored, dirs=dirs, gitlinks=gitlinks,
                             trusted=not racy, split=split)
+    if confirm is not None and not confirm():
+        raise _SourcesChanged
     _save(paths.state, new)
     return tree
