@@ -32,6 +32,16 @@ changed, a reported path is (or is inside) an ignore/attributes file, a ``.git``
 of the last tree. (The watcher's own doubts - an overflow, a restart, no baseline - are the
 caller's: it then never calls this.)
 
+Without a watcher, a boundary whose P still stands for a copy (``_snapshot_by_status``) asks
+`git status` on P which paths `git add -A` would change, and stages only those the same way.
+`git add -A` reads every directory of the tree; status keeps git's untracked cache in P and reads
+only the directories whose stat data changed, which is most of the difference at 100,000 files.
+What status cannot say plainly (a submodule, a new embedded repository, a rule file, an unmerged
+entry) is a doubt: `git add -A` on P, as before. The cache lives only along this way, and P is
+dated to before status looked (``_back_date``: a directory changed in the same timestamp tick
+after status read it would otherwise keep its stale listing for good - git's own status has that
+hole); every other command that writes P drops the cache.
+
 Re-seeding is the original algorithm (copy U, `git add -A`, write-tree), so every case it does
 not cover costs one slow boundary, never a wrong tree.
 
@@ -42,12 +52,12 @@ git keeps shared indexes in ``$GIT_DIR``, so every git command on P runs with a 
 own (``<private dir>/gitdir``, holding a HEAD and the shared indexes) and the repository's as
 ``GIT_COMMON_DIR`` (config, objects, refs, info/exclude, info/attributes as usual): the shared
 indexes never land among the user's files, and git's clean-up of old ones
-(``splitIndex.sharedIndexExpire=now``) only ever sees this run's. The per-worktree files git
+(``splitIndex.sharedIndexExpire=now``) only ever sees this run's. The private git dir's HEAD
+names the run's chain head, for `git status` to compare P with; nothing else reads it. The per-worktree files git
 would then look for in the private git dir instead of the user's - ``config.worktree`` and
 ``info/sparse-checkout`` - keep P whole when either exists (both are sources: their coming or
 going re-seeds). A missing or damaged shared index (a crash between git writing the new one and
-P pointing at it, say) makes P unreadable, which re-seeds like any damaged P. (git's untracked
-cache would not help: `git add` never uses it, only `git status` does.) Signatures taken less than
+P pointing at it, say) makes P unreadable, which re-seeds like any damaged P. Signatures taken less than
 ``_RACY_NS`` before the boundary started are not trusted (a second change within the same
 timestamp tick would be invisible), which forces a re-seed next time.
 """
@@ -677,6 +687,9 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     known_tracked: dict[str, bool] = {}
 
     def tracked(path: str) -> bool:
+        if listed_untracked is not None:
+            # status listed every path: an entry of P (so of the last tree), or an untracked file
+            return path not in listed_untracked
         if path not in known_tracked:
             try:  # a directory: not this path
                 known_tracked[path] = bool(last[path].type != pygit2.GIT_OBJECT_TREE)
@@ -684,8 +697,8 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
                 known_tracked[path] = False
         return known_tracked[path]
 
-    known = listed_untracked or set()
-    on_disk = sorted(p for p in files if p not in known and os.path.lexists(root + p) and not tracked(p))
+    # status applied the ignore rules itself: nothing to ask about
+    on_disk = [] if by_status else sorted(p for p in files if os.path.lexists(root + p) and not tracked(p))
     if on_disk:
         proc = run_git(ws.workdir, _on_p(["check-ignore", "-z", "--stdin"], split, by_status), env=env, check=False,
                        input_bytes=_nul(on_disk))
