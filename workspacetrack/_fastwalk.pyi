@@ -1,0 +1,9 @@
+# Types of the C extension workspacetrack/_fastwalk.c (see its header for what each returns).
+from collections.abc import Set
+
+from workspacetrack.models import CacheRow, StatKey
+
+def list_dirs(paths: list[str], store_dev: int, store_ino: int, threads: int) -> list[bytes | None]: ...
+def same_packed(listing: bytes, names: dict[str, CacheRow], others: Set[str], root: bool,
+                rule_files: Set[str]) -> list[str] | None: ...
+def unpack(listing: bytes) -> list[tuple[str, StatKey | None]] | None: ...
