@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 PIN_PREFIX = "refs/iterion/pins/"
 REUSE_ENV = "ITERION_TRACK_GIT_REUSE"  # "0": record new runs by blake3, as before git reuse
 _ENTRY = struct.Struct(">10I20sH")
+_NO_HASH = bytes(20)  # the trailer of an index written with index.skipHash
 # Attribute words that may make a blob differ from the working-tree bytes ("-text"/"binary" do not).
 _CONVERTING = frozenset({b"filter", b"text", b"eol", b"crlf", b"ident", b"working-tree-encoding"})
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -111,7 +112,25 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
     vouches for nothing). None: a format this reader does not take (split index, sha256).
     ``attributes`` receives the repository path of every tracked ``.gitattributes``;
     ``root_tree`` the id of the whole index's tree when its cache-tree extension holds it valid
-    (``git commit`` leaves it so; staging a path invalidates it)."""
+    (``git commit`` leaves it so; staging a path invalidates it). A damaged index (its SHA-1
+    trailer does not match, as git checks on every read; truncated; a length that runs past its
+    end) is None too: the walk then reads the files themselves rather than trust a blob id a
+    flipped bit could have changed. An all-zero trailer is git's ``index.skipHash``."""
+    trailer = data[-20:]
+    if len(data) >= 32 and trailer != _NO_HASH and hashlib.sha1(data[:-20], usedforsecurity=False).digest() != trailer:
+        return None
+    try:
+        return _parse_index(data, prefix, racy_ns, attributes, root_tree)
+    except (struct.error, IndexError, ValueError):
+        if attributes is not None:
+            attributes.clear()
+        if root_tree is not None:
+            root_tree.clear()
+        return None
+
+
+def _parse_index(data: bytes, prefix: bytes, racy_ns: int,
+                 attributes: list[bytes] | None, root_tree: list[str] | None) -> IndexRows | None:
     if len(data) < 32 or data[:4] != b"DIRC":
         return None
     version, count = struct.unpack_from(">II", data, 4)
@@ -159,6 +178,8 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
                 continue
             name = name[plen:]
         out[name.decode(enc, errs)] = (size, mtime, cs * 1_000_000_000 + cns, ino, oid.hex())
+    if len(data) - pos < 20:
+        return None  # no room for the trailer: a damaged (truncated) index
     # extensions: a split index keeps its entries elsewhere; this reader does not follow it
     while pos + 8 <= len(data) - 20:
         sig = data[pos:pos + 4]
