@@ -530,4 +530,13 @@ static struct PyModuleDef module = {
     "The stat walk's per-directory loops in C (see workspacetrack/walk.py).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__fastwalk(void) { return PyModule_Create(&module); }
+/* API: the version of what this module offers; workspacetrack/fastext.py uses the module only
+ * when it matches (an editable install keeps a stale build after a pull until it is rebuilt). */
+PyMODINIT_FUNC PyInit__fastwalk(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -45,13 +45,10 @@ from typing import TYPE_CHECKING
 
 from persist import sync_paths
 from workspacetrack.errors import TrackError
+from workspacetrack.fastext import FAST
 
-try:
-    from workspacetrack import _fastwalk
-except ImportError:  # pragma: no cover - built on every supported install, optional by design
-    _fastwalk = None  # type: ignore[assignment]
 # the index's entries loop in C (workspacetrack/_fastwalk.c); None: its Python twin below
-_fast: ModuleType | None = _fastwalk
+_fast: ModuleType | None = FAST
 
 if TYPE_CHECKING:
     import pygit2

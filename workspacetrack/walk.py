@@ -23,6 +23,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from workspacetrack.bigfiles import STREAM_MIN
+from workspacetrack.fastext import FAST
 from workspacetrack.gitsource import IndexRows
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
 from workspacetrack.models import (
@@ -36,11 +37,7 @@ from workspacetrack.objects import ObjectStore
 
 # The per-directory loops in C (workspacetrack/_fastwalk.c, built by setup.py when a compiler is
 # there); None: the Python twins below do the same work. Tests set it to None to compare both.
-try:
-    from workspacetrack import _fastwalk
-except ImportError:  # pragma: no cover - built on every supported install, optional by design
-    _fastwalk = None  # type: ignore[assignment]
-_fast: ModuleType | None = _fastwalk
+_fast: ModuleType | None = FAST
 
 RACY_WINDOW_NS = 2_000_000_000
 _RULE_SET = frozenset(RULE_FILES)
@@ -322,7 +319,7 @@ class Scan:
     @staticmethod
     def _same_dir(ents: Listing, old: DirRecord, root: bool) -> list[str] | None:
         """The hot path of an unchanged directory under the same rules as its recorded walk
-        (the Python twin of ``_fastwalk.same_dir``, which ``walk`` tries first): every file
+        (the Python twin of ``_fastwalk.same_packed``, which ``walk`` tries first): every file
         must match its trusted row by stat and no file may be new or gone; then the recorded
         rows stand as they are (no ignore check, no path string, no dict insert per file).
         Returns the subdirectories to walk, or None when the directory must be re-listed in

@@ -18,10 +18,11 @@ from workspacetrack import Tracker, walk
 from workspacetrack.models import Manifest
 
 
-def test_the_extension_is_built_and_used() -> None:
-    from workspacetrack import _fastwalk
+def test_the_extension_is_built_current_and_used() -> None:
+    from workspacetrack import _fastwalk, fastext, gitsource
 
-    assert walk._fast is _fastwalk
+    assert _fastwalk.API == fastext.API, "a stale build: run `pip install -e .` again"
+    assert walk._fast is _fastwalk and gitsource._fast is _fastwalk
 
 
 def _capture_both(ws: Path, c: Tracker, py: Tracker, label: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Manifest, Manifest]:
