@@ -189,9 +189,10 @@ class Scan:
         """Capture everything under workspace-relative directory ``start`` ('' = the root).
 
         Directories are taken in waves: every directory queued by the previous wave is listed
-        and stat'ed at once (by ``_fastwalk`` on several threads, when built and when no
-        ``on_dir`` callback must see each directory before its listing), then examined one by
-        one. The order only decides when a directory is read, not what is recorded."""
+        and stat'ed at once (by ``_fastwalk`` on several threads, when built; ``on_dir``, the
+        watcher's, is called for each directory of a batch before any is listed, so no change
+        after a listing goes unseen), then examined one by one. The order only decides when a
+        directory is read, not what is recorded."""
         ws = self.ws
         rules = self.rules
         on_dir = self.on_dir
@@ -207,20 +208,20 @@ class Scan:
         while wave:
             queued: list[tuple[str, Levels]] = []
             paths = [f"{ws}/{d}" if d else ws for d, _ in wave]
-            # a watcher's callback sees each directory before it is listed: listed one by one
             packed: list[bytes | None] | None = None
             first = 0  # index in the wave of packed[0]
             for i, (d, lv) in enumerate(wave):
-                if fast is not None and on_dir is None and i % _BATCH == 0:
-                    # the next batch of the wave, listed at once (a batch bounds the memory)
-                    batch = paths[i:i + _BATCH]
-                    packed, first = fast.list_dirs(batch, sdev, sino, _THREADS if len(batch) > 1 else 1), i
                 absd = paths[i]
-                if on_dir is not None:
-                    on_dir(absd, d)
+                if i % _BATCH == 0:
+                    # the next batch of the wave (a batch bounds the memory): a watcher's callback
+                    # sees each of its directories before any is listed, then all are listed at once
+                    batch = paths[i:i + _BATCH]
+                    if on_dir is not None:
+                        for j, (bd, _) in enumerate(wave[i:i + _BATCH]):
+                            on_dir(batch[j], bd)
+                    if fast is not None:
+                        packed, first = fast.list_dirs(batch, sdev, sino, _THREADS if len(batch) > 1 else 1), i
                 listing = packed[i - first] if packed is not None else None
-                if listing is None and fast is not None and on_dir is not None:
-                    listing = fast.list_dirs([absd], sdev, sino, 1)[0]
                 prefix = d + "/" if d else ""
                 old = old_dirs.get(d)
                 # (an empty listing goes to ``_examine``: the directory's own empty row)
