@@ -11,7 +11,7 @@ Callers differ only where they mean to (each says why where it calls):
   a bare number is seconds (``45``), errors are ``DurationError``;
 - the DSL's ``max_duration: "..."`` string (``iterion.dsl.values``): a unit is required, as in
   the original (a bare number is written as a number literal there); unreadable -> None, a
-  warning and no limit (dsl.md, "as observed");
+  warning and no limit (docs/language.md §2, workflow);
 - ``iterion gc --older-than`` (``iterion.store.gc``): a unit is required (is ``7`` days or
   seconds? a deletion must not guess), any case and a space before the unit are tolerated.
 

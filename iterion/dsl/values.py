@@ -52,7 +52,7 @@ def parse_duration(text: str) -> float | None:
     """``"30m"``, ``"1h30m"``, ``"90s"`` -> seconds; None if unreadable (the compiler warns, no limit).
 
     The one duration grammar (iterion/durations.py) with a unit required: in the language a bare
-    ``"5"`` is unreadable as in the original (dsl.md: ``max_duration`` string, "as observed"); a
+    ``"5"`` is unreadable as in the original (docs/language.md §2, workflow: a warning, no limit); a
     number of seconds is written as a number literal instead."""
     try:
         return durations.parse_duration(text, bare_seconds=False)

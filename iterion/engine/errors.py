@@ -178,7 +178,7 @@ TRANSLATED: dict[str, str] = {
     "workspacetrack.restore._Refused": "workspacetrack/restore.py: a skipped path with its SkipReason",
     "iterion.budget.BudgetExceeded": "engine/runner.py, context.py, nodes/llmcall.py: NodeFailure "
                                      "BUDGET_EXCEEDED; engine/resume_checks.py: EngineError",
-    "iterion.budget.DurationError": "cli/run.py, cli/parked.py: CliError; server/service.py: ApiError 422",
+    "iterion.durations.DurationError": "cli/run.py, cli/parked.py: CliError; server/service.py: ApiError 422; dsl/values.py: None (C103); store/gc.py: GcError",
     "iterion.datafile.DataFileError": "engine/coerce.py: AnswerError/NodeFailure; dsl/bundle.py: a diagnostic; "
                                       "backends/script.py: BackendError BACKEND_UNAVAILABLE; cli/run.py, cli/remote_cmd.py: CliError",
     "iterion.expr.ExprError": "engine/edges.py: a warning event, the edge skipped; "
