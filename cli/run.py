@@ -160,11 +160,13 @@ def run_cmd(
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
     from iterion.engine.launch import LaunchOptions, launch_run
+    from iterion.engine.recovery import check_env_settings
     from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow, compile_source
     from iterion.ir import NodeKind
 
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
+    check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
     store = open_swept(store_dir, write=True, nats=nats)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
@@ -261,11 +263,13 @@ def resume_cmd(
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
+    from iterion.engine.recovery import check_env_settings
     from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow
 
     check_backend(backend)
     check_script(script)
+    check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
     if no_push_checkpoints and push_checkpoints is not None:
         raise CliError("--push-checkpoints and --no-push-checkpoints contradict each other", hint="pass one of them")
     store = open_swept(store_dir, skip=run_id, write=True, nats=nats)  # this run, if orphaned, is taken over by the resume itself

@@ -49,13 +49,18 @@ def runner_cmd(
     max_deliver: int = typer.Option(8, "--max-deliver", min=1, help="Deliveries of one message before it is dead-lettered (when this runner creates the queue). Example: --max-deliver 8"),
     lease_ttl: float = typer.Option(30.0, "--lease-ttl", min=0.5, help="Seconds a run's lease outlives its last heartbeat (when this runner creates the queue). Example: --lease-ttl 30"),
 ) -> None:
+    from iterion.engine.recovery import check_env_settings
     from iterion.queue.jsqueue import QueueSettings, WorkQueue
+    from iterion.queue.policy import delay_scale
     from iterion.runner.loop import Runner, RunnerConfig
     from iterion.store.errors import StoreError
     from iterion.store.jetstream.bridge import StoreUnavailableError
     from iterion.store.location import check_store_dir
     from iterion.store.opener import nats_prefix, nats_url, open_store
 
+    # the environment numbers the loop reads later: garbage refuses the start, not a claim in flight
+    check_env_settings()
+    delay_scale()
     url = nats_url(nats)
     if url is None:
         raise CliError("a runner needs the NATS server holding the queue",

@@ -13,23 +13,21 @@ process killed mid-push), in which case overwriting it is exactly right. The pus
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitrefs.gitcli import git_env
+from persist.envsettings import env_seconds
 
+TIMEOUT_ENV = "ITERION_PUSH_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
 
 
 def push_timeout_s() -> float:
-    raw = os.environ.get("ITERION_PUSH_TIMEOUT_S", "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    """``$ITERION_PUSH_TIMEOUT_S`` seconds (> 0), else 120; EnvSettingError on garbage (a typo must
+    not silently become the default: the user asked for another limit)."""
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, zero_ok=False)
 
 
 @dataclass(frozen=True)
@@ -40,12 +38,13 @@ class PushOutcome:
 
 def push_commit(workdir: Path, remote: str, commit: str, ref: str, *, force: bool = True,
                 timeout_s: float | None = None) -> PushOutcome:
-    """``git push REMOTE [+]COMMIT:REF`` from ``workdir``; never raises for a failed push."""
+    """``git push REMOTE [+]COMMIT:REF`` from ``workdir``; never raises for a failed push (a garbage
+    ``$ITERION_PUSH_TIMEOUT_S`` is a refusal before any push: EnvSettingError)."""
+    limit = push_timeout_s() if timeout_s is None else timeout_s
     env = git_env()
     # never wait for a password or a host-key question: nobody is there to answer
     env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     spec = f"{'+' if force else ''}{commit}:{ref}"
-    limit = push_timeout_s() if timeout_s is None else timeout_s
     try:
         proc = subprocess.run(["git", "-C", str(workdir), "push", "--no-verify", "--quiet", "--", remote, spec],
                               check=False, env=env, capture_output=True, timeout=limit,

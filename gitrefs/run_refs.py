@@ -18,7 +18,7 @@ import pygit2
 
 from gitrefs import layout
 from gitrefs.boundary import BANK_KIND, BoundaryKind, BoundaryLabel
-from gitrefs.checkpoint_push import push_commit
+from gitrefs.checkpoint_push import push_commit, push_timeout_s
 from gitrefs.commits import (
     T_ITERATION,
     T_KIND,
@@ -428,18 +428,19 @@ class RunRefs:
 
     def push(self, remote: str, commit_or_label: Pushable) -> PushRecord:
         """Push a boundary or bank commit to ``remote`` under refs/iterion/runs/<run>/checkpoints/<seq>."""
+        limit = push_timeout_s()  # a garbage $ITERION_PUSH_TIMEOUT_S refuses before anything is written
         self.record()
         with run_lock(self.ws.run_dir(self.run_id)):
-            return self._push_locked(remote, commit_or_label)
+            return self._push_locked(remote, commit_or_label, limit)
 
-    def _push_locked(self, remote: str, commit_or_label: Pushable) -> PushRecord:
+    def _push_locked(self, remote: str, commit_or_label: Pushable, limit: float) -> PushRecord:
         log = self.push_log()
         check_remote(self.ws, remote)
         commit = self._resolve_pushable(commit_or_label)
         seq = 1 + max((a.sequence for a in log.attempts), default=0)
         ref = layout.checkpoint_ref(self.run_id, seq)
         # the one push every caller uses (gitrefs.checkpoint_push); a sequence is never reused here
-        outcome = push_commit(self.ws.workdir, remote, commit, ref, force=False)
+        outcome = push_commit(self.ws.workdir, remote, commit, ref, force=False, timeout_s=limit)
         ok, error = outcome.ok, outcome.error
         attempt = PushAttempt(sequence=seq, remote=remote, ref=ref, commit=commit, time=_now(), ok=ok,
                               error=error)

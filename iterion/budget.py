@@ -8,7 +8,6 @@ what the checkpoint persists, so a resume restores it instead of starting a fres
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,20 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+# the one duration grammar lives in iterion/durations.py; a run's cap takes a bare number as
+# seconds there (--max-duration 45); re-exported: the CLI and the server import them from here
+from iterion.durations import DurationError as DurationError
+from iterion.durations import format_duration as format_duration
+from iterion.durations import parse_duration as parse_duration
 from iterion.failure_codes import FailureCode
 
 if TYPE_CHECKING:  # only a parameter type: the store's models import this module, and the CLI lists runs without the IR
     from iterion import ir
 
 AXES = ("max_tokens", "max_cost_usd", "max_duration", "max_iterations", "max_parallel_branches")
-
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
-
-
-class DurationError(ValueError):
-    pass
-
 
 class OnBudget(StrEnum):
     """What a BUDGET_EXCEEDED node does: park failed_resumable (default) or pause for a person.
@@ -41,44 +37,6 @@ class OnBudget(StrEnum):
 
     FAIL = "fail"
     PAUSE = "pause"
-
-
-def parse_duration(text: str | int | float) -> float:
-    """Seconds in ``text``: "90s", "30m", "4h", "1h30m", "1.5h", "250ms"; a bare number is seconds."""
-    if isinstance(text, bool):
-        raise DurationError(f"duration {text!r} is not a duration")
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        s = text.strip()
-        if not s:
-            raise DurationError("duration is empty; write e.g. 30m, 4h, 90s or 1h30m")
-        try:
-            value = float(s)
-        except ValueError:
-            pos, value = 0, 0.0
-            for m in _PART.finditer(s):
-                if m.start() != pos:
-                    break
-                value += float(m.group(1)) * _UNITS[m.group(2)]
-                pos = m.end()
-            if pos != len(s) or pos == 0:
-                raise DurationError(f"duration {text!r} is not understood; write e.g. 30m, 4h, 90s or 1h30m") from None
-    if value < 0 or not math.isfinite(value):
-        raise DurationError(f"duration {text!r} must be a finite non-negative time")
-    return value
-
-
-def format_duration(seconds: float) -> str:
-    """Inverse of parse_duration for display: 5400 -> "1h30m", 90 -> "1m30s"."""
-    whole = int(seconds)
-    frac = seconds - whole
-    h, rem = divmod(whole, 3600)
-    m, s = divmod(rem, 60)
-    out = (f"{h}h" if h else "") + (f"{m}m" if m else "")
-    if s or frac or not out:
-        out += f"{s + frac:g}s"
-    return out
 
 
 class BudgetAsk(BaseModel):

@@ -40,10 +40,15 @@ import secrets
 import struct
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from persist import sync_paths
 from workspacetrack.errors import TrackError
+from workspacetrack.fastext import FAST
+
+# the index's entries loop in C (workspacetrack/_fastwalk.c); None: its Python twin below
+_fast: ModuleType | None = FAST
 
 if TYPE_CHECKING:
     import pygit2
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
 PIN_PREFIX = "refs/iterion/pins/"
 REUSE_ENV = "ITERION_TRACK_GIT_REUSE"  # "0": record new runs by blake3, as before git reuse
 _ENTRY = struct.Struct(">10I20sH")
+_NO_HASH = bytes(20)  # the trailer of an index written with index.skipHash
 # Attribute words that may make a blob differ from the working-tree bytes ("-text"/"binary" do not).
 _CONVERTING = frozenset({b"filter", b"text", b"eol", b"crlf", b"ident", b"working-tree-encoding"})
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -111,12 +117,67 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
     vouches for nothing). None: a format this reader does not take (split index, sha256).
     ``attributes`` receives the repository path of every tracked ``.gitattributes``;
     ``root_tree`` the id of the whole index's tree when its cache-tree extension holds it valid
-    (``git commit`` leaves it so; staging a path invalidates it)."""
+    (``git commit`` leaves it so; staging a path invalidates it). A damaged index (its SHA-1
+    trailer does not match, as git checks on every read; truncated; a length that runs past its
+    end) is None too: the walk then reads the files themselves rather than trust a blob id a
+    flipped bit could have changed. An all-zero trailer is git's ``index.skipHash``."""
+    trailer = data[-20:]
+    if len(data) >= 32 and trailer != _NO_HASH and hashlib.sha1(data[:-20], usedforsecurity=False).digest() != trailer:
+        return None
+    try:
+        return _parse_index(data, prefix, racy_ns, attributes, root_tree)
+    except (struct.error, IndexError, ValueError):
+        if attributes is not None:
+            attributes.clear()
+        if root_tree is not None:
+            root_tree.clear()
+        return None
+
+
+def _parse_index(data: bytes, prefix: bytes, racy_ns: int,
+                 attributes: list[bytes] | None, root_tree: list[str] | None) -> IndexRows | None:
     if len(data) < 32 or data[:4] != b"DIRC":
         return None
     version, count = struct.unpack_from(">II", data, 4)
     if version not in (2, 3, 4):
         return None
+    fast = _fast
+    if fast is not None:
+        parsed = fast.index_entries(data, prefix, racy_ns, count, version, attributes is not None)
+        if parsed is None:
+            return None
+        out, pos, attrs = parsed
+        if attributes is not None and attrs:
+            attributes.extend(attrs)
+    else:
+        found = _index_entries(data, prefix, racy_ns, count, version, attributes)
+        if found is None:
+            return None
+        out, pos = found
+    if len(data) - pos < 20:
+        return None  # no room for the trailer: a damaged (truncated) index
+    # extensions: a split index keeps its entries elsewhere; this reader does not follow it
+    while pos + 8 <= len(data) - 20:
+        sig = data[pos:pos + 4]
+        (n,) = struct.unpack_from(">I", data, pos + 4)
+        if sig == b"link":
+            return None
+        if sig == b"TREE" and root_tree is not None and data[pos + 8:pos + 9] == b"\0":
+            # the root entry: "" NUL entry_count SP subtrees LF [oid if entry_count >= 0]
+            nl = data.find(b"\n", pos + 9, pos + 8 + n)
+            head = data[pos + 9:nl].split(b" ") if nl > 0 else []
+            if len(head) == 2 and head[0].isdigit() and nl + 21 <= pos + 8 + n:
+                root_tree.append(data[nl + 1:nl + 21].hex())
+        pos += 8 + n
+    return out
+
+
+
+def _index_entries(data: bytes, prefix: bytes, racy_ns: int, count: int, version: int,
+                   attributes: list[bytes] | None) -> tuple[IndexRows, int] | None:
+    """The entries of index bytes ``data`` (``parse_index``'s rules) and the offset after the
+    last one; None for a format this reader does not take. The Python twin of
+    ``_fastwalk.index_entries``; raises on a malformed index (``parse_index`` catches)."""
     out: IndexRows = {}
     pos = 12
     prev = b""
@@ -136,6 +197,8 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
             pos += 2
         if version == 4:
             strip, pos = _varint(data, pos)
+            if strip > len(prev):
+                raise ValueError("index entry drops more of the previous name than it has")
             end = find(b"\0", pos)
             name = prev[:len(prev) - strip] + data[pos:end]
             pos = end + 1
@@ -144,6 +207,8 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
             nlen = flags & 0xFFF
             if nlen == 0xFFF:
                 nlen = find(b"\0", pos) - pos
+            if pos + nlen > len(data):
+                raise ValueError("index entry name runs past the end")
             name = data[pos:pos + nlen]
             pos = start + ((pos - start + nlen + 8) & ~7)
         if name[-14:] == b".gitattributes" and attributes is not None and (
@@ -159,20 +224,7 @@ def parse_index(data: bytes, prefix: bytes, racy_ns: int,
                 continue
             name = name[plen:]
         out[name.decode(enc, errs)] = (size, mtime, cs * 1_000_000_000 + cns, ino, oid.hex())
-    # extensions: a split index keeps its entries elsewhere; this reader does not follow it
-    while pos + 8 <= len(data) - 20:
-        sig = data[pos:pos + 4]
-        (n,) = struct.unpack_from(">I", data, pos + 4)
-        if sig == b"link":
-            return None
-        if sig == b"TREE" and root_tree is not None and data[pos + 8:pos + 9] == b"\0":
-            # the root entry: "" NUL entry_count SP subtrees LF [oid if entry_count >= 0]
-            nl = data.find(b"\n", pos + 9, pos + 8 + n)
-            head = data[pos + 9:nl].split(b" ") if nl > 0 else []
-            if len(head) == 2 and head[0].isdigit() and nl + 21 <= pos + 8 + n:
-                root_tree.append(data[nl + 1:nl + 21].hex())
-        pos += 8 + n
-    return out
+    return out, pos
 
 
 class GitSource:

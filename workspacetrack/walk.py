@@ -20,8 +20,10 @@ import os
 import stat as st_mod
 import time
 from collections.abc import Callable
+from types import ModuleType
 
 from workspacetrack.bigfiles import STREAM_MIN
+from workspacetrack.fastext import FAST
 from workspacetrack.gitsource import IndexRows
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
 from workspacetrack.models import (
@@ -33,10 +35,20 @@ from workspacetrack.models import (
 )
 from workspacetrack.objects import ObjectStore
 
+# The per-directory loops in C (workspacetrack/_fastwalk.c, built by setup.py when a compiler is
+# there); None: the Python twins below do the same work. Tests set it to None to compare both.
+_fast: ModuleType | None = FAST
+
 RACY_WINDOW_NS = 2_000_000_000
+_RULE_SET = frozenset(RULE_FILES)
+# threads listing a wave of directories: git's preload-index uses up to 20; two per core here
+_THREADS = min(8, 2 * (os.cpu_count() or 1))
+_BATCH = 512  # directories listed per call: their listings are held in memory at once
 NAME_CACHE_MAX = 500_000  # bound on remembered ignore verdicts per rule file
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
+# A directory's entries with their lstat keys (None: the entry vanished before its lstat).
+Listing = list[tuple[str, "StatKey | None"]]
 OnDir = Callable[[str, str], None]  # (absolute dir, workspace-relative dir)
 # What a walk recorded of one directory: the rule levels in effect in it, its files' rows by
 # name, and the names of the files those rules excluded (None: a name was skipped without a
@@ -100,17 +112,17 @@ class Scan:
 
     # -- one path ---------------------------------------------------------------------------
     def visit(self, rel: str, st: os.stat_result) -> None:
-        self.rows[rel] = self._row(rel, st)
+        self.rows[rel] = self._row(rel, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode))
 
-    def _row(self, rel: str, st: os.stat_result) -> CacheRow:
-        """The stat-cache row of ``rel``: its trusted cached row, or one made by reading it."""
-        mode = st.st_mode
-        key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
+    def _row(self, rel: str, key: StatKey) -> CacheRow:
+        """The stat-cache row of ``rel`` (whose lstat is ``key``): its trusted cached row, or
+        one made by reading it."""
+        size, mtime_ns, ctime_ns, ino, mode = key
         row = self.old_rows.get(rel)
         if row is not None and row[2] and row[0] == key:
             self.hits += 1
             return row
-        trusted = max(st.st_mtime_ns, st.st_ctime_ns) < self.threshold
+        trusted = max(mtime_ns, ctime_ns) < self.threshold
         absp = f"{self.ws}/{rel}"
         if st_mod.S_ISLNK(mode):
             try:
@@ -122,13 +134,13 @@ class Scan:
             self.hashed += 1
             return (key, h, trusted, target)
         elif st_mod.S_ISREG(mode):
-            if st.st_size > self.size_cap:
+            if size > self.size_cap:
                 return self._skip(key, SkipReason.OVERSIZED, trusted)
             index = self._git_index()
             if index is not None:
                 known = index.get(rel)
-                if (known is not None and known[0] == st.st_size & 0xFFFFFFFF and known[1] == st.st_mtime_ns
-                        and known[2] == st.st_ctime_ns and known[3] == st.st_ino & 0xFFFFFFFF):
+                if (known is not None and known[0] == size & 0xFFFFFFFF and known[1] == mtime_ns
+                        and known[2] == ctime_ns and known[3] == ino & 0xFFFFFFFF):
                     self._index_used()
                     self.from_index += 1
                     return (key, known[4], trusted, None)  # git's blob id: the file is not read
@@ -137,11 +149,11 @@ class Scan:
             except OSError:
                 return self._skip(key, SkipReason.UNREADABLE, False)
             try:
-                if st.st_size >= STREAM_MIN:
+                if size >= STREAM_MIN:
                     # large: streamed into the store, holes kept (never whole in memory)
-                    h, total = self.objects.put_stream(fd, st.st_size)
+                    h, total = self.objects.put_stream(fd, size)
                     self.hashed += 1
-                    return (key, h, trusted and total == st.st_size, None)
+                    return (key, h, trusted and total == size, None)
                 chunks = []
                 total = 0
                 while True:
@@ -171,50 +183,103 @@ class Scan:
 
     # -- a directory tree -------------------------------------------------------------------
     def walk(self, start: str, levels: Levels) -> None:
-        """Capture everything under workspace-relative directory ``start`` ('' = the root)."""
+        """Capture everything under workspace-relative directory ``start`` ('' = the root).
+
+        Directories are taken in waves: every directory queued by the previous wave is listed
+        and stat'ed at once (by ``_fastwalk`` on several threads, when built; ``on_dir``, the
+        watcher's, is called for each directory of a batch before any is listed, so no change
+        after a listing goes unseen), then examined one by one. The order only decides when a
+        directory is read, not what is recorded."""
         ws = self.ws
         rules = self.rules
         on_dir = self.on_dir
         old_dirs = self.old_dirs
-        dirs = self.dirs
-        stack: list[tuple[str, Levels]] = [(start, levels)]
-        while stack:
-            d, lv = stack.pop()
-            absd = f"{ws}/{d}" if d else ws
-            if on_dir is not None:
-                on_dir(absd, d)
-            try:
-                with os.scandir(absd) as it:
-                    ents = list(it)
-            except OSError:
-                if d:
-                    self.extra_skipped[d] = SkipReason.UNREADABLE
-                continue
-            if not ents:
-                if d:
-                    self._empty_dir(d, lv)
-                continue
-            if rules.frozen:  # the rules of the run's start, whatever the disk holds now
-                added = rules.level_for_dir(d)
-                if added is not None:
-                    lv = (*lv, added)
-            else:
-                for e in ents:
-                    if e.name in RULE_FILES:
-                        added = rules.level_for_dir(d, {e.name})
+        fast = _fast
+        sdev, sino = self.store_id if self.store_id is not None else (-1, -1)
+        if not (-1 <= sdev < 1 << 63 and -1 <= sino < 1 << 63):
+            fast = None  # the C side takes signed 64-bit ids
+        # a rule file in a directory adds a level (unless the rules are frozen): the C check
+        # hands such a directory back, since its record's levels must be compared with it
+        rule_names = frozenset() if rules.frozen else _RULE_SET
+        wave: list[tuple[str, Levels]] = [(start, levels)]
+        while wave:
+            queued: list[tuple[str, Levels]] = []
+            paths = [f"{ws}/{d}" if d else ws for d, _ in wave]
+            packed: list[bytes | None] | None = None
+            first = 0  # index in the wave of packed[0]
+            for i, (d, lv) in enumerate(wave):
+                absd = paths[i]
+                if i % _BATCH == 0:
+                    # the next batch of the wave (a batch bounds the memory): a watcher's callback
+                    # sees each of its directories before any is listed, then all are listed at once
+                    batch = paths[i:i + _BATCH]
+                    if on_dir is not None:
+                        for j, (bd, _) in enumerate(wave[i:i + _BATCH]):
+                            on_dir(batch[j], bd)
+                    if fast is not None:
+                        packed, first = fast.list_dirs(batch, sdev, sino, _THREADS if len(batch) > 1 else 1), i
+                listing = packed[i - first] if packed is not None else None
+                prefix = d + "/" if d else ""
+                old = old_dirs.get(d)
+                # (an empty listing goes to ``_examine``: the directory's own empty row)
+                if fast is not None and listing and old is not None and old[2] is not None:
+                    here = lv
+                    if rules.frozen:
+                        added = rules.level_for_dir(d)
                         if added is not None:
-                            lv = (*lv, added)
-                        break
-            prefix = d + "/" if d else ""
-            old = old_dirs.get(d)
-            if old is not None and old[2] is not None and old[0] == lv:
-                subdirs = self._same_dir(ents, old, not d)
-                if subdirs is not None:
-                    dirs[d] = old
-                    for name, st in subdirs:
-                        self._push_dir(stack, prefix + name, name, st, lv)
+                            here = (*lv, added)
+                    if old[0] == here:
+                        subs = fast.same_packed(listing, old[1], old[2], not d, rule_names)
+                        if subs is not None:
+                            self._same_record(d, old)
+                            for name in subs:
+                                self._push_dir(queued, prefix + name, name, here)
+                            continue
+                try:
+                    ents, empty = _entries(absd, sdev, sino, listing, fast)
+                except OSError:
+                    if d:
+                        self.extra_skipped[d] = SkipReason.UNREADABLE
                     continue
-            self._list_dir(stack, d, prefix, ents, lv)
+                self._examine(queued, d, prefix, ents, empty, lv, old)
+            wave = queued
+
+    def _examine(self, queue: list[tuple[str, Levels]], d: str, prefix: str, ents: Listing, empty: bool,
+                 lv: Levels, old: DirRecord | None) -> None:
+        """Directory ``d`` listed as ``ents`` (``empty``: it holds nothing, not even the store):
+        its rule level, then its record again or a full examination; subdirectories to walk go
+        to ``queue``."""
+        if empty:
+            if d:
+                self._empty_dir(d, lv)
+            return
+        rules = self.rules
+        if rules.frozen:  # the rules of the run's start, whatever the disk holds now
+            added = rules.level_for_dir(d)
+            if added is not None:
+                lv = (*lv, added)
+        else:
+            for name, _key in ents:
+                if name in RULE_FILES:
+                    added = rules.level_for_dir(d, {name})
+                    if added is not None:
+                        lv = (*lv, added)
+                    break
+        if old is not None and old[2] is not None and old[0] == lv:
+            subdirs = self._same_dir(ents, old, not d)
+            if subdirs is not None:
+                self._same_record(d, old)
+                for name in subdirs:
+                    self._push_dir(queue, prefix + name, name, lv)
+                return
+        self._list_dir(queue, d, prefix, ents, lv)
+
+    def _same_record(self, d: str, old: DirRecord) -> None:
+        """Directory ``d`` is unchanged against its record: the record stands as it is."""
+        self.dirs[d] = old
+        n = len(old[1])
+        self.hits += n
+        self.n_rows += n
 
     def _empty_dir(self, d: str, lv: Levels) -> None:
         """Record empty directory ``d`` (so a restore recreates it): one row, under the name ''."""
@@ -251,49 +316,41 @@ class Scan:
             return
         self.rows[rel] = ((0, 0, 0, 0, st.st_mode), EMPTY_DIR, True, None)
 
-    def _same_dir(self, ents: list[os.DirEntry[str]], old: DirRecord,
-                  root: bool) -> list[tuple[str, os.stat_result]] | None:
-        """The hot path of an unchanged directory under the same rules as its recorded walk:
-        every file must match its trusted row by stat and no file may be new or gone; then the
-        recorded rows stand as they are (no ignore check, no path string, no dict insert per
-        file). Returns the subdirectories to walk, or None when the directory must be re-listed
-        in full by ``_list_dir``."""
+    @staticmethod
+    def _same_dir(ents: Listing, old: DirRecord, root: bool) -> list[str] | None:
+        """The hot path of an unchanged directory under the same rules as its recorded walk
+        (the Python twin of ``_fastwalk.same_packed``, which ``walk`` tries first): every file
+        must match its trusted row by stat and no file may be new or gone; then the recorded
+        rows stand as they are (no ignore check, no path string, no dict insert per file).
+        Returns the subdirectories to walk, or None when the directory must be re-listed in
+        full by ``_list_dir``."""
         _, names, others = old
         assert others is not None
         get = names.get
-        subdirs: list[tuple[str, os.stat_result]] = []
+        subdirs: list[str] = []
         hits = 0
-        try:
-            for e in ents:
-                name = e.name
-                row = get(name)
-                if row is not None:
-                    st = e.stat(follow_symlinks=False)
-                    if row[2] and row[0] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode):
-                        hits += 1
-                        continue
-                    return None
-                st = e.stat(follow_symlinks=False)
-                if st.st_mode & 0o170000 == 0o040000:
-                    if name != ".git":
-                        subdirs.append((name, st))
-                elif name == ".git" and root:
-                    continue  # the root's .git file (a worktree's gitdir pointer)
-                elif name not in others:  # a file with no row that the rules did not exclude: new
-                    return None
-        except OSError:
-            return None  # vanished between listing and stat: let the full listing decide
+        for name, key in ents:
+            if key is None:
+                return None  # vanished between listing and stat: let the full listing decide
+            row = get(name)
+            if row is not None:
+                if row[2] and row[0] == key:
+                    hits += 1
+                    continue
+                return None
+            if key[4] & 0o170000 == 0o040000:
+                if name != ".git":
+                    subdirs.append(name)
+            elif name == ".git" and root:
+                continue  # the root's .git file (a worktree's gitdir pointer)
+            elif name not in others:  # a file with no row that the rules did not exclude: new
+                return None
         if hits != len(names):
             return None  # a recorded file is gone
-        self.hits += hits
-        self.n_rows += hits
         return subdirs
 
-    def _push_dir(self, stack: list[tuple[str, Levels]], rel: str, name: str, st: os.stat_result,
-                  lv: Levels) -> None:
-        """Queue subdirectory ``rel`` unless it is the store itself or ignored."""
-        if self.store_id is not None and (st.st_dev, st.st_ino) == self.store_id:
-            return
+    def _push_dir(self, stack: list[tuple[str, Levels]], rel: str, name: str, lv: Levels) -> None:
+        """Queue subdirectory ``rel`` unless it is ignored (the store itself is never listed)."""
         probe = rel + "/"
         for level in reversed(lv):
             matcher = level.matcher
@@ -308,7 +365,7 @@ class Scan:
         stack.append((rel, lv))
 
     def _list_dir(self, stack: list[tuple[str, Levels]], d: str, prefix: str,
-                  ents: list[os.DirEntry[str]], lv: Levels) -> None:
+                  ents: Listing, lv: Levels) -> None:
         """Examine every entry of directory ``d``: ignore rules, stat against the cache, and
         hashing of what the cache cannot vouch for; records the directory for ``_same_dir``."""
         old_get = self.old_rows.get
@@ -333,19 +390,16 @@ class Scan:
         others: set[str] = set()  # files the rules excluded (no row)
         exact = True  # False: a name was skipped without a row, so _same_dir cannot vouch for it
         hits = 0
-        for e in ents:
-            name = e.name
-            if name == ".git" and (not d or e.is_dir(follow_symlinks=False)):
-                continue  # a repository's own (a .git FILE in a subfolder is content)
-            rel = prefix + name
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
+        for name, key in ents:
+            if key is None:
                 exact = False
                 continue  # vanished between listing and stat
-            mode = st.st_mode
+            mode = key[4]
+            if name == ".git" and (not d or mode & 0o170000 == 0o040000):
+                continue  # a repository's own (a .git FILE in a subfolder is content)
+            rel = prefix + name
             if mode & 0o170000 == 0o040000:  # a directory (S_ISDIR without the call)
-                self._push_dir(stack, rel, name, st, lv)
+                self._push_dir(stack, rel, name, lv)
                 continue
             if checks:
                 if name_match is not None:
@@ -367,7 +421,6 @@ class Scan:
                     if ignored:
                         others.add(name)
                         continue
-            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)
             row = old_get(rel)
             if row is not None and row[2] and row[0] == key:
                 hits += 1
@@ -385,7 +438,7 @@ class Scan:
                     taken += 1
                     mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
                     continue
-            mine[name] = made[rel] = make_row(rel, st)
+            mine[name] = made[rel] = make_row(rel, key)
         if taken:
             self._index_used()
             self.from_index += taken
@@ -484,3 +537,31 @@ def manifest_parts(rows: dict[str, CacheRow], extra_skipped: dict[str, str]) -> 
         else:
             entries[path] = (h, key[4], key[0], target)
     return entries, skipped
+
+
+def _entries(absd: str, store_dev: int, store_ino: int, listing: bytes | None,
+             fast: ModuleType | None) -> tuple[Listing, bool]:
+    """(Every entry of directory ``absd`` with its lstat key, whether the directory is empty):
+    from ``listing`` (``_fastwalk.list_dirs``'s) when there is one, else listed here. The store's
+    own directory (dev, ino) is left out of the entries, but a directory holding it is not
+    empty. Raises OSError when the directory cannot be listed."""
+    if listing is not None and fast is not None:
+        out: Listing | None = fast.unpack(listing)
+        if out is not None:
+            return out, not listing
+    # no listing (or a value C could not hold): the Python listing meets it, or raises
+    out = []
+    n = 0
+    with os.scandir(absd) as it:
+        for e in it:
+            n += 1
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                out.append((e.name, None))
+                continue
+            mode = st.st_mode
+            if mode & 0o170000 == 0o040000 and st.st_ino == store_ino and st.st_dev == store_dev:
+                continue
+            out.append((e.name, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, mode)))
+    return out, n == 0

@@ -93,6 +93,30 @@ class BackendError(Exception):
         return self
 
 
+def setting_seconds(name: str, default: float, *, zero_ok: bool = False) -> float:
+    """``$name`` in seconds, read through the one reader (persist/envsettings.py); a garbage value
+    fails the node the way a missing API key does (BACKEND_UNAVAILABLE: a person fixes the
+    setting, then resumes), with the one line naming the variable and the value."""
+    from persist.envsettings import EnvSettingError, env_seconds
+
+    try:
+        return env_seconds(name, default, zero_ok=zero_ok)
+    except EnvSettingError as exc:
+        raise BackendError(FailureCode.BACKEND_UNAVAILABLE, f"{exc.message} ({exc.hint})") from None
+
+
+TIMEOUT_ENV = "ITERION_OPENAI_TIMEOUT"
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def call_timeout_s(options: Mapping[str, Any]) -> float:
+    """An HTTP model call's time limit: ``options["timeout_s"]``, else ``$ITERION_OPENAI_TIMEOUT``
+    (seconds > 0), else 600. Read at use, so a garbage value fails the node, not the import or
+    the backend's construction (``iterion backends`` lists it as not configured)."""
+    given = options.get("timeout_s")
+    return float(given) if given else setting_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
+
+
 class Backend(ABC):
     name: str = ""
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse, call_timeout_s
 from iterion.backends.pricing import cost_usd
 from iterion.backends.schema import (
     effective_schema,
@@ -101,10 +101,18 @@ class OpenAIBackend(Backend):
         self.api_key = self.options.get("api_key") or os.environ.get("OPENAI_API_KEY")
         self.json_mode = str(self.options.get("json_mode") or os.environ.get("ITERION_OPENAI_JSON_MODE")
                              or "json_object")
-        self.timeout_s = float(self.options.get("timeout_s") or os.environ.get("ITERION_OPENAI_TIMEOUT") or 600)
         self._client: httpx.Client | None = None
 
+    @property
+    def timeout_s(self) -> float:
+        """The call's limit, read at use (BackendError on a garbage $ITERION_OPENAI_TIMEOUT)."""
+        return call_timeout_s(self.options)
+
     def availability(self) -> tuple[bool, str]:
+        try:
+            self.timeout_s  # noqa: B018 - a garbage setting is "not configured"
+        except BackendError as exc:
+            return False, exc.message
         if self.base_url.rstrip("/") == DEFAULT_BASE_URL and not self.api_key:
             return False, "no $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible endpoint)"
         return True, f"{self.base_url} ({'with' if self.api_key else 'without'} an API key)"

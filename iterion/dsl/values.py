@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from iterion import durations
 from iterion.dsl import ast
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def to_py(value: ast.Value) -> Any:
@@ -52,15 +49,15 @@ def preset_value_matches(value: Any, typ: str) -> bool:
 
 
 def parse_duration(text: str) -> float | None:
-    """``"30m"``, ``"1h30m"``, ``"90s"`` -> seconds; None if unreadable."""
-    s = text.strip()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            return None
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    return total if pos == len(s) and s else None
+    """``"30m"``, ``"1h30m"``, ``"90s"`` -> seconds; None if unreadable (the compiler warns, no limit).
+
+    The one duration grammar (iterion/durations.py) with a unit required: in the language a bare
+    ``"5"`` is unreadable as in the original (docs/language.md §2, workflow: a warning, no limit); a
+    number of seconds is written as a number literal instead."""
+    try:
+        return durations.parse_duration(text, bare_seconds=False)
+    except durations.DurationError:
+        return None
 
 
 def kind_of(value: ast.Value) -> str:

@@ -13,8 +13,6 @@ node's own) is never retried and the log says "not auto-recoverable (code X)".
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode, Retry, auto_resume_decision, row_for
 from iterion.store import RunStatus, Store
 from iterion.store import events as ev
+from persist.envsettings import env_seconds
 
 BACKOFF_ENV = "ITERION_AUTO_RESUME_BACKOFF_S"
 _AXIS_FIELD = {"max_duration": "max_duration_s"}
@@ -44,15 +43,10 @@ class Backoff:
     @classmethod
     def from_env(cls, env: str = BACKOFF_ENV, *, base_s: float | None = None,
                  max_s: float | None = None) -> Backoff:
-        """This shape with ``base_s``/``max_s`` (default: the class's); ``$env`` overrides the base."""
+        """This shape with ``base_s``/``max_s`` (default: the class's); ``$env`` (seconds >= 0)
+        overrides the base; a garbage value raises EnvSettingError (persist/envsettings.py)."""
         default = cls.base_s if base_s is None else base_s
-        raw = os.environ.get(env)
-        try:
-            base = float(raw) if raw else default
-        except ValueError:
-            base = default
-        return cls(base_s=base if math.isfinite(base) and base >= 0 else default,
-                   max_s=cls.max_s if max_s is None else max_s)
+        return cls(base_s=env_seconds(env, default), max_s=cls.max_s if max_s is None else max_s)
 
 
 @dataclass(frozen=True)

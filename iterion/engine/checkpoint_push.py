@@ -111,6 +111,9 @@ def resolve_setting(flag_remote: str | None, flag_every: int | None, wf_remote: 
             raise EngineError("--push-every needs a remote to push to",
                               hint="add --push-checkpoints REMOTE (e.g. origin)")
         return None
+    from gitrefs.checkpoint_push import push_timeout_s
+
+    push_timeout_s()  # a garbage $ITERION_PUSH_TIMEOUT_S refuses the launch, not each push later
     return PushSetting(remote, every or 0, source)
 
 

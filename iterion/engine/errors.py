@@ -10,7 +10,10 @@ tree, with the place each internal one is translated::
     ├── EngineError                 a refusal of launch/resume/fork (bad --var, unknown preset, ...)
     │   ├── InvalidWorkflow         the workflow has validation errors (the CLI prints the diagnostics)
     │   └── SourceChanged           resume: the source's digest moved since launch (--force overrides)
-    └── PreflightError              a command refused before writing anything (engine/preflight.py)
+    ├── PreflightError              a command refused before writing anything (engine/preflight.py)
+    └── persist.envsettings.EnvSettingError   an ITERION_*_S number in the environment is garbage
+        └── GraceSettingError       $ITERION_TOOL_CHILD_GRACE_S is not a number nor `keep`
+                                    -> toolproc.run_process: ToolLaunchError (the tool node fails)
 
     Exception (internal)
     ├── NodeFailure                 a node did not complete; carries a failure code
@@ -30,11 +33,9 @@ tree, with the place each internal one is translated::
     ├── ShellTimeout                an agent's shell call ran past its timeout
     │                               -> nodes/llmcall.py: the shell result, timed_out
     └── ValueError
-        ├── AnswerError             a value does not fit its field's type
-        │                           -> launch (--var), answers.py, resume: EngineError (BAD_INPUT);
-        │                              nodes/human.py: NodeFailure SCHEMA_VALIDATION
-        └── GraceSettingError       $ITERION_TOOL_CHILD_GRACE_S is not a number nor `keep`
-                                    -> toolproc.run_process: ToolLaunchError
+        └── AnswerError             a value does not fit its field's type
+                                    -> launch (--var), answers.py, resume: EngineError (BAD_INPUT);
+                                       nodes/human.py: NodeFailure SCHEMA_VALIDATION
 
 The internal exceptions of the other packages are listed in ``TRANSLATED`` below with the
 place they are translated; ``tests/architecture/test_exceptions.py`` fails when an exception
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from iterion.failure_codes import FailureCode
 from persist import UserError
+from persist.envsettings import EnvSettingError
 from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -150,8 +152,9 @@ class AnswerError(ValueError):
         self.reason = reason  # why the value is refused, when more precise than "not a valid TYPE"
 
 
-class GraceSettingError(ValueError):
-    """``$ITERION_TOOL_CHILD_GRACE_S`` is neither a number of seconds nor ``keep``."""
+class GraceSettingError(EnvSettingError):
+    """``$ITERION_TOOL_CHILD_GRACE_S`` is neither a number of seconds nor ``keep`` (the shape of
+    every refused environment number, persist/envsettings.py; a tool node fails with it)."""
 
 
 # Every internal exception class of the packages (dotted name) -> where it is caught and what
@@ -166,7 +169,6 @@ TRANSLATED: dict[str, str] = {
     "iterion.engine.errors.ShellTimeout": "engine/nodes/llmcall.py: a timed-out shell result",
     "iterion.engine.errors.AnswerError": "engine/launch.py, answers.py, resume.py: EngineError; "
                                          "engine/nodes/human.py: NodeFailure SCHEMA_VALIDATION",
-    "iterion.engine.errors.GraceSettingError": "engine/toolproc.py run_process: ToolLaunchError",
     "iterion.queue.delivery.UndecodableDelivery": "queue/jsqueue.py fetch: Claimed.undecodable; the runner terms it",
     "iterion.queue.lease.LeaseHeld": "runner/loop.py Runner.handle: a NAK after the lease TTL",
     "persist.model.FormatVersionError": "iterion/store/store.py: CorruptDocumentError; "
@@ -176,7 +178,7 @@ TRANSLATED: dict[str, str] = {
     "workspacetrack.restore._Refused": "workspacetrack/restore.py: a skipped path with its SkipReason",
     "iterion.budget.BudgetExceeded": "engine/runner.py, context.py, nodes/llmcall.py: NodeFailure "
                                      "BUDGET_EXCEEDED; engine/resume_checks.py: EngineError",
-    "iterion.budget.DurationError": "cli/run.py, cli/parked.py: CliError; server/service.py: ApiError 422",
+    "iterion.durations.DurationError": "cli/run.py, cli/parked.py: CliError; server/service.py: ApiError 422; dsl/values.py: None (C103); store/gc.py: GcError",
     "iterion.datafile.DataFileError": "engine/coerce.py: AnswerError/NodeFailure; dsl/bundle.py: a diagnostic; "
                                       "backends/script.py: BackendError BACKEND_UNAVAILABLE; cli/run.py, cli/remote_cmd.py: CliError",
     "iterion.expr.ExprError": "engine/edges.py: a warning event, the edge skipped; "

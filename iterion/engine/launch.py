@@ -23,6 +23,7 @@ from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
 from iterion.engine.errors import AnswerError, EngineError
 from iterion.engine.execution import drive, make_emit, open_run_versioning
 from iterion.engine.notice import Listener
+from iterion.engine.recovery import check_env_settings
 from iterion.engine.result import RunResult
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
@@ -161,6 +162,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     script_file = options.script_file or find_script_file(src.path)
     if script_file:
         require_utf8_path(script_file, "script file")
+    check_env_settings()  # a garbage $ITERION_RETRY_BACKOFF_S: refused before the run exists
     run_id = options.run_id or new_id()
     queued = _queued_doc(store, run_id) if options.adopt_queued else None
     name = queued.name if queued is not None else friendly_name(wf.name, store.run_names())

@@ -16,7 +16,6 @@ the tool's to end, as with any process supervisor that works by process group.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import time
@@ -24,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from iterion.engine.errors import GraceSettingError
+from persist.envsettings import EnvSettingError, env_seconds
 
 GRACE_ENV = "ITERION_TOOL_CHILD_GRACE_S"
 DEFAULT_GRACE_S = 2.0
@@ -49,18 +49,13 @@ class ChildrenLeft:
 
 def child_grace_s(environ: Mapping[str, str] | None = None) -> float | None:
     """The grace in seconds, or None for ``keep``; raises GraceSettingError on a bad value."""
-    raw = (os.environ if environ is None else environ).get(GRACE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_GRACE_S
-    if raw.lower() == KEEP:
+    env = os.environ if environ is None else environ
+    if env.get(GRACE_ENV, "").strip().lower() == KEEP:
         return None
     try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise GraceSettingError(f"${GRACE_ENV}={raw!r} is not a number of seconds >= 0 or {KEEP!r}")
-    return value
+        return env_seconds(GRACE_ENV, DEFAULT_GRACE_S, alternative=repr(KEEP), environ=env)
+    except EnvSettingError as exc:
+        raise GraceSettingError(exc.name, exc.raw, exc.expected, exc.example) from None
 
 
 def _stat_fields(pid: str) -> tuple[str, int] | None:

@@ -75,6 +75,16 @@ class RecoveryPolicy:
                    backoff=Backoff.from_env(RETRY_BACKOFF_ENV, base_s=BACKOFF_BASE_S, max_s=BACKOFF_MAX_S))
 
 
+def check_env_settings(*, auto_resume: bool = False) -> None:
+    """Read now the environment numbers a run reads later (``$ITERION_RETRY_BACKOFF_S``; with
+    ``auto_resume`` also ``$ITERION_AUTO_RESUME_BACKOFF_S``): a garbage value refuses the launch or
+    resume in one line (EnvSettingError) before anything is written, instead of failing inside
+    the run where the dispatcher is built."""
+    RecoveryPolicy.from_env()
+    if auto_resume:
+        Backoff.from_env()
+
+
 @dataclass(frozen=True)
 class Decision:
     action: Action

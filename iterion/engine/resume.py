@@ -27,7 +27,7 @@ from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, Sou
 from iterion.engine.execution import drive, make_emit, open_run_versioning
 from iterion.engine.notice import Listener
 from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
-from iterion.engine.recovery import ACK_FIELD
+from iterion.engine.recovery import ACK_FIELD, check_env_settings
 from iterion.engine.result import RunResult
 from iterion.engine.resume_checks import (
     check_budget_raised,
@@ -208,6 +208,7 @@ def _push_override(doc: RunDoc, options: ResumeOptions) -> dict[str, Any] | None
 
 def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDoc, Checkpoint | None]:
     """What a resume needs, checked while only reading (iterion/engine/preflight.py)."""
+    check_env_settings()  # a garbage $ITERION_RETRY_BACKOFF_S: refused, nothing written
     check_no_interrupted_rewind(store, run_id)
     doc = store.load_run(run_id)
     if doc.status is not RunStatus.RUNNING:  # a running run is admitted (or not) as a takeover

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from iterion.store.liveness import Liveness, Verdict, owner_liveness
 from iterion.store.lock import read_owner
 from iterion.store.status import RunStatus
 from iterion.store.store import STALE_AFTER_S
+from persist.envsettings import env_seconds
 
 if TYPE_CHECKING:  # the sweep of every store-opening command (`inspect` too) imports no document model
     from iterion.store import RunDoc, RunLock, Store
@@ -54,15 +54,9 @@ STALE_ENV = "ITERION_STALE_AFTER_S"
 
 
 def stale_after_s() -> float:
-    """The grace window: 60 s, or ``$ITERION_STALE_AFTER_S`` (tests only)."""
-    raw = os.environ.get(STALE_ENV)
-    if not raw:
-        return STALE_AFTER_S
-    try:
-        value = float(raw)
-    except ValueError:
-        return STALE_AFTER_S
-    return value if math.isfinite(value) and value >= 0 else STALE_AFTER_S
+    """The grace window: 60 s, or ``$ITERION_STALE_AFTER_S`` (tests only; seconds >= 0, garbage
+    refused: persist/envsettings.py)."""
+    return env_seconds(STALE_ENV, STALE_AFTER_S, example="0")
 
 
 def owner_verdict(doc: RunDoc) -> Verdict:

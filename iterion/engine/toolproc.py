@@ -74,7 +74,7 @@ def run_process(argv: list[str], *, cwd: Path, env: dict[str, str], token: Cance
     try:
         grace = child_grace_s()
     except GraceSettingError as exc:
-        raise ToolLaunchError(str(exc)) from None
+        raise ToolLaunchError(f"{exc.message} ({exc.hint})") from None
     with ExitStack() as files:
         try:
             out_f, err_f = (files.enter_context(tempfile.TemporaryFile()) for _ in range(2))

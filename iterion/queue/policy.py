@@ -21,8 +21,6 @@ Dispositions:
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from iterion.failure_codes import row_for
 from iterion.queue.delivery import Delivery, Kind
 from iterion.store import RunStatus
+from persist.envsettings import env_number
 
 if TYPE_CHECKING:
     from iterion.engine.result import RunResult
@@ -73,12 +72,9 @@ class Claim:
 
 
 def delay_scale() -> float:
-    raw = os.environ.get(DELAY_SCALE_ENV, "").strip()
-    try:
-        value = float(raw) if raw else 1.0
-    except ValueError:
-        return 1.0
-    return value if math.isfinite(value) and value >= 0 else 1.0
+    """The factor on every re-offer delay (``$ITERION_QUEUE_DELAY_SCALE``, >= 0, default 1; garbage
+    refused: persist/envsettings.py)."""
+    return env_number(DELAY_SCALE_ENV, 1.0, what="a factor", example="0.01")
 
 
 def redelivery_delay(code: str | None) -> float:

@@ -40,24 +40,15 @@ from iterion.store.ids import new_id
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 from persist import UserError
+from persist.envsettings import env_seconds
 from persist.errors import ErrorCode
 from persist.oserror import environment_error
 
 BUDGET_FIELDS = ("max_cost_usd", "max_tokens", "max_duration", "max_iterations", "max_parallel_branches")
 def _handshake_timeout_s(env: str = "ITERION_SERVER_HANDSHAKE_S", default: float = 120.0) -> float:
-    """``$env`` in seconds, else ``default``; a garbage value refuses the server's start (one line, exit 2)."""
-    raw = os.environ.get(env, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        value = -1.0
-    if not (math.isfinite(value) and value > 0):
-        raise UserError(f"${env}={raw!r} is not a positive number of seconds",
-                        hint=f"set it to seconds (e.g. {env}=120), or unset it")
-    return value
-
-
-HANDSHAKE_TIMEOUT_S = _handshake_timeout_s()
+    """``$env`` in seconds (> 0), else ``default``; a garbage value refuses the server's start (one
+    line, exit 2). Read when the Service is built, never at import (persist/envsettings.py)."""
+    return env_seconds(env, default, zero_ok=False)
 EVENTS_PAGE_MAX = 1000
 
 
@@ -156,6 +147,7 @@ class Service:
         # a WorkQueue (iterion.queue.jsqueue): launches and resumes are queued for `iterion runner`
         # instead of executing here (iterion/server/queued.py)
         self.queue = queue
+        self.handshake_timeout_s = _handshake_timeout_s()
 
     # -- helpers --------------------------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -363,7 +355,7 @@ class Service:
         proc.stdin.close()
         threading.Thread(target=proc.wait, daemon=True, name="iterion-reap").start()  # no zombies
         fd = proc.stdout.fileno()
-        deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
+        deadline = time.monotonic() + self.handshake_timeout_s
         buf = b""
         while b"\n" not in buf:
             left = deadline - time.monotonic()

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.gitcli import run_git
+from iterion import durations
 from iterion.store.run_doc import RunDoc, WorkspaceMode
 from iterion.store.status import RunStatus
 from iterion.store.store import Store
@@ -47,8 +48,7 @@ from workspacetrack.models import EMPTY_DIR, Manifest
 from workspacetrack.objects import GC_GENERATION, GC_LOCK
 from workspacetrack.store import STATCACHE_DIR, TrackStore, shared_objects_dir
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SPACE_BEFORE_UNIT = re.compile(r"(?<=[\d.])\s+(?=[a-zµμ])")
 _HEX = re.compile(r"^[0-9a-f]+$")
 COLLECTED_MARK = "gc-collected"  # in runs/<run>/: this finished run's versions are gone
 
@@ -58,13 +58,17 @@ class GcError(UserError):
 
 
 def parse_duration(text: str) -> timedelta:
-    """``30s``, ``15m``, ``12h``, ``7d``, ``2w``."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise GcError(f"--older-than {text!r} is not a duration",
-                      hint="give a number with s, m, h, d or w, e.g. --older-than 7d")
+    """``30s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1d12h``: the one duration grammar
+    (iterion/durations.py) with a unit required: for an age that decides what is deleted, a bare
+    ``7`` (days? seconds?) is refused rather than guessed. Any case and a space before a unit
+    (``7 D``) are tolerated, as this flag always did."""
     try:
-        return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2).lower()])
+        seconds = durations.parse_duration(_SPACE_BEFORE_UNIT.sub("", text.strip().lower()), bare_seconds=False)
+    except durations.DurationError:
+        raise GcError(f"--older-than {text!r} is not a duration",
+                      hint="give a number with s, m, h, d or w, e.g. --older-than 7d") from None
+    try:
+        return timedelta(seconds=seconds)
     except OverflowError:  # past timedelta's range: older than any run can be (choose() keeps all)
         return timedelta.max
 

@@ -153,3 +153,17 @@ def test_default_endpoint_without_key_is_unavailable(monkeypatch: pytest.MonkeyP
     with pytest.raises(BackendError, match="OPENAI_API_KEY") as info:
         OpenAIBackend({}).complete(req())
     assert info.value.code is FailureCode.BACKEND_UNAVAILABLE
+
+
+def test_the_environment_timeout_is_read_at_use(server: FakeOpenAI, backend: OpenAIBackend,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """$ITERION_OPENAI_TIMEOUT set after the backend was built is the limit of its next call."""
+    monkeypatch.setenv("ITERION_OPENAI_TIMEOUT", "0.3")
+    server.replies.append(Reply(body=completion("late"), delay_s=2.0))
+    with pytest.raises(BackendError, match=r"within 0\.3s") as info:
+        backend.complete(req())
+    assert info.value.code is FailureCode.TIMEOUT
+    monkeypatch.setenv("ITERION_OPENAI_TIMEOUT", "soon")
+    with pytest.raises(BackendError, match=r"\$ITERION_OPENAI_TIMEOUT='soon' is not a number of seconds") as info:
+        backend.complete(req())
+    assert info.value.code is FailureCode.BACKEND_UNAVAILABLE and len(server.requests) == 1

@@ -178,3 +178,38 @@ def test_unmerged_and_intent_to_add_index_still_pins_what_it_vouched_for(repo: P
     t.restore(L("nodes:n:0"), scope="full")
     assert (repo / "ita.txt").read_text() == "intent to add\n"
     assert (repo / "c.txt").read_bytes().startswith(b"<<<<<<<")
+
+
+@pytest.mark.parametrize("damage", ["truncated mid-entry", "no trailer", "garbage after the header"])
+def test_a_damaged_index_is_not_trusted_and_the_files_are_read(repo: Path, tmp_path: Path, damage: str) -> None:
+    """A damaged .git/index (a crash mid-write of another tool, a bad disk) vouches for nothing:
+    the capture reads every file itself, records the right content, and a restore brings it back."""
+    _committed_repo(repo, {f"src/f{i}.txt": f"file {i}\n" for i in range(20)})
+    index = repo / ".git" / "index"
+    data = index.read_bytes()
+    index.write_bytes({"truncated mid-entry": data[:12 + 62 * 3 + 7],
+                       "no trailer": data[:len(data) - 30],
+                       "garbage after the header": data[:12] + os.urandom(len(data) - 12)}[damage])
+    before = _index_hash(repo)
+    t = Tracker(tmp_path / "store", repo, "r")
+    rec = t.capture(L("pre:n:0"))
+    m = t.manifest(rec.id)
+    assert m.entries["src/f3.txt"][0] == blob_id(b"file 3\n")
+    assert t.last_capture is not None and t.last_capture.hashed >= 20  # read, not vouched for
+    write(repo, "src/f3.txt", "overwritten\n")
+    t.capture(L("nodes:n:0"))
+    t.restore(L("pre:n:0"))
+    assert (repo / "src/f3.txt").read_text() == "file 3\n"
+    assert _index_hash(repo) == before  # the damaged index is left as it was
+
+
+def test_an_index_written_with_skip_hash_is_trusted(repo: Path) -> None:
+    """git's index.skipHash writes an all-zero trailer: no checksum to verify, the entries count."""
+    from workspacetrack.gitsource import parse_index
+
+    _committed_repo(repo, {"a.txt": "a\n", "b.txt": "b\n"})
+    data = (repo / ".git" / "index").read_bytes()
+    rows = parse_index(data, b"", 1 << 62)
+    assert rows is not None and {"a.txt", "b.txt"} <= set(rows)
+    assert parse_index(data[:-20] + bytes(20), b"", 1 << 62) == rows
+    assert parse_index(data[:-20] + b"\x01" + bytes(19), b"", 1 << 62) is None

@@ -9,9 +9,21 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from .track_helpers import L, write
-from workspacetrack import Tracker
+from workspacetrack import Tracker, walk
 from workspacetrack.store import TrackStore
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def walk_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with the C listing (workspacetrack._fastwalk) and with its Python twin."""
+    if request.param == "python":
+        monkeypatch.setattr(walk, "_fast", None)
+    else:
+        assert walk._fast is not None, "workspacetrack._fastwalk is not built (setup.py; needs a C compiler)"
+    return str(request.param)
 
 
 def _grow(p: Path, text: str) -> None:

@@ -11,11 +11,10 @@ first call (CLI start-up stays light).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse, call_timeout_s
 from iterion.failure_codes import FailureCode
 
 __all__ = ["ClawBackend"]
@@ -26,20 +25,26 @@ class ClawBackend(Backend):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.timeout_s = float(self.options.get("timeout_s") or os.environ.get("ITERION_OPENAI_TIMEOUT") or 600)
         self._wires: dict[str, Any] = {}
 
     def wires(self) -> dict[str, Any]:
+        """The two wire formats, built on first use with the call limit read then (a garbage
+        $ITERION_OPENAI_TIMEOUT: BackendError BACKEND_UNAVAILABLE, the node fails naming it)."""
         if not self._wires:
             from iterion.backends.claw.wire import AnthropicWire, OpenAIWire
 
-            self._wires = {"openai": OpenAIWire(self.timeout_s, self.options.get("base_url"),
+            timeout_s = call_timeout_s(self.options)
+            self._wires = {"openai": OpenAIWire(timeout_s, self.options.get("base_url"),
                                                 self.options.get("api_key")),
-                           "anthropic": AnthropicWire(self.timeout_s, self.options.get("anthropic_base_url"),
+                           "anthropic": AnthropicWire(timeout_s, self.options.get("anthropic_base_url"),
                                                       self.options.get("anthropic_api_key"))}
         return self._wires
 
     def availability(self) -> tuple[bool, str]:
+        try:
+            self.wires()
+        except BackendError as exc:  # a garbage setting: "not configured", said as is
+            return False, exc.message
         found = {name: w.availability() for name, w in self.wires().items()}
         usable = [f"{n}: {why}" for n, (ok, why) in found.items() if ok]
         if usable:

@@ -18,14 +18,14 @@ import threading
 from contextlib import AsyncExitStack
 from typing import Any
 
-from iterion.backends.base import BackendError
+from iterion.backends.base import BackendError, setting_seconds
 from iterion.backends.claw.host import AgentHost
 from iterion.backends.claw.tools import ToolError, cap
 from iterion.backends.claw.wire import ToolSpec
 from iterion.failure_codes import FailureCode
 
-START_TIMEOUT_S = float(os.environ.get("ITERION_MCP_START_TIMEOUT", "30"))
-CALL_TIMEOUT_S = float(os.environ.get("ITERION_MCP_CALL_TIMEOUT", "300"))
+START_TIMEOUT_ENV, START_TIMEOUT_S = "ITERION_MCP_START_TIMEOUT", 30.0  # the defaults, in seconds
+CALL_TIMEOUT_ENV, CALL_TIMEOUT_S = "ITERION_MCP_CALL_TIMEOUT", 300.0
 
 
 def _expand(value: Any) -> str:
@@ -42,6 +42,7 @@ class McpPool:
         self._stop: asyncio.Event | None = None
         self._owner: Any = None
         self._errlogs: list[Any] = []
+        self.call_timeout_s = CALL_TIMEOUT_S  # read from the environment by start()
 
     def _params(self, name: str) -> Any:
         from mcp import StdioServerParameters
@@ -62,11 +63,15 @@ class McpPool:
                                      env=env, cwd=str(self.host.workspace))
 
     def start(self, names: tuple[str, ...]) -> list[ToolSpec]:
+        # both limits read here, before any server starts (never at import): a garbage value
+        # fails the node (BackendError BACKEND_UNAVAILABLE naming the variable), not a tool call later
+        start_s = setting_seconds(START_TIMEOUT_ENV, START_TIMEOUT_S)
+        self.call_timeout_s = setting_seconds(CALL_TIMEOUT_ENV, CALL_TIMEOUT_S)
         params = {n: self._params(n) for n in names}
         self.thread.start()
         ready = asyncio.run_coroutine_threadsafe(self._open(params), self.loop)
         try:
-            specs = ready.result(timeout=START_TIMEOUT_S)
+            specs = ready.result(timeout=start_s)
         except BackendError:
             self.stop()
             raise
@@ -74,7 +79,8 @@ class McpPool:
             self.stop()
             detail = self._stderr_tail()
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
-                               f"mcp servers {', '.join(names)} did not start within {START_TIMEOUT_S:g}s: "
+                               f"mcp servers {', '.join(names)} did not start within {start_s:g}s "
+                               f"(${START_TIMEOUT_ENV}): "
                                f"{type(exc).__name__}: {exc}{detail}") from None
         return specs
 
@@ -139,10 +145,10 @@ class McpPool:
             raise ToolError(f"unknown MCP tool {name!r}")
         fut = asyncio.run_coroutine_threadsafe(session.call_tool(tool, args), self.loop)
         try:
-            result = fut.result(timeout=CALL_TIMEOUT_S)
+            result = fut.result(timeout=self.call_timeout_s)
         except TimeoutError:
             fut.cancel()
-            raise ToolError(f"{name} did not answer within {CALL_TIMEOUT_S:g}s") from None
+            raise ToolError(f"{name} did not answer within {self.call_timeout_s:g}s (${CALL_TIMEOUT_ENV})") from None
         except Exception as exc:  # noqa: BLE001 - an MCP error is the model's to see
             raise ToolError(f"{name} failed: {type(exc).__name__}: {exc}") from None
         parts: list[str] = []
