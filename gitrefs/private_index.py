@@ -279,10 +279,17 @@ def _may_stand_for_a_copy(ws: Workspace, st: PrivateIndexState, private: Path) -
 
 def _sources_still_hold(ws: Workspace, st: PrivateIndexState) -> bool:
     """The slow half: every source, gitlink and path tracked although ignored as recorded."""
+    return _files_still_hold(ws, st) and _tracked_ignored_still_hold(ws, st)
+
+
+def _files_still_hold(ws: Workspace, st: PrivateIndexState) -> bool:
+    """Every source and gitlink as recorded: the file system only (no pygit2: safe in a thread)."""
     if not all(source_unchanged(p, sig) for p, sig in st.sources.items()):
         return False
-    if not all(os.path.lexists(os.path.join(ws.workdir, p, ".git")) for p in st.gitlinks):
-        return False
+    return all(os.path.lexists(os.path.join(ws.workdir, p, ".git")) for p in st.gitlinks)
+
+
+def _tracked_ignored_still_hold(ws: Workspace, st: PrivateIndexState) -> bool:
     return not any(os.path.lexists(ws.workdir / p) and not _in_tree(ws.repo, st.tree, p)
                    for p in st.tracked_ignored)
 
@@ -511,11 +518,14 @@ def _snapshot_by_status(ws: Workspace, paths: _Paths, st: PrivateIndexState, hea
     started = time.time_ns()
     done = run_git(ws.workdir, _on_p(_STATUS, True, untracked_cache=True),
                    env={**env, "GIT_OPTIONAL_LOCKS": "1"}, check=False)
+    if not _tracked_ignored_still_hold(ws, st):
+        return _RESEED
     # The sources are read while update-index and write-tree run (one core each; status keeps
     # both busy), and must hold before anything is saved: a change seen then re-seeds, and one
-    # made later shows up next time, as with the check made during `git add -A`.
+    # made later shows up next time, as with the check made during `git add -A`. The thread
+    # touches the file system only: the repository object is this thread's.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        holding = pool.submit(_sources_still_hold, ws, st)
+        holding = pool.submit(_files_still_hold, ws, st)
         listed = _status_changes(done.stdout) if done.returncode == 0 else None
         if listed is None:
             return _DOUBT if holding.result() else _RESEED
@@ -534,17 +544,12 @@ def _snapshot_by_status(ws: Workspace, paths: _Paths, st: PrivateIndexState, hea
                                        confirm=holding.result)
         except GitCommandFailed:
             staged = None
-        except _SourcesChanged:
-            return _RESEED  # what was staged into P is dropped with it
         if staged is None:
-            # the full add drops the untracked cache: nothing to back-date
+            # sources changed: what was staged into P goes with it (re-seed); else the full add
+            # decides, and drops the untracked cache: nothing to back-date either way
             return _DOUBT if holding.result() else _RESEED
     _back_date(paths.index_file, started)
     return staged
-
-
-class _SourcesChanged(Exception):
-    """A source changed: P no longer stands for a copy, whatever was just staged into it."""
 
 
 def _back_date(index: Path, status_started: int) -> None:
@@ -647,7 +652,7 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
     ``listed_untracked``: ``wanted`` comes from `git status` on P (``_snapshot_by_status``),
     not from a watcher: every path is exact (a file P holds or one to add, never a directory to
     walk), and these are the untracked ones status found not ignored. ``confirm``: asked before
-    the new state is saved; False raises ``_SourcesChanged`` (nothing saved).
+    the new state is saved; False gives None, nothing saved.
     """
     split = st.split
     by_status = listed_untracked is not None
@@ -736,7 +741,7 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
         # whose id equals the recorded one, and equal ids mean the same directories below.
         new = st.model_copy(update={"private_index": index_sig(paths.index_file), "tree": tree})
         if confirm is not None and not confirm():
-            raise _SourcesChanged
+            return None
         _save(paths.state, new)
         return tree
     dirs, gitlinks = _tree_shape(ws.repo, tree, st.dirs, st.gitlinks)
@@ -755,6 +760,6 @@ def _stage_locked(ws: Workspace, paths: _Paths, st: PrivateIndexState, wanted: l
                             sources=sources, tracked_ignored=st.tracked_ignored, dirs=dirs, gitlinks=gitlinks,
                             trusted=not racy, split=split)
     if confirm is not None and not confirm():
-        raise _SourcesChanged
+        return None
     _save(paths.state, new)
     return tree

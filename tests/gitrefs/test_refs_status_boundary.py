@@ -123,6 +123,16 @@ def test_what_status_cannot_say_plainly_takes_the_full_way(run: Run) -> None:
     time.sleep(_RACY_NS / 1e9 + 0.05)
     run.mark("seed")
 
+    # a rule outside the tree, with a plain edit beside it: status lists only the edit, the
+    # sources (read while it is staged) say no, and nothing staged is kept
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("sub/\n")
+    write(repo, {"docs/x.md": "edited\n"})
+    time.sleep(_RACY_NS / 1e9 + 0.05)
+    paths = run.mark("seed")
+    assert "sub/b.txt" not in paths  # P tracked it, the user's index does not: ignored now, a copy drops it
+
     inner = repo / "vendor" / "lib"  # an embedded repository appears: a gitlink
     inner.mkdir(parents=True)
     git(inner, "init", "-q", "-b", "main")
