@@ -386,6 +386,184 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- a directory examined in full --------------------------------------------------------
+ * fresh_dir(listing, prefix, root, old_rows, index, threshold, size_cap, known, match, ignores,
+ *           rule_files) -> (mine, others, exact, subdirs, todo, hits, taken) | None
+ * The per-entry loop of walk.Scan._list_dir (its Python twin, which documents the rules), for a
+ * directory under at most one ignore level whose patterns look at names only: ``match`` is that
+ * level's compiled pattern's match (None: no rules), ``ignores`` its group -> verdict table,
+ * ``known`` its name -> verdict cache (filled here as in Python). Rows come from a trusted old row
+ * with the same stat key, else from git's ``index`` entry with the same stat (None: not read
+ * yet); every other file is left in ``todo`` as (name, key) for the caller to read. None when a
+ * value does not fit or an entry is named in ``rule_files`` (the caller lists the directory in
+ * Python). */
+
+static PyObject *fresh_dir(PyObject *self, PyObject *args) {
+    const char *buf;
+    Py_ssize_t len;
+    PyObject *prefix, *old_rows, *index, *known, *match, *ignores, *rule_files;
+    int root;
+    long long threshold, size_cap;
+    if (!PyArg_ParseTuple(args, "y#UpO!OLLO!OO!O", &buf, &len, &prefix, &root, &PyDict_Type, &old_rows, &index,
+                          &threshold, &size_cap, &PyDict_Type, &known, &match, &PyDict_Type, &ignores,
+                          &rule_files))
+        return NULL;
+    if (!PyAnySet_Check(rule_files)) {
+        PyErr_SetString(PyExc_TypeError, "rule_files must be a set");
+        return NULL;
+    }
+    if (index != Py_None && !PyDict_Check(index)) {
+        PyErr_SetString(PyExc_TypeError, "index must be a dict or None");
+        return NULL;
+    }
+    PyObject *mine = PyDict_New(), *others = PyList_New(0), *subdirs = PyList_New(0), *todo = PyList_New(0);
+    PyObject *result = NULL;
+    Py_ssize_t hits = 0, taken = 0;
+    int exact = 1;
+    if (mine == NULL || others == NULL || subdirs == NULL || todo == NULL) goto done;
+    size_t pos = 0;
+    rec_t r;
+    const char *cname;
+    while (next_rec(buf, (size_t)len, &pos, &r, &cname)) {
+        if (r.state == 3) continue;
+        if (r.state == 1) {
+            exact = 0;  /* vanished between listing and stat */
+            continue;
+        }
+        if (r.state != 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        int is_dir = S_ISDIR(r.mode);
+        if (r.namelen == 4 && memcmp(cname, ".git", 4) == 0 && (root || is_dir)) continue;
+        PyObject *name = PyUnicode_DecodeFSDefaultAndSize(cname, r.namelen);
+        if (name == NULL) goto done;
+        int rf = PySet_Contains(rule_files, name);
+        if (rf != 0) {  /* a rule file adds a level here: the Python listing works it out */
+            Py_DECREF(name);
+            if (rf > 0) result = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (is_dir) {
+            int a = PyList_Append(subdirs, name);
+            Py_DECREF(name);
+            if (a < 0) goto done;
+            continue;
+        }
+        if (match != Py_None) {
+            PyObject *ig = PyDict_GetItemWithError(known, name);  /* borrowed */
+            if (ig == NULL) {
+                if (PyErr_Occurred()) goto fail_name;
+                PyObject *m = PyObject_CallOneArg(match, name);
+                if (m == NULL) goto fail_name;
+                if (m == Py_None) {
+                    ig = Py_False;
+                } else {
+                    PyObject *group = PyObject_GetAttrString(m, "lastgroup");
+                    if (group == NULL) {
+                        Py_DECREF(m);
+                        goto fail_name;
+                    }
+                    PyObject *gkey = group == Py_None ? PyUnicode_FromString("") : Py_NewRef(group);
+                    Py_DECREF(group);
+                    if (gkey == NULL) {
+                        Py_DECREF(m);
+                        goto fail_name;
+                    }
+                    ig = PyDict_GetItemWithError(ignores, gkey);
+                    if (ig == NULL && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, gkey);
+                    Py_DECREF(gkey);
+                    if (ig == NULL) {
+                        Py_DECREF(m);
+                        goto fail_name;
+                    }
+                }
+                Py_DECREF(m);
+                int t = PyObject_IsTrue(ig);
+                if (t < 0) goto fail_name;
+                ig = t ? Py_True : Py_False;
+                if (PyDict_SetItem(known, name, ig) < 0) goto fail_name;
+            }
+            int t = PyObject_IsTrue(ig);
+            if (t < 0) goto fail_name;
+            if (t) {
+                int a = PyList_Append(others, name);
+                Py_DECREF(name);
+                if (a < 0) goto done;
+                continue;
+            }
+        }
+        PyObject *key = Py_BuildValue("(LLLKl)", (long long)r.size, (long long)r.mtime, (long long)r.ctime,
+                                      (unsigned long long)r.ino, (long)r.mode);
+        if (key == NULL) goto fail_name;
+        PyObject *rel = PyUnicode_Concat(prefix, name);
+        if (rel == NULL) {
+            Py_DECREF(key);
+            goto fail_name;
+        }
+        PyObject *row = PyDict_GetItemWithError(old_rows, rel);  /* borrowed */
+        PyObject *made = NULL;
+        if (row != NULL) {
+            int trusted = PyTuple_Check(row) && PyTuple_GET_SIZE(row) >= 3 ? PyObject_IsTrue(PyTuple_GET_ITEM(row, 2)) : 0;
+            if (trusted < 0) goto fail_key;
+            if (trusted) {
+                int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(row, 0), key, Py_EQ);
+                if (eq < 0) goto fail_key;
+                if (eq) {
+                    hits++;
+                    made = Py_NewRef(row);
+                }
+            }
+        } else if (PyErr_Occurred()) {
+            goto fail_key;
+        }
+        if (made == NULL && index != Py_None && S_ISREG(r.mode) && r.size <= size_cap) {
+            PyObject *ix = PyDict_GetItemWithError(index, rel);  /* (size32, mtime, ctime, ino32, blob) */
+            if (ix == NULL && PyErr_Occurred()) goto fail_key;
+            if (ix != NULL && PyTuple_Check(ix) && PyTuple_GET_SIZE(ix) == 5
+                    && eq_ll(PyTuple_GET_ITEM(ix, 1), r.mtime)
+                    && eq_ll(PyTuple_GET_ITEM(ix, 0), (long long)((uint64_t)r.size & 0xFFFFFFFFu))
+                    && eq_ll(PyTuple_GET_ITEM(ix, 2), r.ctime)
+                    && eq_ll(PyTuple_GET_ITEM(ix, 3), (long long)(r.ino & 0xFFFFFFFFu))) {
+                long long newest = r.mtime > r.ctime ? r.mtime : r.ctime;
+                made = PyTuple_Pack(4, key, PyTuple_GET_ITEM(ix, 4), newest < threshold ? Py_True : Py_False,
+                                    Py_None);
+                if (made == NULL) goto fail_key;
+                taken++;
+            }
+        }
+        if (made != NULL) {
+            int a = PyDict_SetItem(mine, name, made);
+            Py_DECREF(made);
+            if (a < 0) goto fail_key;
+        } else {
+            PyObject *item = PyTuple_Pack(2, name, key);
+            if (item == NULL || PyList_Append(todo, item) < 0) {
+                Py_XDECREF(item);
+                goto fail_key;
+            }
+            Py_DECREF(item);
+        }
+        Py_DECREF(rel);
+        Py_DECREF(key);
+        Py_DECREF(name);
+        continue;
+    fail_key:
+        Py_DECREF(rel);
+        Py_DECREF(key);
+    fail_name:
+        Py_DECREF(name);
+        goto done;
+    }
+    result = Py_BuildValue("(OOOOOnn)", mine, others, exact ? Py_True : Py_False, subdirs, todo, hits, taken);
+done:
+    Py_XDECREF(mine);
+    Py_XDECREF(others);
+    Py_XDECREF(subdirs);
+    Py_XDECREF(todo);
+    return result;
+}
+
 /* ---- git's index ----------------------------------------------------------------------------
  * index_entries(data, prefix, racy_ns, count, version, want_attributes)
  *     -> (rows, end, attributes | None) | None
@@ -521,6 +699,7 @@ static PyMethodDef methods[] = {
     {"list_dirs", list_dirs, METH_VARARGS, "Many directories listed on threads, packed; None per failure."},
     {"same_packed", same_packed, METH_VARARGS, "same_dir on a packed listing."},
     {"unpack", unpack, METH_VARARGS, "A packed listing as (name, key) pairs, or None."},
+    {"fresh_dir", fresh_dir, METH_VARARGS, "A directory's entries examined in full; None when C cannot."},
     {"index_entries", index_entries, METH_VARARGS, "The entries of git's index a stat can vouch for, or None."},
     {NULL, NULL, 0, NULL},
 };
@@ -534,7 +713,7 @@ static struct PyModuleDef module = {
  * when it matches (an editable install keeps a stale build after a pull until it is rebuilt). */
 PyMODINIT_FUNC PyInit__fastwalk(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", 2) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-API = 2
+API = 3
 
 
 def _load() -> ModuleType | None:

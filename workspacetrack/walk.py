@@ -235,6 +235,8 @@ class Scan:
                             for name in subs:
                                 self._push_dir(queued, prefix + name, name, here)
                             continue
+                if fast is not None and listing and self._fresh_dir(fast, queued, d, prefix, listing, lv, rule_names):
+                    continue
                 try:
                     ents, empty = _entries(absd, sdev, sino, listing, fast)
                 except OSError:
@@ -273,6 +275,57 @@ class Scan:
                     self._push_dir(queue, prefix + name, name, lv)
                 return
         self._list_dir(queue, d, prefix, ents, lv)
+
+    def _fresh_dir(self, fast: ModuleType, queue: list[tuple[str, Levels]], d: str, prefix: str,
+                   listing: bytes, lv: Levels, rule_names: frozenset[str]) -> bool:
+        """``_list_dir`` of directory ``d`` done by ``_fastwalk.fresh_dir`` (its C twin) from its
+        listing, when the rules in effect are at most one level that looks at names only (the
+        common case); False when C does not take it (other rules, a rule file in it, a value C
+        cannot hold): the caller then lists it in Python."""
+        rules = self.rules
+        if rules.frozen:
+            added = rules.level_for_dir(d)
+            if added is not None:
+                lv = (*lv, added)
+        live = [lvl.matcher for lvl in lv if not lvl.matcher.empty]
+        if not live:
+            match, ignores, known = None, {}, {}
+        elif len(live) == 1 and live[0].basename_only and live[0].match is not None:
+            single = live[0]
+            match, ignores, known = single.match, single.group_ignores, single.name_cache
+            if len(known) > NAME_CACHE_MAX:
+                known.clear()
+        else:
+            return False
+        found = fast.fresh_dir(listing, prefix, not d, self.old_rows, self._index if self._index_read else None,
+                               self.threshold, self.size_cap, known, match, ignores, rule_names)
+        if found is None:
+            return False
+        mine, others, exact, subdirs, todo, hits, taken = found
+        for name in subdirs:
+            self._push_dir(queue, prefix + name, name, lv)
+        if todo:
+            if not self._index_read and self.git is not None:
+                self._git_index()
+            index = self._index
+            size_cap, threshold = self.size_cap, self.threshold
+            for name, key in todo:
+                rel = prefix + name
+                if index is not None and key[4] & 0o170000 == 0o100000 and key[0] <= size_cap:
+                    ix = index.get(rel)
+                    if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
+                            and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
+                        taken += 1
+                        mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
+                        continue
+                mine[name] = self.made[rel] = self._row(rel, key)
+        if taken:
+            self._index_used()
+            self.from_index += taken
+        self.hits += hits
+        self.n_rows += len(mine)
+        self.dirs[d] = (lv, mine, frozenset(others) if exact else None)
+        return True
 
     def _same_record(self, d: str, old: DirRecord) -> None:
         """Directory ``d`` is unchanged against its record: the record stands as it is."""
