@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-API = 3
+API = 4
 
 
 def _load() -> ModuleType | None:

@@ -515,6 +515,10 @@ class Scan:
         if self.rows:
             rows = self.found_rows()
             return (rows, *manifest_parts(rows, self.extra_skipped))
+        if _fast is not None:  # the same loop in C (``_fastwalk.rows_and_parts``: no GC-tracked tuples)
+            done = _fast.rows_and_parts(self.dirs, dict(self.extra_skipped))
+            if done is not None:
+                return done
         out: dict[str, CacheRow] = {}
         entries: dict[str, Entry] = {}
         skipped = dict(self.extra_skipped)

@@ -175,3 +175,24 @@ def test_the_store_directory_is_never_listed_and_its_parent_is_not_empty(tmp_pat
         assert "holder" not in rows and not any(p.startswith("holder/store") for p in rows)
         assert "other/store2/y" in rows
     assert results[0] == results[1]
+
+
+def test_rows_and_parts_same_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk's records turned into rows, entries and skips: C and Python give equal dicts
+    (undecodable names, an empty directory's own row, a fifo's skip, symlink targets)."""
+    from workspacetrack.ignore import IgnoreRules
+    from workspacetrack.objects import ObjectStore
+    from workspacetrack.walk import Scan
+
+    ws = tmp_path / "ws"
+    _hostile_tree(ws)
+    scan = Scan(str(ws), IgnoreRules(ws), ObjectStore(tmp_path / "objs"), 1 << 20, {}, None, use_index=False)
+    scan.walk("", scan.rules.root_levels)
+    scan.extra_skipped["gone/dir"] = "unreadable"
+    by_c = scan.found_rows_and_parts()
+    monkeypatch.setattr(walk, "_fast", None)
+    by_py = scan.found_rows_and_parts()
+    assert by_c == by_py
+    rows, entries, skipped = by_c
+    assert "empty/nested" in entries and skipped["gone/dir"] == "unreadable" and "a/fifo" in skipped
+    assert entries["link"][3] == "a/x.txt" and os.fsdecode(b"a/bad-\xff\xfe.txt") in rows
