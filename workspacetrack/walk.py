@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat as st_mod
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from workspacetrack.bigfiles import STREAM_MIN
@@ -319,13 +319,19 @@ class Scan:
                         mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
                         continue
                 mine[name] = self.made[rel] = self._row(rel, key)
+        self._record_dir(d, lv, mine, others, exact, hits, taken)
+        return True
+
+    def _record_dir(self, d: str, lv: Levels, mine: dict[str, CacheRow], others: Iterable[str], exact: bool,
+                    hits: int, taken: int) -> None:
+        """Directory ``d`` examined in full: its rows ``mine`` (``hits`` of them reused, ``taken``
+        from git's index), the names the rules excluded, and whether it can vouch for its listing."""
         if taken:
             self._index_used()
             self.from_index += taken
         self.hits += hits
         self.n_rows += len(mine)
         self.dirs[d] = (lv, mine, frozenset(others) if exact else None)
-        return True
 
     def _same_record(self, d: str, old: DirRecord) -> None:
         """Directory ``d`` is unchanged against its record: the record stands as it is."""
@@ -492,12 +498,7 @@ class Scan:
                     mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
                     continue
             mine[name] = made[rel] = make_row(rel, key)
-        if taken:
-            self._index_used()
-            self.from_index += taken
-        self.hits += hits
-        self.n_rows += len(mine)
-        self.dirs[d] = (lv, mine, frozenset(others) if exact else None)
+        self._record_dir(d, lv, mine, others, exact, hits, taken)
 
     def found_rows(self) -> dict[str, CacheRow]:
         """Every stat-cache row this scan produced, by workspace-relative path."""

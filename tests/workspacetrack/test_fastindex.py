@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .track_helpers import write
+from .track_helpers import merge_conflict, write
 from workspacetrack import gitsource
 from workspacetrack.gitsource import parse_index
 
@@ -93,16 +93,7 @@ def test_every_index_shape_reads_the_same_both_ways(repo: Path, version: int, mo
 
 
 def test_a_conflicted_index_reads_the_same_both_ways(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write(repo, "c.txt", "base\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    git(repo, "checkout", "-q", "-b", "other")
-    write(repo, "c.txt", "other\n")
-    git(repo, "commit", "-q", "-am", "other")
-    git(repo, "checkout", "-q", "-")
-    write(repo, "c.txt", "mine\n")
-    git(repo, "commit", "-q", "-am", "mine")
-    git(repo, "merge", "-q", "other", check=False)  # a conflict: git exits 1
+    merge_conflict(repo, "c.txt")
     data = (repo / ".git" / "index").read_bytes()
     c, py = _both(data, b"", 1 << 62, monkeypatch)
     assert c == py and c[0] is not None and "c.txt" not in c[0]  # conflict stages vouch for nothing

@@ -14,7 +14,7 @@ from workspacetrack import Tracker
 from workspacetrack.gitsource import REUSE_ENV, blob_id, pin_ref
 
 from ..conftest import git
-from .track_helpers import L, write
+from .track_helpers import L, merge_conflict, write
 
 
 def _age(root: Path, *rels: str) -> None:
@@ -155,14 +155,8 @@ def test_a_run_keeps_the_id_kind_it_started_with(repo: Path, tmp_path: Path, mon
 def test_unmerged_and_intent_to_add_index_still_pins_what_it_vouched_for(repo: Path, tmp_path: Path) -> None:
     """An index that cannot make a tree (a merge conflict) is no reason to fail a capture: the
     blobs taken from it are pinned one by one instead."""
-    _committed_repo(repo, {"stable.txt": "stable\n", "c.txt": "base\n"})
-    git(repo, "checkout", "-q", "-b", "other")
-    write(repo, "c.txt", "theirs\n")
-    git(repo, "commit", "-q", "-am", "theirs")
-    git(repo, "checkout", "-q", "main")
-    write(repo, "c.txt", "ours\n")
-    git(repo, "commit", "-q", "-am", "ours")
-    git(repo, "merge", "-q", "other", check=False)  # conflict in c.txt
+    _committed_repo(repo, {"stable.txt": "stable\n"})
+    merge_conflict(repo, "c.txt")
     write(repo, "ita.txt", "intent to add\n")
     git(repo, "add", "-N", "ita.txt")
     before = _index_hash(repo)

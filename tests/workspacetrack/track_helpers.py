@@ -21,3 +21,20 @@ def write(root: Path, rel: str, content: str | bytes, mode: int | None = None) -
     if mode is not None:
         os.chmod(p, mode)
     return p
+
+
+def merge_conflict(repo: Path, rel: str) -> None:
+    """Leave ``repo`` (with a commit on its current branch) mid-merge with ``rel`` conflicted:
+    both sides changed it since their common commit."""
+    from ..conftest import git
+
+    write(repo, rel, "base\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "theirs")
+    write(repo, rel, "theirs\n")
+    git(repo, "commit", "-q", "-am", "theirs")
+    git(repo, "checkout", "-q", "-")
+    write(repo, rel, "ours\n")
+    git(repo, "commit", "-q", "-am", "ours")
+    git(repo, "merge", "-q", "theirs", check=False)  # the conflict: git exits 1
