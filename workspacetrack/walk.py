@@ -25,7 +25,7 @@ from types import ModuleType
 from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.fastext import FAST
 from workspacetrack.gitsource import IndexRows
-from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, is_ignored
+from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, Matcher, is_ignored
 from workspacetrack.models import (
     EMPTY_DIR,
     CacheRow,
@@ -138,12 +138,11 @@ class Scan:
                 return self._skip(key, SkipReason.OVERSIZED, trusted)
             index = self._git_index()
             if index is not None:
-                known = index.get(rel)
-                if (known is not None and known[0] == size & 0xFFFFFFFF and known[1] == mtime_ns
-                        and known[2] == ctime_ns and known[3] == ino & 0xFFFFFFFF):
+                vouched = _index_row(index.get(rel), key, self.threshold)
+                if vouched is not None:  # git's blob id: the file is not read
                     self._index_used()
                     self.from_index += 1
-                    return (key, known[4], trusted, None)  # git's blob id: the file is not read
+                    return vouched
             try:
                 fd = os.open(absp, _READ_FLAGS)
             except OSError:
@@ -221,20 +220,19 @@ class Scan:
                 listing = packed[i - first] if packed is not None else None
                 prefix = d + "/" if d else ""
                 old = old_dirs.get(d)
+                if rules.frozen:  # the rules of the run's start, whatever the disk holds now
+                    added = rules.level_for_dir(d)
+                    if added is not None:
+                        lv = (*lv, added)
                 # (an empty listing goes to ``_examine``: the directory's own empty row)
-                if fast is not None and listing and old is not None and old[2] is not None:
-                    here = lv
-                    if rules.frozen:
-                        added = rules.level_for_dir(d)
-                        if added is not None:
-                            here = (*lv, added)
-                    if old[0] == here:
-                        subs = fast.same_packed(listing, old[1], old[2], not d, rule_names)
-                        if subs is not None:
-                            self._same_record(d, old)
-                            for name in subs:
-                                self._push_dir(queued, prefix + name, name, here)
-                            continue
+                # (unfrozen rules: ``lv`` holds unless a rule file is here, which C hands back)
+                if fast is not None and listing and old is not None and old[2] is not None and old[0] == lv:
+                    subs = fast.same_packed(listing, old[1], old[2], not d, rule_names)
+                    if subs is not None:
+                        self._same_record(d, old)
+                        for name in subs:
+                            self._push_dir(queued, prefix + name, name, lv)
+                        continue
                 if fast is not None and listing and self._fresh_dir(fast, queued, d, prefix, listing, lv, rule_names):
                     continue
                 try:
@@ -256,11 +254,7 @@ class Scan:
                 self._empty_dir(d, lv)
             return
         rules = self.rules
-        if rules.frozen:  # the rules of the run's start, whatever the disk holds now
-            added = rules.level_for_dir(d)
-            if added is not None:
-                lv = (*lv, added)
-        else:
+        if not rules.frozen:  # (frozen: ``walk`` added the directory's level of the run's start)
             for name, _key in ents:
                 if name in RULE_FILES:
                     added = rules.level_for_dir(d, {name})
@@ -282,19 +276,11 @@ class Scan:
         listing, when the rules in effect are at most one level that looks at names only (the
         common case); False when C does not take it (other rules, a rule file in it, a value C
         cannot hold): the caller then lists it in Python."""
-        rules = self.rules
-        if rules.frozen:
-            added = rules.level_for_dir(d)
-            if added is not None:
-                lv = (*lv, added)
-        live = [lvl.matcher for lvl in lv if not lvl.matcher.empty]
+        live, single = _name_rules(lv)
         if not live:
             match, ignores, known = None, {}, {}
-        elif len(live) == 1 and live[0].basename_only and live[0].match is not None:
-            single = live[0]
+        elif single is not None and single.match is not None:
             match, ignores, known = single.match, single.group_ignores, single.name_cache
-            if len(known) > NAME_CACHE_MAX:
-                known.clear()
         else:
             return False
         found = fast.fresh_dir(listing, prefix, not d, self.old_rows, self._index if self._index_read else None,
@@ -312,11 +298,10 @@ class Scan:
             for name, key in todo:
                 rel = prefix + name
                 if index is not None and key[4] & 0o170000 == 0o100000 and key[0] <= size_cap:
-                    ix = index.get(rel)
-                    if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
-                            and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
+                    vouched = _index_row(index.get(rel), key, threshold)
+                    if vouched is not None:
                         taken += 1
-                        mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
+                        mine[name] = vouched
                         continue
                 mine[name] = self.made[rel] = self._row(rel, key)
         self._record_dir(d, lv, mine, others, exact, hits, taken)
@@ -433,18 +418,15 @@ class Scan:
         index = self._index
         index_get = index.get if index is not None else None
         size_cap, threshold, taken = self.size_cap, self.threshold, 0
-        # The rule levels in effect here, deepest first, unpacked once per directory; the
-        # common case - one level whose patterns all look at names only - gets a direct call.
-        live = [lvl.matcher for lvl in reversed(lv) if not lvl.matcher.empty]
+        # The rule levels in effect here, unpacked once per directory; the common case - one
+        # level whose patterns all look at names only - gets a direct call.
+        _live, single = _name_rules(lv)
         checks = [(lvl.strip, lvl.prefix, lvl.matcher.verdict_name, lvl.matcher.basename_only)
                   for lvl in reversed(lv) if not lvl.matcher.empty]
         # (regex match, group -> ignores) of a single name-only level, called inline below
-        single = live[0] if len(live) == 1 and live[0].basename_only else None
         name_match = single.match if single is not None else None
         ignores_by_group = single.group_ignores if single is not None else {}
         known = single.name_cache if single is not None else {}
-        if len(known) > NAME_CACHE_MAX:
-            known.clear()
         mine: dict[str, CacheRow] = {}
         others: set[str] = set()  # files the rules excluded (no row)
         exact = True  # False: a name was skipped without a row, so _same_dir cannot vouch for it
@@ -491,11 +473,10 @@ class Scan:
                 index = self._git_index()
                 index_get = index.get if index is not None else None
             if index_get is not None and mode & 0o170000 == 0o100000 and key[0] <= size_cap:
-                ix = index_get(rel)
-                if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
-                        and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
+                vouched = _index_row(index_get(rel), key, threshold)
+                if vouched is not None:
                     taken += 1
-                    mine[name] = (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
+                    mine[name] = vouched
                     continue
             mine[name] = made[rel] = make_row(rel, key)
         self._record_dir(d, lv, mine, others, exact, hits, taken)
@@ -584,6 +565,25 @@ class Scan:
         cache[d] = levels
         return levels
 
+
+def _index_row(ix: tuple[int, int, int, int, str] | None, key: StatKey, threshold: int) -> CacheRow | None:
+    """The row git's index entry ``ix`` vouches for, for a regular file whose lstat is ``key``:
+    the entry's blob id, the file unread, when the entry's stat (size and inode truncated to 32
+    bits, as git keeps them; mtime and ctime to the nanosecond) is the file's. None otherwise."""
+    if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
+            and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
+        return (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
+    return None
+
+
+def _name_rules(lv: Levels) -> tuple[list[Matcher], Matcher | None]:
+    """The rule levels in effect in a directory, deepest first, and the one of them when it is
+    the only one and looks at names only (the common case, matched by a direct call)."""
+    live = [lvl.matcher for lvl in reversed(lv) if not lvl.matcher.empty]
+    single = live[0] if len(live) == 1 and live[0].basename_only else None
+    if single is not None and len(single.name_cache) > NAME_CACHE_MAX:
+        single.name_cache.clear()
+    return live, single
 
 def manifest_parts(rows: dict[str, CacheRow], extra_skipped: dict[str, str]) -> tuple[dict[str, Entry], dict[str, str]]:
     """(entries, skipped) of a manifest from the stat rows of the capture that produced it."""

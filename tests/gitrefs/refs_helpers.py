@@ -14,6 +14,14 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
     return run_git(cwd, *args, env=env, check=check).strip()
 
 
+def write_files(root: Path, spec: dict[str, str]) -> None:
+    """Write each ``relative path: text`` of ``spec`` under ``root``, making its directories."""
+    for rel, text in spec.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
 def make_repo(root: Path, *, commit: bool = True) -> Path:
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")

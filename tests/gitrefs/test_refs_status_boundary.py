@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .refs_helpers import git, guarded_state, make_repo, reference_tree, tree_paths
+from .refs_helpers import git, guarded_state, make_repo, reference_tree, tree_paths, write_files
 
 from gitrefs import RunRefs
 from gitrefs.boundary import BoundaryLabel
@@ -35,17 +35,10 @@ class Run:
         return tree_paths(self.repo, rec.tree)
 
 
-def write(repo: Path, spec: dict[str, str]) -> None:
-    for rel, text in spec.items():
-        p = repo / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-
-
 @pytest.fixture
 def run(tmp_path: Path) -> Run:
     repo = make_repo(tmp_path / "repo")
-    write(repo, {".gitignore": "*.log\nbuild/\n", "src/a.py": "a\n", "src/b.py": "bbbb\n", "docs/x.md": "x\n",
+    write_files(repo, {".gitignore": "*.log\nbuild/\n", "src/a.py": "a\n", "src/b.py": "bbbb\n", "docs/x.md": "x\n",
                  "docs/deep/y.md": "y\n", "docs/deep/z.md": "z\n", "keep.txt": "k\n", "kept.log": "tracked\n",
                  "ita.txt": "intent\n"})
     git(repo, "add", "-A")
@@ -66,7 +59,7 @@ def test_every_kind_of_change_is_staged_exactly(run: Run) -> None:
     (repo / "src" / "b.py").write_text("BBBB\n")  # same size, same tick as the last index write
     run.mark("status")
 
-    write(repo, {"src/new.py": "n\n", "fresh/deep/dir/x.txt": "x\n", "build/out.o": "o", "new.log": "l",
+    write_files(repo, {"src/new.py": "n\n", "fresh/deep/dir/x.txt": "x\n", "build/out.o": "o", "new.log": "l",
                  "fresh/deep/skip.log": "s", "we ird\nname é.txt": "odd\n"})
     paths = run.mark("status")
     assert {"src/new.py", "fresh/deep/dir/x.txt", "we ird\nname é.txt"} <= paths
@@ -85,7 +78,7 @@ def test_every_kind_of_change_is_staged_exactly(run: Run) -> None:
     assert not any(p.startswith("docs/") for p in paths)
 
     (repo / "src" / "a.py").unlink()  # a file becomes a directory
-    write(repo, {"src/a.py/inner.txt": "i\n"})
+    write_files(repo, {"src/a.py/inner.txt": "i\n"})
     assert "src/a.py/inner.txt" in run.mark("status")
     for p in (repo / "fresh" / "deep" / "dir").iterdir():  # a directory becomes a file
         p.unlink()
@@ -104,11 +97,11 @@ def test_what_status_cannot_say_plainly_takes_the_full_way(run: Run) -> None:
     repo = run.repo
     (repo / "sub").mkdir()
     (repo / "sub" / ".gitignore").write_text("*.tmp\n")  # a rule file in a new directory: a doubt
-    write(repo, {"sub/a.tmp": "t", "sub/b.txt": "b"})
+    write_files(repo, {"sub/a.tmp": "t", "sub/b.txt": "b"})
     time.sleep(_RACY_NS / 1e9 + 0.05)  # not racy when read after the add: P stays trusted
     paths = run.mark("add")
     assert "sub/b.txt" in paths and "sub/a.tmp" not in paths
-    write(repo, {"sub/c.tmp": "t", "sub/d.txt": "d"})
+    write_files(repo, {"sub/c.tmp": "t", "sub/d.txt": "d"})
     paths = run.mark("status")  # the new directory's rules, recorded, hold
     assert "sub/d.txt" in paths and "sub/c.tmp" not in paths
 
@@ -116,7 +109,7 @@ def test_what_status_cannot_say_plainly_takes_the_full_way(run: Run) -> None:
     time.sleep(_RACY_NS / 1e9 + 0.05)
     paths = run.mark("seed")
     assert "src/a.py" in paths  # tracked by the user's index: kept although ignored now
-    write(repo, {"src/later.py": "ignored now\n"})
+    write_files(repo, {"src/later.py": "ignored now\n"})
     assert "src/later.py" not in run.mark("status")
 
     (repo / "sub" / ".gitignore").write_text("*.txt\n")  # a rule file of the tree, edited in place
@@ -128,7 +121,7 @@ def test_what_status_cannot_say_plainly_takes_the_full_way(run: Run) -> None:
     exclude = repo / ".git" / "info" / "exclude"
     exclude.parent.mkdir(exist_ok=True)
     exclude.write_text("sub/\n")
-    write(repo, {"docs/x.md": "edited\n"})
+    write_files(repo, {"docs/x.md": "edited\n"})
     time.sleep(_RACY_NS / 1e9 + 0.05)
     paths = run.mark("seed")
     assert "sub/b.txt" not in paths  # P tracked it, the user's index does not: ignored now, a copy drops it
@@ -147,13 +140,13 @@ def test_what_status_cannot_say_plainly_takes_the_full_way(run: Run) -> None:
 
 def test_a_bank_between_boundaries(run: Run) -> None:
     repo = run.repo
-    write(repo, {"src/a.py": "banked\n"})
+    write_files(repo, {"src/a.py": "banked\n"})
     bank = run.rr.bank("n")
     assert bank.tree == reference_tree(repo, run.tmp / "ref")
     assert run.rr.last_full_way == "status"
     # the chain head (what status compares P with) is the boundary before the bank, not P's tree:
     # status lists more, and what is staged is the same
-    write(repo, {"src/b.py": "after the bank\n"})
+    write_files(repo, {"src/b.py": "after the bank\n"})
     run.mark("status")
     run.mark("status")
 

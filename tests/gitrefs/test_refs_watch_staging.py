@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .refs_helpers import git, guarded_state, make_repo, reference_tree
+from .refs_helpers import git, guarded_state, make_repo, reference_tree, write_files
 
 from gitrefs import RunRefs
 from gitrefs.boundary import BoundaryLabel
@@ -40,17 +40,10 @@ class Watched:
         return tree
 
 
-def files(repo: Path, spec: dict[str, str]) -> None:
-    for rel, text in spec.items():
-        p = repo / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-
-
 @pytest.fixture
 def run(tmp_path: Path) -> Watched:
     repo = make_repo(tmp_path / "repo")
-    files(repo, {".gitignore": "*.log\nbuild/\n", "src/a.py": "a\n", "src/b.py": "b\n", "docs/x.md": "x\n",
+    write_files(repo, {".gitignore": "*.log\nbuild/\n", "src/a.py": "a\n", "src/b.py": "b\n", "docs/x.md": "x\n",
                  "docs/deep/y.md": "y\n", "keep.txt": "k\n"})
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "tree")
@@ -66,30 +59,30 @@ def test_edits_additions_deletions_renames_and_ignored_files_are_staged_exactly(
     repo = run.repo
     assert run.mark("staged")  # nothing changed: the last tree, no git add at all
     (repo / "src" / "a.py").write_text("a2\n")
-    files(repo, {"new/n1.txt": "n1\n", "src/c.py": "c\n"})
+    write_files(repo, {"new/n1.txt": "n1\n", "src/c.py": "c\n"})
     (repo / "src" / "b.py").unlink()
     run.mark("staged")
     os.rename(repo / "keep.txt", repo / "kept.txt")  # a file renamed
     os.rename(repo / "docs", repo / "manual")  # a directory renamed, with a nested one
     run.mark("staged")
-    files(repo, {"trace.log": "ignored\n", "build/out.o": "ignored\n", "manual/build/x.o": "ignored\n",
+    write_files(repo, {"trace.log": "ignored\n", "build/out.o": "ignored\n", "manual/build/x.o": "ignored\n",
                  "manual/notes.log": "ignored\n", "manual/real.md": "real\n"})
     run.mark("staged")
     shutil.rmtree(repo / "manual")  # a directory deleted, ignored content with it
     os.symlink("src/a.py", repo / "link")
     run.mark("staged")
     (repo / "src" / "c.py").unlink()  # a file replaced by a directory, and the reverse
-    files(repo, {"src/c.py/inner.txt": "inner\n"})
+    write_files(repo, {"src/c.py/inner.txt": "inner\n"})
     shutil.rmtree(repo / "new")
     (repo / "new").write_text("now a file\n")
     run.mark("staged")
-    files(repo, {"swap/a.txt": "a\n", "swap/b/c.txt": "c\n"})
+    write_files(repo, {"swap/a.txt": "a\n", "swap/b/c.txt": "c\n"})
     run.mark("staged")
     shutil.rmtree(repo / "swap")  # a directory replaced by a symlink to another one
     os.symlink("src", repo / "swap")
     run.mark("staged")
     os.chmod(repo / "src" / "a.py", 0o755)
-    files(repo, {"gone-soon.txt": "g\n"})
+    write_files(repo, {"gone-soon.txt": "g\n"})
     (repo / "gone-soon.txt").unlink()  # created and deleted between two boundaries
     run.mark("staged")
     run.v.close()
@@ -97,7 +90,7 @@ def test_edits_additions_deletions_renames_and_ignored_files_are_staged_exactly(
 
 def test_doubts_re_verify_with_the_full_add(run: Watched, tmp_path: Path) -> None:
     repo = run.repo
-    files(repo, {"src/a.py": "a3\n", "extra.log": "x\n"})
+    write_files(repo, {"src/a.py": "a3\n", "extra.log": "x\n"})
     (repo / ".gitignore").write_text("*.md\n")  # an ignore rule changed: other paths' fate with it
     # a rule file changed within a timestamp tick of a boundary is not trusted (the next boundary
     # would re-verify too): let it age past that window
@@ -114,7 +107,7 @@ def test_doubts_re_verify_with_the_full_add(run: Watched, tmp_path: Path) -> Non
     git(repo, "add", "src/b.py")  # the user's index changed: P no longer stands for a copy
     (repo / "src" / "a.py").write_text("a4\n")
     run.mark("full")
-    files(repo, {"sub/inner.txt": "i\n"})
+    write_files(repo, {"sub/inner.txt": "i\n"})
     git(repo / "sub", "init", "-q")  # a nested repository appears: it becomes a gitlink
     git(repo / "sub", "add", "-A")
     git(repo / "sub", "commit", "-q", "-m", "sub")
@@ -139,11 +132,11 @@ def test_in_place_edits_keep_the_tree_shape_and_later_changes_stay_exact(run: Wa
     run.mark("staged")
     (repo / "src" / "a.py").write_text("a3\n")
     run.mark("staged")
-    files(repo, {"docs/deep/deeper/z.md": "z\n", "fresh/f.txt": "f\n"})
+    write_files(repo, {"docs/deep/deeper/z.md": "z\n", "fresh/f.txt": "f\n"})
     run.mark("staged")
     (repo / "docs" / "deep" / "deeper" / "z.md").write_text("z2\n")
     run.mark("staged")
-    files(repo, {"fresh/.gitignore": "*.txt\n"})  # an ignore file in a directory made meanwhile
+    write_files(repo, {"fresh/.gitignore": "*.txt\n"})  # an ignore file in a directory made meanwhile
     run.mark("full")
     run.v.close()
 
@@ -152,7 +145,7 @@ def test_rules_inside_dot_git_re_verify(run: Watched) -> None:
     """The watcher never reports .git itself: a changed .git/info/exclude or .git/config is
     caught by re-reading them, and the boundary takes the full add."""
     repo = run.repo
-    files(repo, {"src/c.py": "c\n", "notes.tmp": "n\n"})
+    write_files(repo, {"src/c.py": "c\n", "notes.tmp": "n\n"})
     run.mark("staged")
     time.sleep(_RACY_NS / 1e9 + 0.05)
     run.mark("staged")
