@@ -136,7 +136,7 @@ def scope(
     if sc.empty:
         echo(f"empty: the run recorded no change after {pivot}")
     for p in sorted(sc.paths):
-        echo(p)
+        echo(display(p))
 
 
 @track_app.command("restore")

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
+from persist.text import one_line
+
 _WIRE = "\x00"
 V = TypeVar("V")
 
@@ -81,8 +83,10 @@ def list_from_wire(items: Iterable[str]) -> list[str]:
 
 
 def display(s: str) -> str:
-    """``s`` as printable UTF-8: bytes that are not UTF-8 shown as ``\\xNN``."""
-    return s if is_clean(s) else to_bytes(s).decode("utf-8", "backslashreplace")
+    """``s`` as one printable line of UTF-8: bytes that are not UTF-8 shown as ``\\xNN``, and
+    control characters (a newline in a file name, an escape sequence) escaped as
+    ``persist.text.one_line`` does, so a listing keeps one path per line."""
+    return one_line(s if is_clean(s) else to_bytes(s).decode("utf-8", "backslashreplace"))
 
 
 def raw_paths(paths: Iterable[str]) -> dict[str, str]:

@@ -89,3 +89,24 @@ def test_cli_user_errors_are_one_line_without_traceback(ws: Path) -> None:
     missing = track("scope", "--pivot", "pre:zzz:0", "--store", str(ws.parent / "s"), "--workspace", str(ws),
                     "--run-id", "r")
     assert isinstance(missing.exception, TrackError) and "no boundary pre:zzz:0" in str(missing.exception)
+
+
+def test_text_listings_keep_one_path_per_line(ws: Path, store: Path) -> None:
+    """A file name holding a newline, an escape sequence or a byte that is not UTF-8 is printed
+    escaped by diff, scope and restore, so each listing line names exactly one path; --json keeps
+    the name as it is."""
+    common = ["--store", str(store), "--workspace", str(ws), "--run-id", "r"]
+    assert track("capture", "--label", "pre:a:0", *common).exit_code == 0
+    write(ws, "two\nlines.txt", "a\n")
+    write(ws, "esc\x1b[31m.txt", "b\n")
+    (ws / os.fsdecode(b"bad-\xff.txt")).write_bytes(b"c\n")
+    assert track("capture", "--label", "nodes:a:0", *common).exit_code == 0
+    want = {"two\\nlines.txt", "esc\\x1b[31m.txt", "bad-\\xff.txt"}
+    diff = track("diff", "pre:a:0", "nodes:a:0", *common).stdout.splitlines()
+    assert {line.split(None, 1)[1] for line in diff} == want
+    assert set(track("scope", "--pivot", "pre:a:0", *common).stdout.splitlines()) == want
+    changes = json.loads(track("diff", "pre:a:0", "nodes:a:0", "--json", *common).stdout)
+    assert "two\nlines.txt" in {c["path"] for c in changes}
+    restored = track("restore", "--pivot", "pre:a:0", *common).stdout.splitlines()
+    assert {line.split(": ", 1)[1] for line in restored if line.startswith("  removed: ")} == want
+    assert not (ws / "two\nlines.txt").exists()
