@@ -21,8 +21,11 @@
  *       vanished before its lstat, the store's directory left out; None when a value does not
  *       fit 64 bits.
  *
- * And index_entries, the loop over git's index entries (see below; 100,000 entries in Python cost
- * ~100 ms of a cold capture).
+ * And, each documented where it is defined: fresh_dir (a directory examined in full), index_entries
+ * (the loop over git's index entries, as a dict or as a C table that fresh_dir and index_row look
+ * paths up in by their bytes; 100,000 entries in Python cost ~100 ms of a cold capture),
+ * rows_and_parts and sorted_json (a manifest's rows, its entries sorted, and their JSON exactly as
+ * pydantic writes it: the sort and the JSON on a thread of their own).
  *
  * Every decision (ignore rules, hashing, git's index, records) stays in workspacetrack/walk.py,
  * which also holds the pure-Python twin of each function, used when this module is not built.
@@ -92,6 +95,30 @@ static int eq_ull(PyObject *item, unsigned long long v) {
 static int is_store(const struct stat *st, long long store_dev, long long store_ino) {
     return store_ino >= 0 && (long long)st->st_dev == store_dev && (long long)st->st_ino == store_ino;
 }
+/* A growable byte buffer (a listing, an index table's names, a manifest's JSON), doubling. */
+typedef struct {
+    char *b;
+    size_t len, cap;
+} buf_t;
+
+static int buf_room(buf_t *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 1;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    char *nb = realloc(b->b, cap);
+    if (nb == NULL) return 0;
+    b->b = nb;
+    b->cap = cap;
+    return 1;
+}
+
+static int buf_put(buf_t *b, const char *s, size_t n) {
+    if (!buf_room(b, n)) return 0;
+    memcpy(b->b + b->len, s, n);
+    b->len += n;
+    return 1;
+}
+
 /* ---- listing many directories at once, on several threads ---------------------------------
  * list_dirs(paths, store_dev, store_ino, threads) -> list[bytes | None]: each directory's entries
  * packed as records (below), None where the directory cannot be opened or read. The threads make
@@ -113,8 +140,7 @@ typedef struct {
 
 typedef struct {
     char *path;
-    char *buf;
-    size_t len, cap;
+    buf_t out;  /* the packed records */
     int failed;
 } job_t;
 
@@ -128,18 +154,12 @@ typedef struct {
 
 static int job_put(job_t *j, const rec_t *r, const char *name) {
     size_t need = REC_ALIGN(sizeof(rec_t) + r->namelen);
-    if (j->len + need > j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 4096;
-        while (cap < j->len + need) cap *= 2;
-        char *b = realloc(j->buf, cap);
-        if (b == NULL) return 0;
-        j->buf = b;
-        j->cap = cap;
-    }
-    memcpy(j->buf + j->len, r, sizeof(rec_t));
-    memcpy(j->buf + j->len + sizeof(rec_t), name, r->namelen);
-    memset(j->buf + j->len + sizeof(rec_t) + r->namelen, 0, need - sizeof(rec_t) - r->namelen);
-    j->len += need;
+    if (!buf_room(&j->out, need)) return 0;
+    char *at = j->out.b + j->out.len;
+    memcpy(at, r, sizeof(rec_t));
+    memcpy(at + sizeof(rec_t), name, r->namelen);
+    memset(at + sizeof(rec_t) + r->namelen, 0, need - sizeof(rec_t) - r->namelen);
+    j->out.len += need;
     return 1;
 }
 
@@ -251,7 +271,7 @@ static PyObject *list_dirs(PyObject *self, PyObject *args) {
         if (jobs[i].failed) {
             item = Py_NewRef(Py_None);
         } else {
-            item = PyBytes_FromStringAndSize(jobs[i].buf ? jobs[i].buf : "", (Py_ssize_t)jobs[i].len);
+            item = PyBytes_FromStringAndSize(jobs[i].out.b ? jobs[i].out.b : "", (Py_ssize_t)jobs[i].out.len);
             if (item == NULL) {
                 Py_CLEAR(out);
                 goto done;
@@ -262,10 +282,28 @@ static PyObject *list_dirs(PyObject *self, PyObject *args) {
 done:
     for (Py_ssize_t i = 0; i < n; i++) {
         free(jobs[i].path);
-        free(jobs[i].buf);
+        free(jobs[i].out.b);
     }
     free(jobs);
     return out;
+}
+
+/* The stat key (size, mtime_ns, ctime_ns, ino, mode) of a record, as walk.py makes it: built
+ * directly (Py_BuildValue parses its format for each of 100,000 files), untracked by the GC. */
+static PyObject *stat_key(const rec_t *r) {
+    PyObject *t = PyTuple_New(5);
+    if (t == NULL) return NULL;
+    PyObject *v[5] = {PyLong_FromLongLong(r->size), PyLong_FromLongLong(r->mtime), PyLong_FromLongLong(r->ctime),
+                      PyLong_FromUnsignedLongLong(r->ino), PyLong_FromLong((long)r->mode)};
+    for (int i = 0; i < 5; i++) {
+        if (v[i] == NULL) {
+            for (int k = 0; k < 5; k++) Py_XDECREF(v[k]);
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 5; i++) PyTuple_SET_ITEM(t, i, v[i]);
+    return atoms(t);
 }
 
 /* walks the records of a packed listing: 1 with *r and *name set, 0 at the end */
@@ -383,8 +421,7 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
             item = atoms(Py_BuildValue("(N O)", PyUnicode_DecodeFSDefaultAndSize(cname, r.namelen), Py_None));
         else
         {
-            PyObject *key = atoms(Py_BuildValue("(LLLKl)", (long long)r.size, (long long)r.mtime,
-                                                (long long)r.ctime, (unsigned long long)r.ino, (long)r.mode));
+            PyObject *key = stat_key(&r);
             item = key == NULL ? NULL : atoms(Py_BuildValue("(N N)",
                                                             PyUnicode_DecodeFSDefaultAndSize(cname, r.namelen), key));
         }
@@ -398,36 +435,178 @@ static PyObject *unpack(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- git's index as a table ------------------------------------------------------------------
+ * The rows index_entries (below) reads, held in C rather than as 100,000 Python tuples: a file
+ * whose stat matches its entry is looked up by the bytes of its path (the listing's own name
+ * bytes after the directory's), with no Python string, tuple or int made for an entry the walk
+ * does not take. A PyCapsule named IXTAB_NAME owns it. */
+
+#define IXTAB_NAME "workspacetrack._fastwalk.index"
+
+typedef struct {
+    long long mtime, ctime;
+    uint32_t size32, ino32;
+    uint32_t name_off, name_len;
+    unsigned char oid[20];
+} ixent_t;
+
+typedef struct {
+    ixent_t *ents;
+    size_t n, cap;
+    buf_t names;      /* every path's bytes, one after the other */
+    uint32_t *slots;  /* open addressing: index + 1 into ents, 0 empty */
+    size_t mask;
+} ixtab_t;
+
+static uint64_t fnv1a(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static void ixtab_free(ixtab_t *t) {
+    if (t == NULL) return;
+    free(t->ents);
+    free(t->names.b);
+    free(t->slots);
+    free(t);
+}
+
+static void ixtab_capsule_free(PyObject *cap) {
+    ixtab_free(PyCapsule_GetPointer(cap, IXTAB_NAME));
+}
+
+/* the slot holding path (p, n), or the empty slot where it would go */
+static uint32_t *ixtab_slot(const ixtab_t *t, const char *p, size_t n) {
+    size_t i = (size_t)fnv1a(p, n) & t->mask;
+    for (;;) {
+        uint32_t *s = &t->slots[i];
+        if (*s == 0) return s;
+        const ixent_t *e = &t->ents[*s - 1];
+        if (e->name_len == n && memcmp(t->names.b + e->name_off, p, n) == 0) return s;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static const ixent_t *ixtab_find(const ixtab_t *t, const char *p, size_t n) {
+    if (t->slots == NULL) return NULL;
+    uint32_t *s = ixtab_slot(t, p, n);
+    return *s ? &t->ents[*s - 1] : NULL;
+}
+
+/* 1: appended (its slot is set by ixtab_index once every entry is in); 0: no memory */
+static int ixtab_add(ixtab_t *t, const char *name, size_t nlen, uint32_t size, long long mtime, long long ctime,
+                     uint32_t ino, const unsigned char *oid) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        ixent_t *e = realloc(t->ents, cap * sizeof(ixent_t));
+        if (e == NULL) return 0;
+        t->ents = e;
+        t->cap = cap;
+    }
+    if (t->n >= 0xFFFFFFF0u || t->names.len + nlen > 0xFFFFFFFFu) return 0;
+    size_t off = t->names.len;
+    if (!buf_put(&t->names, name, nlen)) return 0;
+    ixent_t *e = &t->ents[t->n++];
+    e->name_off = (uint32_t)off;
+    e->name_len = (uint32_t)nlen;
+    e->size32 = size;
+    e->ino32 = ino;
+    e->mtime = mtime;
+    e->ctime = ctime;
+    memcpy(e->oid, oid, 20);
+    return 1;
+}
+
+/* the hash slots, once every entry is in; a path met twice keeps its later entry, as a dict
+ * assignment would. 0: no memory */
+static int ixtab_index(ixtab_t *t) {
+    size_t size = 1024;
+    while (size < t->n * 2) size *= 2;
+    t->slots = calloc(size, sizeof(uint32_t));
+    if (t->slots == NULL) return 0;
+    t->mask = size - 1;
+    for (size_t k = 0; k < t->n; k++) {
+        uint32_t *s = ixtab_slot(t, t->names.b + t->ents[k].name_off, t->ents[k].name_len);
+        *s = (uint32_t)(k + 1);
+    }
+    return 1;
+}
+
+static ixtab_t *ixtab_of(PyObject *cap) {
+    return PyCapsule_CheckExact(cap) ? PyCapsule_GetPointer(cap, IXTAB_NAME) : NULL;
+}
+
+static PyObject *hex_of(const unsigned char *oid) {
+    static const char hexd[] = "0123456789abcdef";
+    PyObject *s = PyUnicode_New(40, 127);
+    if (s == NULL) return NULL;
+    Py_UCS1 *h = PyUnicode_1BYTE_DATA(s);
+    for (int k = 0; k < 20; k++) {
+        h[2 * k] = (Py_UCS1)hexd[oid[k] >> 4];
+        h[2 * k + 1] = (Py_UCS1)hexd[oid[k] & 15];
+    }
+    return s;
+}
+
+/* walk.index_row's rule: the row an entry vouches for a regular file whose lstat is (size, mtime,
+ * ctime, ino) - the entry's stat, size and inode truncated to 32 bits as git keeps them - with
+ * ``key`` as its stat key; NULL with no error when it does not vouch */
+static PyObject *ixent_row(const ixent_t *e, PyObject *key, long long size, long long mtime, long long ctime,
+                           unsigned long long ino, long long threshold) {
+    if (e == NULL || e->mtime != mtime || e->ctime != ctime || e->size32 != (uint32_t)((uint64_t)size & 0xFFFFFFFFu)
+            || e->ino32 != (uint32_t)(ino & 0xFFFFFFFFu))
+        return NULL;
+    PyObject *hex = hex_of(e->oid);
+    if (hex == NULL) return NULL;
+    long long newest = mtime > ctime ? mtime : ctime;
+    PyObject *row = atoms(PyTuple_Pack(4, key, hex, newest < threshold ? Py_True : Py_False, Py_None));
+    Py_DECREF(hex);
+    return row;
+}
+
 /* ---- a directory examined in full --------------------------------------------------------
- * fresh_dir(listing, prefix, root, old_rows, index, threshold, size_cap, known, match, ignores,
- *           rule_files) -> (mine, others, exact, subdirs, todo, hits, taken) | None
+ * fresh_dir(listing, prefix, prefix_bytes, root, old_rows, index, threshold, size_cap, known, match,
+ *           ignores, rule_files) -> (mine, others, exact, subdirs, todo, hits, taken) | None
  * The per-entry loop of walk.Scan._list_dir (its Python twin, which documents the rules), for a
  * directory under at most one ignore level whose patterns look at names only: ``match`` is that
  * level's compiled pattern's match (None: no rules), ``ignores`` its group -> verdict table,
  * ``known`` its name -> verdict cache (filled here as in Python). Rows come from a trusted old row
- * with the same stat key, else from git's ``index`` entry with the same stat (None: not read
- * yet); every other file is left in ``todo`` as (name, key) for the caller to read. None when a
- * value does not fit or an entry is named in ``rule_files`` (the caller lists the directory in
- * Python). */
+ * with the same stat key, else from git's ``index`` table (index_entries's, looked up by
+ * ``prefix_bytes`` + the name's bytes; None: not read yet); every other file is left in ``todo``
+ * as (name, key) for the caller to read. None when a value does not fit or an entry is named in
+ * ``rule_files`` (the caller lists the directory in Python). */
 
 static PyObject *fresh_dir(PyObject *self, PyObject *args) {
     const char *buf;
     Py_ssize_t len;
+    const char *pre_b;
+    Py_ssize_t pre_len;
     PyObject *prefix, *old_rows, *index, *known, *match, *ignores, *rule_files;
     int root;
     long long threshold, size_cap;
-    if (!PyArg_ParseTuple(args, "y#UpO!OLLO!OO!O", &buf, &len, &prefix, &root, &PyDict_Type, &old_rows, &index,
-                          &threshold, &size_cap, &PyDict_Type, &known, &match, &PyDict_Type, &ignores,
-                          &rule_files))
+    if (!PyArg_ParseTuple(args, "y#Uy#pO!OLLO!OO!O", &buf, &len, &prefix, &pre_b, &pre_len, &root, &PyDict_Type,
+                          &old_rows, &index, &threshold, &size_cap, &PyDict_Type, &known, &match, &PyDict_Type,
+                          &ignores, &rule_files))
         return NULL;
     if (!PyAnySet_Check(rule_files)) {
         PyErr_SetString(PyExc_TypeError, "rule_files must be a set");
         return NULL;
     }
-    if (index != Py_None && !PyDict_Check(index)) {
-        PyErr_SetString(PyExc_TypeError, "index must be a dict or None");
+    ixtab_t *tab = NULL;
+    if (index != Py_None && (tab = ixtab_of(index)) == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "index must be index_entries' table or None");
         return NULL;
     }
+    /* the path's bytes, for the table: the directory's, then each name's (at most 0xFFFF) */
+    char *kb = malloc((size_t)pre_len + 0x10000);
+    if (kb == NULL) return PyErr_NoMemory();
+    memcpy(kb, pre_b, (size_t)pre_len);
+    int with_old = PyDict_GET_SIZE(old_rows) > 0;  /* a cold walk looks no row up: no path string */
     PyObject *mine = PyDict_New(), *others = PyList_New(0), *subdirs = PyList_New(0), *todo = PyList_New(0);
     PyObject *result = NULL;
     Py_ssize_t hits = 0, taken = 0;
@@ -450,7 +629,7 @@ static PyObject *fresh_dir(PyObject *self, PyObject *args) {
         if (r.namelen == 4 && memcmp(cname, ".git", 4) == 0 && (root || is_dir)) continue;
         PyObject *name = PyUnicode_DecodeFSDefaultAndSize(cname, r.namelen);
         if (name == NULL) goto done;
-        int rf = PySet_Contains(rule_files, name);
+        int rf = PySet_GET_SIZE(rule_files) ? PySet_Contains(rule_files, name) : 0;
         if (rf != 0) {  /* a rule file adds a level here: the Python listing works it out */
             Py_DECREF(name);
             if (rf > 0) result = Py_NewRef(Py_None);
@@ -505,15 +684,14 @@ static PyObject *fresh_dir(PyObject *self, PyObject *args) {
                 continue;
             }
         }
-        PyObject *key = atoms(Py_BuildValue("(LLLKl)", (long long)r.size, (long long)r.mtime, (long long)r.ctime,
-                                            (unsigned long long)r.ino, (long)r.mode));
+        PyObject *key = stat_key(&r);
         if (key == NULL) goto fail_name;
-        PyObject *rel = PyUnicode_Concat(prefix, name);
-        if (rel == NULL) {
+        PyObject *rel = with_old ? PyUnicode_Concat(prefix, name) : NULL;
+        if (with_old && rel == NULL) {
             Py_DECREF(key);
             goto fail_name;
         }
-        PyObject *row = PyDict_GetItemWithError(old_rows, rel);  /* borrowed */
+        PyObject *row = with_old ? PyDict_GetItemWithError(old_rows, rel) : NULL;  /* borrowed */
         PyObject *made = NULL;
         if (row != NULL) {
             int trusted = PyTuple_Check(row) && PyTuple_GET_SIZE(row) >= 3 ? PyObject_IsTrue(PyTuple_GET_ITEM(row, 2)) : 0;
@@ -529,20 +707,12 @@ static PyObject *fresh_dir(PyObject *self, PyObject *args) {
         } else if (PyErr_Occurred()) {
             goto fail_key;
         }
-        if (made == NULL && index != Py_None && S_ISREG(r.mode) && r.size <= size_cap) {
-            PyObject *ix = PyDict_GetItemWithError(index, rel);  /* (size32, mtime, ctime, ino32, blob) */
-            if (ix == NULL && PyErr_Occurred()) goto fail_key;
-            if (ix != NULL && PyTuple_Check(ix) && PyTuple_GET_SIZE(ix) == 5
-                    && eq_ll(PyTuple_GET_ITEM(ix, 1), r.mtime)
-                    && eq_ll(PyTuple_GET_ITEM(ix, 0), (long long)((uint64_t)r.size & 0xFFFFFFFFu))
-                    && eq_ll(PyTuple_GET_ITEM(ix, 2), r.ctime)
-                    && eq_ll(PyTuple_GET_ITEM(ix, 3), (long long)(r.ino & 0xFFFFFFFFu))) {
-                long long newest = r.mtime > r.ctime ? r.mtime : r.ctime;
-                made = atoms(PyTuple_Pack(4, key, PyTuple_GET_ITEM(ix, 4), newest < threshold ? Py_True : Py_False,
-                                          Py_None));
-                if (made == NULL) goto fail_key;
-                taken++;
-            }
+        if (made == NULL && tab != NULL && S_ISREG(r.mode) && r.size <= size_cap) {
+            memcpy(kb + pre_len, cname, r.namelen);
+            const ixent_t *e = ixtab_find(tab, kb, (size_t)pre_len + r.namelen);
+            made = ixent_row(e, key, r.size, r.mtime, r.ctime, r.ino, threshold);
+            if (made == NULL && PyErr_Occurred()) goto fail_key;
+            if (made != NULL) taken++;
         }
         if (made != NULL) {
             int a = PyDict_SetItem(mine, name, made);
@@ -556,12 +726,12 @@ static PyObject *fresh_dir(PyObject *self, PyObject *args) {
             }
             Py_DECREF(item);
         }
-        Py_DECREF(rel);
+        Py_XDECREF(rel);
         Py_DECREF(key);
         Py_DECREF(name);
         continue;
     fail_key:
-        Py_DECREF(rel);
+        Py_XDECREF(rel);
         Py_DECREF(key);
     fail_name:
         Py_DECREF(name);
@@ -569,6 +739,7 @@ static PyObject *fresh_dir(PyObject *self, PyObject *args) {
     }
     result = Py_BuildValue("(OOOOOnn)", mine, others, exact ? Py_True : Py_False, subdirs, todo, hits, taken);
 done:
+    free(kb);
     Py_XDECREF(mine);
     Py_XDECREF(others);
     Py_XDECREF(subdirs);
@@ -576,20 +747,241 @@ done:
     return result;
 }
 
+/* ---- a manifest's dictionaries, sorted and in JSON -------------------------------------------
+ * sorted_json(d, entries) -> (sorted dict, JSON bytes) | None
+ * What TrackStore stores of a manifest's ``entries`` ({path: (id, mode, size, target | None)},
+ * ``entries`` true) or ``skipped`` ({path: reason}): the same dict in key order (Python's order of
+ * str, which is the byte order of their UTF-8) and its JSON object exactly as pydantic writes it
+ * (no spaces; '"', '\\' and control characters escaped as serde_json does, everything else as
+ * UTF-8). None when something does not fit that shape: a key or value that is not UTF-8 text (a
+ * lone surrogate: the caller writes wire forms), a value of another type, an int beyond 64 bits.
+ * Sorting 100,000 paths and dumping them through pydantic cost ~70 ms of a cold capture. */
+
+typedef struct {
+    uint64_t head[2];  /* the first 16 bytes of the key, big-endian, zero-padded: most compares end here */
+    const char *u8;    /* the key's UTF-8 (the str object's own buffer: valid while it lives) */
+    Py_ssize_t n;
+    PyObject *key, *val;
+    Py_ssize_t orig;   /* its place before sorting */
+    /* the value, read beforehand so that the JSON is written without the GIL: an entry's id,
+     * mode, size and link target (t NULL: none), or a skip's reason in h */
+    const char *h, *t;
+    Py_ssize_t hn, tn;
+    long long mode, size;
+} item_t;
+
+static void set_head(item_t *it) {
+    unsigned char pad[16] = {0};
+    memcpy(pad, it->u8, (size_t)(it->n < 16 ? it->n : 16));
+    for (int w = 0; w < 2; w++) {
+        uint64_t v = 0;
+        for (int i = 0; i < 8; i++) v = (v << 8) | pad[w * 8 + i];
+        it->head[w] = v;
+    }
+}
+
+static int cmp_items(const void *a, const void *b) {
+    const item_t *x = a, *y = b;
+    if (x->head[0] != y->head[0]) return x->head[0] < y->head[0] ? -1 : 1;
+    if (x->head[1] != y->head[1]) return x->head[1] < y->head[1] ? -1 : 1;
+    /* equal heads (or a key shorter than 16 bytes, zero-padded): the bytes, then the lengths */
+    int c = memcmp(x->u8, y->u8, (size_t)(x->n < y->n ? x->n : y->n));
+    if (c != 0) return c;
+    return (x->n > y->n) - (x->n < y->n);
+}
+
+/* a JSON string: at most 6 bytes out per byte in */
+static int buf_jstr(buf_t *b, const char *s, Py_ssize_t n) {
+    static const char hex[] = "0123456789abcdef";
+    if (!buf_room(b, (size_t)n * 6 + 2)) return 0;
+    char *o = b->b + b->len;
+    *o++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\f': *o++ = 'f'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\r': *o++ = 'r'; break;
+        case '\t': *o++ = 't'; break;
+        default:
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->b);
+    return 1;
+}
+
+static int buf_ll(buf_t *b, long long x) {
+    char tmp[24];  /* the decimal digits, written backwards (snprintf costs ~20 ms per 200,000) */
+    int k = 24;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        tmp[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0) tmp[--k] = '-';
+    return buf_put(b, tmp + k, (size_t)(24 - k));
+}
+
+/* the UTF-8 of str s (its own buffer), or NULL with no error when s is not UTF-8 text */
+static const char *utf8_of(PyObject *s, Py_ssize_t *n) {
+    if (!PyUnicode_Check(s)) return NULL;
+    const char *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (u == NULL) PyErr_Clear();
+    return u;
+}
+
+static int ll_of(PyObject *v, long long *out) {
+    if (!PyLong_CheckExact(v)) return 0;  /* (a bool is not an int here: pydantic would write true) */
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* With the GIL: the key of it (it->key) and its value ``v`` read into it, for the writer below:
+ * an entry (id, mode, size, target | None), a tuple or a list (``entries``), or a reason str.
+ * 0 when they do not fit that shape (no error set). */
+static int prep_item(item_t *it, PyObject *v, int entries) {
+    if ((it->u8 = utf8_of(it->key, &it->n)) == NULL) return 0;
+    set_head(it);
+    if (!entries) return (it->h = utf8_of(v, &it->hn)) != NULL;
+    PyObject **f;
+    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 4) f = &PyTuple_GET_ITEM(v, 0);
+    else if (PyList_Check(v) && PyList_GET_SIZE(v) == 4) f = &PyList_GET_ITEM(v, 0);
+    else return 0;
+    if ((it->h = utf8_of(f[0], &it->hn)) == NULL || !ll_of(f[1], &it->mode) || !ll_of(f[2], &it->size)) return 0;
+    it->t = NULL;
+    return f[3] == Py_None || (it->t = utf8_of(f[3], &it->tn)) != NULL;
+}
+
+/* Without the GIL (it touches no Python object): ``items`` sorted by key and written as one JSON
+ * object into ``b``. 1: done; 0: a key comes twice (a dict's keys never do); -1: no memory. */
+static int write_sorted(item_t *items, Py_ssize_t n, int entries, buf_t *b) {
+    qsort(items, (size_t)n, sizeof(item_t), cmp_items);
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (cmp_items(&items[k - 1], &items[k]) == 0) return 0;
+    }
+    /* a guess at the size (a path and an entry are ~90 bytes): growing 8 MB by doubling copies it */
+    if (!buf_room(b, (size_t)n * (entries ? 96 : 48) + 2) || !buf_put(b, "{", 1)) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const item_t *it = &items[i];
+        int ok = (i == 0 || buf_put(b, ",", 1)) && buf_jstr(b, it->u8, it->n) && buf_put(b, ":", 1);
+        if (ok && entries) {
+            ok = buf_put(b, "[", 1) && buf_jstr(b, it->h, it->hn) && buf_put(b, ",", 1) && buf_ll(b, it->mode)
+                && buf_put(b, ",", 1) && buf_ll(b, it->size) && buf_put(b, ",", 1)
+                && (it->t == NULL ? buf_put(b, "null", 4) : buf_jstr(b, it->t, it->tn)) && buf_put(b, "]", 1);
+        } else if (ok) {
+            ok = buf_jstr(b, it->h, it->hn);
+        }
+        if (!ok) return -1;
+    }
+    return buf_put(b, "}", 1) ? 1 : -1;
+}
+
+/* The sorted dict of written ``items`` (their values: vals[orig], or val when vals is NULL) and
+ * the JSON in ``b`` as bytes: 1, or -1 on an error. */
+static int finish_sorted(const item_t *items, Py_ssize_t n, PyObject *const *vals, const buf_t *b, PyObject **dict,
+                         PyObject **json) {
+    PyObject *sorted = _PyDict_NewPresized(n);
+    if (sorted == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyDict_SetItem(sorted, items[i].key, vals ? vals[items[i].orig] : items[i].val) < 0) {
+            Py_DECREF(sorted);
+            return -1;
+        }
+    }
+    *json = PyBytes_FromStringAndSize(b->b, (Py_ssize_t)b->len);
+    if (*json == NULL) {
+        Py_DECREF(sorted);
+        return -1;
+    }
+    *dict = sorted;
+    return 1;
+}
+
+/* sorted_json(d, entries) (see above) */
+static PyObject *sorted_json(PyObject *self, PyObject *args) {
+    PyObject *d;
+    int entries;
+    if (!PyArg_ParseTuple(args, "O!p", &PyDict_Type, &d, &entries)) return NULL;
+    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0, k = 0;
+    item_t *items = malloc(sizeof(item_t) * (size_t)(n ? n : 1));
+    if (items == NULL) return PyErr_NoMemory();
+    buf_t b = {NULL, 0, 0};
+    PyObject *key, *val, *dict = NULL, *json = NULL, *result = NULL;
+    int rc = 1;
+    while (rc && PyDict_Next(d, &pos, &key, &val)) {
+        items[k].key = key;
+        items[k].val = val;
+        items[k].orig = k;
+        rc = prep_item(&items[k], val, entries);
+        k++;
+    }
+    if (rc) rc = write_sorted(items, n, entries, &b);
+    if (rc > 0) rc = finish_sorted(items, n, NULL, &b, &dict, &json);
+    if (rc > 0) result = Py_BuildValue("(NN)", dict, json);
+    else if (rc == 0) result = Py_NewRef(Py_None);  /* not of that shape: the Python way */
+    else if (!PyErr_Occurred()) PyErr_NoMemory();
+    free(items);
+    free(b.b);
+    return result;
+}
+
 /* ---- a walk's records as a manifest's parts --------------------------------------------------
- * rows_and_parts(dirs, skipped) -> (rows, entries, skipped) | None
+ * rows_and_parts(dirs, skipped) -> (rows, entries, skipped, entries_json | None) | None
  * walk.Scan.found_rows_and_parts (its Python twin) for a scan with no single-path rows: every
  * row of the per-directory records ``dirs`` (d -> (levels, {name: row}, others)) by its path
  * (the name '' is the empty directory d itself), and the manifest's entries {path: (hash, mode,
  * size, target)} and skip reasons (a hash "!reason"), ``skipped`` (a dict, filled in place)
- * holding the walk's own. None when a record is not of that shape. */
+ * holding the walk's own. The entries come in key order with their JSON (sorted_json's): the
+ * sort and the JSON run on a thread of their own (they touch no Python object) while this one
+ * fills the rows dict and makes the entries' tuples. entries_json None: they do not fit that
+ * shape (the entries are then in walk order, for the Python way). None when a record is not of
+ * the shape above. */
+
+typedef struct {
+    item_t *items;
+    Py_ssize_t n;
+    buf_t b;
+    int rc;
+} sort_job_t;
+
+static void *sort_job(void *arg) {
+    sort_job_t *j = arg;
+    j->rc = write_sorted(j->items, j->n, 1, &j->b);
+    return NULL;
+}
 
 static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
     PyObject *dirs, *skipped;
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &dirs, &PyDict_Type, &skipped)) return NULL;
-    PyObject *out = PyDict_New(), *entries = PyDict_New(), *slash = PyUnicode_FromString("/");
-    PyObject *result = NULL;
-    if (out == NULL || entries == NULL || slash == NULL) goto done;
+    PyObject *out = NULL, *slash = PyUnicode_FromString("/"), *entries = NULL, *json = NULL, *result = NULL;
+    /* every row by its path (owned), in walk order; the entries among them: ents[k] is rows[ent_at[k]] */
+    PyObject **paths = NULL, **rows = NULL, **vals = NULL;
+    Py_ssize_t *ent_at = NULL;
+    item_t *items = NULL;
+    Py_ssize_t n = 0, cap = 0, ne = 0;
+    sort_job_t job = {NULL, 0, {NULL, 0, 0}, 0};
+    int started = 0, plain = 1;
+    pthread_t tid;
+    if (slash == NULL) goto done;
     Py_ssize_t i = 0;
     PyObject *d, *rec;
     while (PyDict_Next(dirs, &i, &d, &rec)) {
@@ -611,49 +1003,139 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
                 result = Py_NewRef(Py_None);
                 goto done;
             }
+            if (n == cap) {
+                Py_ssize_t ncap = cap ? cap * 2 : 4096;
+                PyObject **np = realloc(paths, sizeof(PyObject *) * (size_t)ncap);
+                if (np != NULL) paths = np;
+                PyObject **nr = np == NULL ? NULL : realloc(rows, sizeof(PyObject *) * (size_t)ncap);
+                if (nr != NULL) rows = nr;
+                Py_ssize_t *na = nr == NULL ? NULL : realloc(ent_at, sizeof(Py_ssize_t) * (size_t)ncap);
+                if (na != NULL) ent_at = na;
+                item_t *ni = na == NULL ? NULL : realloc(items, sizeof(item_t) * (size_t)ncap);
+                if (ni == NULL) {
+                    Py_DECREF(prefix);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                items = ni;
+                cap = ncap;
+            }
             PyObject *path = PyUnicode_GET_LENGTH(name) ? PyUnicode_Concat(prefix, name) : Py_NewRef(d);
-            if (path == NULL || PyDict_SetItem(out, path, row) < 0) {
-                Py_XDECREF(path);
+            if (path == NULL) {
                 Py_DECREF(prefix);
                 goto done;
             }
-            PyObject *key = PyTuple_GET_ITEM(row, 0), *h = PyTuple_GET_ITEM(row, 1);
-            int a;
-            if (PyUnicode_READ_CHAR(h, 0) == '!') {
-                PyObject *reason = PyUnicode_Substring(h, 1, PyUnicode_GET_LENGTH(h));
-                a = reason == NULL ? -1 : PyDict_SetItem(skipped, path, reason);
-                Py_XDECREF(reason);
-            } else {
-                PyObject *entry = atoms(PyTuple_Pack(4, h, PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
-                                                     PyTuple_GET_ITEM(row, 3)));
-                a = entry == NULL ? -1 : PyDict_SetItem(entries, path, entry);
-                Py_XDECREF(entry);
+            paths[n] = path;
+            rows[n] = row;  /* borrowed: ``dirs`` holds it */
+            if (PyUnicode_READ_CHAR(PyTuple_GET_ITEM(row, 1), 0) != '!') {
+                PyObject *key = PyTuple_GET_ITEM(row, 0);
+                item_t *it = &items[ne];
+                it->key = path;
+                it->orig = ne;
+                ent_at[ne] = n;
+                PyObject *pending[4] = {PyTuple_GET_ITEM(row, 1), PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
+                                        PyTuple_GET_ITEM(row, 3)};
+                /* (prep_item reads a value tuple; here its four fields come from the row) */
+                if (plain) {
+                    if ((it->u8 = utf8_of(path, &it->n)) == NULL || (it->h = utf8_of(pending[0], &it->hn)) == NULL
+                            || !ll_of(pending[1], &it->mode) || !ll_of(pending[2], &it->size)) {
+                        plain = 0;
+                    } else {
+                        set_head(it);
+                        it->t = NULL;
+                        if (pending[3] != Py_None && (it->t = utf8_of(pending[3], &it->tn)) == NULL) plain = 0;
+                    }
+                }
+                ne++;
             }
-            Py_DECREF(path);
-            if (a < 0) {
-                Py_DECREF(prefix);
-                goto done;
-            }
+            n++;
         }
         Py_DECREF(prefix);
     }
-    result = Py_BuildValue("(OOO)", out, entries, skipped);
+    vals = calloc((size_t)(ne ? ne : 1), sizeof(PyObject *));
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (plain) {  /* the sort and the JSON on their own thread, which takes no signal */
+        job.items = items;
+        job.n = ne;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        started = ne >= 1024 && pthread_create(&tid, NULL, sort_job, &job) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!started) sort_job(&job);
+    }
+    /* meanwhile: the rows by path, the skips, the entries' tuples (``items`` is the thread's) */
+    out = _PyDict_NewPresized(n);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0, e = 0; k < n; k++) {
+        PyObject *row = rows[k], *h = PyTuple_GET_ITEM(row, 1);
+        if (PyDict_SetItem(out, paths[k], row) < 0) goto done;
+        if (e < ne && ent_at[e] == k) {
+            PyObject *key = PyTuple_GET_ITEM(row, 0);
+            vals[e] = atoms(PyTuple_Pack(4, h, PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
+                                         PyTuple_GET_ITEM(row, 3)));
+            if (vals[e++] == NULL) goto done;
+        } else {
+            PyObject *reason = PyUnicode_Substring(h, 1, PyUnicode_GET_LENGTH(h));
+            int a = reason == NULL ? -1 : PyDict_SetItem(skipped, paths[k], reason);
+            Py_XDECREF(reason);
+            if (a < 0) goto done;
+        }
+    }
+    if (started) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(tid, NULL);
+        Py_END_ALLOW_THREADS
+        started = 0;
+    }
+    if (plain && job.rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (plain && job.rc > 0) {
+        if (finish_sorted(items, ne, vals, &job.b, &entries, &json) < 0) goto done;
+    } else {  /* not plain text (or a path twice): the entries in walk order, for the Python way */
+        entries = PyDict_New();
+        if (entries == NULL) goto done;
+        for (Py_ssize_t e = 0; e < ne; e++) {
+            if (PyDict_SetItem(entries, paths[ent_at[e]], vals[e]) < 0) goto done;
+        }
+    }
+    result = Py_BuildValue("(OOOO)", out, entries, skipped, json ? json : Py_None);
 done:
+    if (started) {  /* (an error above while the thread ran: it still owns ``items``) */
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(tid, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    for (Py_ssize_t k = 0; k < n; k++) Py_DECREF(paths[k]);
+    for (Py_ssize_t e = 0; vals != NULL && e < ne; e++) Py_XDECREF(vals[e]);
+    free(paths);
+    free(rows);
+    free(ent_at);
+    free(items);
+    free(vals);
+    free(job.b.b);
     Py_XDECREF(out);
     Py_XDECREF(entries);
+    Py_XDECREF(json);
     Py_XDECREF(slash);
     return result;
 }
 
 /* ---- git's index ----------------------------------------------------------------------------
- * index_entries(data, prefix, racy_ns, count, version, want_attributes)
- *     -> (rows, end, attributes | None) | None
+ * index_entries(data, prefix, racy_ns, count, version, want_attributes[, as_table])
+ *     -> (rows | table, end, attributes | None) | None
  * The entries part of workspacetrack.gitsource._parse_index (its Python twin, which documents
  * the rules): stage-0 regular-file entries under ``prefix`` whose mtime is older than
  * ``racy_ns``, none assume-valid, skip-worktree or intent-to-add, as
  * {path below prefix: (size, mtime_ns, ctime_ns, ino, blob hex)}; ``end`` is the offset after the
  * last entry; ``attributes`` the repository path of every .gitattributes entry. None for
- * anything malformed (every length is checked against the buffer before it is read). */
+ * anything malformed (every length is checked against the buffer before it is read). With
+ * ``as_table``, the rows are a table (above) for fresh_dir and index_row, not a dict. */
 
 static uint32_t be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
@@ -663,16 +1145,22 @@ static PyObject *index_entries(PyObject *self, PyObject *args) {
     Py_buffer buf, pre;
     long long racy_ns;
     unsigned int count, version;
-    int want_attrs;
-    if (!PyArg_ParseTuple(args, "y*y*LIIp", &buf, &pre, &racy_ns, &count, &version, &want_attrs)) return NULL;
+    int want_attrs, as_table = 0;
+    if (!PyArg_ParseTuple(args, "y*y*LIIp|p", &buf, &pre, &racy_ns, &count, &version, &want_attrs, &as_table))
+        return NULL;
     const unsigned char *data = buf.buf;
     size_t len = (size_t)buf.len, plen = (size_t)pre.len, pos = 12;
     const char *prefix = pre.buf;
-    PyObject *rows = PyDict_New(), *attrs = want_attrs ? PyList_New(0) : Py_NewRef(Py_None), *result = NULL;
+    ixtab_t *tab = as_table ? calloc(1, sizeof(ixtab_t)) : NULL;
+    PyObject *rows = as_table ? NULL : PyDict_New();
+    PyObject *attrs = want_attrs ? PyList_New(0) : Py_NewRef(Py_None), *result = NULL;
     char *prev = NULL;
     size_t prevlen = 0, prevcap = 0;
-    static const char hexd[] = "0123456789abcdef";
-    if (rows == NULL || attrs == NULL) goto done;
+    if (as_table ? tab == NULL : rows == NULL) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    if (attrs == NULL) goto done;
     for (unsigned int i = 0; i < count; i++) {
         if (len < 62 || pos > len - 62) goto malformed;
         const unsigned char *e = data + pos;
@@ -746,15 +1234,37 @@ static PyObject *index_entries(PyObject *self, PyObject *args) {
             name += plen;
             nlen -= plen;
         }
-        char hex[40];
-        for (int k = 0; k < 20; k++) {
-            hex[2 * k] = hexd[oid[k] >> 4];
-            hex[2 * k + 1] = hexd[oid[k] & 15];
+        long long ctime = (long long)cs * 1000000000LL + cns;
+        if (tab != NULL) {
+            if (!ixtab_add(tab, name, nlen, size, mtime, ctime, ino, oid)) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            continue;
         }
         PyObject *key = PyUnicode_DecodeFSDefaultAndSize(name, (Py_ssize_t)nlen);
         if (key == NULL) goto done;
-        PyObject *val = atoms(Py_BuildValue("(kLLks#)", (unsigned long)size, mtime,
-                                      (long long)cs * 1000000000LL + cns, (unsigned long)ino, hex, (Py_ssize_t)40));
+        /* (size, mtime, ctime, ino, blob hex), built directly: Py_BuildValue parses its format
+         * for each of 100,000 entries */
+        PyObject *val = PyTuple_New(5), *hexs = hex_of(oid);
+        if (val != NULL && hexs != NULL) {
+            PyObject *v[4] = {PyLong_FromUnsignedLong(size), PyLong_FromLongLong(mtime), PyLong_FromLongLong(ctime),
+                              PyLong_FromUnsignedLong(ino)};
+            for (int k = 0; k < 4; k++) {
+                if (v[k] == NULL) {
+                    for (int m = 0; m < 4; m++) Py_XDECREF(v[m]);
+                    Py_CLEAR(val);
+                    break;
+                }
+            }
+            if (val != NULL) {
+                for (int k = 0; k < 4; k++) PyTuple_SET_ITEM(val, k, v[k]);
+                PyTuple_SET_ITEM(val, 4, hexs);
+                hexs = NULL;
+                atoms(val);
+            }
+        }
+        Py_XDECREF(hexs);
         if (val == NULL || PyDict_SetItem(rows, key, val) < 0) {
             Py_DECREF(key);
             Py_XDECREF(val);
@@ -763,11 +1273,21 @@ static PyObject *index_entries(PyObject *self, PyObject *args) {
         Py_DECREF(key);
         Py_DECREF(val);
     }
+    if (tab != NULL) {
+        if (!ixtab_index(tab)) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        rows = PyCapsule_New(tab, IXTAB_NAME, ixtab_capsule_free);
+        if (rows == NULL) goto done;
+        tab = NULL;  /* the capsule owns it */
+    }
     result = Py_BuildValue("(OnO)", rows, (Py_ssize_t)pos, attrs);
     goto done;
 malformed:
     result = Py_NewRef(Py_None);
 done:
+    ixtab_free(tab);
     free(prev);
     Py_XDECREF(rows);
     Py_XDECREF(attrs);
@@ -776,12 +1296,74 @@ done:
     return result;
 }
 
+/* index_row(table, path_bytes, key, threshold) -> CacheRow | None: walk.index_row's rule for the
+ * Python callers (a file C did not examine), against the table */
+static PyObject *index_row(PyObject *self, PyObject *args) {
+    PyObject *cap, *key;
+    const char *p;
+    Py_ssize_t n;
+    long long threshold;
+    if (!PyArg_ParseTuple(args, "Oy#O!L", &cap, &p, &n, &PyTuple_Type, &key, &threshold)) return NULL;
+    ixtab_t *tab = ixtab_of(cap);
+    if (tab == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
+        return NULL;
+    }
+    long long v[5];
+    if (PyTuple_GET_SIZE(key) != 5) Py_RETURN_NONE;
+    for (int k = 0; k < 5; k++) {
+        int overflow = 0;
+        v[k] = PyLong_Check(PyTuple_GET_ITEM(key, k)) ? PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(key, k), &overflow) : -1;
+        if (PyErr_Occurred() || overflow || !PyLong_Check(PyTuple_GET_ITEM(key, k))) {
+            PyErr_Clear();
+            Py_RETURN_NONE;  /* no entry holds such a stat */
+        }
+    }
+    PyObject *row = ixent_row(ixtab_find(tab, p, (size_t)n), key, v[0], v[1], v[2], (unsigned long long)v[3],
+                              threshold);
+    if (row == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return row;
+}
+
+/* table_rows(table) -> dict: the table as index_entries' dict (its path keys decoded as os does) */
+static PyObject *table_rows(PyObject *self, PyObject *cap) {
+    ixtab_t *tab = ixtab_of(cap);
+    if (tab == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
+        return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (size_t i = 0; i <= tab->mask && tab->slots != NULL; i++) {
+        if (tab->slots[i] == 0) continue;
+        const ixent_t *e = &tab->ents[tab->slots[i] - 1];
+        PyObject *k = PyUnicode_DecodeFSDefaultAndSize(tab->names.b + e->name_off, e->name_len);
+        PyObject *v = k == NULL ? NULL : Py_BuildValue("(kLLkN)", (unsigned long)e->size32, e->mtime, e->ctime,
+                                                       (unsigned long)e->ino32, hex_of(e->oid));
+        if (v == NULL || PyDict_SetItem(out, k, v) < 0) {
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+    }
+    return out;
+}
+
+
 static PyMethodDef methods[] = {
     {"list_dirs", list_dirs, METH_VARARGS, "Many directories listed on threads, packed; None per failure."},
     {"same_packed", same_packed, METH_VARARGS, "same_dir on a packed listing."},
     {"unpack", unpack, METH_VARARGS, "A packed listing as (name, key) pairs, or None."},
     {"fresh_dir", fresh_dir, METH_VARARGS, "A directory's entries examined in full; None when C cannot."},
     {"rows_and_parts", rows_and_parts, METH_VARARGS, "A walk's records as rows, entries and skips."},
+    {"index_row", index_row, METH_VARARGS, "The row git's index table vouches for a file's stat, or None."},
+    {"table_rows", table_rows, METH_O, "An index table as index_entries' dict."},
+    {"sorted_json", sorted_json, METH_VARARGS, "A manifest's entries or skips sorted, and their JSON, or None."},
     {"index_entries", index_entries, METH_VARARGS, "The entries of git's index a stat can vouch for, or None."},
     {NULL, NULL, 0, NULL},
 };
@@ -795,7 +1377,7 @@ static struct PyModuleDef module = {
  * when it matches (an editable install keeps a stale build after a pull until it is rebuilt). */
 PyMODINIT_FUNC PyInit__fastwalk(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", 4) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -71,7 +71,7 @@ class Capturer:
         # let the next walk vouch for an unchanged directory without a per-file row lookup.
         self._dirs: dict[str, DirRecord] | None = None
         # (index checksum C, rows): the rows of ``_rows`` index C may not vouch for; C vouches
-        # for every other row of ``_rows`` (``_vouched``). None: unknown, ``save_cache`` works
+        # for every other row of ``_rows`` (``IndexView.vouches``). None: unknown, ``save_cache`` works
         # it out over all rows. Kept up to date by a walk so a save costs what changed.
         self._beyond: tuple[str, dict[str, CacheRow]] | None = None
         self._baseline: str | None = None  # manifest of the last capture, when the journal covers since
@@ -204,12 +204,13 @@ class Capturer:
             self._dirs = scan.dirs
             return digest, stats
         else:
+            entries_json = None
             if same_rows:
                 new_rows = rows
                 entries, skipped = manifest_parts(new_rows, scan.extra_skipped)
             else:
-                new_rows, entries, skipped = scan.found_rows_and_parts()
-            digest = self.store.put_manifest(entries, skipped)
+                new_rows, entries, skipped, entries_json = scan.found_rows_and_parts()
+            digest = self.store.put_manifest(entries, skipped, entries_json=entries_json)
             self._rows_dirty = True
             # with no old row reused, every row the walk did not take from its index is in
             # ``made``: the rows that index may not vouch for
@@ -438,12 +439,12 @@ class Capturer:
         if self.store.objects.ids != "git":
             return None
         git = self.store.objects.git
-        index = git.index_rows() if git is not None else None
+        index = git.index_view() if git is not None else None
         checksum = git.index_checksum() if git is not None else None
-        if not index or checksum is None:
+        if index is None or checksum is None:
             return None
-        get = index.get
-        out = {p: row for p, row in rows.items() if not _vouched(get(p), row)}
+        vouches = index.vouches
+        out = {p: row for p, row in rows.items() if not vouches(p, row)}
         return (out, checksum) if len(out) < len(rows) else None
 
     def _update_beyond(self, changes: dict[str, CacheRow | None]) -> None:
@@ -454,23 +455,14 @@ class Capturer:
             return
         checksum, beyond = self._beyond
         git = self.store.objects.git if self.store.objects.ids == "git" else None
-        index = git.index_rows() if git is not None else None
+        index = git.index_view() if git is not None else None
         if index is None or git is None or git.index_checksum() != checksum:
             self._beyond = None
             return
         beyond = dict(beyond)
         for p, row in changes.items():
-            if row is None or _vouched(index.get(p), row):
+            if row is None or index.vouches(p, row):
                 beyond.pop(p, None)
             else:
                 beyond[p] = row
         self._beyond = (checksum, beyond)
-
-
-def _vouched(known: tuple[int, int, int, int, str] | None, row: CacheRow) -> bool:
-    """Whether git index entry ``known`` vouches for ``row``: a regular file with the entry's
-    stat and blob id, what the walk's index shortcut would make again."""
-    key = row[0]
-    return (known is not None and known[4] == row[1] and known[1] == key[1] and known[2] == key[2]
-            and known[0] == key[0] & 0xFFFFFFFF and known[3] == key[3] & 0xFFFFFFFF
-            and key[4] & 0o170000 == 0o100000)

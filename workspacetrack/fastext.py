@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-API = 4
+API = 6
 
 
 def _load() -> ModuleType | None:

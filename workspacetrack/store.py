@@ -46,7 +46,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -55,6 +55,7 @@ from persist import VersionedModel, atomic_write_bytes, file_lock, fsync_dir, re
 from persist.atomic import TMP_SUFFIX, is_temp_leftover
 from persist.killpoint import kill_point
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
+from workspacetrack.fastext import FAST
 from workspacetrack.models import (
     CacheRow,
     Entry,
@@ -300,13 +301,11 @@ class TrackStore:
         return rec
 
     # -- manifests --------------------------------------------------------------------------
-    def put_manifest(self, entries: dict[str, Entry], skipped: dict[str, str], *, presorted: bool = False) -> str:
-        # Built from our own walk: skip re-validating 20,000 rows; sorted so equal states hash equal.
-        if not presorted:
-            entries, skipped = dict(sorted(entries.items())), dict(sorted(skipped.items()))
-        m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries, skipped=skipped,
-                                     ids=self.objects.ids)
-        data = _wire_manifest(m).model_dump_json().encode("utf-8")
+    def put_manifest(self, entries: dict[str, Entry], skipped: dict[str, str], *,
+                     entries_json: bytes | None = None) -> str:
+        """Store the full state ``entries`` + ``skipped``. ``entries_json``: the caller made
+        ``entries`` in key order with their JSON (``_fastwalk.rows_and_parts``)."""
+        m, data = _stored_manifest(entries, skipped, entries_json, ids=self.objects.ids)
         digest = self.objects.put(data, digest_of(data))
         self._remember(digest, m)
         return digest
@@ -315,10 +314,8 @@ class TrackStore:
                   removed: list[str], full: Manifest | None) -> str:
         """Store the change against ``base``; ``full`` (the resulting state) is kept in memory
         (None: the caller does not hold it; a reader applies the delta)."""
-        m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=dict(sorted(entries.items())),
-                                     skipped=dict(sorted(skipped.items())), base=base,
-                                     removed=sorted(removed), depth=base_depth + 1, ids=self.objects.ids)
-        data = _wire_manifest(m).model_dump_json().encode("utf-8")
+        _m, data = _stored_manifest(entries, skipped, None, base=base, removed=sorted(removed), depth=base_depth + 1,
+                                    ids=self.objects.ids)
         digest = self.objects.put(data, digest_of(data))
         if full is not None:
             self._remember(digest, full)
@@ -525,6 +522,34 @@ def _wire_log_record(rec: StateLogRecord) -> StateLogRecord:
 def _targets(values: Iterable[tuple[object, ...]]) -> Iterator[str]:
     """The symlink targets (item 3, None for other entries/rows), collected at C speed."""
     return filter(None, map(itemgetter(3), values))  # type: ignore[arg-type]
+
+
+# the two dictionaries of an empty manifest as pydantic writes them (``_stored_manifest``)
+_EMPTY_PARTS = b'"entries":{},"skipped":{}'
+
+
+def _stored_manifest(entries: dict[str, Entry], skipped: dict[str, str], entries_json: bytes | None,
+                     **fields: Any) -> tuple[Manifest, bytes]:
+    """The manifest of ``entries`` and ``skipped`` with ``fields``, its dictionaries in key order
+    (so equal states hash equal), and the bytes stored for it. The dictionaries are sorted and
+    written by ``_fastwalk.sorted_json`` when it is built and they hold plain UTF-8 text (pydantic
+    writes the rest of the document, which is small), or come so with ``entries_json``;
+    otherwise all of it is pydantic's, names in wire form. Both give the same bytes
+    (tests/workspacetrack/test_fastjson.py)."""
+    fast = FAST
+    if fast is not None:
+        done_e = (entries, entries_json) if entries_json is not None else fast.sorted_json(entries, True)
+        done_s = fast.sorted_json(skipped, False)
+        if done_e is not None and done_s is not None:
+            m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=done_e[0],
+                                         skipped=done_s[0], **fields)
+            shell = _wire_manifest(m.model_copy(update={"entries": {}, "skipped": {}})).model_dump_json().encode()
+            head, mark, tail = shell.partition(_EMPTY_PARTS)
+            if mark:
+                return m, b"".join((head, b'"entries":', done_e[1], b',"skipped":', done_s[1], tail))
+    m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=dict(sorted(entries.items())),
+                                 skipped=dict(sorted(skipped.items())), **fields)
+    return m, _wire_manifest(m).model_dump_json().encode("utf-8")
 
 
 def _wire_manifest(m: Manifest) -> Manifest:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import os
 import stat as st_mod
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.fastext import FAST
-from workspacetrack.gitsource import IndexRows
+from workspacetrack.gitsource import IndexView
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, Matcher, is_ignored
 from workspacetrack.models import (
     EMPTY_DIR,
@@ -41,9 +43,12 @@ _fast: ModuleType | None = FAST
 
 RACY_WINDOW_NS = 2_000_000_000
 _RULE_SET = frozenset(RULE_FILES)
-# threads listing a wave of directories: git's preload-index uses up to 20; two per core here
-_THREADS = min(8, 2 * (os.cpu_count() or 1))
-_BATCH = 512  # directories listed per call: their listings are held in memory at once
+# threads listing a batch: one per core (listing is kernel CPU time, and the walk's own thread
+# needs a core while it examines the previous batch: measured best on 2 cores); at least 2
+_THREADS = min(8, max(2, os.cpu_count() or 1))
+# directories listed per call, and calls in flight while the walk examines an earlier batch
+_BATCH = 64
+_AHEAD = 2
 NAME_CACHE_MAX = 500_000  # bound on remembered ignore verdicts per rule file
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -87,7 +92,7 @@ class Scan:
         # (read on the first file a stat row cannot vouch for: an unchanged capture never asks;
         # ``use_index`` False: a scan of a few paths reads them rather than parse the whole index)
         self.git = objects.git if objects.ids == "git" and use_index else None
-        self._index: IndexRows | None = None
+        self._index: IndexView | None = None
         self._index_read = False
         self._index_taken = False  # a row took a blob id from it (its tree is pinned at seal)
         self.index_checksum: str | None = None  # that index's (``GitSource.index_checksum``)
@@ -95,11 +100,11 @@ class Scan:
         # ``_list_dir``: with no reused row, the index vouches for every row not in here
         self.made: dict[str, CacheRow] = {}
 
-    def _git_index(self) -> IndexRows | None:
+    def _git_index(self) -> IndexView | None:
         """git's index rows, read on the first file a stat row cannot vouch for."""
         if not self._index_read and self.git is not None:
             self._index_read = True
-            self._index = self.git.index_rows()
+            self._index = self.git.index_view()
             if self._index is not None:
                 self.index_checksum = self.git.index_checksum()
         return self._index
@@ -138,7 +143,7 @@ class Scan:
                 return self._skip(key, SkipReason.OVERSIZED, trusted)
             index = self._git_index()
             if index is not None:
-                vouched = _index_row(index.get(rel), key, self.threshold)
+                vouched = index.row(rel, key, self.threshold)
                 if vouched is not None:  # git's blob id: the file is not read
                     self._index_used()
                     self.from_index += 1
@@ -184,14 +189,12 @@ class Scan:
     def walk(self, start: str, levels: Levels) -> None:
         """Capture everything under workspace-relative directory ``start`` ('' = the root).
 
-        Directories are taken in waves: every directory queued by the previous wave is listed
-        and stat'ed at once (by ``_fastwalk`` on several threads, when built; ``on_dir``, the
-        watcher's, is called for each directory of a batch before any is listed, so no change
-        after a listing goes unseen), then examined one by one. The order only decides when a
-        directory is read, not what is recorded."""
-        ws = self.ws
+        Directories are listed in batches, in the order they are found (``_Lister``: by
+        ``_fastwalk`` on several threads when built, a batch or two ahead of the one being
+        examined; ``on_dir``, the watcher's, is called for each directory before its listing
+        starts, so no change after a listing goes unseen), then examined one by one. The order
+        only decides when a directory is read, not what is recorded."""
         rules = self.rules
-        on_dir = self.on_dir
         old_dirs = self.old_dirs
         fast = _fast
         sdev, sino = self.store_id if self.store_id is not None else (-1, -1)
@@ -200,24 +203,19 @@ class Scan:
         # a rule file in a directory adds a level (unless the rules are frozen): the C check
         # hands such a directory back, since its record's levels must be compared with it
         rule_names = frozenset() if rules.frozen else _RULE_SET
-        wave: list[tuple[str, Levels]] = [(start, levels)]
-        while wave:
-            queued: list[tuple[str, Levels]] = []
-            paths = [f"{ws}/{d}" if d else ws for d, _ in wave]
-            packed: list[bytes | None] | None = None
-            first = 0  # index in the wave of packed[0]
-            for i, (d, lv) in enumerate(wave):
-                absd = paths[i]
-                if i % _BATCH == 0:
-                    # the next batch of the wave (a batch bounds the memory): a watcher's callback
-                    # sees each of its directories before any is listed, then all are listed at once
-                    batch = paths[i:i + _BATCH]
-                    if on_dir is not None:
-                        for j, (bd, _) in enumerate(wave[i:i + _BATCH]):
-                            on_dir(batch[j], bd)
-                    if fast is not None:
-                        packed, first = fast.list_dirs(batch, sdev, sino, _THREADS if len(batch) > 1 else 1), i
-                listing = packed[i - first] if packed is not None else None
+        queued: list[tuple[str, Levels]] = [(start, levels)]
+        lister = _Lister(fast, self.ws, self.on_dir, sdev, sino)
+        while True:
+            if not lister.inflight:
+                lister.feed(queued, force=True)
+            got = lister.take()
+            if got is None:
+                break
+            batch, packed = got
+            for i, (d, lv) in enumerate(batch):
+                if len(queued) >= _BATCH:
+                    lister.feed(queued)  # keep listing ahead of the examination
+                listing = packed[i] if packed is not None else None
                 prefix = d + "/" if d else ""
                 old = old_dirs.get(d)
                 if rules.frozen:  # the rules of the run's start, whatever the disk holds now
@@ -236,13 +234,12 @@ class Scan:
                 if fast is not None and listing and self._fresh_dir(fast, queued, d, prefix, listing, lv, rule_names):
                     continue
                 try:
-                    ents, empty = _entries(absd, sdev, sino, listing, fast)
+                    ents, empty = _entries(lister.path(d), sdev, sino, listing, fast)
                 except OSError:
                     if d:
                         self.extra_skipped[d] = SkipReason.UNREADABLE
                     continue
                 self._examine(queued, d, prefix, ents, empty, lv, old)
-            wave = queued
 
     def _examine(self, queue: list[tuple[str, Levels]], d: str, prefix: str, ents: Listing, empty: bool,
                  lv: Levels, old: DirRecord | None) -> None:
@@ -283,7 +280,8 @@ class Scan:
             match, ignores, known = single.match, single.group_ignores, single.name_cache
         else:
             return False
-        found = fast.fresh_dir(listing, prefix, not d, self.old_rows, self._index if self._index_read else None,
+        table = self._index.table if self._index_read and self._index is not None else None
+        found = fast.fresh_dir(listing, prefix, os.fsencode(prefix), not d, self.old_rows, table,
                                self.threshold, self.size_cap, known, match, ignores, rule_names)
         if found is None:
             return False
@@ -298,7 +296,7 @@ class Scan:
             for name, key in todo:
                 rel = prefix + name
                 if index is not None and key[4] & 0o170000 == 0o100000 and key[0] <= size_cap:
-                    vouched = _index_row(index.get(rel), key, threshold)
+                    vouched = index.row(rel, key, threshold)
                     if vouched is not None:
                         taken += 1
                         mine[name] = vouched
@@ -416,7 +414,6 @@ class Scan:
         make_row = self._row
         made = self.made
         index = self._index
-        index_get = index.get if index is not None else None
         size_cap, threshold, taken = self.size_cap, self.threshold, 0
         # The rule levels in effect here, unpacked once per directory; the common case - one
         # level whose patterns all look at names only - gets a direct call.
@@ -469,11 +466,10 @@ class Scan:
                 continue
             # A regular file whose stat matches git's index entry: the entry's blob id, unread
             # (``_row``'s first case, inlined: a cold capture of a clean checkout is all this).
-            if index_get is None and not self._index_read and self.git is not None:
+            if index is None and not self._index_read and self.git is not None:
                 index = self._git_index()
-                index_get = index.get if index is not None else None
-            if index_get is not None and mode & 0o170000 == 0o100000 and key[0] <= size_cap:
-                vouched = _index_row(index_get(rel), key, threshold)
+            if index is not None and mode & 0o170000 == 0o100000 and key[0] <= size_cap:
+                vouched = index.row(rel, key, threshold)
                 if vouched is not None:
                     taken += 1
                     mine[name] = vouched
@@ -491,12 +487,13 @@ class Scan:
         out.update(self.rows)  # a journal capture visits single paths after their trees: later wins
         return out
 
-    def found_rows_and_parts(self) -> tuple[dict[str, CacheRow], dict[str, Entry], dict[str, str]]:
+    def found_rows_and_parts(self) -> tuple[dict[str, CacheRow], dict[str, Entry], dict[str, str], bytes | None]:
         """``found_rows()`` and ``manifest_parts`` of them, in one pass over the walk's records
-        (a cold capture of 100,000 files does not loop over them twice)."""
+        (a cold capture of 100,000 files does not loop over them twice), and, when C made them,
+        the entries in key order with their JSON (``TrackStore.put_manifest``'s ``entries_json``)."""
         if self.rows:
             rows = self.found_rows()
-            return (rows, *manifest_parts(rows, self.extra_skipped))
+            return (rows, *manifest_parts(rows, self.extra_skipped), None)
         if _fast is not None:  # the same loop in C (``_fastwalk.rows_and_parts``: no GC-tracked tuples)
             done = _fast.rows_and_parts(self.dirs, dict(self.extra_skipped))
             if done is not None:
@@ -514,7 +511,7 @@ class Scan:
                     skipped[path] = h[1:]
                 else:
                     entries[path] = (h, key[4], key[0], target)
-        return out, entries, skipped
+        return out, entries, skipped, None
 
     # -- a path the journal names -----------------------------------------------------------
     def rescan(self, rel: str) -> None:
@@ -566,14 +563,69 @@ class Scan:
         return levels
 
 
-def _index_row(ix: tuple[int, int, int, int, str] | None, key: StatKey, threshold: int) -> CacheRow | None:
-    """The row git's index entry ``ix`` vouches for, for a regular file whose lstat is ``key``:
-    the entry's blob id, the file unread, when the entry's stat (size and inode truncated to 32
-    bits, as git keeps them; mtime and ctime to the nanosecond) is the file's. None otherwise."""
-    if (ix is not None and ix[1] == key[1] and ix[0] == key[0] & 0xFFFFFFFF
-            and ix[2] == key[2] and ix[3] == key[3] & 0xFFFFFFFF):
-        return (key, ix[4], (key[1] if key[1] > key[2] else key[2]) < threshold, None)
-    return None
+class _Lister:
+    """The listings of a walk's directories, a batch at a time in the order they were queued,
+    listed on a background thread (``_fastwalk.list_dirs``) while the walk examines earlier ones.
+
+    Listing is system calls (~1.7 us of kernel time per entry here) and examining is Python
+    objects (the GIL): on two cores the two overlap instead of taking turns, and a batch of the
+    next level is listed as soon as enough of its directories are known. ``on_dir`` (the
+    watcher's) is still called, on the walk's thread, for every directory of a batch before that
+    batch's listing starts, so no change after a listing goes unseen. Without the extension a
+    batch carries no listings (the walk lists each directory itself, after ``on_dir``). At most
+    ``_AHEAD`` batches are in flight, so at most that many batches' listings are in memory besides
+    the one being examined."""
+
+    def __init__(self, fast: ModuleType | None, ws: str, on_dir: OnDir | None, sdev: int, sino: int) -> None:
+        self.fast, self.ws, self.on_dir, self.sdev, self.sino = fast, ws, on_dir, sdev, sino
+        self.inflight: deque[tuple[list[tuple[str, Levels]], threading.Thread | None, list[object]]] = deque()
+
+    def path(self, d: str) -> str:
+        return f"{self.ws}/{d}" if d else self.ws
+
+    def feed(self, queued: list[tuple[str, Levels]], *, force: bool = False) -> None:
+        """Start listing full batches of ``queued`` (taken out of it) while fewer than
+        ``_AHEAD`` are in flight; ``force``: a last, partial one too."""
+        while queued and len(self.inflight) < _AHEAD and (force or len(queued) >= _BATCH):
+            batch = queued[:_BATCH]
+            del queued[:_BATCH]
+            self._start(batch)
+
+    def _start(self, batch: list[tuple[str, Levels]]) -> None:
+        paths = [self.path(d) for d, _ in batch]
+        if self.on_dir is not None:
+            for (d, _), absd in zip(batch, paths):
+                self.on_dir(absd, d)
+        box: list[object] = []
+        fast = self.fast
+        if fast is None:
+            self.inflight.append((batch, None, box))
+            return
+        sdev, sino, threads = self.sdev, self.sino, _THREADS if len(paths) > 1 else 1
+
+        def run() -> None:
+            try:
+                box.append(fast.list_dirs(paths, sdev, sino, threads))
+            except BaseException as exc:  # noqa: BLE001 - (MemoryError, an interrupt): raised again by ``take``
+                box.append(exc)
+
+        t = threading.Thread(target=run, name="iterion-list", daemon=True)
+        t.start()
+        self.inflight.append((batch, t, box))
+
+    def take(self) -> tuple[list[tuple[str, Levels]], list[bytes | None] | None] | None:
+        """The oldest batch in flight and its listings (None: not listed here); None when no
+        batch is in flight."""
+        if not self.inflight:
+            return None
+        batch, t, box = self.inflight.popleft()
+        if t is None:
+            return batch, None
+        t.join()
+        got = box[0]
+        if isinstance(got, BaseException):
+            raise got
+        return batch, got  # type: ignore[return-value]
 
 
 def _name_rules(lv: Levels) -> tuple[list[Matcher], Matcher | None]:

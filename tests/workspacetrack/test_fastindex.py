@@ -15,7 +15,7 @@ import pytest
 
 from .track_helpers import merge_conflict, write
 from workspacetrack import gitsource
-from workspacetrack.gitsource import parse_index
+from workspacetrack.gitsource import IndexView, parse_index
 
 from ..conftest import git
 
@@ -29,6 +29,10 @@ def _both(data: bytes, prefix: bytes, racy_ns: int, monkeypatch: pytest.MonkeyPa
             root: list[str] = []
             rows = parse_index(data, prefix, racy_ns, attrs, root)
             out.append((rows, attrs, root))
+    # and the C table the walk looks paths up in holds the very same rows
+    view = gitsource.parse_index_view(data, prefix, racy_ns)
+    assert view is None or view.table is not None
+    assert (view.all_rows() if view is not None else None) == out[1][0]
     return out[0], out[1]
 
 
@@ -90,6 +94,15 @@ def test_every_index_shape_reads_the_same_both_ways(repo: Path, version: int, mo
         assert left_out not in rows, left_out
     assert sorted(attrs) == [b".gitattributes", b"sub/.gitattributes"]
     assert rows["d0/f3.txt"][4] == git(repo, "rev-parse", "HEAD:d0/f3.txt").strip()
+    # a file's stat against an entry: the table (by the path's bytes) and the dict say the same
+    table, plain = gitsource.parse_index_view(data, b"", racy), IndexView(rows=rows)
+    assert table is not None and table.table is not None
+    for rel, (size, mtime, ctime, ino, _blob) in rows.items():
+        for key in ((size, mtime, ctime, ino, 0o100644), (size + (1 << 32), mtime, ctime, ino + (1 << 32), 0o100644),
+                    (size + 1, mtime, ctime, ino, 0o100644), (size, mtime + 1, ctime, ino, 0o100644)):
+            for threshold in (0, mtime + 1, 1 << 62):
+                assert table.row(rel, key, threshold) == plain.row(rel, key, threshold), (rel, key)
+        assert table.row(rel + "x", (size, mtime, ctime, ino, 0o100644), 0) is None
 
 
 def test_a_conflicted_index_reads_the_same_both_ways(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

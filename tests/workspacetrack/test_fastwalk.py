@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .track_helpers import L, write
-from workspacetrack import Tracker, walk
+from workspacetrack import Tracker, store, walk
 from workspacetrack.models import Manifest
 
 
@@ -193,6 +193,35 @@ def test_rows_and_parts_same_both_ways(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(walk, "_fast", None)
     by_py = scan.found_rows_and_parts()
     assert by_c == by_py
-    rows, entries, skipped = by_c
+    rows, entries, skipped, entries_json = by_c
+    assert entries_json is None  # undecodable names: the manifest is written the Python way
     assert "empty/nested" in entries and skipped["gone/dir"] == "unreadable" and "a/fifo" in skipped
     assert entries["link"][3] == "a/x.txt" and os.fsdecode(b"a/bad-\xff\xfe.txt") in rows
+
+
+def test_rows_and_parts_sorted_with_their_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On names that are plain text, C gives the entries in key order with their JSON, in the
+    same pass (past 1,024 entries the sort and the JSON run on a thread of their own): the
+    stored manifest is byte for byte the one the Python way writes."""
+    from workspacetrack.ignore import IgnoreRules
+    from workspacetrack.objects import ObjectStore
+    from workspacetrack.store import _stored_manifest
+    from workspacetrack.walk import Scan
+
+    ws = tmp_path / "ws"
+    for rel in ("b/z.txt", "b.txt", "a/b/c.txt", "a.b", "a/\u00e9t\u00e9 \"q\".txt", "a/tab\there", "Z", "b/0"):
+        write(ws, rel, rel)
+    for i in range(1100):
+        write(ws, f"many/{'ab'[i % 2]}/f{(i * 7919) % 1100}.txt", str(i))
+    os.symlink("b.txt", ws / "link")
+    (ws / "empty").mkdir()
+    scan = Scan(str(ws), IgnoreRules(ws), ObjectStore(tmp_path / "objs"), 1 << 20, {}, None, use_index=False)
+    scan.walk("", scan.rules.root_levels)
+    rows, entries, skipped, entries_json = scan.found_rows_and_parts()
+    assert entries_json is not None and list(entries) == sorted(entries) and len(entries) > 1100
+    monkeypatch.setattr(walk, "_fast", None)
+    rows_py, entries_py, skipped_py, json_py = scan.found_rows_and_parts()
+    assert json_py is None and (rows, entries, skipped) == (rows_py, entries_py, skipped_py)
+    by_c = _stored_manifest(entries, skipped, entries_json, ids="git")[1]
+    monkeypatch.setattr(store, "FAST", None)  # pydantic writes all of it
+    assert by_c == _stored_manifest(entries_py, skipped_py, None, ids="git")[1]
