@@ -97,6 +97,41 @@ def _check_types(types: list[str], timeline: list[Any]) -> None:
                            "`iterion inspect --run-id R --events --all` shows every type the run has")
 
 
+def _workflow_nodes(file_path: str | None) -> set[str] | None:
+    """The node names of the run's workflow as its file compiles now (None: it does not)."""
+    if not file_path:
+        return None
+    from iterion.dsl import load_workflow
+
+    try:
+        wf = load_workflow(file_path).workflow
+    except (OSError, ValueError):
+        return None
+    return set(wf.nodes) if wf is not None else None
+
+
+def _check_nodes(nodes: list[str], timeline: list[Any], doc: RunDoc) -> None:
+    """A --node the run has no node of (a typo: ``reveiw``) is refused, not an empty timeline.
+    Known: the nodes of its timeline and of its workflow; when the workflow no longer compiles
+    and the run can still go on, a node not yet in the timeline may yet come: let it pass."""
+    if not nodes:
+        return
+    from difflib import get_close_matches
+
+    known = {e.node for e in timeline if e.node}
+    wf_nodes = _workflow_nodes(doc.file_path)
+    if wf_nodes is None and not doc.status.is_terminal:
+        return
+    known |= wf_nodes or set()
+    for n in nodes:
+        if n not in known:
+            near = get_close_matches(n, sorted(known), n=3)
+            raise CliError(f"--node {n}: run {doc.id} has no node {n!r}",
+                           hint=f"did you mean {' or '.join(near)}?" if near else
+                           ("its nodes: " + ", ".join(sorted(known)) if known else
+                            "`iterion inspect --run-id R --events --all` shows every event the run has"))
+
+
 def inspect_cmd(
     run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
     events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline "
@@ -168,6 +203,7 @@ def inspect_cmd(
         detail["workspace_checkpoint"] = hint
     timeline = store.read_events(rid) if events else []
     _check_types(event_type, timeline)
+    _check_nodes(event_node, timeline, doc)
     filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
         if events:

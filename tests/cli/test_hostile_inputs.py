@@ -301,6 +301,20 @@ def test_inspect_refuses_an_event_type_that_no_event_has(tmp_path: Path) -> None
     assert "node_failed" in (refused.value.hint or "")
 
 
+def test_inspect_refuses_a_node_the_run_does_not_have(tmp_path: Path, ws: Path) -> None:
+    """``--node reveiw`` (a typo) is refused with the run's nodes, not an empty timeline; a node
+    of the workflow that has no event yet passes."""
+    store = tmp_path / "store"
+    bot = write_bot(tmp_path / "src", GATE)
+    parked = run_cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
+    assert parked.returncode == 4, parked.stderr
+    run_id = json.loads(parked.stdout)["run_id"]
+    typo = run_cli("inspect", "--run-id", run_id, "--node", "gat", "--store-dir", str(store), cwd=ws)
+    assert typo.returncode == 2 and "has no node 'gat'" in typo.stderr and "gate" in typo.stderr, typo.stderr
+    ok = run_cli("inspect", "--run-id", run_id, "--node", "gate", "--store-dir", str(store), cwd=ws)
+    assert ok.returncode == 0 and "gate" in ok.stdout, ok.stderr
+
+
 def test_a_damaged_interaction_record_is_one_line_naming_the_file(tmp_path: Path) -> None:
     from iterion.store.errors import CorruptDocumentError
     from iterion.store.interactions import InteractionStore
