@@ -55,6 +55,9 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXE
 # A directory's entries with their lstat keys (None: the entry vanished before its lstat).
 Listing = list[tuple[str, "StatKey | None"]]
 OnDir = Callable[[str, str], None]  # (absolute dir, workspace-relative dir)
+# Directories found and not yet listed, with the rule levels in effect in them (a deque: the
+# walk takes batches from its head while it appends what it finds).
+Queue = deque[tuple[str, Levels]]
 # What a walk recorded of one directory: the rule levels in effect in it, its files' rows by
 # name, and the names of the files those rules excluded (None: a name was skipped without a
 # row, e.g. unencodable, so the record cannot vouch for the directory's listing).
@@ -203,7 +206,7 @@ class Scan:
         # a rule file in a directory adds a level (unless the rules are frozen): the C check
         # hands such a directory back, since its record's levels must be compared with it
         rule_names = frozenset() if rules.frozen else _RULE_SET
-        queued: list[tuple[str, Levels]] = [(start, levels)]
+        queued: Queue = deque([(start, levels)])
         lister = _Lister(fast, self.ws, self.on_dir, sdev, sino)
         while True:
             if not lister.inflight:
@@ -241,7 +244,7 @@ class Scan:
                     continue
                 self._examine(queued, d, prefix, ents, empty, lv, old)
 
-    def _examine(self, queue: list[tuple[str, Levels]], d: str, prefix: str, ents: Listing, empty: bool,
+    def _examine(self, queue: Queue, d: str, prefix: str, ents: Listing, empty: bool,
                  lv: Levels, old: DirRecord | None) -> None:
         """Directory ``d`` listed as ``ents`` (``empty``: it holds nothing, not even the store):
         its rule level, then its record again or a full examination; subdirectories to walk go
@@ -267,7 +270,7 @@ class Scan:
                 return
         self._list_dir(queue, d, prefix, ents, lv)
 
-    def _fresh_dir(self, fast: ModuleType, queue: list[tuple[str, Levels]], d: str, prefix: str,
+    def _fresh_dir(self, fast: ModuleType, queue: Queue, d: str, prefix: str,
                    listing: bytes, lv: Levels, rule_names: frozenset[str]) -> bool:
         """``_list_dir`` of directory ``d`` done by ``_fastwalk.fresh_dir`` (its C twin) from its
         listing, when the rules in effect are at most one level that looks at names only (the
@@ -391,7 +394,7 @@ class Scan:
             return None  # a recorded file is gone
         return subdirs
 
-    def _push_dir(self, stack: list[tuple[str, Levels]], rel: str, name: str, lv: Levels) -> None:
+    def _push_dir(self, stack: Queue, rel: str, name: str, lv: Levels) -> None:
         """Queue subdirectory ``rel`` unless it is ignored (the store itself is never listed)."""
         probe = rel + "/"
         for level in reversed(lv):
@@ -406,7 +409,7 @@ class Scan:
                 break
         stack.append((rel, lv))
 
-    def _list_dir(self, stack: list[tuple[str, Levels]], d: str, prefix: str,
+    def _list_dir(self, stack: Queue, d: str, prefix: str,
                   ents: Listing, lv: Levels) -> None:
         """Examine every entry of directory ``d``: ignore rules, stat against the cache, and
         hashing of what the cache cannot vouch for; records the directory for ``_same_dir``."""
@@ -583,13 +586,11 @@ class _Lister:
     def path(self, d: str) -> str:
         return f"{self.ws}/{d}" if d else self.ws
 
-    def feed(self, queued: list[tuple[str, Levels]], *, force: bool = False) -> None:
+    def feed(self, queued: Queue, *, force: bool = False) -> None:
         """Start listing full batches of ``queued`` (taken out of it) while fewer than
         ``_AHEAD`` are in flight; ``force``: a last, partial one too."""
         while queued and len(self.inflight) < _AHEAD and (force or len(queued) >= _BATCH):
-            batch = queued[:_BATCH]
-            del queued[:_BATCH]
-            self._start(batch)
+            self._start([queued.popleft() for _ in range(min(_BATCH, len(queued)))])
 
     def _start(self, batch: list[tuple[str, Levels]]) -> None:
         paths = [self.path(d) for d, _ in batch]
