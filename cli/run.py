@@ -128,7 +128,7 @@ def run_cmd(
     file: Path = typer.Argument(..., help="The workflow: a .bot/.iter file, a bundle directory or a .botz."),
     var: list[str] = typer.Option([], "--var", help="Set a workflow var: --var name=value (repeatable)."),
     preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
-    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claw, claude_code)."),
+    backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claw, claude_code, codex)."),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
     answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}, or {"field": value} when the workflow has one human node.'),
     attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),

@@ -298,3 +298,21 @@ def claude_code_flags(policy: Policy) -> list[str]:
     if denied:
         flags.append("--disallowedTools=" + ",".join(denied))
     return flags
+
+
+# -- the codex backend: only the policy's mode has a counterpart, as the CLI's sandbox ---------
+_CODEX_SANDBOX = {"allow": "workspace-write", "ask": "read-only", "deny": "read-only"}
+
+
+def codex_flags(policy: Policy, *, readonly: bool = False) -> list[str]:
+    """``--sandbox`` for ``codex exec``: ``read-only`` for a node declared ``readonly`` (so the
+    fan-out safety that trusts the declaration holds), else the mode of the highest layer that
+    sets one: ``allow`` lets the agent write in the workspace, ``ask`` and ``deny`` keep it
+    read-only (the CLI cannot stop to ask a person, so an ask refuses, as for claude_code). No
+    mode set: no flag, the CLI's own configuration decides. Rules have no counterpart (the CLI
+    takes no per-tool allow or deny list) and are not passed."""
+    if readonly:
+        return ["--sandbox=read-only"]
+    if any(layer.mode for layer in policy.layers):
+        return [f"--sandbox={_CODEX_SANDBOX.get(policy.mode, 'read-only')}"]
+    return []

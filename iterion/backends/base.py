@@ -48,7 +48,8 @@ class BackendRequest:
     # claw: what the engine lends the in-process agent (events, budget, shell, policy, MCP,
     # conversation store, resume answers): an ``iterion.backends.claw.host.AgentHost``
     host: Any = None
-    # claude_code: the permission policy's CLI flags (iterion.permissions.claude_code_flags)
+    # claude_code / codex: the permission policy's CLI flags (iterion.permissions.claude_code_flags,
+    # codex_flags)
     permission_flags: tuple[str, ...] = ()
 
 

@@ -20,7 +20,8 @@ Detection (``detect_backend``) reads only the environment it is given, never the
 PATH look-ups: ``claw`` when a credential or endpoint it can use is set (``$ANTHROPIC_API_KEY``,
 ``$ANTHROPIC_BASE_URL``, ``$OPENAI_API_KEY``, ``$OPENAI_BASE_URL``), else ``claude_code`` when
 its CLI is found (``$ITERION_CLAUDE_BIN``, else ``claude`` on that environment's PATH), else
-nothing. The same detection decides the compile-time C018 exception ("the host has a detectable
+``codex`` when its CLI is found (``$ITERION_CODEX_BIN``, else ``codex`` on that PATH), else
+nothing. codex comes last so a host that detected a backend before it was added still does. The same detection decides the compile-time C018 exception ("the host has a detectable
 backend credential"), so ``iterion validate`` and ``iterion run`` agree on a given machine.
 
 Pure functions of their arguments and the mapping passed as ``env``: nothing here reads
@@ -39,10 +40,12 @@ AUTO = "auto"
 CLAW = "claw"
 SCRIPT = "script"
 CLAUDE_CODE = "claude_code"
+CODEX = "codex"
 DEFAULT_ENV = "ITERION_DEFAULT_BACKEND"
 LEGACY_ENV = "ITERION_BACKEND"
 SCRIPT_ENV = "ITERION_SCRIPT_FILE"
 CLAUDE_BIN_ENV = "ITERION_CLAUDE_BIN"
+CODEX_BIN_ENV = "ITERION_CODEX_BIN"
 # what the claw backend can talk to (iterion/backends/claw/wire.py), in the order detection names them
 CLAW_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
 
@@ -50,8 +53,8 @@ ORDER_TEXT = ("a node's backend: --backend NAME, else the node's backend:, else 
               f"(each skipped when empty or \"auto\"), else ${DEFAULT_ENV}, else ${LEGACY_ENV}, "
               f"else script when a script file is given (--script, <workflow>.script.yaml beside the file, "
               f"${SCRIPT_ENV}), else a detected backend (claw when "
-              f"{'/'.join('$' + v for v in CLAW_CREDENTIALS)} is set, else claude_code when its CLI is on PATH), "
-              "else claw")
+              f"{'/'.join('$' + v for v in CLAW_CREDENTIALS)} is set, else claude_code when its CLI is on PATH, "
+              "else codex when its CLI is on PATH), else claw")
 
 
 @dataclass(frozen=True)
@@ -86,12 +89,13 @@ def detect_backend(env: Mapping[str, str]) -> Choice | None:
     for var in CLAW_CREDENTIALS:
         if env.get(var, "").strip():
             return Choice(CLAW, f"detected: ${var} is set")
-    binary = env.get(CLAUDE_BIN_ENV, "").strip()
-    # the PATH of ``env``, not of this process: "" finds a bare name nowhere, an explicit path directly
-    found = shutil.which(binary or "claude", path=env.get("PATH", ""))
-    if found:
-        how = f"${CLAUDE_BIN_ENV}" if binary else "the claude CLI on PATH"
-        return Choice(CLAUDE_CODE, f"detected: {how} ({found})")
+    for name, var, command in ((CLAUDE_CODE, CLAUDE_BIN_ENV, "claude"), (CODEX, CODEX_BIN_ENV, "codex")):
+        binary = env.get(var, "").strip()
+        # the PATH of ``env``, not of this process: "" finds a bare name nowhere, an explicit path directly
+        found = shutil.which(binary or command, path=env.get("PATH", ""))
+        if found:
+            how = f"${var}" if binary else f"the {command} CLI on PATH"
+            return Choice(name, f"detected: {how} ({found})")
     return None
 
 

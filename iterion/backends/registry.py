@@ -25,6 +25,7 @@ _FACTORIES: dict[str, Callable[[Mapping[str, Any] | None], Backend]] = {
     "script": _lazy("iterion.backends.script", "ScriptBackend"),
     "openai": _lazy("iterion.backends.openai", "OpenAIBackend"),
     "claude_code": _lazy("iterion.backends.claude_code", "ClaudeCodeBackend"),
+    "codex": _lazy("iterion.backends.codex", "CodexBackend"),
     "claw": _lazy("iterion.backends.claw", "ClawBackend"),
 }
 # spellings people use for the same backend

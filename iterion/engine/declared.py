@@ -8,7 +8,8 @@
   (sandbox, compaction, memory, tool_policy, capabilities; ``mcp`` / ``mcp_server`` unless a
   node runs on the claw backend, the only one that starts MCP servers), each named once so a run
   says so instead of ignoring them silently. ``permission:`` is enforced (the claw agent's tool
-  calls, the claude_code CLI's flags).
+  calls, the claude_code CLI's flags); the codex CLI gets only its mode, so the workflow's rules
+  are named for each node that runs on codex.
 
 Pure functions of the workflow, the node and the environment: nothing here writes state, so a
 crash at any point leaves nothing to repair.
@@ -30,6 +31,7 @@ FEATURE_NOT_ENFORCED = "feature_not_enforced"
 NOT_ENFORCED_BLOCKS = ("sandbox", "compaction", "memory", "tool_policy", "capabilities")
 _WORKFLOW_ONLY: tuple[str, ...] = ()
 CLAW = "claw"  # the backend that executes mcp / mcp_server (iterion/backends/claw)
+CODEX = "codex"  # takes the permission mode as its sandbox, not the rules (iterion.permissions.codex_flags)
 
 
 def _static_backend(wf: Workflow, node: Node) -> str:
@@ -80,8 +82,14 @@ def not_enforced(wf: Workflow, backend_of: Callable[[Node], str] | None = None) 
     if "mcp" in wf.extra and not any_claw:
         found.append({"feature": "mcp", "node": None,
                       "message": "workflow mcp: is parsed and checked but only the claw backend uses MCP servers"})
+    permission = wf.extra.get("permission")
+    has_rules = isinstance(permission, Mapping) and any(permission.get(k) for k in ("allow", "ask", "deny"))
     for nid in sorted(wf.nodes):
         node = wf.nodes[nid]
+        if has_rules and node.is_llm and backend_of(node) == CODEX:
+            found.append({"feature": "permission", "node": nid,
+                          "message": f"permission: rules are not passed to node {nid}'s codex CLI "
+                                     "(only the mode, as its --sandbox)"})
         if "mcp" in node.extra and (not node.is_llm or backend_of(node) != CLAW):
             found.append({"feature": "mcp", "node": nid,
                           "message": f"mcp: of node {nid} is only executed by the claw backend"})

@@ -50,7 +50,7 @@ def test_expansion_and_aliases_are_kept_as_written() -> None:
     env = {"TEAM": "claude"}
     assert resolve_backend(env, node_backend="${TEAM}") == Choice("claude", "the node's backend:")
     assert resolve_backend(env, node_backend="${NOPE:-${TEAM}}").name == "claude"
-    assert resolve_backend({}, node_backend="codex").name == "codex"  # the registry refuses it, naming the known ones
+    assert resolve_backend({}, node_backend="gemini").name == "gemini"  # the registry refuses it, naming the known ones
 
 
 def test_detection_prefers_a_claw_credential_then_the_claude_cli(tmp_path: Path) -> None:
@@ -66,6 +66,20 @@ def test_detection_prefers_a_claw_credential_then_the_claude_cli(tmp_path: Path)
         "claude_code", f"detected: $ITERION_CLAUDE_BIN ({exe})")
     assert detect_backend({"ITERION_CLAUDE_BIN": "claude"}) is None
     assert detect_backend({"ITERION_CLAUDE_BIN": str(tmp_path / "missing")}) is None
+
+
+def test_the_codex_cli_is_detected_after_the_claude_cli(tmp_path: Path) -> None:
+    claude = _claude(tmp_path / "claude-bin")
+    codex = tmp_path / "codex-bin" / "codex"
+    codex.parent.mkdir()
+    codex.write_text("#!/bin/sh\nexit 0\n")
+    codex.chmod(0o755)
+    both = f"{codex.parent}:{claude.parent}"
+    assert detect_backend({"PATH": str(codex.parent)}) == Choice("codex", f"detected: the codex CLI on PATH ({codex})")
+    assert detect_backend({"PATH": both}) == Choice("claude_code", f"detected: the claude CLI on PATH ({claude})")
+    assert detect_backend({"PATH": str(codex.parent), "ANTHROPIC_API_KEY": "k"}).name == "claw"  # type: ignore[union-attr]
+    assert detect_backend({"ITERION_CODEX_BIN": str(codex)}) == Choice("codex", f"detected: $ITERION_CODEX_BIN ({codex})")
+    assert detect_backend({"ITERION_CODEX_BIN": "codex"}) is None  # a name is looked up on the env's PATH only
 
 
 def test_is_auto_and_the_backend_the_source_declares() -> None:

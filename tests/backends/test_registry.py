@@ -11,21 +11,21 @@ from iterion.failure_codes import FailureCode
 
 
 def test_known_names_and_aliases() -> None:
-    assert known_backends() == ["claude_code", "claw", "openai", "script"]
+    assert known_backends() == ["claude_code", "claw", "codex", "openai", "script"]
     assert isinstance(get_backend("script", {}), ScriptBackend)
     assert isinstance(get_backend("openai", {"base_url": "http://127.0.0.1:9"}), OpenAIBackend)
     assert isinstance(get_backend("claude", {}), ClaudeCodeBackend)
 
 
 def test_unknown_backend_lists_the_known_ones() -> None:
-    with pytest.raises(BackendError, match="unknown backend 'gemini'; known backends: claude_code, claw, openai, script") as info:
+    with pytest.raises(BackendError, match="unknown backend 'gemini'; known backends: claude_code, claw, codex, openai, script") as info:
         get_backend("gemini", {})
     assert info.value.code is FailureCode.BACKEND_UNAVAILABLE
 
 
 def test_default_follows_the_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """``get_backend(None)``: the environment's steps of the order (iterion/backends/choice.py)."""
-    for var in ("ITERION_BACKEND", "ITERION_DEFAULT_BACKEND", "ITERION_SCRIPT_FILE", "ITERION_CLAUDE_BIN",
+    for var in ("ITERION_BACKEND", "ITERION_DEFAULT_BACKEND", "ITERION_SCRIPT_FILE", "ITERION_CLAUDE_BIN", "ITERION_CODEX_BIN",
                 "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", "")

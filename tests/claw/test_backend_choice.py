@@ -101,13 +101,13 @@ def test_neither_model_nor_backend_runs_on_claw_with_the_default_supervisor_mode
 
 def test_an_unknown_backend_fails_the_node_naming_it_its_source_and_the_known_ones(
         tmp_path: Path, ws: Path, store: Store, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEAM_BACKEND", "codex")
+    monkeypatch.setenv("TEAM_BACKEND", "gemini")
     r = launch(store, _bot(tmp_path / "src", workflow='default_backend: "${TEAM_BACKEND}"'), ws)
     assert r.status is not RunStatus.FINISHED
     assert r.failure_code == FailureCode.BACKEND_UNAVAILABLE.value
     assert r.error is not None and "\n" not in r.error
-    assert "unknown backend 'codex'" in r.error and "the workflow's default_backend:" in r.error
-    assert "known backends: claude_code, claw, openai, script" in r.error
+    assert "unknown backend 'gemini'" in r.error and "the workflow's default_backend:" in r.error
+    assert "known backends: claude_code, claw, codex, openai, script" in r.error
     assert llm.requests == []
 
 

@@ -91,7 +91,7 @@ def test_validate_verdict_on_a_missing_model_follows_the_hosts_credentials(tmp_p
     bot.write_text('agent a:\n  user: "go"\nworkflow w:\n  entry: a\n  a -> done\n')
     bare: dict[str, str | None] = {k: None for k in (
         "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ITERION_CLAUDE_BIN",
-        "ITERION_DEFAULT_SUPERVISOR_MODEL")}
+        "ITERION_CODEX_BIN", "ITERION_DEFAULT_SUPERVISOR_MODEL")}
     bare["PATH"] = str(tmp_path)  # no claude CLI there
     proc = run_cli("validate", str(bot), env=bare)
     assert proc.returncode == 2

@@ -101,6 +101,10 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         from iterion.permissions import claude_code_flags
 
         flags = tuple(claude_code_flags(permission_policy(ctx)))
+    elif canonical == "codex":
+        from iterion.permissions import codex_flags
+
+        flags = tuple(codex_flags(permission_policy(ctx), readonly=node.readonly))
     model = node_model(node, model, canonical)
     request = BackendRequest(
         node_id=node.id, iteration=iteration, node_kind=node.kind,
