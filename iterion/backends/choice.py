@@ -21,8 +21,9 @@ PATH look-ups: ``claw`` when a credential or endpoint it can use is set (``$ANTH
 ``$ANTHROPIC_BASE_URL``, ``$OPENAI_API_KEY``, ``$OPENAI_BASE_URL``), else ``claude_code`` when
 its CLI is found (``$ITERION_CLAUDE_BIN``, else ``claude`` on that environment's PATH), else
 ``codex`` when its CLI is found (``$ITERION_CODEX_BIN``, else ``codex`` on that PATH), else
-nothing. codex comes last so a host that detected a backend before it was added still does. The same detection decides the compile-time C018 exception ("the host has a detectable
-backend credential"), so ``iterion validate`` and ``iterion run`` agree on a given machine.
+nothing (codex comes last: a host that detected a backend before codex was added still does).
+The same detection decides the compile-time C018 exception ("the host has a detectable backend
+credential"), so ``iterion validate`` and ``iterion run`` agree on a given machine.
 
 Pure functions of their arguments and the mapping passed as ``env``: nothing here reads
 ``os.environ`` by itself, which keeps the verdicts testable.

@@ -12,14 +12,10 @@ Binary: ``options["claude_bin"]`` / ``$ITERION_CLAUDE_BIN`` / ``claude`` on PATH
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-from collections.abc import Mapping
 from typing import Any
 
-from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.backends.base import BackendError, BackendRequest, BackendResponse
+from iterion.backends.cliagent import CliAgentBackend, classify
 from iterion.backends.schema import finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
 
@@ -38,32 +34,12 @@ _MARKERS: tuple[tuple[tuple[str, ...], FailureCode], ...] = (
 
 
 def classify_message(text: str) -> FailureCode:
-    lowered = text.lower()
-    for markers, code in _MARKERS:
-        if any(m in lowered for m in markers):
-            return code
-    return FailureCode.EXECUTION_FAILED
+    return classify(text, _MARKERS)
 
 
-class ClaudeCodeBackend(Backend):
+class ClaudeCodeBackend(CliAgentBackend):
     name = "claude_code"
-
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.binary = str(self.options.get("claude_bin") or os.environ.get(CLAUDE_ENV) or "claude")
-        self.timeout_s = float(self.options.get("timeout_s") or 3600)
-
-    def executable(self) -> str:
-        found = shutil.which(self.binary)
-        if found is None:
-            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
-                               f"the claude_code backend needs the `claude` CLI, and {self.binary!r} is not "
-                               f"installed (not found on PATH); {INSTALL_HINT}")
-        return found
-
-    def availability(self) -> tuple[bool, str]:
-        found = shutil.which(self.binary)
-        return (True, f"claude CLI at {found}") if found else (False, f"`{self.binary}` not found; {INSTALL_HINT}")
+    command, option, env, install_hint = "claude", "claude_bin", CLAUDE_ENV, INSTALL_HINT
 
     def argv(self, request: BackendRequest) -> list[str]:
         """No shell: each value is its own argv item, joined to its option as ``--opt=VALUE`` so
@@ -93,26 +69,10 @@ class ClaudeCodeBackend(Backend):
         return "\n\n".join(p for p in (request.user, prior_exchange(request)) if p)
 
     def complete(self, request: BackendRequest) -> BackendResponse:
-        argv = self.argv(request)
-        timeout = request.timeout_s or self.timeout_s
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, cwd=request.workspace_dir or None, start_new_session=True)
-        except OSError as exc:
-            raise BackendError(FailureCode.BACKEND_UNAVAILABLE, f"cannot start {argv[0]}: {exc}; {INSTALL_HINT}") from None
-        try:
-            out, err = proc.communicate(self.prompt(request), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            # the CLI may have spawned tools: stop its whole process group
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            raise BackendError(FailureCode.TIMEOUT, f"claude did not finish node {request.node_id} within {timeout:g}s") from None
+        out, err, status = self.run_cli(self.argv(request), self.prompt(request), request)
         data = self._parse(out)
         if data is None:
-            detail = (err or out).strip()[-500:] or f"exit status {proc.returncode}"
+            detail = (err or out).strip()[-500:] or f"exit status {status}"
             raise BackendError(classify_message(detail), f"claude failed on node {request.node_id}: {detail}")
         usage = data.get("usage") or {}
         tin = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
@@ -120,7 +80,7 @@ class ClaudeCodeBackend(Backend):
         tout = int(usage.get("output_tokens") or 0)
         cost = float(data.get("total_cost_usd") or data.get("cost_usd") or 0.0)
         text = str(data.get("result") or "")
-        if data.get("is_error") or proc.returncode != 0 or data.get("subtype", "success") != "success":
+        if data.get("is_error") or status != 0 or data.get("subtype", "success") != "success":
             detail = text or (err or "").strip()[-500:] or str(data.get("subtype"))
             raise BackendError(classify_message(detail),
                                f"claude failed on node {request.node_id}: {detail}").with_usage(tin, tout, cost)

@@ -25,15 +25,11 @@ Binary: ``options["codex_bin"]`` / ``$ITERION_CODEX_BIN`` / ``codex`` on PATH.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
+from iterion.backends.base import BackendError, BackendRequest, BackendResponse
+from iterion.backends.cliagent import CliAgentBackend, classify
 from iterion.backends.schema import finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
 
@@ -54,11 +50,7 @@ _MARKERS: tuple[tuple[tuple[str, ...], FailureCode], ...] = (
 
 
 def classify_message(text: str) -> FailureCode:
-    lowered = text.lower()
-    for markers, code in _MARKERS:
-        if any(m in lowered for m in markers):
-            return code
-    return FailureCode.EXECUTION_FAILED
+    return classify(text, _MARKERS)
 
 
 @dataclass
@@ -118,25 +110,9 @@ def _message(obj: Any) -> str:
     return str(obj.get("message") or "") if isinstance(obj, dict) else ""
 
 
-class CodexBackend(Backend):
+class CodexBackend(CliAgentBackend):
     name = "codex"
-
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.binary = str(self.options.get("codex_bin") or os.environ.get(CODEX_ENV) or "codex")
-        self.timeout_s = float(self.options.get("timeout_s") or 3600)
-
-    def executable(self) -> str:
-        found = shutil.which(self.binary)
-        if found is None:
-            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
-                               f"the codex backend needs the `codex` CLI, and {self.binary!r} is not "
-                               f"installed (not found on PATH); {INSTALL_HINT}")
-        return found
-
-    def availability(self) -> tuple[bool, str]:
-        found = shutil.which(self.binary)
-        return (True, f"codex CLI at {found}") if found else (False, f"`{self.binary}` not found; {INSTALL_HINT}")
+    command, option, env, install_hint = "codex", "codex_bin", CODEX_ENV, INSTALL_HINT
 
     def argv(self, request: BackendRequest) -> list[str]:
         """No shell: each value is its own argv item, joined to its option as ``--opt=VALUE`` so
@@ -158,33 +134,17 @@ class CodexBackend(Backend):
                                        prior_exchange(request)) if p)
 
     def complete(self, request: BackendRequest) -> BackendResponse:
-        argv = self.argv(request)
-        timeout = request.timeout_s or self.timeout_s
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, cwd=request.workspace_dir or None, start_new_session=True)
-        except OSError as exc:
-            raise BackendError(FailureCode.BACKEND_UNAVAILABLE, f"cannot start {argv[0]}: {exc}; {INSTALL_HINT}") from None
-        try:
-            out, err = proc.communicate(self.prompt(request), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            # the agent runs commands of its own: stop its whole process group
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            raise BackendError(FailureCode.TIMEOUT, f"codex did not finish node {request.node_id} within {timeout:g}s") from None
+        out, err, status = self.run_cli(self.argv(request), self.prompt(request), request)
         t = parse_events(out)
         where = f"codex failed on node {request.node_id}"
         if t.events == 0:
-            detail = (err or out).strip()[-500:] or f"exit status {proc.returncode}"
+            detail = (err or out).strip()[-500:] or f"exit status {status}"
             raise BackendError(classify_message(detail), f"{where}: no JSON events on stdout ({detail})")
         # an error event followed by turn.completed was a retried hiccup (e.g. a reconnect)
         fatal = t.failures or ([] if t.completed else t.errors)
-        if fatal or proc.returncode != 0 or not t.completed:
+        if fatal or status != 0 or not t.completed:
             detail = "; ".join(fatal) or (err or "").strip()[-500:] or (
-                f"exit status {proc.returncode}" if proc.returncode != 0 else "the turn never completed")
+                f"exit status {status}" if status != 0 else "the turn never completed")
             raise BackendError(classify_message(detail), f"{where}: {detail}").with_usage(
                 t.tokens_in, t.tokens_out, 0.0)
         text = t.text or ""
