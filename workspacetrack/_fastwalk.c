@@ -290,11 +290,31 @@ done:
 
 /* The stat key (size, mtime_ns, ctime_ns, ino, mode) of a record, as walk.py makes it: built
  * directly (Py_BuildValue parses its format for each of 100,000 files), untracked by the GC. */
+/* the int of a file mode: a tree has a handful of them, so each is made once and shared (ints
+ * are immutable; 100,000 files would otherwise make 100,000 ints of the same value) */
+static PyObject *mode_int(uint32_t mode) {
+    static uint32_t modes[4];
+    static PyObject *ints[4];
+    static int next;
+    for (int i = 0; i < 4; i++) {
+        if (ints[i] != NULL && modes[i] == mode) return Py_NewRef(ints[i]);
+    }
+    PyObject *o = PyLong_FromLong((long)mode);
+    if (o == NULL) return NULL;
+    Py_XSETREF(ints[next], Py_NewRef(o));
+    modes[next] = mode;
+    next = (next + 1) % 4;
+    return o;
+}
+
 static PyObject *stat_key(const rec_t *r) {
     PyObject *t = PyTuple_New(5);
     if (t == NULL) return NULL;
-    PyObject *v[5] = {PyLong_FromLongLong(r->size), PyLong_FromLongLong(r->mtime), PyLong_FromLongLong(r->ctime),
-                      PyLong_FromUnsignedLongLong(r->ino), PyLong_FromLong((long)r->mode)};
+    PyObject *mtime = PyLong_FromLongLong(r->mtime);
+    /* a file written once has ctime == mtime: one int for both */
+    PyObject *ctime = r->ctime == r->mtime ? Py_XNewRef(mtime) : PyLong_FromLongLong(r->ctime);
+    PyObject *v[5] = {PyLong_FromLongLong(r->size), mtime, ctime, PyLong_FromUnsignedLongLong(r->ino),
+                      mode_int(r->mode)};
     for (int i = 0; i < 5; i++) {
         if (v[i] == NULL) {
             for (int k = 0; k < 5; k++) Py_XDECREF(v[k]);
@@ -748,10 +768,10 @@ done:
 }
 
 /* ---- a manifest's dictionaries, sorted and in JSON -------------------------------------------
- * sorted_json(d, entries) -> (sorted dict, JSON bytes) | None
+ * sorted_json(d, entries) -> JSON bytes | None
  * What TrackStore stores of a manifest's ``entries`` ({path: (id, mode, size, target | None)},
- * ``entries`` true) or ``skipped`` ({path: reason}): the same dict in key order (Python's order of
- * str, which is the byte order of their UTF-8) and its JSON object exactly as pydantic writes it
+ * ``entries`` true) or ``skipped`` ({path: reason}): the JSON object of the dict in key order
+ * (Python's order of str, which is the byte order of their UTF-8) exactly as pydantic writes it
  * (no spaces; '"', '\\' and control characters escaped as serde_json does, everything else as
  * UTF-8). None when something does not fit that shape: a key or value that is not UTF-8 text (a
  * lone surrogate: the caller writes wire forms), a value of another type, an int beyond 64 bits.
@@ -761,8 +781,7 @@ typedef struct {
     uint64_t head[2];  /* the first 16 bytes of the key, big-endian, zero-padded: most compares end here */
     const char *u8;    /* the key's UTF-8 (the str object's own buffer: valid while it lives) */
     Py_ssize_t n;
-    PyObject *key, *val;
-    Py_ssize_t orig;   /* its place before sorting */
+    PyObject *key;
     /* the value, read beforehand so that the JSON is written without the GIL: an entry's id,
      * mode, size and link target (t NULL: none), or a skip's reason in h */
     const char *h, *t;
@@ -790,13 +809,30 @@ static int cmp_items(const void *a, const void *b) {
     return (x->n > y->n) - (x->n < y->n);
 }
 
+/* whether any of the 8 bytes of x needs escaping in JSON: below 0x20, '"' or '\\' (the classic
+ * "has a zero byte" bit trick, on x and on x with each of the two characters xored away) */
+static int needs_escape8(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = x ^ (ones * '"'), bs = x ^ (ones * '\\');
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs ? 1 : 0;
+}
+
 /* a JSON string: at most 6 bytes out per byte in */
 static int buf_jstr(buf_t *b, const char *s, Py_ssize_t n) {
     static const char hex[] = "0123456789abcdef";
     if (!buf_room(b, (size_t)n * 6 + 2)) return 0;
     char *o = b->b + b->len;
     *o++ = '"';
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t i = 0;
+    /* 8 bytes at a time while none needs escaping (paths and ids: nearly always) */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if (needs_escape8(x)) break;
+        memcpy(o, s + i, 8);
+        o += 8;
+    }
+    for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
             *o++ = (char)c;
@@ -895,27 +931,6 @@ static int write_sorted(item_t *items, Py_ssize_t n, int entries, buf_t *b) {
     return buf_put(b, "}", 1) ? 1 : -1;
 }
 
-/* The sorted dict of written ``items`` (their values: vals[orig], or val when vals is NULL) and
- * the JSON in ``b`` as bytes: 1, or -1 on an error. */
-static int finish_sorted(const item_t *items, Py_ssize_t n, PyObject *const *vals, const buf_t *b, PyObject **dict,
-                         PyObject **json) {
-    PyObject *sorted = _PyDict_NewPresized(n);
-    if (sorted == NULL) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyDict_SetItem(sorted, items[i].key, vals ? vals[items[i].orig] : items[i].val) < 0) {
-            Py_DECREF(sorted);
-            return -1;
-        }
-    }
-    *json = PyBytes_FromStringAndSize(b->b, (Py_ssize_t)b->len);
-    if (*json == NULL) {
-        Py_DECREF(sorted);
-        return -1;
-    }
-    *dict = sorted;
-    return 1;
-}
-
 /* sorted_json(d, entries) (see above) */
 static PyObject *sorted_json(PyObject *self, PyObject *args) {
     PyObject *d;
@@ -925,18 +940,15 @@ static PyObject *sorted_json(PyObject *self, PyObject *args) {
     item_t *items = malloc(sizeof(item_t) * (size_t)(n ? n : 1));
     if (items == NULL) return PyErr_NoMemory();
     buf_t b = {NULL, 0, 0};
-    PyObject *key, *val, *dict = NULL, *json = NULL, *result = NULL;
+    PyObject *key, *val, *result = NULL;
     int rc = 1;
     while (rc && PyDict_Next(d, &pos, &key, &val)) {
         items[k].key = key;
-        items[k].val = val;
-        items[k].orig = k;
         rc = prep_item(&items[k], val, entries);
         k++;
     }
     if (rc) rc = write_sorted(items, n, entries, &b);
-    if (rc > 0) rc = finish_sorted(items, n, NULL, &b, &dict, &json);
-    if (rc > 0) result = Py_BuildValue("(NN)", dict, json);
+    if (rc > 0) result = PyBytes_FromStringAndSize(b.b, (Py_ssize_t)b.len);
     else if (rc == 0) result = Py_NewRef(Py_None);  /* not of that shape: the Python way */
     else if (!PyErr_Occurred()) PyErr_NoMemory();
     free(items);
@@ -950,11 +962,10 @@ static PyObject *sorted_json(PyObject *self, PyObject *args) {
  * row of the per-directory records ``dirs`` (d -> (levels, {name: row}, others)) by its path
  * (the name '' is the empty directory d itself), and the manifest's entries {path: (hash, mode,
  * size, target)} and skip reasons (a hash "!reason"), ``skipped`` (a dict, filled in place)
- * holding the walk's own. The entries come in key order with their JSON (sorted_json's): the
- * sort and the JSON run on a thread of their own (they touch no Python object) while this one
- * fills the rows dict and makes the entries' tuples. entries_json None: they do not fit that
- * shape (the entries are then in walk order, for the Python way). None when a record is not of
- * the shape above. */
+ * holding the walk's own; and the entries' JSON in key order (sorted_json's), sorted and written
+ * on a thread of their own (they touch no Python object) while this one fills the dicts.
+ * entries_json None: they do not fit that shape (the Python way writes them). None when a
+ * record is not of the shape above. */
 
 typedef struct {
     item_t *items;
@@ -973,8 +984,8 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
     PyObject *dirs, *skipped;
     if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &dirs, &PyDict_Type, &skipped)) return NULL;
     PyObject *out = NULL, *slash = PyUnicode_FromString("/"), *entries = NULL, *json = NULL, *result = NULL;
-    /* every row by its path (owned), in walk order; the entries among them: ents[k] is rows[ent_at[k]] */
-    PyObject **paths = NULL, **rows = NULL, **vals = NULL;
+    /* every row by its path (owned), in walk order; the entries among them: the k-th is rows[ent_at[k]] */
+    PyObject **paths = NULL, **rows = NULL;
     Py_ssize_t *ent_at = NULL;
     item_t *items = NULL;
     Py_ssize_t n = 0, cap = 0, ne = 0;
@@ -1031,7 +1042,6 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
                 PyObject *key = PyTuple_GET_ITEM(row, 0);
                 item_t *it = &items[ne];
                 it->key = path;
-                it->orig = ne;
                 ent_at[ne] = n;
                 PyObject *pending[4] = {PyTuple_GET_ITEM(row, 1), PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
                                         PyTuple_GET_ITEM(row, 3)};
@@ -1052,11 +1062,6 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
         }
         Py_DECREF(prefix);
     }
-    vals = calloc((size_t)(ne ? ne : 1), sizeof(PyObject *));
-    if (vals == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     if (plain) {  /* the sort and the JSON on their own thread, which takes no signal */
         job.items = items;
         job.n = ne;
@@ -1067,17 +1072,21 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (!started) sort_job(&job);
     }
-    /* meanwhile: the rows by path, the skips, the entries' tuples (``items`` is the thread's) */
+    /* meanwhile: the rows by path, the skips, the entries (``items`` is the thread's) */
     out = _PyDict_NewPresized(n);
-    if (out == NULL) goto done;
+    entries = _PyDict_NewPresized(ne);
+    if (out == NULL || entries == NULL) goto done;
     for (Py_ssize_t k = 0, e = 0; k < n; k++) {
         PyObject *row = rows[k], *h = PyTuple_GET_ITEM(row, 1);
         if (PyDict_SetItem(out, paths[k], row) < 0) goto done;
         if (e < ne && ent_at[e] == k) {
             PyObject *key = PyTuple_GET_ITEM(row, 0);
-            vals[e] = atoms(PyTuple_Pack(4, h, PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
-                                         PyTuple_GET_ITEM(row, 3)));
-            if (vals[e++] == NULL) goto done;
+            PyObject *entry = atoms(PyTuple_Pack(4, h, PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
+                                                 PyTuple_GET_ITEM(row, 3)));
+            int a = entry == NULL ? -1 : PyDict_SetItem(entries, paths[k], entry);
+            Py_XDECREF(entry);
+            if (a < 0) goto done;
+            e++;
         } else {
             PyObject *reason = PyUnicode_Substring(h, 1, PyUnicode_GET_LENGTH(h));
             int a = reason == NULL ? -1 : PyDict_SetItem(skipped, paths[k], reason);
@@ -1095,15 +1104,8 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    if (plain && job.rc > 0) {
-        if (finish_sorted(items, ne, vals, &job.b, &entries, &json) < 0) goto done;
-    } else {  /* not plain text (or a path twice): the entries in walk order, for the Python way */
-        entries = PyDict_New();
-        if (entries == NULL) goto done;
-        for (Py_ssize_t e = 0; e < ne; e++) {
-            if (PyDict_SetItem(entries, paths[ent_at[e]], vals[e]) < 0) goto done;
-        }
-    }
+    /* (not plain text, or a path twice: no JSON, the Python way writes the manifest) */
+    if (plain && job.rc > 0 && (json = PyBytes_FromStringAndSize(job.b.b, (Py_ssize_t)job.b.len)) == NULL) goto done;
     result = Py_BuildValue("(OOOO)", out, entries, skipped, json ? json : Py_None);
 done:
     if (started) {  /* (an error above while the thread ran: it still owns ``items``) */
@@ -1112,12 +1114,10 @@ done:
         Py_END_ALLOW_THREADS
     }
     for (Py_ssize_t k = 0; k < n; k++) Py_DECREF(paths[k]);
-    for (Py_ssize_t e = 0; vals != NULL && e < ne; e++) Py_XDECREF(vals[e]);
     free(paths);
     free(rows);
     free(ent_at);
     free(items);
-    free(vals);
     free(job.b.b);
     Py_XDECREF(out);
     Py_XDECREF(entries);

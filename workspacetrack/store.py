@@ -303,8 +303,8 @@ class TrackStore:
     # -- manifests --------------------------------------------------------------------------
     def put_manifest(self, entries: dict[str, Entry], skipped: dict[str, str], *,
                      entries_json: bytes | None = None) -> str:
-        """Store the full state ``entries`` + ``skipped``. ``entries_json``: the caller made
-        ``entries`` in key order with their JSON (``_fastwalk.rows_and_parts``)."""
+        """Store the full state ``entries`` + ``skipped``. ``entries_json``: the JSON of
+        ``entries`` in key order, made by the caller (``_fastwalk.rows_and_parts``)."""
         m, data = _stored_manifest(entries, skipped, entries_json, ids=self.objects.ids)
         digest = self.objects.put(data, digest_of(data))
         self._remember(digest, m)
@@ -530,23 +530,25 @@ _EMPTY_PARTS = b'"entries":{},"skipped":{}'
 
 def _stored_manifest(entries: dict[str, Entry], skipped: dict[str, str], entries_json: bytes | None,
                      **fields: Any) -> tuple[Manifest, bytes]:
-    """The manifest of ``entries`` and ``skipped`` with ``fields``, its dictionaries in key order
-    (so equal states hash equal), and the bytes stored for it. The dictionaries are sorted and
-    written by ``_fastwalk.sorted_json`` when it is built and they hold plain UTF-8 text (pydantic
-    writes the rest of the document, which is small), or come so with ``entries_json``;
-    otherwise all of it is pydantic's, names in wire form. Both give the same bytes
-    (tests/workspacetrack/test_fastjson.py)."""
+    """The manifest of ``entries`` and ``skipped`` with ``fields`` and the bytes stored for it,
+    its dictionaries in key order (so equal states hash equal). The JSON of the dictionaries is
+    ``_fastwalk.sorted_json``'s when it is built and they hold plain UTF-8 text, or comes with
+    ``entries_json`` (``_fastwalk.rows_and_parts``'s); pydantic writes the rest of the document,
+    which is small. Otherwise all of it is pydantic's, names in wire form. Both give the same
+    bytes (tests/workspacetrack/test_fastjson.py). The manifest kept in memory holds the caller's
+    dicts in whatever order they come: nothing reads an order from it (a delta applied in memory
+    appends its new paths too); only the stored bytes are sorted."""
     fast = FAST
     if fast is not None:
-        done_e = (entries, entries_json) if entries_json is not None else fast.sorted_json(entries, True)
-        done_s = fast.sorted_json(skipped, False)
-        if done_e is not None and done_s is not None:
-            m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=done_e[0],
-                                         skipped=done_s[0], **fields)
+        json_e = entries_json if entries_json is not None else fast.sorted_json(entries, True)
+        json_s = fast.sorted_json(skipped, False)
+        if json_e is not None and json_s is not None:
+            m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries, skipped=skipped,
+                                         **fields)
             shell = _wire_manifest(m.model_copy(update={"entries": {}, "skipped": {}})).model_dump_json().encode()
             head, mark, tail = shell.partition(_EMPTY_PARTS)
             if mark:
-                return m, b"".join((head, b'"entries":', done_e[1], b',"skipped":', done_s[1], tail))
+                return m, b"".join((head, b'"entries":', json_e, b',"skipped":', json_s, tail))
     m = Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=dict(sorted(entries.items())),
                                  skipped=dict(sorted(skipped.items())), **fields)
     return m, _wire_manifest(m).model_dump_json().encode("utf-8")

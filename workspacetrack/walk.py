@@ -492,8 +492,8 @@ class Scan:
 
     def found_rows_and_parts(self) -> tuple[dict[str, CacheRow], dict[str, Entry], dict[str, str], bytes | None]:
         """``found_rows()`` and ``manifest_parts`` of them, in one pass over the walk's records
-        (a cold capture of 100,000 files does not loop over them twice), and, when C made them,
-        the entries in key order with their JSON (``TrackStore.put_manifest``'s ``entries_json``)."""
+        (a cold capture of 100,000 files does not loop over them twice), and, when C made it,
+        the JSON of the entries in key order (``TrackStore.put_manifest``'s ``entries_json``)."""
         if self.rows:
             rows = self.found_rows()
             return (rows, *manifest_parts(rows, self.extra_skipped), None)
