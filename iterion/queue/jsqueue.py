@@ -164,14 +164,17 @@ class WorkQueue:
         key = hashlib.blake2b(request_id.encode(), digest_size=16).hexdigest()
 
         async def go() -> str | None:
-            from nats.js.errors import KeyWrongLastSequenceError
+            from nats.js.errors import KeyNotFoundError
 
-            try:
-                await self.requests.create(key, run_id.encode())
-                return None
-            except KeyWrongLastSequenceError:
-                entry = await self.requests.get(key)
+            from iterion.store.jetstream.kvcreate import kv_create
+
+            while await kv_create(self.requests, key, run_id.encode()) is None:
+                try:
+                    entry = await self.requests.get(key)
+                except KeyNotFoundError:
+                    continue  # expired since: this request is the first again
                 return (entry.value or b"").decode() or None
+            return None
 
         return self.bridge.call(go())
 

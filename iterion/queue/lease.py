@@ -79,13 +79,10 @@ class Lease:
 
     def acquire(self) -> None:
         """Take the lease or raise LeaseHeld; then renew it in the background until ``release``."""
-        async def go() -> int:
-            from nats.js.errors import KeyWrongLastSequenceError
+        async def go() -> int | None:
+            from iterion.store.jetstream.kvcreate import kv_create
 
-            try:
-                return int(await self.queue.leases.create(self.key, self._value()))
-            except KeyWrongLastSequenceError:
-                return 0
+            return await kv_create(self.queue.leases, self.key, self._value())
 
         rev = self.queue.bridge.call(go())
         if not rev:

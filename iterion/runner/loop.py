@@ -138,7 +138,7 @@ class Runner:
         for t in threads:
             t.start()
         advisory = self.queue.listen_exhausted(
-            lambda seq: threading.Thread(target=self._exhausted, args=(seq,), daemon=True).start())
+            lambda seq: threading.Thread(target=self._exhausted_retried, args=(seq,), daemon=True).start())
         self.say(f"{self.config.name} claiming from {self.queue.url} ({self.queue.stream}), "
                  f"concurrency {self.config.concurrency}, work dir {self.config.work_dir}")
         try:
@@ -304,6 +304,18 @@ class Runner:
                 from iterion.runner.clone import remove
 
                 remove(clone_dir)
+
+    def _exhausted_retried(self, seq: int, attempts: int = 3) -> None:
+        """``_exhausted`` on its own thread. The advisory is consumed once handed over: an
+        unexpected error (a server restarting mid-way, say) is logged and the handling tried
+        again, a few times, rather than leaving its run `running` with no runner for good."""
+        for attempt in range(attempts):
+            try:
+                self._exhausted(seq)
+                return
+            except Exception:  # noqa: BLE001 - logged; the next attempt starts from the queue's state
+                log.exception("exhausted delivery seq %s (attempt %d of %d)", seq, attempt + 1, attempts)
+                time.sleep(1.0 + attempt)
 
     def _exhausted(self, seq: int) -> None:
         """The last permitted delivery of message ``seq`` was never acknowledged (its runner died on

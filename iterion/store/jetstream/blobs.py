@@ -60,7 +60,8 @@ class JetStreamArtifacts(ArtifactStore):
 
         async def go() -> ArtifactDoc:
             from blake3 import blake3
-            from nats.js.errors import KeyWrongLastSequenceError
+
+            from iterion.store.jetstream.kvcreate import kv_create
 
             version = existing[-1] + 1 if existing else 1
             for _ in range(VERSION_ATTEMPTS):
@@ -68,11 +69,9 @@ class JetStreamArtifacts(ArtifactStore):
                 data = doc.model_dump_json().encode()
                 obj = f"a/{blake3(data).hexdigest()}"
                 await self.js._objects.put(obj, data)
-                try:
-                    await self.js._artifacts.create(f"{prefix}.{version}", obj.encode())
+                if await kv_create(self.js._artifacts, f"{prefix}.{version}", obj.encode()) is not None:
                     return doc
-                except KeyWrongLastSequenceError:  # another publisher took this version
-                    version += 1
+                version += 1  # another publisher took this version
             raise StoreError(f"artifact {name}: could not allocate a version after {VERSION_ATTEMPTS} attempts")
 
         return self.js._bridge.call(go())

@@ -53,6 +53,7 @@ from iterion.store.fsdocs import update_with_retry
 from iterion.store.ids import validate_run_id
 from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
+from iterion.store.jetstream.kvcreate import kv_create
 from iterion.store.run_doc import RunDoc
 from iterion.store.timeutil import utcnow
 
@@ -171,20 +172,16 @@ class JetStreamStore:
         key = run_token(doc.id)
 
         async def go() -> None:
-            from nats.js.errors import KeyWrongLastSequenceError
-
             if await self._run_entry(key) is not None:
                 raise RunExistsError(f"run {doc.id} already exists")
             claimed = await self._claim_name(doc.name, doc.id) if doc.name else None
             doc.name = claimed or doc.name
             doc.version = 1
             doc.created_at = doc.updated_at = utcnow()
-            try:
-                await self._runs.create(key, await self._encode(doc.model_dump_json().encode()))
-            except KeyWrongLastSequenceError:
+            if await kv_create(self._runs, key, await self._encode(doc.model_dump_json().encode())) is None:
                 if claimed:
                     await self._release_name(claimed, doc.id)
-                raise RunExistsError(f"run {doc.id} already exists") from None
+                raise RunExistsError(f"run {doc.id} already exists")
 
         self._bridge.call(go())
         return doc
@@ -209,11 +206,8 @@ class JetStreamStore:
         while True:
             cand = name if n == 1 else f"{name}-{n}"
             key = key_token(cand)
-            try:
-                await self._names.create(key, claim)
+            if await kv_create(self._names, key, claim) is not None:
                 return cand
-            except KeyWrongLastSequenceError:
-                pass
             try:
                 entry = await self._names.get(key)
             except KeyNotFoundError:
