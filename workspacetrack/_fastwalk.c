@@ -575,11 +575,14 @@ static PyObject *hex_of(const unsigned char *oid) {
 /* walk.index_row's rule: the row an entry vouches for a regular file whose lstat is (size, mtime,
  * ctime, ino) - the entry's stat, size and inode truncated to 32 bits as git keeps them - with
  * ``key`` as its stat key; NULL with no error when it does not vouch */
+static int ixent_matches(const ixent_t *e, long long size, long long mtime, long long ctime, unsigned long long ino) {
+    return e != NULL && e->mtime == mtime && e->ctime == ctime && e->size32 == (uint32_t)((uint64_t)size & 0xFFFFFFFFu)
+        && e->ino32 == (uint32_t)(ino & 0xFFFFFFFFu);
+}
+
 static PyObject *ixent_row(const ixent_t *e, PyObject *key, long long size, long long mtime, long long ctime,
                            unsigned long long ino, long long threshold) {
-    if (e == NULL || e->mtime != mtime || e->ctime != ctime || e->size32 != (uint32_t)((uint64_t)size & 0xFFFFFFFFu)
-            || e->ino32 != (uint32_t)(ino & 0xFFFFFFFFu))
-        return NULL;
+    if (!ixent_matches(e, size, mtime, ctime, ino)) return NULL;
     PyObject *hex = hex_of(e->oid);
     if (hex == NULL) return NULL;
     long long newest = mtime > ctime ? mtime : ctime;
@@ -1326,6 +1329,56 @@ static PyObject *index_row(PyObject *self, PyObject *args) {
     return row;
 }
 
+/* index_beyond(table, rows) -> dict: the stat-cache rows {path: row} the table does NOT vouch for
+ * (gitsource.IndexView.vouches for each, in one pass: a regular file whose stat key matches its
+ * entry as ixent_row decides, with the entry's blob id) */
+static PyObject *index_beyond(PyObject *self, PyObject *args) {
+    PyObject *cap, *rows;
+    if (!PyArg_ParseTuple(args, "OO!", &cap, &PyDict_Type, &rows)) return NULL;
+    ixtab_t *tab = ixtab_of(cap);
+    if (tab == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
+        return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *path, *row;
+    while (PyDict_Next(rows, &pos, &path, &row)) {
+        int vouched = 0;
+        PyObject *key = PyTuple_Check(row) && PyTuple_GET_SIZE(row) == 4 ? PyTuple_GET_ITEM(row, 0) : NULL;
+        PyObject *h = key != NULL ? PyTuple_GET_ITEM(row, 1) : NULL;
+        long long v[5];
+        int ok = key != NULL && PyUnicode_Check(path) && PyTuple_Check(key) && PyTuple_GET_SIZE(key) == 5
+            && PyUnicode_Check(h) && PyUnicode_IS_ASCII(h) && PyUnicode_GET_LENGTH(h) == 40;
+        for (int k = 0; ok && k < 5; k++) ok = ll_of(PyTuple_GET_ITEM(key, k), &v[k]);
+        if (ok && S_ISREG((mode_t)v[4])) {
+            PyObject *enc = PyUnicode_IS_ASCII(path) ? NULL : PyUnicode_EncodeFSDefault(path);
+            if (enc == NULL && PyErr_Occurred()) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            const char *p = enc ? PyBytes_AS_STRING(enc) : (const char *)PyUnicode_DATA(path);
+            Py_ssize_t n = enc ? PyBytes_GET_SIZE(enc) : PyUnicode_GET_LENGTH(path);
+            const ixent_t *e = ixtab_find(tab, p, (size_t)n);
+            if (ixent_matches(e, v[0], v[1], v[2], (unsigned long long)v[3])) {
+                static const char hexd[] = "0123456789abcdef";
+                const Py_UCS1 *hx = PyUnicode_1BYTE_DATA(h);
+                vouched = 1;
+                for (int k = 0; vouched && k < 20; k++)
+                    vouched = hx[2 * k] == (Py_UCS1)hexd[e->oid[k] >> 4] && hx[2 * k + 1] == (Py_UCS1)hexd[e->oid[k] & 15];
+            }
+            Py_XDECREF(enc);
+        }
+        if (!vouched && PyDict_SetItem(out, path, row) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 /* table_rows(table) -> dict: the table as index_entries' dict (its path keys decoded as os does) */
 static PyObject *table_rows(PyObject *self, PyObject *cap) {
     ixtab_t *tab = ixtab_of(cap);
@@ -1363,6 +1416,7 @@ static PyMethodDef methods[] = {
     {"rows_and_parts", rows_and_parts, METH_VARARGS, "A walk's records as rows, entries and skips."},
     {"index_row", index_row, METH_VARARGS, "The row git's index table vouches for a file's stat, or None."},
     {"table_rows", table_rows, METH_O, "An index table as index_entries' dict."},
+    {"index_beyond", index_beyond, METH_VARARGS, "The stat-cache rows an index table does not vouch for."},
     {"sorted_json", sorted_json, METH_VARARGS, "A manifest's entries or skips sorted, and their JSON, or None."},
     {"index_entries", index_entries, METH_VARARGS, "The entries of git's index a stat can vouch for, or None."},
     {NULL, NULL, 0, NULL},
@@ -1377,7 +1431,7 @@ static struct PyModuleDef module = {
  * when it matches (an editable install keeps a stale build after a pull until it is rebuilt). */
 PyMODINIT_FUNC PyInit__fastwalk(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", 6) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -443,8 +443,7 @@ class Capturer:
         checksum = git.index_checksum() if git is not None else None
         if index is None or checksum is None:
             return None
-        vouches = index.vouches
-        out = {p: row for p, row in rows.items() if not vouches(p, row)}
+        out = index.beyond(rows)
         return (out, checksum) if len(out) < len(rows) else None
 
     def _update_beyond(self, changes: dict[str, CacheRow | None]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-API = 6
+API = 7
 
 
 def _load() -> ModuleType | None:

@@ -107,6 +107,15 @@ class IndexView:
         made = self.row(rel, key, 0)
         return made is not None and made[1] == row[1]
 
+    def beyond(self, rows: dict[str, _Row]) -> dict[str, _Row]:
+        """The rows of ``rows`` (path -> stat-cache row) this index does not vouch for
+        (``vouches``), in one pass in C over a table."""
+        if self.table is not None:
+            assert _fast is not None
+            return _fast.index_beyond(self.table, rows)  # type: ignore[no-any-return]
+        vouches = self.vouches
+        return {p: row for p, row in rows.items() if not vouches(p, row)}
+
     def all_rows(self) -> IndexRows:
         if self.table is not None:
             assert _fast is not None

@@ -103,6 +103,22 @@ def test_every_index_shape_reads_the_same_both_ways(repo: Path, version: int, mo
             for threshold in (0, mtime + 1, 1 << 62):
                 assert table.row(rel, key, threshold) == plain.row(rel, key, threshold), (rel, key)
         assert table.row(rel + "x", (size, mtime, ctime, ino, 0o100644), 0) is None
+    # the stat-cache rows an index does not vouch for, in one pass: the same both ways
+    cache = {}
+    for rel, (size, mtime, ctime, ino, blob) in rows.items():
+        cache[rel] = ((size, mtime, ctime, ino, 0o100644), blob, True, None)  # vouched for
+        cache[rel + ".other-blob"] = ((size, mtime, ctime, ino, 0o100644), "0" * 40, True, None)
+        cache[rel + ".link"] = ((size, mtime, ctime, ino, 0o120777), blob, True, "t")
+    changed = [rel for rel in rows if rel.startswith("d1/")][:5]
+    for rel in changed:
+        size, mtime, ctime, ino, blob = rows[rel]
+        cache[rel] = ((size, mtime + 1, ctime, ino, 0o100644), blob, True, None)  # stat differs
+    cache[os.fsdecode(b"none-\xff")] = ((1, 2, 3, 4, 0o100644), "1" * 40, False, None)
+    beyond = table.beyond(cache)
+    assert beyond == plain.beyond(cache)
+    assert os.fsdecode(b"bad-\xff.txt") not in beyond and "d0/f3.txt" not in beyond  # vouched for
+    assert len(changed) == 5 and all(rel in beyond for rel in changed)
+    assert len(beyond) == len(cache) - (len(rows) - 5)
 
 
 def test_a_conflicted_index_reads_the_same_both_ways(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
