@@ -227,8 +227,7 @@ class _Scanner:
     def _bad_char(self, text: str, i: int, lineno: int) -> NoReturn:
         c = text[i]
         what = "'#' (comments start with '##')" if c == "#" else repr(c)
-        hint = "comments start with '##'" if c == "#" else (
-            "negative numbers cannot be written" if c == "-" else None)
+        hint = "comments start with '##'" if c == "#" else _bare_value_hint(text, i)
         raise _LineError(make("P003", self.span(lineno, i + 1), f"unexpected character {what}", hint))
 
     def _number(self, text: str, src: str, end: int, lineno: int, col: int) -> Token:
@@ -391,3 +390,22 @@ def _raw_block(phys: list[str], idx: int, header_indent: int, file: str) -> tupl
     span = Span(file, first + first_text + 1, common + 1)
     text = "\n".join(lines[first_text:])
     return RawText(text, span, common), (first + len(body)) if body else idx
+
+
+_WORDISH = frozenset("_./-")
+
+
+def _bare_value_hint(text: str, i: int) -> str | None:
+    """The hint for a '-' (outside ``->``) or a '/' right after a word: most likely a value
+    written bare (``model: gpt-5``, ``model: openai/gpt-4o``), which needs quotes; a '-' before
+    anything else is a minus sign."""
+    if text[i] not in "-/":
+        return None
+    start, end = i, i
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in _WORDISH):
+        start -= 1
+    while end < len(text) and (text[end].isalnum() or text[end] in _WORDISH):
+        end += 1
+    if start < i:
+        return f'a value with a "{text[i]}" in it is a string: quote it, e.g. "{text[start:end]}"'
+    return "negative numbers cannot be written" if text[i] == "-" else None

@@ -133,6 +133,17 @@ def test_a_dotted_name_is_not_a_property_or_node_name() -> None:
 
 def test_numbers_have_no_sign_and_no_exponent() -> None:
     assert _codes('agent a:\n  model: "m"\n  max_tokens: -1' + TAIL) == [("P003", 3, 15)]
+    hint = load_source('agent a:\n  model: "m"\n  max_tokens: -1' + TAIL).diagnostics[0].hint
+    assert hint == "negative numbers cannot be written"
+
+
+def test_a_bare_value_with_a_dash_is_told_to_be_quoted() -> None:
+    """``model: gpt-5`` is a P003 (a '-' outside ``->``), and the hint says to quote the value."""
+    for bare in ("gpt-5", "anthropic/claude-3-5-sonnet", "o3-mini.2"):
+        result = load_source(f"agent a:\n  model: {bare}" + TAIL)
+        assert [(d.code, d.span.line) for d in result.diagnostics] == [("P003", 2)]
+        first = "/" if "/" in bare else "-"  # the first character the lexer stops at
+        assert result.diagnostics[0].hint == f'a value with a "{first}" in it is a string: quote it, e.g. "{bare}"'
     assert _codes('agent a:\n  model: "m"\n  max_tokens: 1e3' + TAIL) == [("P008", 3, 15)]
 
 
