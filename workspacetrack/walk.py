@@ -603,6 +603,12 @@ class _Lister:
             self.inflight.append((batch, None, box))
             return
         sdev, sino, threads = self.sdev, self.sino, _THREADS if len(paths) > 1 else 1
+        if len(paths) == 1 and not self.inflight:
+            # one directory and nothing to overlap it with (a small tree, a journal's rescan):
+            # listed here, without the cost of a thread
+            box.append(fast.list_dirs(paths, sdev, sino, 1))
+            self.inflight.append((batch, None, box))
+            return
 
         def run() -> None:
             try:
@@ -620,9 +626,10 @@ class _Lister:
         if not self.inflight:
             return None
         batch, t, box = self.inflight.popleft()
-        if t is None:
-            return batch, None
-        t.join()
+        if t is not None:
+            t.join()
+        elif not box:
+            return batch, None  # not listed here (no extension)
         got = box[0]
         if isinstance(got, BaseException):
             raise got
