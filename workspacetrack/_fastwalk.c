@@ -560,6 +560,16 @@ static ixtab_t *ixtab_of(PyObject *cap) {
     return PyCapsule_CheckExact(cap) ? PyCapsule_GetPointer(cap, IXTAB_NAME) : NULL;
 }
 
+/* the table an argument holds, or NULL with a TypeError set */
+static ixtab_t *table_arg(PyObject *cap) {
+    ixtab_t *tab = ixtab_of(cap);
+    if (tab == NULL) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
+    }
+    return tab;
+}
+
 static PyObject *hex_of(const unsigned char *oid) {
     static const char hexd[] = "0123456789abcdef";
     PyObject *s = PyUnicode_New(40, 127);
@@ -620,11 +630,7 @@ static PyObject *fresh_dir(PyObject *self, PyObject *args) {
         return NULL;
     }
     ixtab_t *tab = NULL;
-    if (index != Py_None && (tab = ixtab_of(index)) == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "index must be index_entries' table or None");
-        return NULL;
-    }
+    if (index != Py_None && (tab = table_arg(index)) == NULL) return NULL;
     /* the path's bytes, for the table: the directory's, then each name's (at most 0xFFFF) */
     char *kb = malloc((size_t)pre_len + 0x10000);
     if (kb == NULL) return PyErr_NoMemory();
@@ -1307,12 +1313,8 @@ static PyObject *index_row(PyObject *self, PyObject *args) {
     Py_ssize_t n;
     long long threshold;
     if (!PyArg_ParseTuple(args, "Oy#O!L", &cap, &p, &n, &PyTuple_Type, &key, &threshold)) return NULL;
-    ixtab_t *tab = ixtab_of(cap);
-    if (tab == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
-        return NULL;
-    }
+    ixtab_t *tab = table_arg(cap);
+    if (tab == NULL) return NULL;
     long long v[5];
     if (PyTuple_GET_SIZE(key) != 5) Py_RETURN_NONE;
     for (int k = 0; k < 5; k++) {
@@ -1335,12 +1337,8 @@ static PyObject *index_row(PyObject *self, PyObject *args) {
 static PyObject *index_beyond(PyObject *self, PyObject *args) {
     PyObject *cap, *rows;
     if (!PyArg_ParseTuple(args, "OO!", &cap, &PyDict_Type, &rows)) return NULL;
-    ixtab_t *tab = ixtab_of(cap);
-    if (tab == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
-        return NULL;
-    }
+    ixtab_t *tab = table_arg(cap);
+    if (tab == NULL) return NULL;
     PyObject *out = PyDict_New();
     if (out == NULL) return NULL;
     Py_ssize_t pos = 0;
@@ -1381,12 +1379,8 @@ static PyObject *index_beyond(PyObject *self, PyObject *args) {
 
 /* table_rows(table) -> dict: the table as index_entries' dict (its path keys decoded as os does) */
 static PyObject *table_rows(PyObject *self, PyObject *cap) {
-    ixtab_t *tab = ixtab_of(cap);
-    if (tab == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "not index_entries' table");
-        return NULL;
-    }
+    ixtab_t *tab = table_arg(cap);
+    if (tab == NULL) return NULL;
     PyObject *out = PyDict_New();
     if (out == NULL) return NULL;
     for (size_t i = 0; i <= tab->mask && tab->slots != NULL; i++) {
