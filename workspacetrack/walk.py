@@ -617,7 +617,12 @@ class _Lister:
                 box.append(exc)
 
         t = threading.Thread(target=run, name="iterion-list", daemon=True)
-        t.start()
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had (a pids limit): listed here, not overlapped
+            run()
+            self.inflight.append((batch, None, box))
+            return
         self.inflight.append((batch, t, box))
 
     def take(self) -> tuple[list[tuple[str, Levels]], list[bytes | None] | None] | None:

@@ -227,3 +227,26 @@ def test_rows_and_parts_sorted_with_their_json(tmp_path: Path, monkeypatch: pyte
     by_c = _stored_manifest(entries, skipped, entries_json, ids="git")[1]
     monkeypatch.setattr(store, "FAST", None)  # pydantic writes all of it
     assert by_c == _stored_manifest(entries_py, skipped_py, None, ids="git")[1]
+
+
+def test_a_walk_with_no_thread_to_be_had_lists_on_its_own_thread(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing runs ahead on background threads; where none can be started (a pids limit:
+    RuntimeError "can't start new thread"), the walk lists each batch itself and records the same."""
+    import threading
+
+    ws = tmp_path / "ws"
+    for i in range(300):
+        write(ws, f"d{i % 150:03d}/f{i}.txt", str(i))
+    first = Tracker(tmp_path / "s1", ws, "r1")
+    expected = first.capture(L("pre:a:0"))
+    first.close()
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    second = Tracker(tmp_path / "s2", ws, "r2")
+    got = second.capture(L("pre:a:0"))
+    second.close()
+    assert second.store.read_manifest(got.manifest).entries == first.store.read_manifest(expected.manifest).entries
