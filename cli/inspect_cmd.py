@@ -9,6 +9,8 @@ tests/cli/test_startup.py pins the modules it loads).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,21 +82,25 @@ def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
     return None
 
 
+def _refuse_unknown(given: list[str], known: AbstractSet[str], message: Callable[[str], str], otherwise: str) -> None:
+    """The first of ``given`` not in ``known`` is refused (``message`` of it), with the closest
+    known values as the hint, else ``otherwise``."""
+    from difflib import get_close_matches
+
+    for g in given:
+        if g not in known:
+            near = get_close_matches(g, sorted(known), n=3)
+            raise CliError(message(g), hint=f"did you mean {' or '.join(near)}?" if near else otherwise)
+
+
 def _check_types(types: list[str], timeline: list[Any]) -> None:
     """A --type no event can have (a typo: ``node_fail``) is refused, not an empty timeline."""
     if not types:
         return
-    from difflib import get_close_matches
-
     from iterion.store.events import EVENT_TYPES
 
-    known = EVENT_TYPES | {e.type for e in timeline}
-    for t in types:
-        if t not in known:
-            near = get_close_matches(t, sorted(known), n=3)
-            raise CliError(f"--type {t} is not an event type",
-                           hint=f"did you mean {' or '.join(near)}?" if near else
-                           "`iterion inspect --run-id R --events --all` shows every type the run has")
+    _refuse_unknown(types, EVENT_TYPES | {e.type for e in timeline}, lambda t: f"--type {t} is not an event type",
+                    "`iterion inspect --run-id R --events --all` shows every type the run has")
 
 
 def _workflow_nodes(file_path: str | None) -> set[str] | None:
@@ -116,20 +122,14 @@ def _check_nodes(nodes: list[str], timeline: list[Any], doc: RunDoc) -> None:
     and the run can still go on, a node not yet in the timeline may yet come: let it pass."""
     if not nodes:
         return
-    from difflib import get_close_matches
-
     known = {e.node for e in timeline if e.node}
     wf_nodes = _workflow_nodes(doc.file_path)
     if wf_nodes is None and not doc.status.is_terminal:
         return
     known |= wf_nodes or set()
-    for n in nodes:
-        if n not in known:
-            near = get_close_matches(n, sorted(known), n=3)
-            raise CliError(f"--node {n}: run {doc.id} has no node {n!r}",
-                           hint=f"did you mean {' or '.join(near)}?" if near else
-                           ("its nodes: " + ", ".join(sorted(known)) if known else
-                            "`iterion inspect --run-id R --events --all` shows every event the run has"))
+    _refuse_unknown(nodes, known, lambda n: f"--node {n}: run {doc.id} has no node {n!r}",
+                    "its nodes: " + ", ".join(sorted(known)) if known else
+                    "`iterion inspect --run-id R --events --all` shows every event the run has")
 
 
 def inspect_cmd(

@@ -92,6 +92,17 @@ static int eq_ull(PyObject *item, unsigned long long v) {
     return x == v;
 }
 
+/* pthread_create for a thread that touches no Python object: it starts with every signal
+ * blocked, so Python's handling stays on the main thread. 1: started. */
+static int start_quiet(pthread_t *tid, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int ok = pthread_create(tid, NULL, fn, arg) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ok;
+}
+
 static int is_store(const struct stat *st, long long store_dev, long long store_ino) {
     return store_ino >= 0 && (long long)st->st_dev == store_dev && (long long)st->st_ino == store_ino;
 }
@@ -254,13 +265,7 @@ static PyObject *list_dirs(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     pthread_t tids[16];
     int started = 0;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);  /* the workers inherit a mask that blocks every signal */
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&tids[started], NULL, worker, &w) == 0) started++;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    for (int t = 1; t < threads; t++) started += start_quiet(&tids[started], worker, &w);
     worker(&w);  /* this thread works too; with no thread started it does it all */
     for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
     Py_END_ALLOW_THREADS
@@ -570,15 +575,18 @@ static ixtab_t *table_arg(PyObject *cap) {
     return tab;
 }
 
-static PyObject *hex_of(const unsigned char *oid) {
+/* the 40 lowercase hex digits of a 20-byte object id, as git writes them */
+static void hex_into(Py_UCS1 out[40], const unsigned char *oid) {
     static const char hexd[] = "0123456789abcdef";
-    PyObject *s = PyUnicode_New(40, 127);
-    if (s == NULL) return NULL;
-    Py_UCS1 *h = PyUnicode_1BYTE_DATA(s);
     for (int k = 0; k < 20; k++) {
-        h[2 * k] = (Py_UCS1)hexd[oid[k] >> 4];
-        h[2 * k + 1] = (Py_UCS1)hexd[oid[k] & 15];
+        out[2 * k] = (Py_UCS1)hexd[oid[k] >> 4];
+        out[2 * k + 1] = (Py_UCS1)hexd[oid[k] & 15];
     }
+}
+
+static PyObject *hex_of(const unsigned char *oid) {
+    PyObject *s = PyUnicode_New(40, 127);
+    if (s != NULL) hex_into(PyUnicode_1BYTE_DATA(s), oid);
     return s;
 }
 
@@ -903,17 +911,25 @@ static int ll_of(PyObject *v, long long *out) {
 /* With the GIL: the key of it (it->key) and its value ``v`` read into it, for the writer below:
  * an entry (id, mode, size, target | None), a tuple or a list (``entries``), or a reason str.
  * 0 when they do not fit that shape (no error set). */
-static int prep_item(item_t *it, PyObject *v, int entries) {
+/* With the GIL: it->key and an entry's four fields ``f`` (id, mode, size, target | None) read
+ * into it; 0 when they do not fit (no error set) */
+static int prep_entry(item_t *it, PyObject *const *f) {
     if ((it->u8 = utf8_of(it->key, &it->n)) == NULL) return 0;
     set_head(it);
-    if (!entries) return (it->h = utf8_of(v, &it->hn)) != NULL;
-    PyObject **f;
-    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 4) f = &PyTuple_GET_ITEM(v, 0);
-    else if (PyList_Check(v) && PyList_GET_SIZE(v) == 4) f = &PyList_GET_ITEM(v, 0);
-    else return 0;
     if ((it->h = utf8_of(f[0], &it->hn)) == NULL || !ll_of(f[1], &it->mode) || !ll_of(f[2], &it->size)) return 0;
     it->t = NULL;
     return f[3] == Py_None || (it->t = utf8_of(f[3], &it->tn)) != NULL;
+}
+
+static int prep_item(item_t *it, PyObject *v, int entries) {
+    if (entries) {
+        if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 4) return prep_entry(it, &PyTuple_GET_ITEM(v, 0));
+        if (PyList_Check(v) && PyList_GET_SIZE(v) == 4) return prep_entry(it, &PyList_GET_ITEM(v, 0));
+        return 0;
+    }
+    if ((it->u8 = utf8_of(it->key, &it->n)) == NULL) return 0;
+    set_head(it);
+    return (it->h = utf8_of(v, &it->hn)) != NULL;
 }
 
 /* Without the GIL (it touches no Python object): ``items`` sorted by key and written as one JSON
@@ -1052,19 +1068,10 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
                 item_t *it = &items[ne];
                 it->key = path;
                 ent_at[ne] = n;
-                PyObject *pending[4] = {PyTuple_GET_ITEM(row, 1), PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
-                                        PyTuple_GET_ITEM(row, 3)};
-                /* (prep_item reads a value tuple; here its four fields come from the row) */
-                if (plain) {
-                    if ((it->u8 = utf8_of(path, &it->n)) == NULL || (it->h = utf8_of(pending[0], &it->hn)) == NULL
-                            || !ll_of(pending[1], &it->mode) || !ll_of(pending[2], &it->size)) {
-                        plain = 0;
-                    } else {
-                        set_head(it);
-                        it->t = NULL;
-                        if (pending[3] != Py_None && (it->t = utf8_of(pending[3], &it->tn)) == NULL) plain = 0;
-                    }
-                }
+                /* the entry's four fields, from the row (its tuple is made below, meanwhile) */
+                PyObject *fields[4] = {PyTuple_GET_ITEM(row, 1), PyTuple_GET_ITEM(key, 4), PyTuple_GET_ITEM(key, 0),
+                                       PyTuple_GET_ITEM(row, 3)};
+                plain = plain && prep_entry(it, fields);
                 ne++;
             }
             n++;
@@ -1074,11 +1081,7 @@ static PyObject *rows_and_parts(PyObject *self, PyObject *args) {
     if (plain) {  /* the sort and the JSON on their own thread, which takes no signal */
         job.items = items;
         job.n = ne;
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        started = ne >= 1024 && pthread_create(&tid, NULL, sort_job, &job) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        started = ne >= 1024 && start_quiet(&tid, sort_job, &job);
         if (!started) sort_job(&job);
     }
     /* meanwhile: the rows by path, the skips, the entries (``items`` is the thread's) */
@@ -1361,11 +1364,9 @@ static PyObject *index_beyond(PyObject *self, PyObject *args) {
             Py_ssize_t n = enc ? PyBytes_GET_SIZE(enc) : PyUnicode_GET_LENGTH(path);
             const ixent_t *e = ixtab_find(tab, p, (size_t)n);
             if (ixent_matches(e, v[0], v[1], v[2], (unsigned long long)v[3])) {
-                static const char hexd[] = "0123456789abcdef";
-                const Py_UCS1 *hx = PyUnicode_1BYTE_DATA(h);
-                vouched = 1;
-                for (int k = 0; vouched && k < 20; k++)
-                    vouched = hx[2 * k] == (Py_UCS1)hexd[e->oid[k] >> 4] && hx[2 * k + 1] == (Py_UCS1)hexd[e->oid[k] & 15];
+                Py_UCS1 hx[40];
+                hex_into(hx, e->oid);
+                vouched = memcmp(hx, PyUnicode_1BYTE_DATA(h), 40) == 0;
             }
             Py_XDECREF(enc);
         }

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from persist import sync_paths
 from workspacetrack.errors import TrackError
 from workspacetrack.fastext import FAST
+from workspacetrack.models import CacheRow, StatKey
 
 # the index's entries loop in C (workspacetrack/_fastwalk.c); None: its Python twin below
 _fast: ModuleType | None = FAST
@@ -64,12 +65,9 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 # rel path -> (size mod 2^32, mtime_ns, ctime_ns, inode mod 2^32, blob id)
 IndexEntry = tuple[int, int, int, int, str]
 IndexRows = dict[str, IndexEntry]
-# A stat-cache row (workspacetrack.models.CacheRow) and the stat key in it
-_Row = tuple[tuple[int, int, int, int, int], str, bool, "str | None"]
-_Key = tuple[int, int, int, int, int]
 
 
-def index_row(ix: IndexEntry | None, key: _Key, threshold: int) -> _Row | None:
+def index_row(ix: IndexEntry | None, key: StatKey, threshold: int) -> CacheRow | None:
     """The stat-cache row git's index entry ``ix`` vouches for, for a regular file whose lstat
     is ``key``: the entry's blob id, the file unread, when the entry's stat (size and inode
     truncated to 32 bits, as git keeps them; mtime and ctime to the nanosecond) is the file's;
@@ -91,14 +89,14 @@ class IndexView:
     def __init__(self, rows: IndexRows | None = None, table: object | None = None) -> None:
         self.rows, self.table = rows, table
 
-    def row(self, rel: str, key: _Key, threshold: int) -> _Row | None:
+    def row(self, rel: str, key: StatKey, threshold: int) -> CacheRow | None:
         if self.table is not None:
             assert _fast is not None
             return _fast.index_row(self.table, os.fsencode(rel), key, threshold)  # type: ignore[no-any-return]
         assert self.rows is not None
         return index_row(self.rows.get(rel), key, threshold)
 
-    def vouches(self, rel: str, row: _Row) -> bool:
+    def vouches(self, rel: str, row: CacheRow) -> bool:
         """Whether ``row`` is what the walk's index shortcut would make again for ``rel``: a
         regular file with its entry's stat and blob id."""
         key = row[0]
@@ -107,7 +105,7 @@ class IndexView:
         made = self.row(rel, key, 0)
         return made is not None and made[1] == row[1]
 
-    def beyond(self, rows: dict[str, _Row]) -> dict[str, _Row]:
+    def beyond(self, rows: dict[str, CacheRow]) -> dict[str, CacheRow]:
         """The rows of ``rows`` (path -> stat-cache row) this index does not vouch for
         (``vouches``), in one pass in C over a table."""
         if self.table is not None:

@@ -603,12 +603,6 @@ class _Lister:
             self.inflight.append((batch, None, box))
             return
         sdev, sino, threads = self.sdev, self.sino, _THREADS if len(paths) > 1 else 1
-        if len(paths) == 1 and not self.inflight:
-            # one directory and nothing to overlap it with (a small tree, a journal's rescan):
-            # listed here, without the cost of a thread
-            box.append(fast.list_dirs(paths, sdev, sino, 1))
-            self.inflight.append((batch, None, box))
-            return
 
         def run() -> None:
             try:
@@ -616,14 +610,18 @@ class _Lister:
             except BaseException as exc:  # noqa: BLE001 - (MemoryError, an interrupt): raised again by ``take``
                 box.append(exc)
 
-        t = threading.Thread(target=run, name="iterion-list", daemon=True)
-        try:
-            t.start()
-        except RuntimeError:  # no thread to be had (a pids limit): listed here, not overlapped
-            run()
-            self.inflight.append((batch, None, box))
-            return
-        self.inflight.append((batch, t, box))
+        # one directory with nothing to overlap it with (a small tree, a journal's rescan) is
+        # listed here, without the cost of a thread; so is any batch when no thread can be had
+        if len(paths) > 1 or self.inflight:
+            t = threading.Thread(target=run, name="iterion-list", daemon=True)
+            try:
+                t.start()
+                self.inflight.append((batch, t, box))
+                return
+            except RuntimeError:  # a pids limit: listed here, not overlapped
+                pass
+        run()
+        self.inflight.append((batch, None, box))
 
     def take(self) -> tuple[list[tuple[str, Levels]], list[bytes | None] | None] | None:
         """The oldest batch in flight and its listings (None: not listed here); None when no
