@@ -1,4 +1,4 @@
-"""The change journal: inotify watches (through watchdog's inotify binding) on the workspace.
+"""The change journal: inotify watches (workspacetrack/inotify.py) on the workspace.
 
 While a run is live it records which paths changed, so a capture re-examines only those. It is
 read synchronously: a capture drains the inotify queue itself, and the kernel queues an event
@@ -14,11 +14,11 @@ back to the full stat walk. It is never persisted: a new process always starts w
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import select
-import sys
 import threading
+
+from workspacetrack import inotify
 
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
@@ -55,28 +55,20 @@ class Journal:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._wake_r = self._wake_w = -1
-        self._inotify = None
-        if sys.platform.startswith("linux"):
-            try:
-                from watchdog.observers import inotify_c
-                self._inotify = inotify_c
-            except Exception:  # noqa: BLE001 - any import failure means: no journal, walk instead
-                self._inotify = None
 
     @property
     def available(self) -> bool:
-        return self._inotify is not None
+        return inotify.available()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         if not self.available or self._fd >= 0:
             return
-        fd = self._inotify.inotify_init()  # type: ignore[union-attr]
-        if fd < 0:
-            self.broken = "inotify_init failed"
+        try:
+            fd = inotify.init()
+        except OSError as exc:
+            self.broken = f"inotify_init failed: {exc.strerror}"
             return
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
-        fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
         self._fd = fd
         self._wake_r, self._wake_w = os.pipe()
         # Untrusted until the next full walk has put a watch on every directory it listed.
@@ -153,10 +145,10 @@ class Journal:
         """Called by the walk BEFORE it lists a directory, so no change to it can fall between."""
         if self._fd < 0:
             return
-        wd = self._inotify.inotify_add_watch(self._fd, os.fsencode(abs_dir), _MASK)  # type: ignore[union-attr]
+        wd = inotify.add_watch(self._fd, os.fsencode(abs_dir), _MASK)
         with self._lock:
             if wd < 0:
-                err = self._ctypes_errno()
+                err = inotify.last_errno()
                 if err not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
                     self.broken = f"cannot watch {rel_dir or '.'}: {os.strerror(err)}"
                 return
@@ -175,10 +167,6 @@ class Journal:
             return dirty, trees
 
     # -- internals ------------------------------------------------------------------------------
-    def _ctypes_errno(self) -> int:
-        import ctypes
-        return ctypes.get_errno()
-
     def _reader(self) -> None:
         """Keep the kernel queue short while a node runs (its overflow would cost a full walk)."""
         try:
@@ -206,8 +194,7 @@ class Journal:
                 return
             if not buf:
                 return
-            parse = self._inotify.InotifyFD._parse_event_buffer  # type: ignore[union-attr]
-            for wd, mask, _cookie, name in parse(buf):
+            for wd, mask, _cookie, name in inotify.parse_events(buf):
                 self._on_event(wd, mask, os.fsdecode(name))
 
     def _on_event(self, wd: int, mask: int, name: str) -> None:
@@ -250,7 +237,7 @@ class Journal:
         for path in [p for p in self._path_wd if p == rel or p.startswith(prefix)]:
             wd = self._path_wd.pop(path)
             self._wd_path.pop(wd, None)
-            self._inotify.inotify_rm_watch(self._fd, wd)  # type: ignore[union-attr]
+            inotify.rm_watch(self._fd, wd)
 
     def _watch_new_tree(self, rel: str) -> None:
         """Watch a directory that appeared (and everything in it); the capture re-lists it whole."""
@@ -258,7 +245,7 @@ class Journal:
         while stack:
             d = stack.pop()
             absd = f"{self.workspace}/{d}"
-            wd = self._inotify.inotify_add_watch(self._fd, os.fsencode(absd), _MASK)  # type: ignore[union-attr]
+            wd = inotify.add_watch(self._fd, os.fsencode(absd), _MASK)
             if wd < 0:
                 continue  # gone already, or not a directory (a symlink): its parent's event covers it
             self._wd_path[wd] = d

@@ -1,4 +1,4 @@
-"""The watchdog/inotify journal: a journal-driven capture equals a full walk, and falls back."""
+"""The inotify journal: a journal-driven capture equals a full walk, and falls back."""
 
 from __future__ import annotations
 
@@ -182,3 +182,24 @@ def test_dead_reader_thread_falls_back_to_the_walk(ws: Path, store: Path) -> Non
     finally:
         t.journal._stop = False
         t.stop_watching()
+
+
+def test_inotify_binding_reads_the_kernel_records(tmp_path: Path) -> None:
+    """Our ctypes binding (no dependency's private module): a create and a delete come back as
+    records naming the file, with the masks the kernel sets."""
+    from workspacetrack import inotify
+
+    fd = inotify.init()
+    try:
+        wd = inotify.add_watch(fd, os.fsencode(tmp_path), 0x100 | 0x200)  # IN_CREATE | IN_DELETE
+        assert wd >= 0
+        (tmp_path / "a name with spaces.txt").write_text("x")
+        (tmp_path / "a name with spaces.txt").unlink()
+        events = list(inotify.parse_events(os.read(fd, 1 << 16)))
+        assert [(w, m, n) for w, m, _c, n in events] == [
+            (wd, 0x100, b"a name with spaces.txt"), (wd, 0x200, b"a name with spaces.txt")]
+        assert inotify.add_watch(fd, os.fsencode(tmp_path / "missing"), 0x100) == -1
+        assert inotify.last_errno() == 2  # ENOENT
+        inotify.rm_watch(fd, wd)
+    finally:
+        os.close(fd)
