@@ -37,9 +37,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from persist import UserError
+
+if TYPE_CHECKING:
+    from iterion.shellcommands import Analysis
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
@@ -109,15 +112,10 @@ class BashPart:
 def bash_parts(command: str, workspace: Path | str | None = None) -> tuple[BashPart, ...]:
     """What a ``bash`` call is judged on. ``workspace`` (the directory the command runs in) places
     redirection targets; without it they are not judged."""
+    from iterion.shellcommands import realpath_within
+
     root = os.path.realpath(workspace) if workspace is not None else None
-    return _bash_parts(command, root, os.path.expanduser("~"))
-
-
-@lru_cache(maxsize=256)
-def _bash_parts(command: str, root: str | None, home: str) -> tuple[BashPart, ...]:
-    from iterion.shellcommands import analyze, realpath_within
-
-    a = analyze(command, cwd=root, home=home)
+    a = _analysis(command, root, os.path.expanduser("~"))
     whole = (command.strip(),)
     parts: list[BashPart] = [BashPart("whole", whole, whole, needs_allow=False)]
     for inv in a.invocations:
@@ -132,16 +130,27 @@ def _bash_parts(command: str, root: str | None, home: str) -> tuple[BashPart, ..
             if w.path is None:
                 parts.append(BashPart("write", (f"> {w.target}",), (f"> {w.target}",),
                                       reason=f"writes {w.target}, which may be outside the workspace"))
-            elif not realpath_within(w.path, root):
-                parts.append(BashPart("write", (f"> {w.path}",), (f"> {w.path}",),
-                                      reason=f"writes {w.path}, outside the workspace"))
-            elif os.path.relpath(os.path.realpath(w.path), root).split(os.sep)[0] == ".git":
-                parts.append(BashPart("write", (f"> {w.path}",), (f"> {w.path}",),
-                                      reason=f"writes {w.path}, inside the repository's .git/"))
+                continue
+            real = os.path.realpath(w.path)
+            if not realpath_within(real, root):
+                parts.append(BashPart("write", (f"> {real}",), (f"> {real}",),
+                                      reason=f"writes {real}, outside the workspace"))
+            elif ".git" in os.path.relpath(real, root).split(os.sep):
+                parts.append(BashPart("write", (f"> {real}",), (f"> {real}",),
+                                      reason=f"writes {real}, inside the repository's .git/"))
     if not any(p.kind == "command" and p.needs_allow for p in parts) and not a.opaque:
         # nothing runs (an assignment, an empty text): an allow rule must still cover the text
         parts.append(BashPart("command", (command.strip(),), (command.strip(),)))
     return tuple(parts)
+
+
+@lru_cache(maxsize=256)
+def _analysis(command: str, root: str | None, home: str) -> Analysis:
+    """The parse is cached (a call is judged once per rule); where a write lands is not, since
+    symlinks change between calls."""
+    from iterion.shellcommands import analyze
+
+    return analyze(command, cwd=root, home=home)
 
 
 def _bash_matches(rule: Rule, command: str, workspace: Path | str | None) -> bool:

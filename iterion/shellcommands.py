@@ -38,6 +38,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
+_JOINED_LINES = re.compile(r"[^\s\\]\\\n[^\s]")
+# builtins that only change the shell's own state: no allow rule needs to cover them
+_STATE_ONLY = frozenset({"cd", "pushd", "popd", ":", "true", "false"})
 MAX_DEPTH = 8  # sh -c 'sh -c ...' nesting read before the rest is called opaque
 
 
@@ -266,6 +269,7 @@ WRAPPERS: dict[str, _Wrapper] = {
                      assignments=True),
     "doas": _Wrapper(False, arg_opts=_f("-u", "-C")),
     "chroot": _Wrapper(False, arg_opts=_f("--userspec", "--groups"), operands=1),
+    "busybox": _Wrapper(True),
 }
 
 
@@ -293,6 +297,10 @@ class _Walker:
             return
         if "\x00" in text:
             self.opaque(text, "a NUL byte in the command")
+            return
+        joined = _JOINED_LINES.search(text)
+        if joined:  # bash removes backslash-newline first (r\<newline>m is rm); the grammar splits there
+            self.opaque(text[max(0, joined.start() - 20):joined.end() + 20], "a word continued on the next line")
             return
         self.cwd = cwd
         tree = _parser().parse(text.encode("utf-8", "surrogateescape"))
@@ -428,7 +436,8 @@ class _Walker:
             self.opaque(shown[:80], f"the program name {prog.raw!r} is computed at run time")
             return
         base = posixpath.basename(prog.value) or prog.value
-        self.out.invocations.append(Invocation(tuple(w.shown for w in words), needs_allow, via))
+        self.out.invocations.append(Invocation(tuple(w.shown for w in words), needs_allow and base not in _STATE_ONLY,
+                                               via))
         if base in _OPAQUE_PROGRAMS:
             self.opaque(shown[:80], _OPAQUE_PROGRAMS[base])
         elif base in _NAME_BUILTINS and any(w.value is not None and "[" in w.value and ("$(" in w.value or "`" in w.value)
@@ -436,9 +445,11 @@ class _Walker:
             self.opaque(shown[:80], "an array subscript that runs a command")
         elif base == "hash" and any(w.value == "-p" for w in words[1:]):
             self.opaque(shown[:80], "hash -p changes what a name runs")
-        if base in SHELLS:
+        if base == "busybox" and len(words) > 1 and words[1].value not in SHELLS:
+            self.wrapper(words, shown, base)  # a multi-call binary: busybox rm x is rm x
+        elif base in SHELLS:
             self.shell(words, shown, base)
-        elif base in WRAPPERS:
+        elif base in WRAPPERS and base != "busybox":
             self.wrapper(words, shown, base)
         elif base == "find":
             self.find(words, shown)
