@@ -7,7 +7,8 @@ A rule is ``TOOL`` or ``TOOL(PATTERN)``:
 * ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the workspace-relative
   path of the file tools (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
   the pattern of ``glob``, the question of ``ask_user``, and for any other tool (MCP) its
-  arguments as canonical JSON. In a path pattern ``*`` stays inside one directory and ``**``
+  arguments as canonical JSON. A compound shell command is judged per simple command (an allow
+  rule must cover each; a deny/ask rule catches any). In a path pattern ``*`` stays inside one directory and ``**``
   crosses directories (``docs/**``); in any other subject ``*`` matches anything
   (``bash(git *)``). No pattern means every call of the tool.
 
@@ -15,7 +16,7 @@ A ``bash`` command is parsed (iterion/shellcommands.py) and judged per part: eve
 wherever it sits (substitutions, subshells, wrappers such as ``sudo``/``xargs``/``find -exec``),
 each part the parser cannot understand, and each redirection writing outside the workspace. Each
 part is decided like a call of its own; the strictest part decides the call
-(docs/technical/permissions.md "bash rules").
+(docs/technical/bash-rules.md).
 
 Layers, lowest first: the workflow's ``permission:`` block, the launch's ``--permission*`` flags,
 then each resume's. The highest layer with a matching rule decides (so an allow given on a
@@ -271,7 +272,9 @@ class Policy:
                 for r in hits:
                     if r.verdict == verdict:
                         return Decision(verdict, r.text(), layer.source)
-        return self._by_mode()
+        mode = self.mode
+        source = next((la.source for la in reversed(self.layers) if la.mode), "default")
+        return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]
 
     def _decide_bash(self, command: str, workspace: Path | str | None) -> Decision:
         """Each part of the command decided as a call of its own; the strictest decides."""
@@ -299,6 +302,7 @@ class Policy:
         return Decision(d.verdict, None, d.source, part.reason)
 
     def _by_mode(self) -> Decision:
+        """The mode's decision (as ``decide`` ends for a call no rule matches)."""
         mode = self.mode
         source = next((la.source for la in reversed(self.layers) if la.mode), "default")
         return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]

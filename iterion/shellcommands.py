@@ -1,5 +1,5 @@
 """What a ``bash`` command really runs, read with a shell parser (tree-sitter-bash), for the
-permission rules (iterion/permissions.py; docs/technical/permissions.md "bash rules").
+permission rules (iterion/permissions.py; docs/technical/bash-rules.md).
 
 ``analyze(command, cwd)`` walks the whole syntax tree and returns:
 
