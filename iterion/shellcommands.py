@@ -171,7 +171,7 @@ def read_word(node: Node) -> Word:
     globbing = False
     if node.type == "word" or node.type == "concatenation":
         bare = "".join(_text(c) for c in _bare_parts(node))
-        globbing = bool(_GLOB_OR_BRACE.search(bare)) or raw.startswith("~")
+        globbing = bool(_GLOB_OR_BRACE.search(bare))
     return Word(value, raw, globbing)
 
 
@@ -389,7 +389,7 @@ class _Walker:
         self.write(read_word(dest), _text(n))
 
     def write(self, w: Word, shown: str) -> None:
-        if w.value is None or (w.globbing and not w.raw.startswith("~")):
+        if w.value is None or w.globbing:
             self.opaque(shown[:80], "a redirection to a computed path")
             return
         target = w.value
@@ -585,7 +585,7 @@ class _Walker:
             self.cwd = self.home
             return
         w = args[0]
-        if w.value is None or w.value == "-" or w.globbing and not w.raw.startswith("~"):
+        if w.value is None or w.value == "-" or w.globbing:
             self.cwd = None
         elif w.raw.startswith("~"):
             user, _, rest = w.value[1:].partition("/")
