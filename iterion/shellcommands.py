@@ -512,7 +512,10 @@ class _Walker:
                     self.opaque(shown[:80], f"assigning {a.split('=', 1)[0]} changes what programs run")
                 i += 1
                 continue
-            if a.startswith("-") and len(a) > 1 and not (base == "nice" and a[1:].lstrip("-").isdigit()):
+            if base == "nice" and a[:1] == "-" and a[1:].lstrip("-").isdigit():
+                i += 1  # nice -10: the old adjustment syntax
+                continue
+            if a.startswith("-") and len(a) > 1:
                 opt, eq, val = a.partition("=")
                 if not a.startswith("--") and len(a) > 2 and a[:2] in spec.arg_opts:
                     opt, eq, val = a[:2], "=", a[2:]  # -n5, -Ifoo
