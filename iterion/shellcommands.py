@@ -214,7 +214,8 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "
 _OPAQUE_PROGRAMS = {"eval": "eval runs a computed command", "source": "source runs a script file's commands in this shell",
                     ".": ". runs a script file's commands in this shell", "alias": "alias changes what a name runs",
                     "trap": "trap runs a command later", "enable": "enable can load a builtin from a file",
-                    "fc": "fc re-runs history", "bind": "bind can run commands"}
+                    "fc": "fc re-runs history", "bind": "bind can run commands",
+                    "coproc": "coproc is not read by the grammar (coproc NAME { ...; })"}
 # assignments that make bash or a program run other code
 _CODE_VARS = frozenset({"PATH", "BASH_ENV", "ENV", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "SHELLOPTS",
                         "BASHOPTS", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_LOADABLES_PATH", "PAGER",
@@ -258,7 +259,6 @@ WRAPPERS: dict[str, _Wrapper] = {
                     opaque_opts=_f("-S", "--split-string"), assignments=True),
     "stdbuf": _Wrapper(True, arg_opts=_f("-i", "-o", "-e", "--input", "--output", "--error")),
     "setsid": _Wrapper(True),
-    "coproc": _Wrapper(True),
     "xargs": _Wrapper(True, arg_opts=_f("-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n",
                                         "--max-args", "-P", "--max-procs", "-s", "--max-chars",
                                         "--process-slot-var", "--eof", "--max-lines")),
@@ -348,15 +348,32 @@ class _Walker:
                 self.inert_code = True
         elif t == "heredoc_redirect":
             self.heredoc(n)
+        elif t == "command_substitution" and _text(n).startswith("`") and "\\" in _text(n):
+            # inside backticks bash unescapes \\, \` and \$ before reading the text again, so
+            # `echo \`rm x\`` runs rm: read the unescaped text as a script of its own
+            inner = re.sub(r"\\([\\`$])", r"\1", _text(n)[1:-1])
+            child = _Walker(self.out, self.home)
+            child.script(inner, self.cwd, self.depth + 1)
+            return
         for c in n.children:
             self.node(c)
 
     def heredoc(self, n: Node) -> None:
         body = next((c for c in n.children if c.type == "heredoc_body"), None)
         start = next((c for c in n.children if c.type == "heredoc_start"), None)
-        if body is not None and start is not None and any(q in _text(start) for q in "'\"\\"):
-            if "$(" in _text(body) or "`" in _text(body):
+        if body is None or start is None:
+            return
+        text, quoted = _text(body), any(q in _text(start) for q in "'\"\\")
+        delim = re.sub(r"['\"\\]", "", _text(start))
+        strip_tabs = any(c.type == "<<-" for c in n.children)
+        if any((line.lstrip("\t") if strip_tabs else line) == delim for line in text.split("\n")):
+            # the grammar ran past a line bash ends the here-document at: what follows is unread
+            self.opaque(text[:80], "a here-document the parser may have misread")
+        elif "$(" in text or "`" in text:
+            if quoted:
                 self.inert_code = True
+            else:  # the grammar misses substitutions in some bodies (<<- with tabs): not guessed
+                self.opaque(text[:80], "a here-document that runs commands")
 
     def assignment(self, n: Node) -> None:
         name = n.child_by_field_name("name")

@@ -51,6 +51,10 @@ TABLE: list[tuple[str, str, str]] = [
     ("echo $(rm x)", "deny", "ask"),
     ("echo `rm x`", "deny", "ask"),
     ('echo "$(rm x)"', "deny", "ask"),
+    ("echo `echo \\`rm x\\``", "deny", "ask"),       # nested backticks: bash unescapes, then reads again
+    ("cat <<-EOF\n\t$(rm x)\n\tEOF", "deny", "ask"),  # a here-doc body runs its substitutions
+    ("cat <<EOF\n$(rm x)\nEOF", "deny", "ask"),
+    ("coproc NAME { rm x; }", "deny", "ask"),
     ("git log $(rm -rf ~)", "deny", "ask"),
     ("git diff <(rm -rf ~)", "deny", "ask"),
     ("git log >(sh)", "deny", "ask"),
@@ -128,6 +132,8 @@ TABLE: list[tuple[str, str, str]] = [
     ("./git status", "allow", "ask"),
     ("git log > out.txt 2>&1", "allow", "allow"),
     ("git log 2>/dev/null", "allow", "allow"),
+    ("git commit -F - <<'EOF'\nfix: $(quoted) `too`\nEOF", "allow", "allow"),
+    ("git commit -F - <<EOF\nfix: $HOME\nEOF", "allow", "allow"),
     ("cd sub && git log > x.txt", "allow", "allow"),
     ("sh -c 'git status'", "allow", "ask"),
     ("git log | grep rm", "allow", "ask"),
