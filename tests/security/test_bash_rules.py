@@ -214,3 +214,44 @@ def test_what_the_parser_sees() -> None:
                                    "xargs -I{} {} x"]
     assert seen["opaque"] == ["the program name '{}' is computed at run time"]
     assert [p.kind for p in bash_parts("git log > out", None)] == ["whole", "command"]  # no workspace: no write judged
+
+
+# rows safe to run for real: nothing redirected, nothing outside the scratch directory named
+RUNNABLE = [c for c, _, _ in TABLE if ">" not in c and "/etc" not in c and "cd .." not in c]
+
+
+def test_whenever_real_bash_runs_rm_the_deny_rule_caught_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table against bash itself: each runnable row runs in a scratch directory with an
+    ``rm`` on PATH (and ``./rm``) that leaves a marker; a row that made bash run rm (or delete
+    the scratch file) must be one ``bash(rm *)`` denies."""
+    import shutil
+    import subprocess
+
+    assert shutil.which("bash"), "bash is needed for this test (apt-get install bash)"
+    assert len(RUNNABLE) >= 60
+    shim_dir = tmp_path / "bin"
+    shim_dir.mkdir()
+    marker = tmp_path / "rm-ran"
+    shim = f"#!/bin/sh\ntouch {marker}\n"
+    (shim_dir / "rm").write_text(shim)
+    (shim_dir / "rm").chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    ran_rm = []
+    for i, command in enumerate(RUNNABLE):
+        scratch = tmp_path / f"s{i}"
+        scratch.mkdir()
+        for name in ("x", "keep.txt", "list"):
+            (scratch / name).write_text("x\n")
+        (scratch / "rm").write_text(shim)
+        (scratch / "rm").chmod(0o755)
+        marker.unlink(missing_ok=True)
+        env = {"PATH": f"{shim_dir}:/usr/bin:/bin", "HOME": str(home), "LC_ALL": "C"}
+        subprocess.run(["bash", "-c", command], cwd=scratch, env=env, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=20, check=False)
+        if marker.exists() or not (scratch / "x").exists():
+            ran_rm.append(command)
+            decided = DENY_RM.decide("bash", {"command": command}, workspace=scratch).verdict
+            assert decided == "deny", f"bash ran rm for {command!r} but bash(rm *) decided {decided}"
+    assert len(ran_rm) >= 30  # the table really exercises rm, it is not refused for show
