@@ -192,13 +192,22 @@ def _literal(node: Node) -> str | None:
     if t == "ansi_c_string":
         return _ansi_c(_text(node)[2:-1])
     if t in ("string", "translated_string"):
+        # rebuilt from byte ranges, gaps included: the grammar leaves some text in anonymous
+        # tokens ("$'x'" holds a bare "$"), and no character may be lost
+        data, base = node.text or b"", node.start_byte
+        kids = [c for c in node.children if c.end_byte - base <= len(data) - 1 and c.start_byte > base]
         parts: list[str] = []
-        for c in node.children:
-            if c.type == "string_content":
-                parts.append(_unescape_double(_text(c)))
-            elif c.is_named:  # an expansion inside the quotes
+        pos = data.index(b'"') + 1
+        for c in kids:
+            if c.is_named and c.type != "string_content":  # an expansion inside the quotes
                 return None
+            chunk = data[pos:c.end_byte - base].decode("utf-8", "surrogateescape")
+            parts.append(_unescape_double(chunk))
+            pos = c.end_byte - base
+        parts.append(_unescape_double(data[pos:len(data) - 1].decode("utf-8", "surrogateescape")))
         return "".join(parts)
+    if not node.is_named:  # a bare token the grammar kept apart ("$" before a quote)
+        return _unescape_unquoted(_text(node))
     if t == "concatenation":
         pieces = [_literal(c) for c in node.children]
         if any(p is None for p in pieces):

@@ -89,6 +89,7 @@ TABLE: list[tuple[str, str, str]] = [
     # shells and code the parser cannot see into
     ('bash -c "rm x"', "deny", "ask"),
     ("sh -c 'rm x'", "deny", "ask"),
+    ("bash -c \"$'\\x72m' x\"", "deny", "ask"),
     ("sh -ec 'git status; rm x'", "deny", "ask"),
     ("bash -c \"$CMD\"", "deny", "ask"),
     ("busybox sh -c 'rm x'", "deny", "ask"),
@@ -255,3 +256,41 @@ def test_whenever_real_bash_runs_rm_the_deny_rule_caught_it(tmp_path: Path, monk
             decided = DENY_RM.decide("bash", {"command": command}, workspace=scratch).verdict
             assert decided == "deny", f"bash ran rm for {command!r} but bash(rm *) decided {decided}"
     assert len(ran_rm) >= 30  # the table really exercises rm, it is not refused for show
+
+
+SPELLINGS = ["rm", "'rm'", "\\rm", "r''m", "$'\\x72m'", "/bin/rm", "./rm", "rm$@", "$(echo rm)", "r?"]
+WRAPPERS = ["", "command ", "env FOO=1 ", "timeout 5 ", "xargs -a list "]
+CONTEXTS = ["{}", "({})", "echo $({})", "echo `{}`", "true | {}", "cat <({})", "sh -c '{}'", "bash -c \"{}\"",
+            "f() {{ {}; }}; f", "echo ${{Z:-$({})}}", "find . -maxdepth 0 -exec {} \\;", "bash <<< '{}'"]
+
+
+def test_generated_spellings_that_bash_runs_as_rm_are_denied(tmp_path: Path) -> None:
+    """Every wrapper x spelling x context, run by bash with a marker-leaving rm: whenever bash ran
+    rm, ``bash(rm *)`` denied the command."""
+    import itertools
+    import subprocess
+
+    shim = f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "rm").write_text(shim)
+    (tmp_path / "bin" / "rm").chmod(0o755)
+    ran = 0
+    for n, (w, r, c) in enumerate(itertools.product(WRAPPERS, SPELLINGS, CONTEXTS)):
+        inner = f"{w}{r} x"
+        if ("'" in c and "'" in inner) or ('"' in c and '"' in inner):
+            continue
+        command = c.format(inner)
+        d = tmp_path / f"d{n}"
+        d.mkdir()
+        for name in ("x", "list"):
+            (d / name).write_text("x\n")
+        (d / "rm").write_text(shim)
+        (d / "rm").chmod(0o755)
+        (tmp_path / "ran").unlink(missing_ok=True)
+        subprocess.run(["bash", "-c", command], cwd=d, env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(d)},
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=20, check=False)
+        if (tmp_path / "ran").exists() or not (d / "x").exists():
+            ran += 1
+            decided = DENY_RM.decide("bash", {"command": command}, workspace=d).verdict
+            assert decided == "deny", f"bash ran rm for {command!r} but bash(rm *) decided {decided}"
+    assert ran >= 500  # most combinations do run rm: the check is not vacuous
