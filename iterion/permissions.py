@@ -12,6 +12,12 @@ A rule is ``TOOL`` or ``TOOL(PATTERN)``:
   crosses directories (``docs/**``); in any other subject ``*`` matches anything
   (``bash(git *)``). No pattern means every call of the tool.
 
+A ``bash`` command is parsed (iterion/shellcommands.py) and judged per part: every simple command
+wherever it sits (substitutions, subshells, wrappers such as ``sudo``/``xargs``/``find -exec``),
+each part the parser cannot understand, and each redirection writing outside the workspace. Each
+part is decided like a call of its own; the strictest part decides the call
+(docs/technical/bash-rules.md).
+
 Layers, lowest first: the workflow's ``permission:`` block, the launch's ``--permission*`` flags,
 then each resume's. The highest layer with a matching rule decides (so an allow given on a
 resume authorizes a call a launch-time ``ask`` rule paused on); within one layer deny beats
@@ -26,12 +32,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from persist import UserError
+
+if TYPE_CHECKING:
+    from iterion.shellcommands import Analysis
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
@@ -54,7 +66,7 @@ class Rule:
     def text(self) -> str:
         return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
 
-    def matches(self, tool: str, args: Mapping[str, Any]) -> bool:
+    def matches(self, tool: str, args: Mapping[str, Any], *, workspace: Path | str | None = None) -> bool:
         if not fnmatch.fnmatchcase(tool, self.tool):
             return False
         if self.pattern is None:
@@ -63,24 +75,93 @@ class Rule:
         if tool in PATH_TOOLS:
             return path_glob(self.pattern, subject)
         if tool == "bash":
-            return _bash_matches(self.pattern, subject, self.verdict)
+            return _bash_matches(self, subject, workspace)
         return fnmatch.fnmatchcase(subject, self.pattern)
 
 
-_SHELL_SPLIT = re.compile(r"\|\||&&|[;|&\n]")
+# -- bash: rules on the parsed command (iterion/shellcommands.py) ---------------------------------
+# Programs in these directories are judged by their base name by an allow rule too (``/usr/bin/git``
+# is ``git``); elsewhere (``./git``, ``/tmp/x/git``) only a deny or ask rule sees the base name.
+_SYSTEM_BIN = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"})
 
 
-def _bash_matches(pattern: str, command: str, verdict: Verdict) -> bool:
-    """A compound command (``a; b``, ``a && b``, ``a | b``) is judged per simple command: an
-    allow rule must match every one of them (``bash(git *)`` does not allow ``git x; rm -rf ~``),
-    and never a command substitution it cannot see into; a deny or ask rule matches when any one
-    does (or the whole text)."""
-    parts = [p.strip() for p in _SHELL_SPLIT.split(command) if p.strip()]
-    if verdict == "allow":
-        if "`" in command or "$(" in command:
-            return False
-        return bool(parts) and all(fnmatch.fnmatchcase(p, pattern) for p in parts)
-    return fnmatch.fnmatchcase(command, pattern) or any(fnmatch.fnmatchcase(p, pattern) for p in parts)
+@dataclass(frozen=True)
+class BashPart:
+    """One thing a bash command does that a rule is matched against.
+
+    ``command``: a simple command (``texts``: as written and with the program's base name);
+    ``opaque``: something the parser cannot understand (matched by every deny/ask rule of bash,
+    by an allow rule only when its pattern is all ``*``); ``write``: a redirection writing outside
+    the workspace or into ``.git/`` (``> /abs/path``; refused unless a rule matches it); ``whole``:
+    the command's whole text, so a deny/ask pattern spanning commands still works (``bash(*| sh)``);
+    it needs no allow."""
+    kind: Literal["command", "opaque", "write", "whole"]
+    texts: tuple[str, ...]
+    allow_texts: tuple[str, ...] = ()
+    needs_allow: bool = True   # False: no rule matching it leaves it allowed (a transparent wrapper)
+    reason: str | None = None  # why it is opaque or a write, for the decision the model sees
+
+    def matched_by(self, rule: Rule) -> bool:
+        if rule.pattern is None:
+            return True
+        if self.kind == "opaque":
+            return rule.verdict != "allow" or rule.pattern.strip("*") == ""
+        texts = self.allow_texts if rule.verdict == "allow" else self.texts
+        return any(fnmatch.fnmatchcase(t, rule.pattern) for t in texts)
+
+
+def bash_parts(command: str, workspace: Path | str | None = None) -> tuple[BashPart, ...]:
+    """What a ``bash`` call is judged on. ``workspace`` (the directory the command runs in) places
+    redirection targets; without it they are not judged."""
+    from iterion.shellcommands import realpath_within
+
+    root = os.path.realpath(workspace) if workspace is not None else None
+    a = _analysis(command, root, os.path.expanduser("~"))
+    whole = (command.strip(),)
+    parts: list[BashPart] = [BashPart("whole", whole, whole, needs_allow=False)]
+    for inv in a.invocations:
+        texts = (inv.text, inv.base_text) if inv.base_text != inv.text else (inv.text,)
+        system = os.path.dirname(inv.program) in _SYSTEM_BIN
+        allow_texts = texts if (system or "/" not in inv.program) else (inv.text,)
+        parts.append(BashPart("command", texts, allow_texts, inv.needs_allow))
+    for o in a.opaque:
+        parts.append(BashPart("opaque", (o.snippet,), reason=f"{o.reason}: {o.snippet!r}"))
+    if root is not None:
+        for w in a.writes:
+            if w.path is None:
+                parts.append(BashPart("write", (f"> {w.target}",), (f"> {w.target}",),
+                                      reason=f"writes {w.target}, which may be outside the workspace"))
+                continue
+            real = os.path.realpath(w.path)
+            if not realpath_within(real, root):
+                parts.append(BashPart("write", (f"> {real}",), (f"> {real}",),
+                                      reason=f"writes {real}, outside the workspace"))
+            elif ".git" in os.path.relpath(real, root).split(os.sep):
+                parts.append(BashPart("write", (f"> {real}",), (f"> {real}",),
+                                      reason=f"writes {real}, inside the repository's .git/"))
+    if not any(p.kind == "command" and p.needs_allow for p in parts) and not a.opaque:
+        # nothing runs (an assignment, an empty text): an allow rule must still cover the text
+        parts.append(BashPart("command", (command.strip(),), (command.strip(),)))
+    return tuple(parts)
+
+
+@lru_cache(maxsize=256)
+def _analysis(command: str, root: str | None, home: str) -> Analysis:
+    """The parse is cached (a call is judged once per rule); where a write lands is not, since
+    symlinks change between calls."""
+    from iterion.shellcommands import analyze
+
+    return analyze(command, cwd=root, home=home)
+
+
+def _bash_matches(rule: Rule, command: str, workspace: Path | str | None) -> bool:
+    """One rule against a command: an allow rule must cover every part that needs an allow
+    (``bash(git *)`` does not cover ``git x; rm -rf ~`` nor ``git diff <(rm -rf ~)``); a deny or
+    ask rule matches when any part does."""
+    parts = bash_parts(command, workspace)
+    if rule.verdict == "allow":
+        return all(p.matched_by(rule) for p in parts if p.needs_allow)
+    return any(p.matched_by(rule) for p in parts)
 
 
 def parse_rule(text: str, verdict: Verdict, source: str = "") -> Rule:
@@ -149,9 +230,13 @@ class Decision:
     verdict: Verdict
     rule: str | None      # the rule text that decided, or None (the mode)
     source: str           # the layer: workflow / launch / resume / default
+    reason: str | None = None  # bash: the part that decided, when it is not a plain command
 
     def payload(self) -> dict[str, Any]:
-        return {"decision": self.verdict, "rule": self.rule, "source": self.source}
+        out = {"decision": self.verdict, "rule": self.rule, "source": self.source}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass
@@ -177,13 +262,47 @@ class Policy:
         """Whether anything was configured at all (the claude_code flags are only added then)."""
         return any(layer.mode or layer.rules for layer in self.layers)
 
-    def decide(self, tool: str, args: Mapping[str, Any]) -> Decision:
+    def decide(self, tool: str, args: Mapping[str, Any], *, workspace: Path | str | None = None) -> Decision:
+        """``workspace``: the directory the call acts in (bash: where a redirection lands)."""
+        if tool == "bash":
+            return self._decide_bash(str(args.get("command", "")), workspace)
         for layer in reversed(self.layers):
             hits = [r for r in layer.rules if r.matches(tool, args)]
             for verdict in ("deny", "ask", "allow"):
                 for r in hits:
                     if r.verdict == verdict:
                         return Decision(verdict, r.text(), layer.source)
+        mode = self.mode
+        source = next((la.source for la in reversed(self.layers) if la.mode), "default")
+        return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]
+
+    def _decide_bash(self, command: str, workspace: Path | str | None) -> Decision:
+        """Each part of the command decided as a call of its own; the strictest decides."""
+        decisions = [self._decide_bash_part(p) for p in bash_parts(command, workspace)]
+        for verdict in ("deny", "ask"):
+            hit = next((d for d in decisions if d.verdict == verdict), None)
+            if hit is not None:
+                return hit
+        return next((d for d in decisions if d.rule is not None), self._by_mode())
+
+    def _decide_bash_part(self, part: BashPart) -> Decision:
+        for layer in reversed(self.layers):
+            hits = [r for r in layer.rules if fnmatch.fnmatchcase("bash", r.tool) and part.matched_by(r)]
+            for verdict in ("deny", "ask", "allow"):
+                for r in hits:
+                    if r.verdict == verdict:
+                        return Decision(verdict, r.text(), layer.source, part.reason)
+        if part.kind == "write":  # outside the box: refused unless a rule allows it
+            constrained = self.mode != "allow" or any(fnmatch.fnmatchcase("bash", r.tool)
+                                                      for la in self.layers for r in la.rules)
+            return Decision("deny" if constrained else "allow", None, "default", part.reason)
+        if not part.needs_allow:
+            return Decision("allow", None, "default")
+        d = self._by_mode()
+        return Decision(d.verdict, None, d.source, part.reason)
+
+    def _by_mode(self) -> Decision:
+        """The mode's decision (as ``decide`` ends for a call no rule matches)."""
         mode = self.mode
         source = next((la.source for la in reversed(self.layers) if la.mode), "default")
         return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]

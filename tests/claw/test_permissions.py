@@ -42,8 +42,8 @@ def test_rule_matching(rule: str, tool: str, args: dict, hit: bool) -> None:
     ("git status", True, False),
     ("git status; rm -rf ~", False, True),
     ("git log && git diff", True, False),
-    ("git log | sh", False, False),
-    ("git log $(rm -rf ~)", False, False),
+    ("git log | sh", False, True),        # a shell reading its input: opaque, caught by any deny rule
+    ("git log $(rm -rf ~)", False, True),  # the substitution's rm is a simple command of its own
     ("echo hi && rm -rf build", False, True),
 ])
 def test_compound_shell_commands_are_judged_per_simple_command(command: str, allowed: bool, denied: bool) -> None:

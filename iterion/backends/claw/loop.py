@@ -215,19 +215,21 @@ class AgentLoop:
             convstore.save(self.host.conversations_dir, conv)
             return self.response(conv, ask_user=question, pause_kind="ask_user", extra={"tool_use_id": cid})
         if preapproved is None:
-            decision = self.host.policy.decide(name, args)
+            decision = self.host.policy.decide(name, args, workspace=self.host.workspace)
             self.host.emit("permission_decided", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,
                                                   **decision.payload()})
             if decision.verdict == "deny":
                 where = f"rule {decision.rule}" if decision.rule else f"mode {self.host.policy.mode}"
+                why = f": {decision.reason}" if decision.reason else ""
                 return self.result(conv, cid, name, args, None,
-                                   f"denied by the permission policy ({where}, {decision.source})", 0.0)
+                                   f"denied by the permission policy ({where}, {decision.source}){why}", 0.0)
             if decision.verdict == "ask":
                 conv.pending = PendingCall(id=cid, name=name, arguments=args, kind="permission")
                 conv.queued = rest
                 convstore.save(self.host.conversations_dir, conv)
                 shown = json.dumps(args, sort_keys=True)
-                return self.response(conv, ask_user=f"Allow the agent's call {name}({shown[:500]})? "
+                why = f" ({decision.reason})" if decision.reason else ""
+                return self.response(conv, ask_user=f"Allow the agent's call {name}({shown[:500]})?{why} "
                                      "Answer approve=yes or approve=no.", pause_kind="permission",
                                      extra={"permission": {"tool": name, "arguments": args, "tool_use_id": cid,
                                                            "rule": decision.rule}})
