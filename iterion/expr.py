@@ -160,6 +160,7 @@ _BINARY_PREC: dict[str, int] = {
 }
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 _WORD_OPS = {"and": "&&", "or": "||", "not": "!"}
+WORD_OPERATORS = frozenset(_WORD_OPS)  # never a name, not even after a dot
 _INT_MAX = 2 ** 63 - 1
 _UNARY_PREC = 7
 

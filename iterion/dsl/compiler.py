@@ -249,7 +249,7 @@ class Compiler:
         loc = Located(body.text, body.span, body.indent)
         locs = [loc]
         text = body.text
-        if "{{" in text:
+        if "{{" in text and "include" in text:  # no include: nothing to expand (a malformed marker is C004 below)
             base = Path(body.span.file).parent
             try:
                 text, files = expand_includes(text, base, read=self.read)
