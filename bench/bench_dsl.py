@@ -9,6 +9,11 @@ same number of lines (a yardstick for "a real compiler on this much text").
     .venv/bin/python bench/bench_dsl.py --decls    # 5,000 lines of the dsl.md §2 declarations and
                                                    # blocks, §4 expressions, template loop bounds;
                                                    # also reports peak memory (tracemalloc)
+    .venv/bin/python bench/bench_dsl.py --markers 100000
+                                                   # one prompt holding 100,000 template markers
+                                                   # against an ordinary workflow of the same size:
+                                                   # time, peak memory and time per MB of each;
+                                                   # target: under 2x the ordinary workflow's time
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ def generate(target_lines: int) -> str:
             f"judge {s}_judge:", '  model: "bench-judge"', "  output: verdict",
             f'  system: "Judge stage {i}: {{{{outputs.{s}_work}}}}"', "",
             f"compute {s}_count:", "  output: stats", "  expr:",
-            f'    count: "length(concat([\\"a\\"], [\\"b\\"])) + {i}"', f'    ok: "outputs.{s}_judge.approved"', "",
+            f'    count: "length(concat([\'a\'], [\'b\'])) + {i}"', f'    ok: "outputs.{s}_judge.approved"', "",
         ]
         if prev:
             edges.append(f"  {prev} -> {s}_split when ok")
@@ -122,6 +127,41 @@ def generate_decls(target_lines: int) -> str:
                                      "  budget:", "    max_cost_usd: 10"] + edges) + "\n"
 
 
+def generate_markers(markers: int) -> str:
+    """One prompt of ``markers`` template references (four per line, every namespace a prompt
+    reads and a distinct field each), used by one agent: the front end must stay linear in it."""
+    lines = []
+    for i in range(0, markers, 4):
+        lines.append(f"  Item {i}: {{{{vars.target}}}} for {{{{input.f{i}}}}}, after {{{{outputs.draft.f{i % 50}}}}} "
+                     f"in round {{{{loop.polish.iteration}}}}.")
+    fields = "".join(f"  f{j}: string\n" for j in range(50))
+    return ("## generated template-marker benchmark\nvars:\n  target: string = \"README.md\"\n\n"
+            f"schema notes:\n{fields}\nprompt long:\n" + "\n".join(lines) + "\n\n"
+            "agent draft:\n  model: \"bench-model\"\n  output: notes\n  user: long\n\n"
+            "workflow markers:\n  entry: draft\n  draft -> draft as polish(3)\n  draft -> done\n")
+
+
+def markers_report(markers: int, reps: int) -> None:
+    """The marker prompt against an ordinary workflow (``generate``) of the same size in bytes."""
+    src = generate_markers(markers)
+    per_line = len(generate(400)) / 400
+    ordinary = generate(max(50, int(len(src) / per_line)))
+    rows = []
+    for name, text in ((f"ordinary workflow ({ordinary.count(chr(10))} lines)", ordinary),
+                       (f"prompt with {markers:,} markers", src)):
+        result = load_source(text, file="bench.bot", env={})
+        assert result.workflow is not None, [d.format() for d in result.diagnostics[:5]]
+        cpu = best_of(reps, lambda t=text: load_source(t, file="bench.bot", env={}), time.process_time)
+        wall = best_of(reps, lambda t=text: load_source(t, file="bench.bot", env={}))
+        peak = peak_memory(lambda t=text: load_source(t, file="bench.bot", env={}))
+        mb = len(text.encode()) / 2**20
+        rows.append((name, mb, cpu, wall, peak))
+        print(f"{name:40s} {mb:6.2f} MiB  CPU {cpu:7.2f} s  wall {wall:7.2f} s  "
+              f"{cpu / mb:6.2f} s/MiB  peak {peak / 2**20:7.1f} MiB ({peak / 2**20 / mb:5.1f} per MiB)")
+    ratio = (rows[1][2] / rows[1][1]) / (rows[0][2] / rows[0][1])
+    print(f"markers / ordinary, CPU time per MiB: {ratio:4.2f}x (target under 2x: {'met' if ratio < 2 else 'MISSED'})")
+
+
 def peak_memory(fn: Callable[[], object]) -> int:
     tracemalloc.start()
     try:
@@ -145,7 +185,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="500 lines, best of 3")
     ap.add_argument("--lines", type=int, default=None)
     ap.add_argument("--decls", action="store_true", help="the declarations workflow (default 5,000 lines)")
+    ap.add_argument("--markers", type=int, default=None, metavar="N",
+                    help="one prompt of N template markers against a same-size ordinary workflow")
     args = ap.parse_args()
+    if args.markers:
+        markers_report(args.markers, 3 if args.quick else 5)
+        return
     lines = args.lines or (500 if args.quick else 5000 if args.decls else 2000)
     reps = 3 if args.quick else 7
     src = generate_decls(lines) if args.decls else generate(lines)

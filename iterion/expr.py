@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +36,12 @@ LOOP_FIELDS: tuple[str, ...] = ("iteration", "max", "previous_output")
 ATTACHMENT_FIELDS: tuple[str, ...] = ("path", "url", "mime", "size", "sha256")
 # Leading names an expression reads as a namespace; any other is a field of the implicit input.
 EXPR_NAMESPACES: tuple[str, ...] = ("vars", "input", "outputs", "artifacts", "loop", "run")
-# Tree depth bound: keeps parsing and evaluation far below Python's recursion limit.
-MAX_DEPTH = 100
+# Nesting bound, the original's: parentheses, list brackets, call arguments and unary operators
+# each open a level; a left-associative chain (`a + b + ... + z`) opens none, whatever its length.
+MAX_NESTING = 256
+# Frames a tree nested MAX_NESTING levels may take (parser or evaluator, a few per level and per
+# precedence step): Python frames, no C stack since 3.11, so a limit this size is safe.
+_RECURSION_NEEDED = 12 * MAX_NESTING + 2000
 
 
 class ExprError(Exception):
@@ -160,6 +165,7 @@ _BINARY_PREC: dict[str, int] = {
 }
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 _WORD_OPS = {"and": "&&", "or": "||", "not": "!"}
+WORD_OPERATORS = frozenset(_WORD_OPS)  # never a name, not even after a dot
 _INT_MAX = 2 ** 63 - 1
 _UNARY_PREC = 7
 
@@ -321,7 +327,6 @@ class _Parser:
         tok = self.peek()
         if tok.kind != "end":
             raise ExprSyntaxError(f"unexpected {_describe(tok)} after a complete expression", tok.offset)
-        _check_depth(expr)
         return expr
 
     def binary(self, min_prec: int) -> Expr:
@@ -343,9 +348,9 @@ class _Parser:
 
     def _enter(self, offset: int) -> None:
         self.nesting += 1
-        if self.nesting > MAX_DEPTH // 2:
-            raise ExprSyntaxError(f"expression is nested too deeply (more than {MAX_DEPTH // 2} levels)",
-                                  offset)
+        if self.nesting > MAX_NESTING:
+            raise ExprSyntaxError(f"expression is nested too deeply (more than {MAX_NESTING} levels of "
+                                  "parentheses, brackets, calls or unary operators)", offset)
 
     def unary(self) -> Expr:
         tok = self.peek()
@@ -444,15 +449,26 @@ def _children(node: Expr) -> tuple[Expr, ...]:
     return ()
 
 
-def _check_depth(root: Expr) -> None:
-    # Iterative, so a long `a + a + ...` chain is refused cleanly instead of overflowing the
-    # stack later in evaluation or formatting (which recurse over the tree).
-    stack: list[tuple[Expr, int]] = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ExprSyntaxError(f"expression is too deep (more than {MAX_DEPTH} levels)", node.offset)
-        stack.extend((child, depth + 1) for child in _children(node))
+def _deep_enough() -> None:
+    """Let the recursive parser, evaluator and formatter reach MAX_NESTING levels (the default
+    limit of 1,000 frames is below what 256 levels take); never lowers a higher limit. Done once,
+    at import: changing it later, under a running test or thread, surprises whoever set it."""
+    if sys.getrecursionlimit() < _RECURSION_NEEDED:
+        sys.setrecursionlimit(_RECURSION_NEEDED)
+
+
+_deep_enough()
+
+
+def _left_spine(node: Binary) -> list[Binary]:
+    """``node`` and the binary operations down its left operands, top first: a chain of any
+    length is walked by a loop over this, never by recursion (it has no nesting depth)."""
+    spine = [node]
+    left = node.left
+    while isinstance(left, Binary):
+        spine.append(left)
+        left = left.left
+    return spine
 
 
 def _describe(tok: _Tok) -> str:
@@ -512,12 +528,21 @@ def _fmt(node: Expr, parent_prec: int) -> str:
         sep = " " if node.op == "-" and inner.startswith("-") else ""
         return node.op + sep + inner
     if isinstance(node, Binary):
-        prec = _BINARY_PREC[node.op]
         # Left-associative: the right operand needs parentheses at equal precedence.
         # A comparison does not chain: a comparison on its left keeps its parentheses too.
-        left_prec = prec if node.op in _COMPARISONS else prec - 1
-        text = f"{_fmt(node.left, left_prec)} {node.op} {_fmt(node.right, prec)}"
-        return f"({text})" if prec <= parent_prec else text
+        # The left spine is formatted bottom-up in a loop (a chain has no depth).
+        spine = _left_spine(node)
+        text = ""
+        for i in range(len(spine) - 1, -1, -1):
+            b = spine[i]
+            prec = _BINARY_PREC[b.op]
+            left_prec = prec if b.op in _COMPARISONS else prec - 1
+            if i == len(spine) - 1:
+                left_text = _fmt(b.left, left_prec)
+            else:
+                left_text = f"({text})" if _BINARY_PREC[spine[i + 1].op] <= left_prec else text
+            text = f"{left_text} {b.op} {_fmt(b.right, prec)}"
+        return f"({text})" if _BINARY_PREC[node.op] <= parent_prec else text
     raise TypeError(f"not an expression node: {node!r}")
 
 
@@ -682,13 +707,21 @@ class _Evaluator:
         raise ExprEvalError(f"not an expression node: {type(node).__name__}", getattr(node, "offset", 0))
 
     def binary(self, node: Binary) -> Any:
+        # the left spine in a loop, bottom-up: a chain of any length needs no recursion
+        spine = _left_spine(node)
+        value = self.eval(spine[-1].left)
+        for b in reversed(spine):
+            value = self.apply(b, value)
+        return value
+
+    def apply(self, node: Binary, a: Any) -> Any:
+        """``node`` with its left operand already evaluated to ``a``."""
         op = node.op
         if op in ("&&", "||"):
-            left = _need_bool(self.eval(node.left), f"'{op}'", node.offset)
+            left = _need_bool(a, f"'{op}'", node.offset)
             if (op == "&&" and not left) or (op == "||" and left):
                 return left  # short-circuit: the right side is not evaluated
             return _need_bool(self.eval(node.right), f"'{op}'", node.offset)  # yields a bool
-        a = self.eval(node.left)
         b = self.eval(node.right)
         if op == "==":
             return values_equal(a, b)

@@ -16,16 +16,20 @@ Offsets: a ``Reference`` points at its first character (the namespace), an ``Inc
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iterion.expr import (
+    NAMESPACES,
+    WORD_OPERATORS,
     ExprSyntaxError,
     Ref,
     Reference,
     parse_expr,
+    reference_shape_error,
     resolve_reference,
 )
 from iterion.shellquote import RenderMode, UnquotableValue, substitute
@@ -87,11 +91,29 @@ def _parse_include(body: str, body_offset: int, marker_offset: int) -> Include:
     return Include(path, marker_offset)
 
 
+# A plain dotted reference (`vars.target`, `outputs.review.summary`): the common marker, read
+# without the expression parser (a prompt may hold 100,000 of them). ASCII names only, so the
+# shape is exactly one the parser accepts; anything else takes the general path.
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _plain_reference(stripped: str, offset: int) -> Reference | None:
+    if _PLAIN.fullmatch(stripped) is None:
+        return None
+    name, *path = stripped.split(".")
+    if name not in NAMESPACES or WORD_OPERATORS.intersection(path) or reference_shape_error(name, path):
+        return None  # the parser says what is wrong
+    return Reference(name, tuple(path), offset)
+
+
 def _parse_reference(body: str, body_offset: int) -> Reference:
     stripped = body.strip()
     lead = len(body) - len(body.lstrip())
     if not stripped:
         raise TemplateSyntaxError("empty template reference {{}}", body_offset - len(OPEN))
+    plain = _plain_reference(stripped, body_offset + lead)
+    if plain is not None:
+        return plain
     try:
         node = parse_expr(stripped, implicit_fields=False)
     except ExprSyntaxError as exc:

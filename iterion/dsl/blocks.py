@@ -309,6 +309,13 @@ class BlockChecker:
         if not isinstance(form.value, ast.Block) or not form.value.properties:
             self.err("C085", form.span, f"{where} has an empty {forms[0]}: block")
             return
+        if forms[0] == "values":
+            names: set[str] = set()
+            for v in form.value.properties:
+                if v.name in names:  # the original refuses a repeated name (issue 28), unlike a property
+                    self.err("C085", v.span, f"value name '{v.name}' appears twice in the values: of {where}",
+                             "each value of a cursor has its own name")
+                names.add(v.name)
         if forms[0] == "bands":
             ranges: list[tuple[float, float, ast.Property]] = []
             for band in form.value.properties:
@@ -440,11 +447,11 @@ def _check_cursor_value(setting: ast.Property, cursors: dict[str, Any], owner: s
     value = to_py(setting.value)
     if isinstance(value, str) and "${" in value:
         return  # resolved when the node runs
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
-        return  # a number in [0, 1]: valid even between two bands (skipped at run time, §2.10)
     if cursor_fragment(cursor, value) is None:
+        # docs/language.md §2.10: with bands, "the band containing it wins", so a number in a gap
+        # between bands resolves to nothing: C084, as the original says
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            why = "a number must lie in [0, 1]"
+            why = "no band holds it" if 0 <= value <= 1 and cursor.get("bands") else "a number must lie in [0, 1]"
         else:
             names = list(cursor.get("values") or {})
             why = "expected a number in [0, 1]" + (f" or one of: {', '.join(names)}" if names else "")

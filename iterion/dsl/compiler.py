@@ -78,6 +78,9 @@ class Sources:
     edge_templates: dict[int, list[tuple[str, Located]]] = field(default_factory=dict)
     edge_exprs: dict[int, Located] = field(default_factory=dict)
     prompts: dict[str, list[Located]] = field(default_factory=dict)  # every prompt, used or not
+    # edges out of a terminal (C112): never taken, so not in the workflow, but a cycle through
+    # one is still a cycle (C019, as the original finds it)
+    terminal_edges: list[Edge] = field(default_factory=list)
 
 
 @dataclass
@@ -249,7 +252,7 @@ class Compiler:
         loc = Located(body.text, body.span, body.indent)
         locs = [loc]
         text = body.text
-        if "{{" in text:
+        if "{{" in text and "include" in text:  # no include: nothing to expand (a malformed marker is C004 below)
             base = Path(body.span.file).parent
             try:
                 text, files = expand_includes(text, base, read=self.read)
@@ -347,13 +350,14 @@ class Compiler:
         if s.name in self.schemas:
             self.err("C041", s.span, f"schema '{s.name}' is declared twice", "rename one of them")
             return
-        fields: list[SchemaField] = []
-        seen: set[str] = set()
+        fields: dict[str, SchemaField] = {}
         for f in s.fields:
-            if f.name in seen:
-                self.err("C041", f.span, f"field '{f.name}' appears twice in schema '{s.name}'")
-                continue
-            seen.add(f.name)
+            if f.name in fields:
+                # the original keeps the last (docs/language.md §2.1 "a property written twice keeps
+                # the last value"): a warning, and the field takes the last place
+                self.err("C105", f.span, f"field '{f.name}' is declared twice in schema '{s.name}'; the last wins",
+                         "remove one of them")
+                del fields[f.name]
             if f.type.name not in TYPES:
                 self.err("C102", f.type.span, f"unknown type '{f.type.name}' for field '{f.name}' of schema '{s.name}'",
                          suggest(f.type.name, TYPES))
@@ -372,8 +376,8 @@ class Compiler:
                     else:
                         values.append(lit.value)
                 enum = tuple(values)
-            fields.append(SchemaField(f.name, FieldType(f.type.name), enum))
-        self.schemas[s.name] = Schema(s.name, tuple(fields))
+            fields[f.name] = SchemaField(f.name, FieldType(f.type.name), enum)
+        self.schemas[s.name] = Schema(s.name, tuple(fields.values()))
 
     def var_block(self, block: tuple[ast.VarDecl, ...]) -> None:
         """One ``vars:`` block: a name twice in it is C113 (W) and the last wins; a name already
@@ -805,12 +809,12 @@ class Compiler:
             if bound_loc is not None:
                 templates.append(("loop bound", bound_loc))
             if e.with_map is not None:
-                keys: set[str] = set()
+                last = {entry.key: entry for entry in e.with_map.entries}  # a key written twice: the last wins
                 for entry in e.with_map.entries:
-                    if entry.key in keys:
-                        self.err("C028", entry.span, f"key '{entry.key}' appears twice in the with map into '{dst}'")
+                    if last[entry.key] is not entry:
+                        self.err("C105", last[entry.key].span, f"key '{entry.key}' is written twice in the with map "
+                                 f"into '{dst}'; the last value wins", "remove one of them")
                         continue
-                    keys.add(entry.key)
                     v = entry.value
                     if isinstance(v, ast.Literal) and isinstance(v.value, str):
                         loc = Located(v.value, Span(v.span.file, v.span.line, v.span.column + 1))
@@ -820,6 +824,9 @@ class Compiler:
                         py = to_py(v)
                         with_map.append((entry.key, py if isinstance(py, str) else json.dumps(py, separators=(",", ":"))))
             if not ok:
+                if (src in TERMINAL_NAMES or src in fail_nodes) and (dst in TERMINAL_NAMES or dst in wf.nodes):
+                    self.sources.terminal_edges.append(Edge(-1, src, dst, e.span, cond, loop_name, loop_max,
+                                                            loop_bound=loop_bound))
                 continue
             edge_index = len(wf.edges)
             if expr_loc is not None:

@@ -117,6 +117,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "C111": (Severity.WARNING, 'compute expression for a field not in the output schema'),
     "C112": (Severity.WARNING, 'edge out of a terminal'),
     "C113": (Severity.WARNING, 'var declared twice in one block'),
+    "C114": (Severity.WARNING, 'input.field no with map passes, on a node without an input schema'),
 }
 
 

@@ -259,11 +259,22 @@ def strict_escape(lines: list[str]) -> bool:
     return False
 
 
-def _continues(text: str, indent: int) -> bool:
+def _blank_or_comment(text: str) -> bool:
+    stripped = text.strip(" \t")
+    return stripped == "" or stripped.startswith("##")
+
+
+# `key: value` (a quoted key too) on one line: an entry of an open map, not a new statement
+_MAP_ENTRY = re.compile(r"""\s*(?:[^\W\d]\w*|"[^"]*")[ \t]*:[ \t]*[^\s#]""")
+
+
+def _continues(text: str, indent: int, opener: str) -> bool:
     stripped = text.strip()
     if not stripped:
         return False
-    return _leading_spaces(text) > indent or stripped[0] in ")]}"
+    if _leading_spaces(text) > indent or stripped[0] in ")]}":
+        return True
+    return opener == "{" and _MAP_ENTRY.match(text) is not None
 
 
 def _leading_spaces(text: str) -> int:
@@ -312,10 +323,18 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
         stack: list[tuple[str, int, int]] = []
         try:
             idx = sc.scan_line(idx, indent, tokens, stack)
-            # an open bracket continues onto lines indented deeper, or starting with a closer;
-            # anything else is a new statement, so a forgotten ']' costs one line, not the file
-            while stack and idx + 1 < total and _continues(phys[idx + 1], indent):
-                idx = sc.scan_line(idx + 1, 0, tokens, stack)
+            # an open bracket continues onto lines indented deeper, or starting with a closer, over
+            # blank and comment lines; in a map (a `with { }` of several lines), also onto a
+            # `key: value` line at any indentation (docs/language.md §1.2, §3.1: the original has
+            # no indentation inside braces); anything else is a new statement, so a forgotten
+            # ']' costs one line, not the file
+            while stack and idx + 1 < total:
+                nxt = idx + 1
+                while nxt < total and _blank_or_comment(phys[nxt]):
+                    nxt += 1
+                if nxt >= total or not _continues(phys[nxt], indent, stack[-1][0]):
+                    break
+                idx = sc.scan_line(nxt, 0, tokens, stack)
             if stack:
                 br, bl, bc = stack[-1]
                 raise _LineError(make("P005", Span(file, bl, bc), f"'{br}' is never closed",
@@ -332,7 +351,9 @@ def iter_lines(text: str, file: str, diags: list[Diagnostic]) -> Iterator[Line]:
         elif _is_raw_header(tokens, indent) and not (indent == 0 and "##" in phys[start_idx]):
             # a trailing comment on a `prompt NAME:` line stops its body being read as raw text
             # (as observed, docs/language.md §1.5): the lines below are then lexed and parsed as they are
-            line.raw, idx = _raw_block(phys, idx, indent, file)
+            line.raw, idx, short = _raw_block(phys, idx, indent, file)
+            if short is not None:
+                diags.append(short)
         yield line
 
 
@@ -366,30 +387,50 @@ def block_scalar(phys: list[str], idx: int, file: str) -> tuple[RawText, int]:
     return RawText("".join(x + "\n" for x in out), Span(file, idx + 1, ind + 1), ind), j
 
 
-def _raw_block(phys: list[str], idx: int, header_indent: int, file: str) -> tuple[RawText, int]:
-    """Collect the lines indented deeper than the header (blank lines included)."""
+def _raw_block(phys: list[str], idx: int, header_indent: int, file: str) -> tuple[RawText, int, Diagnostic | None]:
+    """The raw body under a header line -> (text, next line index, P001 or None).
+
+    The first body line fixes the body's indentation; deeper lines keep their extra spaces; a
+    line indented less ends the body (docs/language.md §1.5). Blank lines inside are kept. A line
+    that ends the body while still deeper than the header belongs to no block: P001 there, and
+    the lines that follow it at that depth are skipped with it (one mistake, one message)."""
     body: list[str] = []
     first = idx
+    ind: int | None = None
+    short: Diagnostic | None = None
     while idx < len(phys):
         ln = phys[idx]
         if ln.strip() == "":
             body.append("")
             idx += 1
             continue
-        if _leading_spaces(ln) <= header_indent and not ln.startswith("\t"):
+        lead = _leading_spaces(ln.expandtabs(2))
+        if lead <= header_indent and not ln.startswith("\t"):
+            break
+        if ind is None:
+            ind = lead
+        elif lead < ind:
+            short = make("P001", Span(file, idx + 1, lead + 1),
+                         f"this line is indented less than the first line of the body above ({lead} spaces, "
+                         f"not {ind}), so the body ends before it",
+                         f"indent every line of the body by at least {ind} spaces")
+            while idx < len(phys) and (phys[idx].strip() == "" or _leading_spaces(phys[idx]) > header_indent
+                                       or phys[idx].startswith("\t")):
+                idx += 1
             break
         body.append(ln)
         idx += 1
     while body and body[-1] == "":
         body.pop()  # trailing blank lines separate declarations; they are not the body's
-    idents = [_leading_spaces(b.expandtabs(2)) for b in body if b.strip()]
-    common = min(idents) if idents else header_indent + 2
+    common = ind if ind is not None else header_indent + 2
     lines = [b.expandtabs(2)[common:] if b.strip() else "" for b in body]
     # the text starts at the first non-blank line, and so does its span
     first_text = next((i for i, b in enumerate(body) if b.strip()), 0)
     span = Span(file, first + first_text + 1, common + 1)
     text = "\n".join(lines[first_text:])
-    return RawText(text, span, common), (first + len(body)) if body else idx
+    if short is not None:
+        return RawText(text, span, common), idx, short
+    return RawText(text, span, common), (first + len(body)) if body else idx, None
 
 
 _WORDISH = frozenset("_./-")

@@ -6,7 +6,9 @@ those into spans through this (a quoted string on one line, a raw prompt body, a
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from functools import cached_property
 
 from iterion.ir import Span
 
@@ -17,10 +19,22 @@ class Located:
     origin: Span  # where offset 0 is
     indent: int = 0  # 0-based column where every following line starts (raw bodies)
 
+    @cached_property
+    def _newlines(self) -> list[int]:
+        # found once per text: a prompt with 100,000 markers asks for 100,000 spans, and
+        # counting the newlines of the prefix each time was quadratic in the body
+        out: list[int] = []
+        find = self.text.find
+        i = find("\n")
+        while i >= 0:
+            out.append(i)
+            i = find("\n", i + 1)
+        return out
+
     def span_at(self, offset: int) -> Span:
         offset = max(0, min(offset, len(self.text)))
-        prefix = self.text[:offset]
-        nl = prefix.count("\n")
+        newlines = self._newlines
+        nl = bisect_left(newlines, offset)  # the newlines before ``offset``
         if nl == 0:
             return Span(self.origin.file, self.origin.line, self.origin.column + offset)
-        return Span(self.origin.file, self.origin.line + nl, self.indent + offset - prefix.rfind("\n"))
+        return Span(self.origin.file, self.origin.line + nl, self.indent + offset - newlines[nl - 1])

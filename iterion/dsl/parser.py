@@ -185,6 +185,13 @@ class _Parser:
                                        hint or "only a line ending with ':' opens a block"))
                 return
 
+    def need_block(self, line: Line, what: str) -> None:
+        """A line ending in ':' opens a block of deeper lines (docs/language.md §1.2): with none
+        under it, the original finds a missing token (E002 -> P008, as for an empty 'budget:')."""
+        if not line.children:
+            raise self.err("P008", self.end_span(line), f"{what} opens a block, but no line is indented under it",
+                           "write its lines below it, indented, or remove it")
+
     def each_child(self, line: Line) -> list[Line]:
         return [c for c in line.children if not c.broken]
 
@@ -339,6 +346,7 @@ class _Parser:
         kw = str(first.value)
         if kw == "vars":
             self.header(line, kw, named=False)
+            self.need_block(line, "'vars:'")
             return ast.VarsDecl(tuple(self.var_lines(line)), self.span(line))
         if kw == "presets":
             return self.presets(line)
@@ -372,6 +380,7 @@ class _Parser:
             return self.workflow(line)
         if kw in NAMED_EXTENSIONS:
             name, _ = self.header(line, kw, named=True)
+            self.need_block(line, f"'{kw} {name}:'")
             return ast.ExtensionDecl(kw, name, self.generic_block(line, f"{kw} '{name}'"), self.span(line))
         # BLOCK_EXTENSIONS: `sandbox: value` or `sandbox:` + block
         prop = self.property(line, None, "the file")
@@ -395,17 +404,20 @@ class _Parser:
 
     def presets(self, line: Line) -> ast.PresetsDecl:
         self.header(line, "presets", named=False)
+        self.need_block(line, "'presets:'")
         return ast.PresetsDecl(tuple(self.each_parsed(line, self.preset)), self.span(line))
 
     def preset(self, child: Line) -> ast.PresetDecl:
         t, pos = self.expect_ident(child, 0, "a preset name")
         pos = self.expect_punct(child, pos, ":", f"preset '{t.value}'")
         self.expect_end(child, pos, f"preset '{t.value}:'")
+        self.need_block(child, f"preset '{t.value}:'")
         values = self.properties(child, None, f"preset '{t.value}'")
         return ast.PresetDecl(str(t.value), values, _tok_span(self.file, t))
 
     def attachments(self, line: Line) -> ast.AttachmentsDecl:
         self.header(line, "attachments", named=False)
+        self.need_block(line, "'attachments:'")
         return ast.AttachmentsDecl(tuple(self.each_parsed(line, self.attachment)), self.span(line))
 
     def attachment(self, child: Line) -> ast.AttachmentDecl:
@@ -419,6 +431,7 @@ class _Parser:
 
     def schema(self, line: Line) -> ast.SchemaDecl:
         name, _ = self.header(line, "schema", named=True)
+        self.need_block(line, f"'schema {name}:'")
         return ast.SchemaDecl(str(name), tuple(self.each_parsed(line, self.schema_field)), self.span(line))
 
     def schema_field(self, child: Line) -> ast.SchemaFieldDecl:
@@ -450,12 +463,14 @@ class _Parser:
 
     def node(self, line: Line, kind: str) -> ast.NodeDecl:
         name, name_span = self.header(line, kind, named=True)
+        self.need_block(line, f"'{kind} {name}:'")
         props = self.properties(line, NODE_PROPERTIES[kind], f"{kind} '{name}'")
         assert name is not None and name_span is not None
         return ast.NodeDecl(kind, name, name_span, props, self.span(line))
 
     def workflow(self, line: Line) -> ast.WorkflowDecl:
         name, _ = self.header(line, "workflow", named=True)
+        self.need_block(line, f"'workflow {name}:'")
         owner = f"workflow '{name}'"
         props: list[ast.Property] = []
         wvars: list[ast.VarDecl] = []
@@ -473,6 +488,7 @@ class _Parser:
                     edges.append(self.edge(child))
                 elif toks[0].is_ident("vars") and len(toks) >= 2 and toks[1].is_punct(":"):
                     self.header(child, "vars", named=False)
+                    self.need_block(child, "'vars:'")
                     if vars_line is not None:
                         # "a second vars: block in the body replaces the first (as observed)" (docs/language.md 2)
                         self.diags.append(make("C105", self.span(child), f"{owner} has a second vars: block; it "

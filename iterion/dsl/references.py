@@ -110,9 +110,12 @@ class _Checker:
                 self.sink.add("C034", span, f"'input.{name}': '{name}' is not a field of '{consumer}''s input schema '{node.input_schema.name}'",
                               "fields: " + ", ".join(f.name for f in node.input_schema.fields))
             return
+        # C034 is only "`input.f` not in the consumer's input schema" (docs/language.md §5.1): without
+        # a schema the original accepts any field, so a key no edge passes is this project's
+        # warning, C114 (§7: a C1xx fault the original accepts is only a warning)
         keys = {k for e in self.g.into[consumer] for k, _ in e.with_map}
         if keys and name not in keys:
-            self.sink.add("C034", span, f"'input.{name}': no edge into '{consumer}' passes '{name}' in its with map",
+            self.sink.add("C114", span, f"'input.{name}': no edge into '{consumer}' passes '{name}' in its with map",
                           "passed keys: " + ", ".join(sorted(keys)))
 
     def output(self, ref: Reference, span: Span, consumer: str | None, via_edge: bool) -> None:

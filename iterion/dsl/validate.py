@@ -30,7 +30,8 @@ def validate(wf: Workflow, sources: Sources, sink: Sink) -> None:
         _check_out_edges(wf, g, node_id, sink)
     if wf.entry:
         _check_reachable(wf, g, sink)
-    _check_cycles(wf, g, sink)
+    _check_cycles(wf, g, sources.terminal_edges, sink)
+    _check_with_keys(wf, g, sink)
     _fan_out_regions(wf, g, sink)
     _check_await_sessions(wf, sink)
     check_references(wf, g, sources, sink)
@@ -110,11 +111,15 @@ def _check_reachable(wf: Workflow, g: Graph, sink: Sink) -> None:
                      "add an edge into it, or remove it")
 
 
-def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
+def _check_cycles(wf: Workflow, g: Graph, terminal_edges: list[Edge], sink: Sink) -> None:
     """C019 (docs/language.md 3.2): a cycle is reported at its back edge (depth-first, nodes and edges in
     declaration order) only when neither endpoint of that edge is an endpoint of some loop
-    edge, so an extra unbounded path between nodes that touch a loop passes."""
-    loop_ends = {n for e in wf.edges if e.loop is not None for n in (e.src, e.dst)}
+    edge, so an extra unbounded path between nodes that touch a loop passes. The terminals are
+    vertices too: an edge out of `done` (C112) that leads back closes a cycle, as in the original."""
+    loop_ends = {n for e in (*wf.edges, *terminal_edges) if e.loop is not None for n in (e.src, e.dst)}
+    out_of: dict[str, list[Edge]] = {}
+    for e in terminal_edges:
+        out_of.setdefault(e.src, list(g.out[e.src])).append(e)
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     for root in wf.nodes:
         if root in state:
@@ -123,7 +128,7 @@ def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
         work: list[tuple[str, int]] = [(root, 0)]
         while work:
             n, i = work[-1]
-            out = g.out[n]
+            out = out_of.get(n) or g.out[n]
             if i >= len(out):
                 state[n] = 2
                 work.pop()
@@ -131,15 +136,38 @@ def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
             work[-1] = (n, i + 1)
             e = out[i]
             d = e.dst
-            if d not in wf.nodes:
-                continue
+            if d not in wf.nodes and d not in TERMINALS:
+                continue  # an undeclared target is C001; `done` and `fail` are vertices (below)
             st = state.get(d)
             if st is None:
                 state[d] = 1
                 work.append((d, 0))
             elif st == 1 and e.src not in loop_ends and d not in loop_ends:
                 sink.add("C019", e.span, f"cycle without a declared loop: {e.src} -> {d} leads back to '{d}'",
+                         f"remove the edge out of '{e.src}': a run ends there" if e.index < 0 else
                          f"declare the back edge as a bounded loop: {e.src} -> {d} ... as NAME(N)")
+
+
+def _check_with_keys(wf: Workflow, g: Graph, sink: Sink) -> None:
+    """C028 (docs/language.md §3.6): the same key into one target from two edges, except
+    conditional edges, loop edges, edges out of loop entry nodes and edges into a convergence
+    target (two or more distinct sources, or ``await``). A key written twice in one map is
+    not this: the last wins there (C105, the compiler's)."""
+    loop_entries = {e.dst for e in wf.edges if e.loop is not None}
+    for dst, into in g.into.items():
+        node = wf.nodes.get(dst)
+        if len({e.src for e in into}) > 1 or (node is not None and node.await_mode is not None):
+            continue
+        first: dict[str, Edge] = {}
+        for e in into:
+            if e.condition is not None or e.loop is not None or e.src in loop_entries:
+                continue
+            for key, _ in e.with_map:
+                if key in first:
+                    sink.add("C028", e.span, f"key '{key}' goes into '{dst}' on two edges (also at line "
+                             f"{first[key].span.line})", "pass it on one edge only")
+                else:
+                    first[key] = e
 
 
 def _fan_out_regions(wf: Workflow, g: Graph, sink: Sink) -> None:

@@ -138,10 +138,13 @@ def test_when_expressions_with_bare_fields_compile() -> None:
         "approved and blockers == 0", "not approved or blockers > 0"]
 
 
-def test_a_number_between_two_bands_is_valid_and_skipped_at_run_time() -> None:
+def test_a_number_between_two_bands_is_c084_and_skipped_at_run_time() -> None:
+    """dsl.md §2.10: with bands "the band containing it wins"; a number in a gap resolves to no
+    band, which the original refuses (C084, issue 28). At run time it is skipped (as observed)."""
     src = ('cursor depth:\n  bands:\n    "0.0..0.4": "narrow"\n    "0.5..1.0": "wide"\n'
            'agent a:\n  model: "m"\n  cursors:\n    depth: 0.45\nworkflow w:\n  entry: a\n  a -> done\n')
-    assert _codes(src) == []
+    assert _codes(src) == [("C084", 8, 12)]
+    assert _codes(src.replace("0.45", "0.5")) == []
     assert calibration_section({"depth": {"bands": {"0.0..0.4": "narrow", "0.5..1.0": "wide"}}},
                                {"depth": 0.45}) == ""
     assert [c for c, _, _ in _codes(src.replace("0.45", "1.5"))] == ["C084"]

@@ -133,15 +133,27 @@ def test_syntax_errors_carry_message_and_offset(src: str, offset: int, fragment:
     assert isinstance(info.value, ExprError)
 
 
-def test_excessive_depth_is_a_syntax_error_not_a_crash() -> None:
-    with pytest.raises(ExprSyntaxError, match="too deep"):
-        parse_expr(" + ".join(["1"] * 500))
-    with pytest.raises(ExprSyntaxError, match="nested too deeply"):
-        parse_expr("(" * 500 + "1" + ")" * 500)
-    with pytest.raises(ExprSyntaxError, match="nested too deeply"):
-        parse_expr("!" * 500 + "true")
-    # a reasonable depth is fine
-    assert evaluate(" + ".join(["1"] * 60), {}) == 60
+def test_a_flat_chain_has_no_depth_and_nesting_stops_at_256_levels() -> None:
+    """The original's cap is 256 nested levels; a left-associative chain has no depth (issue 28):
+    any length parses, evaluates and formats; 257 levels is a syntax error, never a RecursionError."""
+    chain = " + ".join(["1"] * 100_000)
+    assert evaluate(chain, {}) == 100_000
+    assert format_expr(parse_expr(chain)) == chain
+    assert evaluate(" && ".join(["true"] * 5_000) + " && false", {}) is False
+    assert evaluate("1 - 2 - 3 - 4", {}) == -8  # still left-associative
+    # the deepest shape per level: every precedence step, then a parenthesis
+    level = "(true || false && 1 == 1 + 2 * "
+    deep = level * 256 + "1" + ")" * 256
+    assert evaluate(deep, {}) is True
+    assert format_expr(parse_expr(format_expr(parse_expr(deep)))) == format_expr(parse_expr(deep))
+    for src in ("(" * 256 + "1" + ")" * 256, "- " * 256 + "1", "not " * 256 + "true",
+                "[" * 256 + "1" + "]" * 256, "concat(" * 255 + "'a'" + ")" * 255):
+        parse_expr(src)
+        evaluate(src, {})
+    for src in (level * 257 + "1" + ")" * 257, "(" * 257 + "1" + ")" * 257, "!" * 500 + "true",
+                "[" * 300 + "]" * 300, "(" * 100_000 + "1" + ")" * 100_000):
+        with pytest.raises(ExprSyntaxError, match="nested too deeply .more than 256 levels"):
+            parse_expr(src)
 
 
 @pytest.mark.parametrize(("src", "fragment"), [

@@ -98,6 +98,24 @@ def test_prompt_body_is_raw_text_with_common_indent_removed() -> None:
     assert prompt.body.span == Span("t.bot", 12, 3)
 
 
+def test_the_first_body_line_fixes_the_indentation_of_a_prompt() -> None:
+    """dsl.md §1.5: deeper lines keep their extra spaces, blank lines inside are kept, a line
+    indented less ends the body (issue 28: it used to be the least indented line that counted,
+    so the text changed)."""
+    src = "prompt p:\n\n    first\n      deeper\n\n    last\n\nagent a:\n  model: \"m\"\n"
+    tree, diags = parse(src, "p.bot")
+    assert diags == []
+    prompt = tree.decls[0]
+    assert isinstance(prompt, ast.PromptDecl)
+    assert prompt.body == ast.RawText("first\n  deeper\n\nlast", Span("p.bot", 3, 5), 4)
+    short = "prompt p:\n    first\n  less\n   and more\nagent a:\n  model: \"m\"\n"
+    tree, diags = parse(short, "p.bot")
+    assert [(d.code, d.span.line, d.span.column) for d in diags] == [("P001", 3, 3)]
+    prompt = tree.decls[0]
+    assert isinstance(prompt, ast.PromptDecl) and prompt.body.text == "first"
+    assert isinstance(tree.decls[1], ast.NodeDecl)  # one mistake, one message: the agent still parses
+
+
 def test_edges_carry_conditions_loops_and_multiline_with_maps() -> None:
     tree, _ = parse(SOURCE, "t.bot")
     wf = tree.decls[-1]
@@ -163,6 +181,9 @@ def test_import_declaration() -> None:
         ('agent a:\n  model: "m" % 2\n', "P003", 2, 14, "unexpected character '%'"),
         ('agent a:\n  model: "open\n', "P004", 2, 10, "unterminated string"),
         ('agent a:\n  tools: [a, b\n', "P005", 2, 10, "never closed"),
+        # an unclosed with map: the next edge is a new statement, not an entry (one line lost)
+        ('workflow w:\n  a -> b with { x: "1"\n\n  b -> done\n', "P005", 2, 15, "never closed"),
+        ('schema e:\nagent a:\n  model: "m"\n', "P008", 1, 10, "no line is indented under it"),
         ('agnet a:\n', "P006", 1, 1, "did you mean 'agent'"),
         ('a -> b\n', "P006", 1, 1, "edges go inside 'workflow NAME:'"),
         ('agent a:\n  modle: "m"\n', "P007", 2, 3, "unknown property 'modle' in agent 'a'"),

@@ -14,7 +14,7 @@ INVALID = Path(__file__).resolve().parents[2] / "fixtures" / "invalid"
 
 # dsl.md §7, the severity column (C018 is E, a warning only for an llm router)
 WARNINGS = {"C030", "C032", "C037", "C047", "C080", "C082", "C083", "C101", "C105", "C106", "C110", "C111",
-            "C112", "C113"}
+            "C112", "C113", "C114"}
 ERRORS = {f"C{n:03d}" for n in range(1, 249)} & set(CODES) - WARNINGS
 
 

@@ -236,3 +236,42 @@ def test_raw_markers_parse_as_references() -> None:
         parse_template("x {{!}}")
     with pytest.raises(TemplateSyntaxError, match="not an expression"):
         parse_template("{{!vars.x + 1}}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="vars.inputoutsloopiterationmaxrunid_aA9 \t.", max_size=30))
+def test_a_plain_reference_reads_as_the_expression_parser_reads_it(body: str) -> None:
+    """The plain dotted reference is read without the expression parser (issue 28, scale):
+    whatever it accepts, the parser accepts identically, offset included."""
+    from iterion import templates
+    from iterion.expr import Ref, parse_expr
+    stripped = body.strip()
+    fast = templates._plain_reference(stripped, 0)
+    if fast is None:
+        return
+    node = parse_expr(stripped, implicit_fields=False)
+    assert isinstance(node, Ref) and node.ref == fast
+
+
+@pytest.mark.parametrize("body", ["vars.and", "loop.fix.bogus", "topic.x", "run.name", "true.x"])
+def test_a_reference_the_parser_refuses_is_left_to_the_parser(body: str) -> None:
+    from iterion import templates
+    from iterion.expr import ExprSyntaxError, parse_expr
+    assert templates._plain_reference(body, 0) is None
+    with pytest.raises(ExprSyntaxError):
+        parse_expr(body, implicit_fields=False)
+
+
+def test_a_prompt_of_many_markers_reports_each_at_its_line_and_column() -> None:
+    """100,000 markers validate in linear time (span_at used to count the newlines of the whole
+    prefix per marker); spans stay exact at the first line, inside, and at the last line."""
+    from iterion.dsl import load_source
+    lines = [f"  line {i} {{{{vars.target}}}} {{{{vars.nope{i}}}}}" for i in range(20_000)]
+    src = ('vars:\n  target: string = "x"\nprompt p:\n' + "\n".join(lines)
+           + '\nagent a:\n  model: "m"\n  user: p\nworkflow w:\n  entry: a\n  a -> done\n')
+    result = load_source(src, file="m.bot", env={})
+    got = [(d.code, d.span.line, d.span.column) for d in result.diagnostics]
+    assert len(got) == 20_000 and set(c for c, _, _ in got) == {"C033"}
+    col = len("  line 0 {{vars.target}} {{") + 1
+    assert got[0] == ("C033", 4, col)
+    assert got[-1] == ("C033", 4 + 19_999, col + len(str(19_999)) - 1)
