@@ -22,8 +22,14 @@ from iterion.backends.claw import conversation as convstore
 from iterion.backends.claw.conversation import Conversation, PendingCall
 from iterion.backends.claw.host import AgentHost
 from iterion.backends.claw.tools import BUILTIN_SPECS, WORKSPACE_TOOLS, ToolError, Workspace
-from iterion.backends.claw.wire import ToolCall, ToolSpec, Wire, resolve_provider
-from iterion.backends.schema import effective_schema, finish_structured, output_instructions, prior_exchange
+from iterion.backends.claw.wire import Output, ToolCall, ToolSpec, Wire, resolve_provider
+from iterion.backends.schema import (
+    effective_schema,
+    finish_structured,
+    json_schema,
+    output_instructions,
+    prior_exchange,
+)
 from iterion.failure_codes import FailureCode
 from iterion.permissions import call_subject
 
@@ -135,9 +141,15 @@ class AgentLoop:
         schema = effective_schema(self.req)
         while True:
             self.host.check()
+            # the final-answer turn (no tools offered, or the one repair turn after an answer that
+            # missed the schema) asks for the schema in the request, not only in the prompt:
+            # a small local model answers a tool turn with prose, but a constrained one with JSON
+            final = conv.repaired
+            wanted = Output(schema.name, json_schema(schema)) if schema is not None and (
+                final or not self.specs) else None
             turn = self.wire.turn(model=self.model, system=conv.system, messages=conv.messages,
                                   tools=list(self.specs.values()), max_tokens=self.req.max_tokens,
-                                  reasoning_effort=self.req.reasoning_effort, json_mode=schema is not None)
+                                  reasoning_effort=self.req.reasoning_effort, output=wanted, final=final)
             self.tokens_in += turn.tokens_in
             self.tokens_out += turn.tokens_out
             self.cost += turn.cost_usd
