@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from typing import Any
 
@@ -33,6 +34,9 @@ from iterion.backends.schema import (
 from iterion.failure_codes import FailureCode
 from iterion.permissions import call_subject
 
+# a tool the first model turn of a conversation must call (the provider's tool_choice): small
+# local models answer with prose unless made to call one (README "Local models")
+FIRST_TOOL_ENV = "ITERION_CLAW_FIRST_TOOL"
 # answers that approve a permission pause (`--answer approve=yes`)
 _YES = {"true", "yes", "y", "1", "allow", "approve", "approved", "ok"}
 RESULT_EVENT_CAP = 200
@@ -147,9 +151,13 @@ class AgentLoop:
             final = conv.repaired
             wanted = Output(schema.name, json_schema(schema)) if schema is not None and (
                 final or not self.specs) else None
+            # the first turn of a conversation may be made to call a tool (small local models do
+            # not choose tools by themselves)
+            first = not any(m["role"] == "assistant" for m in conv.messages)
             turn = self.wire.turn(model=self.model, system=conv.system, messages=conv.messages,
                                   tools=list(self.specs.values()), max_tokens=self.req.max_tokens,
-                                  reasoning_effort=self.req.reasoning_effort, output=wanted, final=final)
+                                  reasoning_effort=self.req.reasoning_effort, output=wanted, final=final,
+                                  force_tool=(os.environ.get(FIRST_TOOL_ENV) or None) if first else None)
             self.tokens_in += turn.tokens_in
             self.tokens_out += turn.tokens_out
             self.cost += turn.cost_usd

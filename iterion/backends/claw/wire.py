@@ -101,10 +101,11 @@ class Wire:
 
     def turn(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False) -> Turn:
+             final: bool = False, force_tool: str | None = None) -> Turn:
         """One model turn. ``output``: the answer must be JSON matching it (asked for in the
         request, not only in the prompt); ``final``: the model may no longer call tools (the
-        final-answer turn, see loop.py)."""
+        final-answer turn, see loop.py); ``force_tool``: the model must call this tool (the
+        provider's ``tool_choice``)."""
         raise NotImplementedError
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -175,13 +176,15 @@ class OpenAIWire(Wire):
 
     def body(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False) -> dict[str, Any]:
+             final: bool = False, force_tool: str | None = None) -> dict[str, Any]:
         """The request body. The final-answer turn offers no tools (never ``tools: []``, which
         llama.cpp's server refuses) and asks for the output schema as ``response_format``."""
         body: dict[str, Any] = {"model": model, "messages": self.messages(system, messages)}
         if tools and not final:
             body["tools"] = [{"type": "function", "function": {"name": wire_name(t.name), "description": t.description,
                                                                "parameters": t.parameters}} for t in tools]
+            if force_tool and any(t.name == force_tool for t in tools):
+                body["tool_choice"] = {"type": "function", "function": {"name": wire_name(force_tool)}}
         if max_tokens:
             body[token_limit_field(self.base_url, model)] = max_tokens
         if reasoning_effort:
@@ -192,14 +195,14 @@ class OpenAIWire(Wire):
 
     def turn(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False) -> Turn:
+             final: bool = False, force_tool: str | None = None) -> Turn:
         if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not self.api_key:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                "the claw backend (openai provider) needs $OPENAI_API_KEY (or $OPENAI_BASE_URL for "
                                "a compatible endpoint that needs no key)")
         while True:
             body = self.body(model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens,
-                             reasoning_effort=reasoning_effort, output=output, final=final)
+                             reasoning_effort=reasoning_effort, output=output, final=final, force_tool=force_tool)
             try:
                 data = self._post("chat/completions", body)
                 break
@@ -279,7 +282,7 @@ class AnthropicWire(Wire):
 
     def body(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False) -> dict[str, Any]:
+             final: bool = False, force_tool: str | None = None) -> dict[str, Any]:
         """The request body. A JSON answer is asked for as a forced call of the ``final_answer``
         tool whose input schema is the output schema (every Claude model with tool use honours
         it); the other tools stay declared (the history's tool_use blocks need them) but cannot
@@ -294,19 +297,21 @@ class AnthropicWire(Wire):
             declared.append({"name": FINAL_ANSWER_TOOL, "input_schema": output.schema,
                              "description": f"Give the final answer ({output.name}) as this tool's input."})
             body["tool_choice"] = {"type": "tool", "name": FINAL_ANSWER_TOOL}
+        elif force_tool and any(t.name == force_tool for t in tools):
+            body["tool_choice"] = {"type": "tool", "name": wire_name(force_tool)}
         if declared:
             body["tools"] = declared
         return body
 
     def turn(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False) -> Turn:
+             final: bool = False, force_tool: str | None = None) -> Turn:
         if self.base_url.rstrip("/") == ANTHROPIC_DEFAULT_URL and not self.api_key:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                "the claw backend (anthropic provider) needs $ANTHROPIC_API_KEY (or "
                                "$ANTHROPIC_BASE_URL for a compatible endpoint that needs no key)")
         body = self.body(model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens,
-                         reasoning_effort=reasoning_effort, output=output, final=final)
+                         reasoning_effort=reasoning_effort, output=output, final=final, force_tool=force_tool)
         data = self._post("v1/messages", body)
         content = data.get("content")
         if not isinstance(content, list):
