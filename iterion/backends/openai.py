@@ -182,6 +182,27 @@ class OpenAIBackend(Backend):
             body["response_format"] = response_format(mode, schema.name, json_schema(schema))
         return body
 
+    def _exchange(self, body: dict[str, Any], timeout: float, request: BackendRequest) -> dict[str, Any]:
+        """The completion, streamed (``iterion.backends.sse``: progress on the timeline, the
+        limit on silence, a cut answer kept) unless $ITERION_STREAM=0."""
+        from iterion.backends.sse import OpenAIStream, Progress, fold_stream, post_stream, streaming_enabled
+
+        if not streaming_enabled():
+            resp = post_json(self._http(), "chat/completions", body, timeout=timeout, where=self.base_url)
+            try:
+                data = resp.json()
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                raise BackendError(FailureCode.EXECUTION_FAILED,
+                                   f"{self.base_url} answered with no chat completion: {resp.text[:200]!r}")
+            return data
+        host = request.host
+        fold = OpenAIStream(Progress(getattr(host, "emit", None), getattr(host, "check", None)))
+        return fold_stream(fold, lambda: post_stream(
+            self._http(), "chat/completions", {**body, "stream": True, "stream_options": {"include_usage": True}},
+            timeout=timeout, where=self.base_url, credential="$OPENAI_API_KEY", on_data=fold), self.base_url)
+
     def complete(self, request: BackendRequest) -> BackendResponse:
         if self.base_url.rstrip("/") == DEFAULT_BASE_URL and not self.api_key:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
@@ -192,19 +213,18 @@ class OpenAIBackend(Backend):
         while True:
             body = self.build_body(request)
             try:
-                resp = post_json(self._http(), "chat/completions", body, timeout=timeout, where=self.base_url)
+                data = self._exchange(body, timeout, request)
                 break
             except BackendError as exc:
                 if "response_format" in body and self.json_fallback().should_retry(exc):
                     continue  # the endpoint refused json_schema: ask again in llama.cpp's form
                 raise
         try:
-            data = resp.json()
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise BackendError(FailureCode.EXECUTION_FAILED,
-                               f"{self.base_url} answered with no chat completion: {resp.text[:200]!r}") from None
+                               f"{self.base_url} answered with no chat completion: {str(data)[:200]!r}") from None
         usage = data.get("usage") or {}
         tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         cost = usage.get("cost")

@@ -31,6 +31,7 @@ from iterion.backends.schema import (
     output_instructions,
     prior_exchange,
 )
+from iterion.backends.sse import Progress
 from iterion.failure_codes import FailureCode
 from iterion.permissions import call_subject
 
@@ -157,7 +158,8 @@ class AgentLoop:
             turn = self.wire.turn(model=self.model, system=conv.system, messages=conv.messages,
                                   tools=list(self.specs.values()), max_tokens=self.req.max_tokens,
                                   reasoning_effort=self.req.reasoning_effort, output=wanted, final=final,
-                                  force_tool=(os.environ.get(FIRST_TOOL_ENV) or None) if first else None)
+                                  force_tool=(os.environ.get(FIRST_TOOL_ENV) or None) if first else None,
+                                  progress=Progress(self.host.emit, self.host.check))
             self.tokens_in += turn.tokens_in
             self.tokens_out += turn.tokens_out
             self.cost += turn.cost_usd

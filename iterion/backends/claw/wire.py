@@ -23,6 +23,14 @@ from iterion.backends.jsonout import Fallback, response_format, token_limit_fiel
 from iterion.backends.openai import DEFAULT_BASE_URL as OPENAI_DEFAULT_URL
 from iterion.backends.openai import post_json
 from iterion.backends.pricing import cost_usd
+from iterion.backends.sse import (
+    AnthropicStream,
+    OpenAIStream,
+    Progress,
+    fold_stream,
+    post_stream,
+    streaming_enabled,
+)
 from iterion.failure_codes import FailureCode
 
 ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
@@ -101,12 +109,23 @@ class Wire:
 
     def turn(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False, force_tool: str | None = None) -> Turn:
+             final: bool = False, force_tool: str | None = None, progress: Progress | None = None) -> Turn:
         """One model turn. ``output``: the answer must be JSON matching it (asked for in the
         request, not only in the prompt); ``final``: the model may no longer call tools (the
         final-answer turn, see loop.py); ``force_tool``: the model must call this tool (the
-        provider's ``tool_choice``)."""
+        provider's ``tool_choice``); ``progress``: where the streamed answer's chunks are counted
+        (``iterion.backends.sse``)."""
         raise NotImplementedError
+
+    def _exchange(self, path: str, body: dict[str, Any], fold: OpenAIStream | AnthropicStream,
+                  extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The answer to ``body``, streamed (``iterion.backends.sse``) unless $ITERION_STREAM=0;
+        an answer cut by a failure is recorded (``model_partial``) before the failure is raised."""
+        if not streaming_enabled():
+            return self._post(path, body)
+        return fold_stream(fold, lambda: post_stream(
+            self.http(), path, {**body, "stream": True, **(extra or {})}, timeout=self.timeout_s, where=self.base_url,
+            credential=self.credential, on_data=fold), self.base_url)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         resp = post_json(self.http(), path, body, timeout=self.timeout_s, where=self.base_url,
@@ -195,7 +214,7 @@ class OpenAIWire(Wire):
 
     def turn(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False, force_tool: str | None = None) -> Turn:
+             final: bool = False, force_tool: str | None = None, progress: Progress | None = None) -> Turn:
         if self.base_url.rstrip("/") == OPENAI_DEFAULT_URL and not self.api_key:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                "the claw backend (openai provider) needs $OPENAI_API_KEY (or $OPENAI_BASE_URL for "
@@ -204,7 +223,9 @@ class OpenAIWire(Wire):
             body = self.body(model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens,
                              reasoning_effort=reasoning_effort, output=output, final=final, force_tool=force_tool)
             try:
-                data = self._post("chat/completions", body)
+                # usage arrives in a last chunk only when asked for
+                data = self._exchange("chat/completions", body, OpenAIStream(progress or Progress(None)),
+                                      {"stream_options": {"include_usage": True}})
                 break
             except BackendError as exc:
                 if output is not None and self.json.should_retry(exc):
@@ -305,14 +326,14 @@ class AnthropicWire(Wire):
 
     def turn(self, *, model: str, system: str, messages: list[dict[str, Any]], tools: list[ToolSpec],
              max_tokens: int | None, reasoning_effort: str | None, output: Output | None = None,
-             final: bool = False, force_tool: str | None = None) -> Turn:
+             final: bool = False, force_tool: str | None = None, progress: Progress | None = None) -> Turn:
         if self.base_url.rstrip("/") == ANTHROPIC_DEFAULT_URL and not self.api_key:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                "the claw backend (anthropic provider) needs $ANTHROPIC_API_KEY (or "
                                "$ANTHROPIC_BASE_URL for a compatible endpoint that needs no key)")
         body = self.body(model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens,
                          reasoning_effort=reasoning_effort, output=output, final=final, force_tool=force_tool)
-        data = self._post("v1/messages", body)
+        data = self._exchange("v1/messages", body, AnthropicStream(progress or Progress(None)))
         content = data.get("content")
         if not isinstance(content, list):
             raise BackendError(FailureCode.EXECUTION_FAILED,
