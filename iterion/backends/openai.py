@@ -6,7 +6,7 @@ Configuration: ``options["base_url"]`` / ``$OPENAI_BASE_URL`` (default the OpenA
 (``iterion.backends.jsonout``: ``auto``, the default, is ``json_schema`` falling back to llama.cpp's
 ``json_object`` + ``schema`` form when the endpoint refuses it), ``options["timeout_s"]``.
 Tokens come from the response's ``usage``; cost from ``usage.cost`` when the endpoint reports it,
-else from the price table (``pricing.py``).
+else from the maintained price data (``pricing.py``; cached prompt tokens at their own rate).
 
 Tools are not executed by this backend (it makes one completion per call).
 """
@@ -84,6 +84,15 @@ def classify_http(resp: httpx.Response, credential: str = "$OPENAI_API_KEY") -> 
     if status in _TRANSIENT_4XX:
         return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status} from the provider: {text}")
     return BackendError(FailureCode.REQUEST_REJECTED, f"HTTP {status}: the provider refused the request: {text}")
+
+
+def cached_tokens(usage: dict[str, Any]) -> int:
+    """The prompt tokens served from the provider's cache (OpenAI counts them inside prompt_tokens)."""
+    details = usage.get("prompt_tokens_details")
+    try:
+        return int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def post_json(client: httpx.Client, path: str, body: dict[str, Any], *, timeout: float, where: str,
@@ -228,7 +237,8 @@ class OpenAIBackend(Backend):
         usage = data.get("usage") or {}
         tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         cost = usage.get("cost")
-        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(request.model, tin, tout)
+        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(request.model, tin, tout,
+                                                                             cache_read=cached_tokens(usage))
         if choice.get("finish_reason") == "length" and effective_schema(request) is not None:
             raise BackendError(FailureCode.SCHEMA_VALIDATION, f"node {request.node_id}: the answer was cut at "
                                "max_tokens before the JSON closed").with_usage(tin, tout, spent)

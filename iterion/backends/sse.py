@@ -171,7 +171,10 @@ class OpenAIStream:
                 slot = self.calls.setdefault(int(tc.get("index") or 0), {"id": None, "name": "", "arguments": ""})
                 slot["id"] = tc.get("id") or slot["id"]
                 fn = tc.get("function") or {}
-                slot["name"] += fn.get("name") or ""
+                name = fn.get("name") or ""
+                # OpenAI sends the name once; llama.cpp's server repeats it whole in every chunk
+                if name and name != slot["name"]:
+                    slot["name"] += name
                 slot["arguments"] += fn.get("arguments") or ""
                 grew = 1
             if choice.get("finish_reason"):

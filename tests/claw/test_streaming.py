@@ -95,3 +95,17 @@ def test_the_cli_shows_tokens_and_rate(capsys: pytest.CaptureFixture[str]) -> No
     live(ev("node_started", kind="agent"))
     live(ev("model_progress", tokens_out=7, seconds=0.3, tokens_per_s=23.3))
     assert "7 tokens · 23.3 tok/s" in capsys.readouterr().err  # on the node's redrawn line
+
+
+def test_a_tool_call_streamed_as_llama_cpp_does_it() -> None:
+    """llama.cpp's server repeats the whole function name in every chunk; OpenAI sends it once."""
+    from iterion.backends.sse import OpenAIStream, Progress
+
+    fold = OpenAIStream(Progress(None))
+    for piece in ("{", ' "path', '": "a.txt"', "}"):
+        fold({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": piece}}]}}]})
+    fold({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    call = fold.result()["choices"][0]["message"]["tool_calls"][0]
+    assert call["function"] == {"name": "read_file", "arguments": '{ "path": "a.txt"}'}
+    assert fold.progress.tokens == 4 and fold.finished()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +16,7 @@ from iterion.store import RunStatus, Store
 
 from ..claw.conftest import events, launch
 from ..conftest import write_bot
-from .conftest import MAX_TOKENS, LlamaServer
+from .conftest import MAX_TOKENS, LlamaServer, start_llama
 
 VERDICT = ir.Schema("verdict", (ir.SchemaField("approved", ir.FieldType.BOOL),))
 
@@ -69,7 +70,7 @@ def test_openai_backend_json_output_falls_back_to_the_llama_cpp_form(local_model
     first = backend.complete(request)
     assert isinstance(first.output, dict) and isinstance(first.output["approved"], bool)
     assert backend.json_mode == "json_object_schema"  # json_schema was refused (HTTP 500) and remembered
-    assert first.tokens_in > 0 and first.tokens_out > 0
+    assert first.tokens_out > 0  # llama_cpp.server reports no usage in a stream: the chunks are counted
     assert json.loads(first.text or "") == first.output
 
 
@@ -80,3 +81,38 @@ def test_a_malformed_request_is_deterministic(local_model: LlamaServer) -> None:
                                         max_tokens=8))
     assert info.value.code is FailureCode.REQUEST_REJECTED and "response_format" in info.value.message
     assert TABLE[info.value.code].retry is Retry.DETERMINISTIC
+
+
+def test_streaming_shows_progress_from_the_real_server(local_model: LlamaServer) -> None:
+    seen: list[tuple[str, dict]] = []
+    host = SimpleNamespace(emit=lambda t, p: seen.append((t, p)), check=lambda: None)
+    resp = OpenAIBackend({"base_url": local_model.base_url}).complete(BackendRequest(
+        node_id="n", model="smollm2", user="Count from one to thirty in words.", max_tokens=MAX_TOKENS, host=host))
+    progress = [p for t, p in seen if t == "model_progress"]
+    assert progress and progress[-1].get("done") and progress[-1]["tokens_out"] >= 2
+    assert progress[-1]["tokens_per_s"] and progress[-1]["tokens_per_s"] > 0
+    assert progress[0]["tokens_out"] < progress[-1]["tokens_out"]  # seen while it arrived
+    assert resp.tokens_out > 0 and resp.text  # usage from the stream's last chunk
+
+
+def test_a_server_killed_mid_generation_is_execution_failed_with_the_partial_kept(tmp_path: Path) -> None:
+    server = start_llama(tmp_path)  # its own: this test kills it
+    seen: list[tuple[str, dict]] = []
+
+    def emit(kind: str, payload: dict) -> None:
+        seen.append((kind, payload))
+        if kind == "model_progress" and not payload.get("done"):
+            server.kill()  # mid-generation: after the first chunk arrived
+
+    host = SimpleNamespace(emit=emit, check=lambda: None)
+    try:
+        with pytest.raises(BackendError) as info:
+            OpenAIBackend({"base_url": server.base_url}).complete(BackendRequest(
+                node_id="n", model="smollm2", user="Write a long story about a lighthouse.", max_tokens=400,
+                host=host))
+    finally:
+        server.kill()
+    assert info.value.code is FailureCode.EXECUTION_FAILED, info.value.message
+    assert TABLE[info.value.code].retry is Retry.TRANSIENT  # a restarted server may answer
+    partial = [p for t, p in seen if t == "model_partial"]
+    assert len(partial) == 1 and partial[0]["tokens_out"] >= 1 and partial[0]["code"] == "EXECUTION_FAILED"

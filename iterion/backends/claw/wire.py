@@ -21,7 +21,7 @@ import httpx
 from iterion.backends.base import BackendError
 from iterion.backends.jsonout import Fallback, response_format, token_limit_field
 from iterion.backends.openai import DEFAULT_BASE_URL as OPENAI_DEFAULT_URL
-from iterion.backends.openai import post_json
+from iterion.backends.openai import cached_tokens, post_json
 from iterion.backends.pricing import cost_usd
 from iterion.backends.sse import (
     AnthropicStream,
@@ -247,7 +247,8 @@ class OpenAIWire(Wire):
         usage = data.get("usage") or {}
         tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         cost = usage.get("cost")
-        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(model, tin, tout)
+        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(model, tin, tout,
+                                                                             cache_read=cached_tokens(usage))
         return Turn(str(msg.get("content") or ""), calls, tin, tout, spent,
                     truncated=choice.get("finish_reason") == "length",
                     raw={"id": data.get("id"), "finish_reason": choice.get("finish_reason")})
@@ -355,10 +356,11 @@ class AnthropicWire(Wire):
                 wname = str(b.get("name") or "")
                 calls.append(ToolCall(str(b.get("id") or f"toolu_{len(calls)}"), names.get(wname, wname), args, bad))
         usage = data.get("usage") or {}
-        tin = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
-                                                     "cache_read_input_tokens"))
+        read, written = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
+        tin = int(usage.get("input_tokens") or 0) + read + written
         tout = int(usage.get("output_tokens") or 0)
-        return Turn("".join(texts), calls, tin, tout, cost_usd(model, tin, tout),
+        return Turn("".join(texts), calls, tin, tout,
+                    cost_usd(model, tin, tout, cache_read=read, cache_write=written),
                     truncated=data.get("stop_reason") == "max_tokens",
                     raw={"id": data.get("id"), "stop_reason": data.get("stop_reason")})
 
