@@ -178,6 +178,12 @@ def test_request_bodies_match_the_sdk_type(server: FakeOpenAI, backend: OpenAIBa
         check_openai(backend.build_body(request))
     assert backend.build_body(req(output_schema=VERDICT, allow_ask_user=True))["response_format"] == {
         "type": "json_object"}  # an `_ask_user` answer is not held to the schema
+    # what goes on the wire is the streamed form (stream, stream_options): checked as sent
+    server.replies.append(Reply(body=completion('{"approved": true, "summary": "ok"}')))
+    backend.complete(req(output_schema=VERDICT))
+    sent = server.requests[-1]["body"]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    check_openai(sent)
 
 
 LLAMA_CPP_REFUSAL = {"error": {"message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
