@@ -20,6 +20,7 @@ from typing import Any
 
 from cli.output import Part, echo_err, fit, styled, terminal_width
 
+STREAM_LINE_EVERY_S = 10.0  # off a terminal, a streamed answer's progress line at most this often
 CLEAR_UP = "\x1b[{n}F\x1b[J"  # cursor to the start of the line n lines up, then clear to the end
 
 
@@ -52,6 +53,10 @@ class Progress:
         self.running: dict[tuple[str | None, int | None], tuple[float, str]] = {}
         self.done = 0
         self.drawn = 0  # live lines currently on screen
+        # a streamed model answer per running node: "312 tokens · 41.3 tok/s", and when a plain
+        # (not redrawn) line last said so
+        self.streams: dict[tuple[str | None, int | None], str] = {}
+        self.stream_said: dict[tuple[str | None, int | None], float] = {}
 
     # -- drawing -----------------------------------------------------------------------------
     def _clear(self) -> None:
@@ -66,6 +71,8 @@ class Progress:
         for (node, iteration), (start, kind) in self.running.items():
             rest = f"({kind}, iteration {iteration})"
             took = f" {now - start:.1f}s"
+            if (node, iteration) in self.streams:
+                took += f" · {self.streams[(node, iteration)]}"
             # fitted: a live line that wrapped would take two rows and the redraw would miss one;
             # on a narrow terminal the "(kind, iteration)" goes first, then the name is cut
             room = width - 3 - len(took)  # "▶ " and the last column kept free
@@ -106,6 +113,7 @@ class Progress:
                 echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
         elif kind == "node_finished":
             start, _ = self.running.pop(key, (time.monotonic(), ""))
+            self.streams.pop(key, None)
             self.done += 1
             self._line(styled("✓", "green"), f" {e.node} ",
                        styled(f"{time.monotonic() - start:.2f}s · {self._stats(p)}", "dim"))
@@ -135,6 +143,24 @@ class Progress:
             if p.get("error"):
                 parts.append(styled(f" error: {str(p['error']).splitlines()[0][:120]}", "red"))
             self._line(*parts)
+        elif kind == "model_progress":  # a streamed answer arriving (iterion/backends/sse.py)
+            rate = p.get("tokens_per_s")
+            said = f"{p.get('tokens_out')} tokens" + (f" · {rate:g} tok/s" if isinstance(rate, (int, float)) else "")
+            if p.get("done"):
+                self.streams.pop(key, None)
+            else:
+                self.streams[key] = said
+            if self.live:
+                self._clear()
+                self._redraw()
+            elif p.get("done") or time.monotonic() - self.stream_said.get(key, 0.0) >= STREAM_LINE_EVERY_S:
+                self.stream_said[key] = time.monotonic()
+                self._line(styled("  ·", "dim"), f" {e.node} model ",
+                           styled(("answered, " if p.get("done") else "") + said, "dim"))
+        elif kind == "model_partial":
+            self.streams.pop(key, None)
+            self._line(styled("  ✗", "red"), f" {e.node} answer cut after {p.get('tokens_out')} tokens "
+                       f"({p.get('code')}); the partial text is on the timeline")
         elif kind == "permission_decided" and p.get("decision") != "allow":
             why = f"rule {p['rule']}" if p.get("rule") else f"{p.get('source')}"
             self._line(styled("  ⊘" if p.get("decision") == "deny" else "  ?", "yellow"),

@@ -51,6 +51,9 @@ class FailureCode(StrEnum):
     BOT_REQUIRES_NEWER_ENGINE = "BOT_REQUIRES_NEWER_ENGINE"
     WORKSPACE_SAFETY = "WORKSPACE_SAFETY"
     TOOL_FAILED_PERMANENT = "TOOL_FAILED_PERMANENT"
+    # the provider refused the request itself (a 4xx, or a 500 whose body is a request-validation
+    # error): the same request is refused again, so it is never retried
+    REQUEST_REJECTED = "REQUEST_REJECTED"
     TEMPLATE_FAILED = "TEMPLATE_FAILED"
     BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
     SOURCE_CHANGED = "SOURCE_CHANGED"
@@ -132,6 +135,8 @@ _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.BOT_REQUIRES_NEWER_ENGINE, Retry.DETERMINISTIC, "the bundle needs a newer iterion"),
     FailureRow(FailureCode.WORKSPACE_SAFETY, Retry.DETERMINISTIC, "a write would have left the workspace"),
     FailureRow(FailureCode.TOOL_FAILED_PERMANENT, Retry.DETERMINISTIC, "a tool failed in a way a retry repeats"),
+    FailureRow(FailureCode.REQUEST_REJECTED, Retry.DETERMINISTIC,
+               "the provider refused the request as malformed or unsupported; a retry sends the same request"),
     FailureRow(FailureCode.TEMPLATE_FAILED, Retry.DETERMINISTIC, "a template reference could not be resolved"),
     FailureRow(FailureCode.BACKEND_UNAVAILABLE, Retry.DETERMINISTIC, "the selected backend is not installed or configured"),
     FailureRow(FailureCode.SOURCE_CHANGED, Retry.DETERMINISTIC, "the workflow source changed since launch"),

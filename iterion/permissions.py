@@ -381,6 +381,32 @@ _CLAUDE_NAMES = {"bash": "Bash", "read_file": "Read", "write_file": "Write", "ed
                  "list_dir": "LS", "glob": "Glob", "grep": "Grep"}
 
 
+def claude_tool_names(tools: tuple[str, ...] | list[str]) -> list[str]:
+    """A node's ``tools:`` as Claude Code's tool names (``read_file`` -> ``Read``, ``bash`` ->
+    ``Bash``, ``mcp.github.get_issue`` -> ``mcp__github__get_issue``; a Claude name passes as
+    is; ``ask_user`` is iterion's own and is dropped: the CLI asks through ``{"_ask_user": ...}``).
+    Raises ValueError naming the names Claude Code has no counterpart for."""
+    out: list[str] = []
+    unknown: list[str] = []
+    claude = set(_CLAUDE_NAMES.values())
+    for tool in tools:
+        if tool == "ask_user":
+            continue
+        if tool.startswith("mcp."):
+            name: str | None = "mcp__" + "__".join(p for p in tool.split(".")[1:] if p != "*")
+        else:
+            name = _CLAUDE_NAMES.get(tool) or (tool if tool in claude else None)
+        if name is None:
+            unknown.append(tool)
+        elif name not in out:
+            out.append(name)
+    if unknown:
+        known = ", ".join(f"{k}->{v}" for k, v in _CLAUDE_NAMES.items())
+        raise ValueError(f"tools {', '.join(unknown)} have no Claude Code counterpart; use {known}, "
+                         "or mcp.SERVER.TOOL")
+    return out
+
+
 def claude_tool_rule(rule: Rule) -> str | None:
     """A rule in Claude Code's ``--allowedTools`` syntax (``Bash(git *)``, ``mcp__github__*``), or
     None when it has no counterpart (a glob over built-in tool names)."""

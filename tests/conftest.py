@@ -260,3 +260,15 @@ def restore_template(template: Path, live: Path) -> None:
     if live.exists():
         shutil.rmtree(live)
     subprocess.run(["cp", "-a", str(template), str(live)], check=True)
+
+
+_REAL_TIER = REPO_ROOT / "tests" / "real"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/real (real model and MCP servers, README "Real-model tier") runs only when named:
+    ``pytest tests/real``; the main suite does not start a model server."""
+    if collection_path != _REAL_TIER:
+        return None
+    named = [Path(str(a).split("::")[0]).resolve() for a in config.args]
+    return not any(p == _REAL_TIER or _REAL_TIER in p.parents for p in named)

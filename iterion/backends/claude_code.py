@@ -1,10 +1,11 @@
 """The ``claude_code`` backend: delegates a node to the ``claude`` CLI (Claude Code).
 
 Runs ``claude -p --output-format json`` in the run's workspace with the prompt on stdin, plus
-``--model=``, ``--append-system-prompt=``, ``--allowedTools=`` and ``--resume=<session>`` (the
-session id of an earlier ask_user turn) when they apply. The CLI's JSON result gives the text,
-``session_id``, ``usage`` and ``total_cost_usd``. The earlier question and answer are also
-injected into the prompt, a fallback for a session the CLI lost (docs/user-guide.md "Backends").
+``--model=`` (an ``anthropic/`` prefix stripped), ``--append-system-prompt=``, ``--allowedTools=``
+(the node's tools as Claude Code names them: ``iterion.permissions.claude_tool_names``; a name
+it has no counterpart for fails the node) and ``--resume=<session>`` (the session id of an
+earlier ask_user turn) when they apply. The CLI's JSON result gives the text, ``session_id``,
+``usage`` and ``total_cost_usd``. A resumed session is sent only the user's answer.
 
 Binary: ``options["claude_bin"]`` / ``$ITERION_CLAUDE_BIN`` / ``claude`` on PATH.
 """
@@ -12,12 +13,22 @@ Binary: ``options["claude_bin"]`` / ``$ITERION_CLAUDE_BIN`` / ``claude`` on PATH
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import Any
 
 from iterion.backends.base import BackendError, BackendRequest, BackendResponse
-from iterion.backends.cliagent import CliAgentBackend, classify
+from iterion.backends.cliagent import (
+    CliAgentBackend,
+    answer_text,
+    classify,
+    iterion_sandbox_active,
+    resumed,
+    strip_provider,
+)
 from iterion.backends.schema import finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
+from iterion.permissions import claude_tool_names
 
 CLAUDE_ENV = "ITERION_CLAUDE_BIN"
 INSTALL_HINT = ("install it with `npm install -g @anthropic-ai/claude-code` (then run `claude` once to log in), "
@@ -47,13 +58,17 @@ class ClaudeCodeBackend(CliAgentBackend):
         text, a session id from an earlier reply) is never read as another option."""
         argv = [self.executable(), "-p", "--output-format", "json"]
         if request.model:
-            argv.append(f"--model={request.model}")
+            argv.append(f"--model={strip_provider(request.model, 'anthropic')}")
         system = "\n\n".join(p for p in (request.system, output_instructions(request)) if p)
-        if system:
+        if system and not resumed(request):  # the resumed session has it already
             argv.append(f"--append-system-prompt={system}")
-        # the run's permission policy (iterion.permissions.claude_code_flags); the node's tools
-        # join its allowed list
-        allowed = list(request.tools)
+        # the run's permission policy (iterion.permissions.claude_code_flags); the node's tools,
+        # as Claude Code names them, join its allowed list
+        try:
+            allowed = claude_tool_names(request.tools)
+        except ValueError as exc:
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE, f"node {request.node_id} (claude_code backend): "
+                               f"{exc}") from None
         for flag in request.permission_flags:
             if flag.startswith("--allowedTools="):
                 allowed += [t for t in flag.split("=", 1)[1].split(",") if t and t not in allowed]
@@ -63,9 +78,25 @@ class ClaudeCodeBackend(CliAgentBackend):
             argv.append("--allowedTools=" + ",".join(allowed))
         if request.session_id:
             argv.append(f"--resume={request.session_id}")
-        return argv
+        return self.root_bypass(argv, request)
+
+    def root_bypass(self, argv: list[str], request: BackendRequest) -> list[str]:
+        """As root, the CLI refuses ``bypassPermissions`` unless told it runs in a sandbox
+        (``IS_SANDBOX=1``). That is true only inside iterion's own sandbox; anywhere else the
+        refusal is said here, deterministic, instead of the CLI's error being retried. The
+        variable is set through ``env`` in the argv so the shared process launcher is unchanged."""
+        if "--permission-mode=bypassPermissions" not in argv or os.geteuid() != 0:
+            return argv
+        if not iterion_sandbox_active(request):
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"node {request.node_id}: claude refuses --permission-mode=bypassPermissions as "
+                               "root; run iterion as a non-root user, or run the node in iterion's bubblewrap "
+                               "sandbox (sandbox: auto), where IS_SANDBOX=1 is set for it")
+        return [shutil.which("env") or "/usr/bin/env", "IS_SANDBOX=1", *argv]
 
     def prompt(self, request: BackendRequest) -> str:
+        if resumed(request):  # the session holds the task and the question: only the answer goes in
+            return answer_text(request.prior_answer)
         return "\n\n".join(p for p in (request.user, prior_exchange(request)) if p)
 
     def complete(self, request: BackendRequest) -> BackendResponse:

@@ -8,6 +8,7 @@ CLI's output.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,6 +30,29 @@ def classify(text: str, markers: Markers) -> FailureCode:
         if any(w in lowered for w in words):
             return code
     return FailureCode.EXECUTION_FAILED
+
+
+def strip_provider(model: str, provider: str) -> str:
+    """``anthropic/claude-sonnet-4-6`` -> ``claude-sonnet-4-6`` for the CLI of that provider
+    (the README's ``provider/model`` form is iterion's, not the CLI's)."""
+    prefix, sep, rest = model.partition("/")
+    return rest if sep and rest and prefix.lower() == provider else model
+
+
+def resumed(request: BackendRequest) -> bool:
+    """An ask_user resume continuing the CLI's own session (the answer is all it needs)."""
+    return bool(request.session_id) and request.prior_answer is not None
+
+
+def answer_text(answer: Any) -> str:
+    return answer if isinstance(answer, str) else json.dumps(answer, sort_keys=True, default=str)
+
+
+def iterion_sandbox_active(request: BackendRequest) -> bool:
+    """Hook: does iterion's own (bubblewrap) sandbox wrap this CLI? The sandbox work sets
+    ``BackendRequest.wrap_argv`` for a sandboxed node; read by name so this works before and
+    after that field exists."""
+    return getattr(request, "wrap_argv", None) is not None
 
 
 class CliAgentBackend(Backend):

@@ -1,8 +1,10 @@
 """The ``codex`` backend: delegates a node to the ``codex`` CLI (OpenAI Codex CLI).
 
 Runs ``codex exec --json --skip-git-repo-check -`` in the run's workspace (its cwd) with the
-prompt on stdin (``-``), plus ``--model=`` when the node names one and the run's sandbox flag
-(``iterion.permissions.codex_flags``). An ask_user resume continues the CLI's thread with
+prompt on stdin (``-``), plus ``--model=`` when the node names one (an ``openai/`` prefix
+stripped), a custom provider on the Responses API when ``$OPENAI_BASE_URL`` is set
+(``provider_config``) and the run's sandbox flag (``iterion.permissions.codex_flags``). A resumed
+thread is sent only the user's answer. An ask_user resume continues the CLI's thread with
 ``codex exec [OPTIONS] resume -- <thread_id> -``: the options come before ``resume`` (the form the
 CLI documents) and ``--`` ends them, so a session id that starts with ``-`` stays a value.
 
@@ -25,15 +27,17 @@ Binary: ``options["codex_bin"]`` / ``$ITERION_CODEX_BIN`` / ``codex`` on PATH.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from iterion.backends.base import BackendError, BackendRequest, BackendResponse
-from iterion.backends.cliagent import CliAgentBackend, classify
+from iterion.backends.cliagent import CliAgentBackend, answer_text, classify, resumed, strip_provider
 from iterion.backends.schema import finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
 
 CODEX_ENV = "ITERION_CODEX_BIN"
+PROVIDER_ID = "iterion"  # the model provider iterion declares for $OPENAI_BASE_URL
 INSTALL_HINT = ("install it with `npm install -g @openai/codex` (then run `codex login` once), "
                 f"point ${CODEX_ENV} at it, or choose another backend (claw, claude_code, openai, script)")
 
@@ -120,7 +124,8 @@ class CodexBackend(CliAgentBackend):
         (stdin), never a value on the command line."""
         argv = [self.executable(), "exec", "--json", "--skip-git-repo-check"]
         if request.model:
-            argv.append(f"--model={request.model}")
+            argv.append(f"--model={strip_provider(request.model, 'openai')}")
+        argv += self.provider_config()
         # the run's permission policy and the node's readonly (iterion.permissions.codex_flags)
         argv += request.permission_flags
         if request.session_id:
@@ -129,7 +134,24 @@ class CodexBackend(CliAgentBackend):
             argv.append("-")
         return argv
 
+    def provider_config(self) -> list[str]:
+        """With ``$OPENAI_BASE_URL`` (or ``options["base_url"]``): a custom model provider for
+        that endpoint. The CLI speaks only the Responses API (0.171 refuses ``wire_api = "chat"``),
+        so the endpoint must serve ``/responses`` (vLLM, Ollama and LM Studio do; llama.cpp's
+        ``llama_cpp.server`` does not)."""
+        base = str(self.options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or "")
+        if not base:
+            return []
+        fields = [f"name = {json.dumps('iterion')}", f"base_url = {json.dumps(base)}",
+                  f"wire_api = {json.dumps('responses')}"]
+        if os.environ.get("OPENAI_API_KEY"):
+            fields.append(f"env_key = {json.dumps('OPENAI_API_KEY')}")
+        return [f"--config=model_providers.{PROVIDER_ID}={{ {', '.join(fields)} }}",
+                f"--config=model_provider={json.dumps(PROVIDER_ID)}"]
+
     def prompt(self, request: BackendRequest) -> str:
+        if resumed(request):  # the thread holds the task and the question: only the answer goes in
+            return answer_text(request.prior_answer)
         return "\n\n".join(p for p in (request.system, output_instructions(request), request.user,
                                        prior_exchange(request)) if p)
 

@@ -2,10 +2,11 @@
 
 Configuration: ``options["base_url"]`` / ``$OPENAI_BASE_URL`` (default the OpenAI API),
 ``options["api_key"]`` / ``$OPENAI_API_KEY`` (required only for the default URL),
-``options["json_mode"]`` / ``$ITERION_OPENAI_JSON_MODE``: ``json_object`` (default, widest
-support) or ``json_schema`` (strict structured outputs), ``options["timeout_s"]``.
+``options["json_mode"]`` / ``$ITERION_JSON_MODE``: how a schema'd answer is asked for
+(``iterion.backends.jsonout``: ``auto``, the default, is ``json_schema`` falling back to llama.cpp's
+``json_object`` + ``schema`` form when the endpoint refuses it), ``options["timeout_s"]``.
 Tokens come from the response's ``usage``; cost from ``usage.cost`` when the endpoint reports it,
-else from the price table (``pricing.py``).
+else from the maintained price data (``pricing.py``; cached prompt tokens at their own rate).
 
 Tools are not executed by this backend (it makes one completion per call).
 """
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse, call_timeout_s
+from iterion.backends.jsonout import Fallback, json_mode, response_format, token_limit_field
 from iterion.backends.pricing import cost_usd
 from iterion.backends.schema import (
     effective_schema,
@@ -31,6 +33,12 @@ if TYPE_CHECKING:  # httpx is imported when a request is made: listing backends 
     import httpx
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# a 4xx that a later identical request may pass (timeout, conflict, too early); every other 4xx
+# refuses the request itself (REQUEST_REJECTED, deterministic)
+_TRANSIENT_4XX = (408, 409, 425)
+# a 500 whose body is a request-validation error (pydantic's and FastAPI's wording, OpenAI's type)
+_VALIDATION_MARKERS = ("validation error", "literal_error", "invalid_request_error", "'loc': ('body'",
+                       "unprocessable entity", "field required")
 _CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "too many tokens",
                     "prompt is too long")
 
@@ -67,8 +75,24 @@ def classify_http(resp: httpx.Response, credential: str = "$OPENAI_API_KEY") -> 
     if any(m in lowered for m in _CONTEXT_MARKERS):
         return BackendError(FailureCode.CONTEXT_LENGTH_EXCEEDED, f"HTTP {status}: {text}")
     if status >= 500:
+        if any(m in lowered for m in _VALIDATION_MARKERS):
+            # a server that answers a malformed request with a 500 (llama.cpp's server): the same
+            # body is refused again, so it is not retried
+            return BackendError(FailureCode.REQUEST_REJECTED,
+                                f"HTTP {status}: the provider refused the request as invalid: {text}")
         return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status} from the provider: {text}")
-    return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status}: the provider refused the request: {text}")
+    if status in _TRANSIENT_4XX:
+        return BackendError(FailureCode.EXECUTION_FAILED, f"HTTP {status} from the provider: {text}")
+    return BackendError(FailureCode.REQUEST_REJECTED, f"HTTP {status}: the provider refused the request: {text}")
+
+
+def cached_tokens(usage: dict[str, Any]) -> int:
+    """The prompt tokens served from the provider's cache (OpenAI counts them inside prompt_tokens)."""
+    details = usage.get("prompt_tokens_details")
+    try:
+        return int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def post_json(client: httpx.Client, path: str, body: dict[str, Any], *, timeout: float, where: str,
@@ -99,8 +123,7 @@ class OpenAIBackend(Backend):
         super().__init__(options)
         self.base_url = str(self.options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.api_key = self.options.get("api_key") or os.environ.get("OPENAI_API_KEY")
-        self.json_mode = str(self.options.get("json_mode") or os.environ.get("ITERION_OPENAI_JSON_MODE")
-                             or "json_object")
+        self._json: Fallback | None = None
         self._client: httpx.Client | None = None
 
     @property
@@ -116,6 +139,20 @@ class OpenAIBackend(Backend):
         if self.base_url.rstrip("/") == DEFAULT_BASE_URL and not self.api_key:
             return False, "no $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible endpoint)"
         return True, f"{self.base_url} ({'with' if self.api_key else 'without'} an API key)"
+
+    @property
+    def json_mode(self) -> str:
+        return self.json_fallback().current()
+
+    @json_mode.setter
+    def json_mode(self, mode: str) -> None:
+        self._json = Fallback(json_mode({"json_mode": mode}))
+
+    def json_fallback(self) -> Fallback:
+        """The JSON-output mode, read at first use (a garbage setting fails the node naming it)."""
+        if self._json is None:
+            self._json = Fallback(json_mode(self.options))
+        return self._json
 
     def _http(self) -> httpx.Client:
         import httpx
@@ -144,17 +181,36 @@ class OpenAIBackend(Backend):
         messages.append({"role": "user", "content": user})
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.max_tokens:
-            body["max_tokens"] = request.max_tokens
+            body[token_limit_field(self.base_url, request.model)] = request.max_tokens
         if request.reasoning_effort:
             body["reasoning_effort"] = request.reasoning_effort
         schema = effective_schema(request)
         if schema is not None:
-            if self.json_mode == "json_schema" and not request.allow_ask_user:
-                body["response_format"] = {"type": "json_schema", "json_schema": {
-                    "name": schema.name, "schema": json_schema(schema), "strict": True}}
-            else:
-                body["response_format"] = {"type": "json_object"}
+            # an answer that may be an `{"_ask_user": ...}` question cannot be held to the schema
+            mode = "json_object" if request.allow_ask_user else self.json_mode
+            body["response_format"] = response_format(mode, schema.name, json_schema(schema))
         return body
+
+    def _exchange(self, body: dict[str, Any], timeout: float, request: BackendRequest) -> dict[str, Any]:
+        """The completion, streamed (``iterion.backends.sse``: progress on the timeline, the
+        limit on silence, a cut answer kept) unless $ITERION_STREAM=0."""
+        from iterion.backends.sse import OpenAIStream, Progress, fold_stream, post_stream, streaming_enabled
+
+        if not streaming_enabled():
+            resp = post_json(self._http(), "chat/completions", body, timeout=timeout, where=self.base_url)
+            try:
+                data = resp.json()
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                raise BackendError(FailureCode.EXECUTION_FAILED,
+                                   f"{self.base_url} answered with no chat completion: {resp.text[:200]!r}")
+            return data
+        host = request.host
+        fold = OpenAIStream(Progress(getattr(host, "emit", None), getattr(host, "check", None)))
+        return fold_stream(fold, lambda: post_stream(
+            self._http(), "chat/completions", {**body, "stream": True, "stream_options": {"include_usage": True}},
+            timeout=timeout, where=self.base_url, credential="$OPENAI_API_KEY", on_data=fold), self.base_url)
 
     def complete(self, request: BackendRequest) -> BackendResponse:
         if self.base_url.rstrip("/") == DEFAULT_BASE_URL and not self.api_key:
@@ -162,20 +218,27 @@ class OpenAIBackend(Backend):
                                "the openai backend needs $OPENAI_API_KEY (or $OPENAI_BASE_URL for a compatible "
                                "endpoint that needs no key)")
 
-        body = self.build_body(request)
         timeout = request.timeout_s or self.timeout_s
-        resp = post_json(self._http(), "chat/completions", body, timeout=timeout, where=self.base_url)
+        while True:
+            body = self.build_body(request)
+            try:
+                data = self._exchange(body, timeout, request)
+                break
+            except BackendError as exc:
+                if "response_format" in body and self.json_fallback().should_retry(exc):
+                    continue  # the endpoint refused json_schema: ask again in llama.cpp's form
+                raise
         try:
-            data = resp.json()
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise BackendError(FailureCode.EXECUTION_FAILED,
-                               f"{self.base_url} answered with no chat completion: {resp.text[:200]!r}") from None
+                               f"{self.base_url} answered with no chat completion: {str(data)[:200]!r}") from None
         usage = data.get("usage") or {}
         tin, tout = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         cost = usage.get("cost")
-        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(request.model, tin, tout)
+        spent = float(cost) if isinstance(cost, (int, float)) else cost_usd(request.model, tin, tout,
+                                                                             cache_read=cached_tokens(usage))
         if choice.get("finish_reason") == "length" and effective_schema(request) is not None:
             raise BackendError(FailureCode.SCHEMA_VALIDATION, f"node {request.node_id}: the answer was cut at "
                                "max_tokens before the JSON closed").with_usage(tin, tout, spent)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from iterion.backends.choice import resolve_backend
+from iterion.backends.pricing import unpriced_warnings
 from iterion.backends.registry import canonical_or_none
 from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
@@ -22,6 +23,7 @@ from iterion.engine.context import RunOptions
 from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
 from iterion.engine.errors import AnswerError, EngineError
 from iterion.engine.execution import drive, make_emit, open_run_versioning
+from iterion.engine.nodes.llmcall import node_model
 from iterion.engine.notice import Listener
 from iterion.engine.recovery import check_env_settings
 from iterion.engine.result import RunResult
@@ -31,7 +33,7 @@ from iterion.engine.storage import storage_oserror
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.envsubst import expand_launch
-from iterion.ir import FieldType, Node, SchemaField, Workflow
+from iterion.ir import FieldType, Node, NodeKind, RouterMode, SchemaField, Workflow
 from iterion.permissions import build_policy
 from iterion.store import AnchorReason, OwnerInfo, RunDoc, RunStatus, Store, WorkspaceMode, WorktreeInfo
 from iterion.store import events as ev
@@ -241,6 +243,12 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
 
         for gap in not_enforced(wf, runs_on):  # said once, at the start: declared blocks this engine does not execute
             emit(ev.WARNING, gap["node"], None, {"code": FEATURE_NOT_ENFORCED, **gap})
+        # a cost cap that cannot see a node's spending (no price for its model): said at the start
+        llm_nodes = [n for n in wf.nodes.values() if n.kind in (NodeKind.AGENT, NodeKind.JUDGE)
+                     or (n.kind is NodeKind.ROUTER and n.mode is RouterMode.LLM)]
+        for gap in unpriced_warnings(llm_nodes, runs_on, ask.max_cost_usd,
+                                     lambda n: node_model(n, None, runs_on(n))):
+            emit(ev.WARNING, gap["node"], None, gap)
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
                                                     restart_node=wf.entry, restart_iteration=0))

@@ -97,6 +97,11 @@ TOOL_CALLED = "tool_called"
 PERMISSION_DECIDED = "permission_decided"
 MCP_SERVER_STARTED = "mcp_server_started"
 MCP_SERVER_STOPPED = "mcp_server_stopped"
+# a streamed model answer (iterion/backends/sse.py): {tokens_out, seconds, tokens_per_s[, done]} at
+# most once a second while it arrives; {text, chars, tokens_out, code, error} for an answer a
+# failure cut (the partial text is kept, capped)
+MODEL_PROGRESS = "model_progress"
+MODEL_PARTIAL = "model_partial"
 SOURCE_CHANGE_ACCEPTED = "source_change_accepted"
 WARNING = "warning"
 

@@ -102,7 +102,7 @@ def test_session_reuse_after_ask_user(fake_claude: Path, monkeypatch: pytest.Mon
     assert second.ask_user is None and second.text == "done"
     argv = calls(fake_claude)[1]["argv"]
     assert isinstance(argv, list) and "--resume=sess-42" in argv
-    assert "The user answered: store" in str(calls(fake_claude)[1]["stdin"])
+    assert calls(fake_claude)[1]["stdin"] == "store"  # only the answer goes into the reused session
 
 
 def test_values_that_look_like_options_stay_values(fake_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,7 +53,8 @@ def test_structured_output_tokens_and_cost(server: FakeOpenAI, backend: OpenAIBa
     assert sent["authorization"] == "Bearer sk-test"
     body = sent["body"]
     assert body["model"] == "gpt-4o-mini" and body["max_tokens"] == 500 and body["reasoning_effort"] == "low"
-    assert body["response_format"] == {"type": "json_object"}
+    fmt = body["response_format"]  # json_mode auto: structured outputs first
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "verdict" and fmt["json_schema"]["strict"]
     assert body["messages"][0]["role"] == "system" and '"approved"' in body["messages"][0]["content"]
     assert body["messages"][1] == {"role": "user", "content": "Review it."}
 
@@ -160,10 +161,67 @@ def test_the_environment_timeout_is_read_at_use(server: FakeOpenAI, backend: Ope
     """$ITERION_OPENAI_TIMEOUT set after the backend was built is the limit of its next call."""
     monkeypatch.setenv("ITERION_OPENAI_TIMEOUT", "0.3")
     server.replies.append(Reply(body=completion("late"), delay_s=2.0))
-    with pytest.raises(BackendError, match=r"within 0\.3s") as info:
+    with pytest.raises(BackendError, match=r"silent for 0\.3s") as info:
         backend.complete(req())
     assert info.value.code is FailureCode.TIMEOUT
     monkeypatch.setenv("ITERION_OPENAI_TIMEOUT", "soon")
     with pytest.raises(BackendError, match=r"\$ITERION_OPENAI_TIMEOUT='soon' is not a number of seconds") as info:
         backend.complete(req())
     assert info.value.code is FailureCode.BACKEND_UNAVAILABLE and len(server.requests) == 1
+
+
+def test_request_bodies_match_the_sdk_type(server: FakeOpenAI, backend: OpenAIBackend) -> None:
+    from tests.claw.sdk_shapes import check_openai
+
+    for request in (req(), req(output_schema=VERDICT, max_tokens=9), req(output_schema=VERDICT, allow_ask_user=True,
+                                                                         prior_question="Which?", prior_answer="b")):
+        check_openai(backend.build_body(request))
+    assert backend.build_body(req(output_schema=VERDICT, allow_ask_user=True))["response_format"] == {
+        "type": "json_object"}  # an `_ask_user` answer is not held to the schema
+    # what goes on the wire is the streamed form (stream, stream_options): checked as sent
+    server.replies.append(Reply(body=completion('{"approved": true, "summary": "ok"}')))
+    backend.complete(req(output_schema=VERDICT))
+    sent = server.requests[-1]["body"]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    check_openai(sent)
+
+
+LLAMA_CPP_REFUSAL = {"error": {"message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                               "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}",
+                               "type": "internal_server_error"}}
+
+
+def test_json_schema_refused_falls_back_to_the_llama_cpp_form(server: FakeOpenAI, backend: OpenAIBackend) -> None:
+    server.replies.append(Reply(status=500, body=LLAMA_CPP_REFUSAL))
+    server.replies.append(Reply(body=completion('{"approved": true, "summary": "ok"}')))
+    server.replies.append(Reply(body=completion('{"approved": false, "summary": "no"}')))
+    assert backend.complete(req(output_schema=VERDICT)).output == {"approved": True, "summary": "ok"}
+    assert backend.complete(req(output_schema=VERDICT)).output == {"approved": False, "summary": "no"}
+    formats = [r["body"]["response_format"] for r in server.requests]
+    assert formats[0]["type"] == "json_schema"
+    assert formats[1] == formats[2] == {"type": "json_object", "schema": formats[0]["json_schema"]["schema"]}
+
+
+@pytest.mark.parametrize("status,body", [
+    (400, {"error": {"type": "invalid_request_error", "message": "Unsupported parameter: 'max_tokens'"}}),
+    (404, {"error": {"message": "The model `nope` does not exist"}}),
+    (422, {"detail": [{"loc": ["body", "messages"], "msg": "field required"}]}),
+    (500, LLAMA_CPP_REFUSAL),
+])
+def test_requests_that_can_never_succeed_are_deterministic(server: FakeOpenAI, backend: OpenAIBackend, status: int,
+                                                           body: object) -> None:
+    from iterion.failure_codes import TABLE, Retry
+
+    backend.json_mode = "json_schema"  # no fallback: the refusal is the answer
+    server.replies.append(Reply(status=status, body=body))
+    with pytest.raises(BackendError) as info:
+        backend.complete(req(output_schema=VERDICT))
+    assert info.value.code is FailureCode.REQUEST_REJECTED
+    assert TABLE[info.value.code].retry is Retry.DETERMINISTIC and TABLE[info.value.code].in_run_retries == 0
+    assert len(server.requests) == 1
+
+
+def test_garbage_json_mode_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ITERION_JSON_MODE", "yaml")
+    with pytest.raises(BackendError, match=r"\$ITERION_JSON_MODE is 'yaml'; use one of auto, json_schema"):
+        OpenAIBackend({"base_url": "http://127.0.0.1:9/v1"}).build_body(req(output_schema=VERDICT))

@@ -11,6 +11,11 @@ A step is one of:
 * ``{"status": 429, "error": "slow down"}`` (an HTTP error in the provider's error shape)
 
 plus optional ``"usage": {"in": N, "out": M}`` and ``"repeat": true`` (answer it forever).
+
+A request with ``"stream": true`` is answered with server-sent events in that format's chunks
+(``ScriptedLLM(stream=False)`` answers it with plain JSON, as a server that ignores ``stream``);
+``"cut_after": K`` sends K chunks, then drops the connection mid-answer (a crash), and
+``"chunk_delay_s"`` paces the chunks.
 Tool names are iterion names (``mcp.files.echo``); the server sends their wire form.
 
 As a program (the claw demo, no API key needed)::
@@ -28,17 +33,20 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 
 class ScriptedLLM:
-    def __init__(self, steps: list[dict[str, Any]]) -> None:
+    def __init__(self, steps: list[dict[str, Any]], *, stream: bool = True) -> None:
+        self.stream = stream
         self.steps = list(steps)
         self.requests: list[dict[str, Any]] = []
         self._i = 0
         self._ids = 0
+        self.last_step: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -58,12 +66,38 @@ class ScriptedLLM:
                 except ValueError:
                     body = {"_unparsed": raw.decode("utf-8", "replace")}
                 status, payload = owner.answer(self.path, dict(self.headers), body)
+                step = owner.last_step
+                if status == 200 and body.get("stream") and owner.stream:
+                    self.send_sse(sse_events(payload, self.path.rstrip("/").endswith("/messages")), step)
+                    return
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def send_sse(self, events: list[str], step: dict[str, Any]) -> None:
+                # chunked (HTTP/1.1), so a connection dropped mid-answer is an incomplete body
+                self.protocol_version = "HTTP/1.1"
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.send_header("connection", "close")  # never a pooled connection the server closed
+                self.end_headers()
+                cut = step.get("cut_after")
+                for i, ev in enumerate(events):
+                    if cut is not None and i >= int(cut):
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(2)  # the crash: no last chunk, no [DONE]
+                        return
+                    data = ev.encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                    time.sleep(float(step.get("chunk_delay_s") or 0))
+                self.wfile.write(b"0\r\n\r\n")
+                self.close_connection = True
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -101,6 +135,7 @@ class ScriptedLLM:
         step = self.steps[self._i]
         if not step.get("repeat"):
             self._i += 1
+        self.last_step = step
         return step
 
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -134,6 +169,47 @@ class ScriptedLLM:
                                       "finish_reason": step.get("finish_reason") or ("tool_calls" if calls else "stop")}],
                          "usage": {"prompt_tokens": usage["in"], "completion_tokens": usage["out"],
                                    "total_tokens": usage["in"] + usage["out"]}}
+
+
+def sse_events(payload: dict[str, Any], anthropic: bool) -> list[str]:
+    """A complete answer as the server-sent events that stream it (text in 4-character pieces)."""
+    def ev(obj: dict[str, Any], name: str | None = None) -> str:
+        return (f"event: {name}\n" if name else "") + f"data: {json.dumps(obj)}\n\n"
+
+    if anthropic:
+        out = [ev({"type": "message_start", "message": {"id": payload["id"], "type": "message", "role": "assistant",
+                                                        "content": [], "usage": {"input_tokens": payload["usage"]["input_tokens"]}}},
+                  "message_start")]
+        for i, block in enumerate(payload["content"]):
+            if block["type"] == "text":
+                out.append(ev({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}))
+                out += [ev({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"][j:j + 4]}})
+                        for j in range(0, len(block["text"]), 4)]
+            else:
+                out.append(ev({"type": "content_block_start", "index": i, "content_block": {
+                    "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}))
+                out.append(ev({"type": "content_block_delta", "index": i, "delta": {
+                    "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))
+            out.append(ev({"type": "content_block_stop", "index": i}))
+        out.append(ev({"type": "message_delta", "delta": {"stop_reason": payload["stop_reason"]},
+                       "usage": {"output_tokens": payload["usage"]["output_tokens"]}}))
+        out.append(ev({"type": "message_stop"}))
+        return out
+    choice = payload["choices"][0]
+    msg = choice["message"]
+    base = {"id": payload["id"], "object": "chat.completion.chunk", "model": payload["model"]}
+    out = [ev({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
+    text = msg.get("content") or ""
+    out += [ev({**base, "choices": [{"index": 0, "delta": {"content": text[j:j + 4]}}]}) for j in range(0, len(text), 4)]
+    for k, c in enumerate(msg.get("tool_calls") or []):
+        out.append(ev({**base, "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": k, "id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": ""}}]}}]}))
+        out.append(ev({**base, "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": k, "function": {"arguments": c["function"]["arguments"]}}]}}]}))
+    out.append(ev({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}))
+    out.append(ev({**base, "choices": [], "usage": payload["usage"]}))
+    out.append("data: [DONE]\n\n")
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -32,10 +32,11 @@ class ClawBackend(Backend):
         $ITERION_OPENAI_TIMEOUT: BackendError BACKEND_UNAVAILABLE, the node fails naming it)."""
         if not self._wires:
             from iterion.backends.claw.wire import AnthropicWire, OpenAIWire
+            from iterion.backends.jsonout import json_mode
 
             timeout_s = call_timeout_s(self.options)
             self._wires = {"openai": OpenAIWire(timeout_s, self.options.get("base_url"),
-                                                self.options.get("api_key")),
+                                                self.options.get("api_key"), json_mode(self.options)),
                            "anthropic": AnthropicWire(timeout_s, self.options.get("anthropic_base_url"),
                                                       self.options.get("anthropic_api_key"))}
         return self._wires

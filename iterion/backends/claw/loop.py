@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from typing import Any
 
@@ -22,11 +23,21 @@ from iterion.backends.claw import conversation as convstore
 from iterion.backends.claw.conversation import Conversation, PendingCall
 from iterion.backends.claw.host import AgentHost
 from iterion.backends.claw.tools import BUILTIN_SPECS, WORKSPACE_TOOLS, ToolError, Workspace
-from iterion.backends.claw.wire import ToolCall, ToolSpec, Wire, resolve_provider
-from iterion.backends.schema import effective_schema, finish_structured, output_instructions, prior_exchange
+from iterion.backends.claw.wire import Output, ToolCall, ToolSpec, Wire, resolve_provider
+from iterion.backends.schema import (
+    effective_schema,
+    finish_structured,
+    json_schema,
+    output_instructions,
+    prior_exchange,
+)
+from iterion.backends.sse import Progress
 from iterion.failure_codes import FailureCode
 from iterion.permissions import call_subject
 
+# a tool the first model turn of a conversation must call (the provider's tool_choice): small
+# local models answer with prose unless made to call one (README "Local models")
+FIRST_TOOL_ENV = "ITERION_CLAW_FIRST_TOOL"
 # answers that approve a permission pause (`--answer approve=yes`)
 _YES = {"true", "yes", "y", "1", "allow", "approve", "approved", "ok"}
 RESULT_EVENT_CAP = 200
@@ -135,9 +146,20 @@ class AgentLoop:
         schema = effective_schema(self.req)
         while True:
             self.host.check()
+            # the final-answer turn (no tools offered, or the one repair turn after an answer that
+            # missed the schema) asks for the schema in the request, not only in the prompt:
+            # a small local model answers a tool turn with prose, but a constrained one with JSON
+            final = conv.repaired
+            wanted = Output(schema.name, json_schema(schema)) if schema is not None and (
+                final or not self.specs) else None
+            # the first turn of a conversation may be made to call a tool (small local models do
+            # not choose tools by themselves)
+            first = not any(m["role"] == "assistant" for m in conv.messages)
             turn = self.wire.turn(model=self.model, system=conv.system, messages=conv.messages,
                                   tools=list(self.specs.values()), max_tokens=self.req.max_tokens,
-                                  reasoning_effort=self.req.reasoning_effort, json_mode=schema is not None)
+                                  reasoning_effort=self.req.reasoning_effort, output=wanted, final=final,
+                                  force_tool=(os.environ.get(FIRST_TOOL_ENV) or None) if first else None,
+                                  progress=Progress(self.host.emit, self.host.check))
             self.tokens_in += turn.tokens_in
             self.tokens_out += turn.tokens_out
             self.cost += turn.cost_usd

@@ -42,6 +42,7 @@ class McpPool:
         self._stop: asyncio.Event | None = None
         self._owner: Any = None
         self._errlogs: list[Any] = []
+        self._opening: str | None = None  # the server being started (named when its start fails)
         self.call_timeout_s = CALL_TIMEOUT_S  # read from the environment by start()
 
     def _params(self, name: str) -> Any:
@@ -73,15 +74,23 @@ class McpPool:
         try:
             specs = ready.result(timeout=start_s)
         except BackendError:
-            self.stop()
+            self.stop(cancel=True)
             raise
         except BaseException as exc:  # noqa: BLE001 - a server that cannot start is a node failure, typed
-            self.stop()
-            detail = self._stderr_tail()
+            name = self._opening or ", ".join(names)
+            timed_out = isinstance(exc, TimeoutError)
+            # the stopped server's last words: read after its process ended (so nothing is still
+            # buffered) and before stop() closes the log
+            self.stop(cancel=True, keep_logs=True)
+            tail = self._stderr_tail()
+            self._close_logs()
+            if timed_out:
+                raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                                   f"MCP server {name} did not start within {start_s:g}s (${START_TIMEOUT_ENV}) "
+                                   f"and was stopped" + (f": {tail}" if tail else "")) from None
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
-                               f"mcp servers {', '.join(names)} did not start within {start_s:g}s "
-                               f"(${START_TIMEOUT_ENV}): "
-                               f"{type(exc).__name__}: {exc}{detail}") from None
+                               f"MCP server {name} failed to start: "
+                               f"{tail or _describe(exc)}") from None
         return specs
 
     async def _open(self, params: dict[str, Any]) -> list[ToolSpec]:
@@ -98,6 +107,7 @@ class McpPool:
         try:
             async with AsyncExitStack() as stack:
                 for name, p in params.items():
+                    self._opening = name
                     errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - closed by stop()
                     self._errlogs.append(errlog)
                     read, write = await stack.enter_async_context(stdio_client(p, errlog=errlog))
@@ -115,6 +125,7 @@ class McpPool:
                         schema = dict(raw or {"type": "object", "properties": {}})
                         specs.append(ToolSpec(full, tool.description or f"{tool.name} (MCP server {name})", schema))
                     self.host.emit("mcp_server_started", {"server": name, "tools": names})
+                self._opening = None
                 opened.set_result(specs)
                 assert self._stop is not None
                 await self._stop.wait()
@@ -127,6 +138,7 @@ class McpPool:
                     self.host.emit("mcp_server_stopped", {"server": name})
 
     def _stderr_tail(self) -> str:
+        """The last lines the servers wrote on stderr (the one that failed is the last log)."""
         tails = []
         for f in self._errlogs:
             try:
@@ -136,7 +148,7 @@ class McpPool:
                 continue
             if text:
                 tails.append(text)
-        return ("; server stderr: " + " | ".join(tails)) if tails else ""
+        return " | ".join(tails)
 
     def call(self, name: str, args: dict[str, Any]) -> str:
         server, tool = self.tools.get(name, ("", ""))
@@ -163,21 +175,41 @@ class McpPool:
             raise ToolError(text or f"{name} reported an error")
         return text
 
-    def stop(self) -> None:
+    def stop(self, *, cancel: bool = False, keep_logs: bool = False) -> None:
+        """Close the sessions and end the servers. ``cancel``: do not wait for the owner task to
+        notice the stop (a server hanging in its start never answers): cancel it at once, which
+        leaves the SDK's stdio_client and ends the process."""
         if not self.thread.is_alive():
+            if not keep_logs:
+                self._close_logs()
             return
         if self._stop is not None:
             self.loop.call_soon_threadsafe(self._stop.set)
         owner = self._owner
         if owner is not None:
             async def wait_owner() -> None:
-                await asyncio.wait([owner], timeout=10)
+                if not cancel:
+                    await asyncio.wait([owner], timeout=10)
+                if not owner.done():
+                    owner.cancel()
+                    await asyncio.wait([owner], timeout=10)
 
             try:
-                asyncio.run_coroutine_threadsafe(wait_owner(), self.loop).result(timeout=15)
+                asyncio.run_coroutine_threadsafe(wait_owner(), self.loop).result(timeout=25)
             except Exception:  # noqa: BLE001, S110 - best effort: the thread is a daemon
                 pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
+        if not keep_logs:
+            self._close_logs()
+
+    def _close_logs(self) -> None:
         for f in self._errlogs:
             f.close()
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost cause of a start failure (the SDK wraps it in ExceptionGroups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from iterion.backends.choice import CLAW, Choice, is_auto, resolve_backend
@@ -96,6 +97,8 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
                           node=node.id) from None
     backend = get_backend(ctx, name)
     host = agent_host(ctx, node, iteration, name, call) if canonical == "claw" else None
+    if canonical == "openai":  # the streamed answer's progress and a cut answer reach the timeline
+        host = SimpleNamespace(emit=lambda t, p: ctx.emit(t, node.id, iteration, p), check=ctx.token.check)
     flags: tuple[str, ...] = ()
     if canonical == "claude_code":
         from iterion.permissions import claude_code_flags
