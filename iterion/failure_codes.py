@@ -50,6 +50,9 @@ class FailureCode(StrEnum):
     IR_UNLOADABLE = "IR_UNLOADABLE"
     BOT_REQUIRES_NEWER_ENGINE = "BOT_REQUIRES_NEWER_ENGINE"
     WORKSPACE_SAFETY = "WORKSPACE_SAFETY"
+    # the sandbox driver refused to start one (its program missing, namespaces refused, a bind
+    # source gone): every attempt on this machine re-hits it until a person fixes the host
+    SANDBOX_SETUP_FAILED = "SANDBOX_SETUP_FAILED"
     TOOL_FAILED_PERMANENT = "TOOL_FAILED_PERMANENT"
     TEMPLATE_FAILED = "TEMPLATE_FAILED"
     BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
@@ -131,6 +134,8 @@ _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.IR_UNLOADABLE, Retry.DETERMINISTIC, "the workflow could not be loaded or compiled"),
     FailureRow(FailureCode.BOT_REQUIRES_NEWER_ENGINE, Retry.DETERMINISTIC, "the bundle needs a newer iterion"),
     FailureRow(FailureCode.WORKSPACE_SAFETY, Retry.DETERMINISTIC, "a write would have left the workspace"),
+    FailureRow(FailureCode.SANDBOX_SETUP_FAILED, Retry.DETERMINISTIC,
+               "the sandbox could not start (bubblewrap missing or refused); nothing ran unsandboxed"),
     FailureRow(FailureCode.TOOL_FAILED_PERMANENT, Retry.DETERMINISTIC, "a tool failed in a way a retry repeats"),
     FailureRow(FailureCode.TEMPLATE_FAILED, Retry.DETERMINISTIC, "a template reference could not be resolved"),
     FailureRow(FailureCode.BACKEND_UNAVAILABLE, Retry.DETERMINISTIC, "the selected backend is not installed or configured"),
