@@ -18,6 +18,7 @@ from pathlib import Path
 
 import typer
 
+from cli.exit_codes import ExitCode
 from cli.output import echo, echo_json
 
 
@@ -96,7 +97,7 @@ def doctor_cmd(
         for c in checks:
             echo(f"{'ok ' if c.ok else '-- '}{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
     if not ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def register(app: typer.Typer) -> None:

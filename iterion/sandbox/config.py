@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,7 +48,6 @@ class NodeSandbox:
     mounts: tuple[Mount, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # set inside the sandbox
     source: str = "default"               # "flag", "node", "workflow", "default"
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def active(self) -> bool:

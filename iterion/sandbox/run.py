@@ -123,13 +123,18 @@ class RunSandbox:
             self._git = git_dirs(self.workspace)
         return self._git
 
+    def _is_git(self, raw: str) -> bool:
+        """A ``mounts:`` entry naming the workspace's ``.git`` (a file in a worktree) or a git dir."""
+        p = Path(os.path.expanduser(raw))
+        full = p if p.is_absolute() else self.workspace / p
+        return full == self.workspace / ".git" or Path(os.path.realpath(full)) in self.git()
+
     def plan(self, node: str | None, role: Role, *, backend: str | None = None,
              ro_files: Sequence[Path] = ()) -> Plan:
         box = self.of(node)
         ops: list[Op] = [Op("bind", self.workspace)]
         agent = role is not Role.TOOL
-        git_rw = not agent or self.agent_git_grant() or any(
-            m.writable and Path(os.path.realpath(m.resolve(self.workspace))) in self.git() for m in box.mounts)
+        git_rw = not agent or any(m.writable and self._is_git(m.path) for m in box.mounts) or self.agent_git_grant()
         ops += [Op("bind" if git_rw else "ro-bind", g) for g in self.git() if g.exists()]
         network = box.network
         if role is Role.AGENT_CLI:

@@ -1,10 +1,12 @@
 """What the sandbox tests run inside a sandbox: ``connect PORT`` prints ``connected`` or
-``refused <why>`` for 127.0.0.1:PORT and always exits 0."""
+``refused <why>`` for 127.0.0.1:PORT and always exits 0; ``sleep MARKER`` sleeps for ten minutes
+(MARKER in its command line lets the test find it from outside the PID namespace)."""
 
 from __future__ import annotations
 
 import socket
 import sys
+import time
 
 if __name__ == "__main__":
     if sys.argv[1] == "connect":
@@ -13,3 +15,5 @@ if __name__ == "__main__":
             print("connected")
         except OSError as exc:
             print("refused", exc)
+    elif sys.argv[1] == "sleep":
+        time.sleep(600)
