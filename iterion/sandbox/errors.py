@@ -3,6 +3,7 @@ installed, a sandbox that would not start. Each is a one-line ``UserError`` nami
 
 from __future__ import annotations
 
+from iterion.failure_codes import FailureCode
 from persist import UserError
 from persist.errors import ErrorCode
 
@@ -23,7 +24,12 @@ class SandboxConfigError(SandboxError):
 class SandboxUnavailable(SandboxError):
     """The driver's program is missing here (``bwrap`` not on PATH)."""
 
+    # the code a surface records when this refusal ends a run that exists (a queued delivery)
+    failure_code = FailureCode.SANDBOX_SETUP_FAILED.value
+
 
 class SandboxSetupError(SandboxError):
     """The driver is installed but a sandbox could not be started (namespaces refused, a bind
     source missing, ...): the run never executes a command without it."""
+
+    failure_code = FailureCode.SANDBOX_SETUP_FAILED.value
