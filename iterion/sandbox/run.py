@@ -78,7 +78,7 @@ class RunSandbox:
     driver: Driver = field(default_factory=default_driver)
     # a permission policy granting the agent writes under .git (``write_file(.git/**)`` allowed)
     agent_git_grant: Callable[[], bool] = field(default=lambda: False)
-    _git: tuple[Path, ...] | None = None
+    _git: tuple[Path, ...] | None = field(default=None, init=False, repr=False)  # found once, on first use
 
     @classmethod
     def for_workflow(cls, workspace: Path, store_root: Path, flag: str | None, workflow_extra: Mapping[str, Any],

@@ -5,6 +5,7 @@ author's) unless the sandbox block mounts it writable or a permission rule allow
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,16 @@ def test_a_permission_rule_allowing_git_writes_grants_them(tmp_path: Path, ws: P
     assert r.status is RunStatus.FINISHED, r.error
     assert "committed" in bash_results(llm, command)[0]
     assert git(ws, "log", "-1", "--format=%s").strip() == "by-rule"
+
+
+def test_a_bash_sandbox_that_does_not_start_fails_the_node_typed(tmp_path: Path, ws: Path, store: Store,
+                                                                 llm: ScriptedLLM,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from .test_cli_refusals import failing_bwrap
+
+    monkeypatch.setenv("PATH", f"{failing_bwrap(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    llm.add(calls(("bash", {"command": "printf ran > ran.txt"})), final("ok"))
+    r = launch(store, agent_bot(tmp_path / "src", "openai", workflow_extra="sandbox: auto"), ws)
+    assert r.status is RunStatus.FAILED_RESUMABLE and r.failure_code == "SANDBOX_SETUP_FAILED", r.error
+    assert "Creating new namespace failed" in (r.error or "")
+    assert not (ws / "ran.txt").exists()

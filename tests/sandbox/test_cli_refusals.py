@@ -28,6 +28,18 @@ def no_bwrap_path(tmp_path: Path) -> str:
     return str(d)
 
 
+def failing_bwrap(tmp_path: Path) -> Path:
+    """A directory holding a `bwrap` that passes the start-up trial (`true`) but refuses any real
+    command, as a kernel refusing namespaces mid-run would."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    real = shutil.which("bwrap")
+    (shim / "bwrap").write_text(f'#!/bin/sh\nfor last; do :; done\nif [ "$last" = true ]; then exec {real} "$@"; fi\n'
+                                'echo "bwrap: Creating new namespace failed: Operation not permitted" >&2\nexit 1\n')
+    (shim / "bwrap").chmod(0o755)
+    return shim
+
+
 def sandboxed_bot(tmp_path: Path, command: str = "printf ran > ran.txt", sandbox: str = "auto") -> Path:
     return write_bot(tmp_path / "src", f"""
         tool t:
@@ -79,14 +91,7 @@ def test_a_bad_flag_is_refused(tmp_path: Path, ws: Path) -> None:
 
 
 def test_a_sandbox_that_does_not_start_at_a_node_is_a_typed_failure(tmp_path: Path, ws: Path) -> None:
-    # a bwrap that passes the start-up trial (`true`) but refuses any real command, as a
-    # kernel refusing namespaces mid-run would
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    real = shutil.which("bwrap")
-    (shim / "bwrap").write_text(f'#!/bin/sh\nfor last; do :; done\nif [ "$last" = true ]; then exec {real} "$@"; fi\n'
-                                'echo "bwrap: Creating new namespace failed: Operation not permitted" >&2\nexit 1\n')
-    (shim / "bwrap").chmod(0o755)
+    shim = failing_bwrap(tmp_path)
     store = tmp_path / "store"
     p = run_cli("run", str(sandboxed_bot(tmp_path)), "--store-dir", str(store), "--json", cwd=ws,
                 env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})
