@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 COMMANDS = (
     LazyCommand("backends", "cli.backends", "List the LLM backends and whether each is usable."),
     LazyCommand("bundle", "cli.bundle", "Bundles: a directory holding main.bot, prompts/, presets/ and manifest.yaml."),
+    LazyCommand("doctor", "cli.doctor", "Check what iterion needs on this machine (git, bubblewrap...), with fixes."),
     LazyCommand("cancel", "cli.control", "Cancel a run; it stays resumable from its checkpoint."),
     LazyCommand("pause", "cli.control", "Pause a running run at its next node boundary."),
     LazyCommand("fork", "cli.control",

@@ -43,6 +43,7 @@ MAX_PARALLEL = typer.Option(None, "--max-parallel-branches", help="Cap concurren
 PERMISSION = typer.Option(None, "--permission", help="Tool-permission mode for agent tool calls no rule matches: allow, ask (pause for a person) or deny. Example: --permission ask")
 PERMISSION_ALLOW = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE = TOOL or TOOL(PATTERN) (repeatable). Example: --permission-allow 'bash(git *)' --permission-allow 'write_file(docs/**)'")
 PERMISSION_ASK = typer.Option([], "--permission-ask", help="Pause for a person before tool calls matching RULE (repeatable). Example: --permission-ask 'bash(*)'")
+SANDBOX = typer.Option(None, "--sandbox", metavar="auto|none", help="Run tool commands, the claw agent's bash and agent CLIs inside a sandbox (auto: bubblewrap; host read-only, workspace writable, private /tmp, no network unless the workflow's sandbox: block opens it) or without one (none); wins over the workflow's sandbox:. Example: --sandbox auto")
 PERMISSION_DENY = typer.Option([], "--permission-deny", help="Refuse tool calls matching RULE; the agent gets a tool error (repeatable). Example: --permission-deny 'mcp.github.*'")
 PUSH_EVERY = typer.Option(None, "--push-every", min=1, help="With --push-checkpoints: also push every N completed nodes (env ITERION_PUSH_EVERY, workflow push_every:). Example: --push-every 5")
 NO_WAIT = typer.Option(False, "--no-wait", help="In place: refuse (exit 2) instead of waiting while another run "
@@ -141,6 +142,7 @@ def run_cmd(
     permission_allow: list[str] = PERMISSION_ALLOW,
     permission_ask: list[str] = PERMISSION_ASK,
     permission_deny: list[str] = PERMISSION_DENY,
+    sandbox: str | None = SANDBOX,
     push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push the workspace state as a commit under refs/iterion/runs/<run>/checkpoints/<n> to REMOTE (a remote name, URL or path) at every pause, failure, cancel and at the end; kept by every resume. Precedence: this flag > $ITERION_PUSH_CHECKPOINTS > the workflow's push_checkpoints: (an empty value turns pushing off). Example: --push-checkpoints origin"),
     push_every: int | None = PUSH_EVERY,
     on_budget: OnBudget = typer.Option(OnBudget.FAIL, "--on-budget", help="When a budget cap stops a node: fail (park failed_resumable) or pause (a recovery pause: raise the cap and answer acknowledge_recovery on resume); kept by every resume of the run. Example: --on-budget pause"),
@@ -164,8 +166,10 @@ def run_cmd(
     from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow, compile_source
     from iterion.ir import NodeKind
+    from iterion.sandbox import check_flag
 
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
+    sandbox_mode = check_flag(sandbox)
     check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
     store = open_swept(store_dir, write=True, nats=nats)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
@@ -180,7 +184,7 @@ def run_cmd(
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches),
                             permission=_permission("launch", permission, permission_allow, permission_ask,
-                                                   permission_deny))
+                                                   permission_deny), sandbox=sandbox_mode)
     try:
         compiled = compile_source(file)
     except InvalidWorkflow as exc:
@@ -235,6 +239,7 @@ def resume_cmd(
     permission_allow: list[str] = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE (repeatable); added over the launch's rules, so it can authorize the call a run paused on. Example: --permission-allow 'bash(git push *)'"),
     permission_ask: list[str] = PERMISSION_ASK,
     permission_deny: list[str] = PERMISSION_DENY,
+    sandbox: str | None = typer.Option(None, "--sandbox", metavar="auto|none", help="Replace the run's sandbox choice from now on (kept by later resumes): auto (bubblewrap) or none; each resume starts fresh sandboxes. Example: --sandbox none"),
     push_checkpoints: str | None = typer.Option(None, "--push-checkpoints", metavar="REMOTE", help="Push workspace checkpoints to REMOTE from now on, replacing the run's recorded setting (kept by later resumes). Example: --push-checkpoints origin"),
     no_push_checkpoints: bool = typer.Option(False, "--no-push-checkpoints", help="Stop pushing workspace checkpoints for this run (kept by later resumes). Example: --no-push-checkpoints"),
     push_every: int | None = typer.Option(None, "--push-every", min=0, help="Replace the run's periodic push: every N completed nodes (0: only when the run stops). Example: --push-every 5"),
@@ -266,8 +271,10 @@ def resume_cmd(
     from iterion.engine.recovery import check_env_settings
     from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow
+    from iterion.sandbox import check_flag
 
     check_backend(backend)
+    sandbox_mode = check_flag(sandbox)
     check_script(script)
     check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
     if no_push_checkpoints and push_checkpoints is not None:
@@ -285,7 +292,7 @@ def resume_cmd(
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches),
                             permission=_permission("resume", permission, permission_allow, permission_ask,
-                                                   permission_deny))
+                                                   permission_deny), sandbox=sandbox_mode)
     token = CancelToken()
     listener = notices_only if as_json else Progress()
     try:

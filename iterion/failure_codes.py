@@ -50,6 +50,9 @@ class FailureCode(StrEnum):
     IR_UNLOADABLE = "IR_UNLOADABLE"
     BOT_REQUIRES_NEWER_ENGINE = "BOT_REQUIRES_NEWER_ENGINE"
     WORKSPACE_SAFETY = "WORKSPACE_SAFETY"
+    # the sandbox driver refused to start one (its program missing, namespaces refused, a bind
+    # source gone): every attempt on this machine re-hits it until a person fixes the host
+    SANDBOX_SETUP_FAILED = "SANDBOX_SETUP_FAILED"
     TOOL_FAILED_PERMANENT = "TOOL_FAILED_PERMANENT"
     # the provider refused the request itself (a 4xx, or a 500 whose body is a request-validation
     # error): the same request is refused again, so it is never retried
@@ -134,6 +137,8 @@ _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.IR_UNLOADABLE, Retry.DETERMINISTIC, "the workflow could not be loaded or compiled"),
     FailureRow(FailureCode.BOT_REQUIRES_NEWER_ENGINE, Retry.DETERMINISTIC, "the bundle needs a newer iterion"),
     FailureRow(FailureCode.WORKSPACE_SAFETY, Retry.DETERMINISTIC, "a write would have left the workspace"),
+    FailureRow(FailureCode.SANDBOX_SETUP_FAILED, Retry.DETERMINISTIC,
+               "the sandbox could not start (bubblewrap missing or refused); nothing ran unsandboxed"),
     FailureRow(FailureCode.TOOL_FAILED_PERMANENT, Retry.DETERMINISTIC, "a tool failed in a way a retry repeats"),
     FailureRow(FailureCode.REQUEST_REJECTED, Retry.DETERMINISTIC,
                "the provider refused the request as malformed or unsupported; a retry sends the same request"),

@@ -8,7 +8,7 @@ Backends know nothing of the store or the engine's loop: the engine renders prom
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,8 @@ class BackendRequest:
     # claude_code / codex: the permission policy's CLI flags (iterion.permissions.claude_code_flags,
     # codex_flags)
     permission_flags: tuple[str, ...] = ()
+    # claude_code / codex: the node's sandbox around the CLI's argv (iterion/sandbox), None: as is
+    wrap_argv: Callable[[list[str]], list[str]] | None = None
 
 
 @dataclass

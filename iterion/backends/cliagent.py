@@ -87,7 +87,7 @@ class CliAgentBackend(Backend):
         it outlives the node's timeout."""
         timeout = request.timeout_s or self.timeout_s
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = subprocess.Popen(request.wrap_argv(argv) if request.wrap_argv else argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, cwd=request.workspace_dir or None, start_new_session=True)
         except OSError as exc:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,

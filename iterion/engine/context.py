@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iterion.budget import Budget, BudgetExceeded
 from iterion.engine.cancel import CancelToken
@@ -18,6 +18,9 @@ from iterion.ir import Edge, Node, Workflow
 from iterion.shellquote import RenderMode
 from iterion.store import Store
 from iterion.store.checkpoint import InteractionKind
+
+if TYPE_CHECKING:
+    from iterion.sandbox import Role, RunSandbox
 
 # (event type, node, iteration, payload) -> None
 Emit = Callable[[str, str | None, int | None, dict[str, Any]], None]
@@ -32,6 +35,8 @@ class RunOptions:
     on_budget: str = "fail"           # BUDGET_EXCEEDED: "fail" (failed_resumable) or "pause" (recovery pause)
     # --permission* layers of the launch and each resume, in order (iterion/permissions.py)
     permission_layers: list[dict[str, Any]] = field(default_factory=list)
+    # --sandbox auto|none of the launch, or of the resume that replaced it (None: the workflow decides)
+    sandbox: str | None = None
 
 
 @dataclass
@@ -53,6 +58,15 @@ class ExecContext:
     checkpoints: Any = None  # a CheckpointPusher when the run pushes workspace checkpoints
     # a line for the person watching that the timeline cannot carry (iterion/engine/notice.py)
     notify: Callable[[str], None] = field(default=lambda _message: None)
+    # the run's sandboxes (iterion/sandbox): every process a node starts goes through its wrap
+    sandbox: RunSandbox | None = None
+
+    def wrap(self, argv: list[str], node: str, role: Role, *, backend: str | None = None,
+             ro_files: tuple[Path, ...] = ()) -> list[str]:
+        """``argv`` as the node's sandbox runs it (unchanged when the node runs unsandboxed)."""
+        if self.sandbox is None:
+            return list(argv)
+        return self.sandbox.wrap(argv, node, role, backend=backend, ro_files=ro_files)
 
     @property
     def run_dir(self) -> Path:

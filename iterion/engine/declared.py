@@ -5,7 +5,7 @@
 - ``runtime_fields``: the ``_``-prefixed fields an LLM node adds to its output
   (``_session_id``).
 - ``not_enforced``: the declared blocks this engine parses and checks but does not execute
-  (sandbox, compaction, memory, tool_policy, capabilities; ``mcp`` / ``mcp_server`` unless a
+  (compaction, memory, tool_policy, capabilities; ``mcp`` / ``mcp_server`` unless a
   node runs on the claw backend, the only one that starts MCP servers), each named once so a run
   says so instead of ignoring them silently. ``permission:`` is enforced (the claw agent's tool
   calls, the claude_code CLI's flags); the codex CLI gets only its mode, so the workflow's rules
@@ -28,7 +28,7 @@ from iterion.ir import Node, Workflow
 
 FEATURE_NOT_ENFORCED = "feature_not_enforced"
 # blocks parsed, checked and kept, but not executed by this engine (yet)
-NOT_ENFORCED_BLOCKS = ("sandbox", "compaction", "memory", "tool_policy", "capabilities")
+NOT_ENFORCED_BLOCKS = ("compaction", "memory", "tool_policy", "capabilities")
 _WORKFLOW_ONLY: tuple[str, ...] = ()
 CLAW = "claw"  # the backend that executes mcp / mcp_server (iterion/backends/claw)
 CODEX = "codex"  # takes the permission mode as its sandbox, not the rules (iterion.permissions.codex_flags)
@@ -71,7 +71,7 @@ def not_enforced(wf: Workflow, backend_of: Callable[[Node], str] | None = None) 
     backend_of = backend_of or (lambda n: _static_backend(wf, n))
     found: list[dict[str, Any]] = []
     for key in (*NOT_ENFORCED_BLOCKS, *_WORKFLOW_ONLY):
-        if key in wf.extra and not (key == "sandbox" and wf.extra[key] == "none"):
+        if key in wf.extra:
             found.append({"feature": key, "node": None,
                           "message": f"workflow {key}: is parsed and checked but not enforced by this engine"})
     any_claw = any(backend_of(n) == CLAW for n in wf.nodes.values() if n.is_llm)
@@ -94,10 +94,9 @@ def not_enforced(wf: Workflow, backend_of: Callable[[Node], str] | None = None) 
             found.append({"feature": "mcp", "node": nid,
                           "message": f"mcp: of node {nid} is only executed by the claw backend"})
         for key in NOT_ENFORCED_BLOCKS:
-            if key in node.extra and not (key == "sandbox" and node.extra[key] == "none"):
+            if key in node.extra:
                 found.append({"feature": key, "node": nid,
-                              "message": f"{key}: of node {nid} is parsed and checked but not enforced by this engine"
-                              + (" (the node runs unsandboxed)" if key == "sandbox" else "")})
+                              "message": f"{key}: of node {nid} is parsed and checked but not enforced by this engine"})
     return found
 
 

@@ -20,6 +20,7 @@ from iterion.engine.errors import EngineError
 from iterion.engine.notice import Listener, notifier, notify
 from iterion.engine.result import RunResult
 from iterion.engine.runner import Runner
+from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.state import RunState
 from iterion.engine.versioning import Versioning, open_versioning
 from iterion.engine.worktree import finalize_worktree
@@ -95,7 +96,9 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
                       workspace=Path(doc.workspace_dir), versioning=versioning, budget=budget, token=token,
                       options=options, emit=emit or make_emit(store, doc.id, listener),
                       in_cycles=nodes_in_cycles(wf), attachments=attachments_view(store, doc.id),
-                      notify=notifier(listener))
+                      notify=notifier(listener),
+                      sandbox=build_sandbox(wf, Path(doc.workspace_dir), store.root, options.sandbox,
+                                            options.permission_layers))
 
     finished: dict[str, Any] = {}
 

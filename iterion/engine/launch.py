@@ -27,6 +27,8 @@ from iterion.engine.nodes.llmcall import node_model
 from iterion.engine.notice import Listener
 from iterion.engine.recovery import check_env_settings
 from iterion.engine.result import RunResult
+from iterion.engine.sandboxing import OPTION_KEY as SANDBOX_OPTION
+from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
 from iterion.engine.storage import storage_oserror
@@ -68,6 +70,7 @@ class LaunchOptions:
     push_checkpoints: str | None = None                     # --push-checkpoints REMOTE ("" off; None: env, workflow)
     push_every: int | None = None                           # --push-every N
     adopt_queued: bool = False                              # run_id names a `queued` run (a queue runner's claim)
+    sandbox: str | None = None                              # --sandbox auto|none (None: the workflow's sandbox:)
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
@@ -159,6 +162,9 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                           hint=f"create it first (mkdir -p {workspace}) or pass an existing directory")
     if not workspace.is_dir():
         raise EngineError(f"workspace {workspace} is not a directory")
+    # an unsupported sandbox: block, or a sandbox that cannot start here: refused before the run exists
+    sandbox = build_sandbox(wf, workspace, store.root, options.sandbox, layers)
+    sandbox.preflight()
     require_utf8_path(str(workspace), "workspace")  # refused before the run (or its directory) exists
     require_utf8_path(str(src.path.resolve()), "workflow file")
     script_file = options.script_file or find_script_file(src.path)
@@ -191,7 +197,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
                           "answers": options.answers, "on_budget": options.on_budget,
-                          "permission_layers": layers,
+                          "permission_layers": layers, SANDBOX_OPTION: sandbox.summary(),
                           **({PUSH_OPTION: push.to_json()} if push is not None else {})},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
                  owner=OwnerInfo.this_process())
@@ -233,7 +239,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         emit(ev.RUN_STARTED, None, None, {"run_id": run_id, "workflow": wf.name, "name": name,
                                           "file": doc.file_path,
                                           "digest": src.digest, "workspace": str(run_workspace),
-                                          "mode": mode.value, "mechanism": versioning.mechanism})
+                                          "mode": mode.value, "mechanism": versioning.mechanism,
+                                          "sandbox": sandbox.summary()})
         for text in var_warnings:
             emit(ev.WARNING, None, None, {"message": text})
         def runs_on(node: Node) -> str:  # the resolution order, as the nodes will apply it (llmcall)
@@ -255,7 +262,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         started = True
         emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
         run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
-                                 watch=options.watch, on_budget=options.on_budget, permission_layers=layers)
+                                 watch=options.watch, on_budget=options.on_budget, permission_layers=layers,
+                                 sandbox=options.sandbox)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, emit=emit)
     except OSError as exc:

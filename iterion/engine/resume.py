@@ -36,6 +36,9 @@ from iterion.engine.resume_checks import (
     check_workspace_usable,
     check_worktree_link,
 )
+from iterion.engine.sandboxing import OPTION_KEY as SANDBOX_OPTION
+from iterion.engine.sandboxing import build as build_sandbox
+from iterion.engine.sandboxing import recorded_flag
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
@@ -75,6 +78,7 @@ class ResumeOptions:
     permission: dict[str, Any] | None = None  # --permission* flags: a layer over the launch's (permissions.py)
     push_checkpoints: str | None = None  # replace the run's push remote ("" stops pushing; None keeps it)
     push_every: int | None = None        # replace its --push-every (0: only at stops)
+    sandbox: str | None = None           # --sandbox auto|none: replaces the launch's (None keeps it)
 
 
 def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, *,
@@ -114,6 +118,9 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         state.run_id = run_id
         layers = [*(doc.options.get("permission_layers") or []), *([options.permission] if options.permission else [])]
         build_policy(wf.extra.get("permission"), layers)  # refuse a malformed policy before anything changes
+        # a fresh sandbox, never the last attempt's: refused here (the run keeps its status) when it cannot start
+        sandbox_flag = options.sandbox or recorded_flag(doc.options)
+        sandbox = build_sandbox(wf, Path(doc.workspace_dir), store.root, sandbox_flag, layers)
         answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None)
         check_pending_uploads(state, wf, answers)
 
@@ -145,6 +152,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                 d.options = {**d.options, "script_file": options.script_file}
             if options.permission:  # rebuilt on every later resume too (each resume adds its layer)
                 d.options = {**d.options, "permission_layers": layers}
+            d.options = {**d.options, SANDBOX_OPTION: sandbox.summary()}
             if push_option is not None:  # the override persists: later resumes keep it
                 d.options = {k: v for k, v in d.options.items() if k != PUSH_OPTION}
                 if push_option:
@@ -153,6 +161,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # open the workspace's versioning BEFORE claiming: a vanished worktree refuses here and
         # the run keeps its parked status
         check_worktree_link(doc)
+        sandbox.preflight()
         if doc.workspace_mode is WorkspaceMode.IN_PLACE:
             check_store_placement(store.root, store.origin, Path(doc.workspace_dir))
             # one run executes in an in-place workspace at a time: wait (or refuse) before claiming
@@ -170,12 +179,14 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
               "resumed_from": "human_pause" if state.pending is not None else from_status.value,
               "raised_caps": raised, "answers": bool(answers),
               "taken_over": admission.how if admission is not None else None,
+              "sandbox": sandbox.summary(),
               **({"resumed_from": "recovery_pause", "recovery_code": cp.recovery_code}
                  if cp is not None and cp.recovery_pause else {})})
         run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,
                                  script_file=doc.options.get("script_file"),
                                  answers=dict(doc.options.get("answers") or {}), watch=options.watch,
-                                 on_budget=str(doc.options.get("on_budget") or "fail"), permission_layers=layers)
+                                 on_budget=str(doc.options.get("on_budget") or "fail"), permission_layers=layers,
+                                 sandbox=sandbox_flag)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, resumed=True, answers=answers, emit=emit)
     finally:

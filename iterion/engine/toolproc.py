@@ -121,16 +121,21 @@ def _read_all(fh: IO[bytes]) -> bytes:
     return fh.read()
 
 
+# (argv, files outside the workspace it reads) -> the argv that runs it in the node's sandbox
+Wrap = Callable[[list[str], tuple[Path, ...]], list[str]]
+
+
 def run_command(command: str, *, cwd: Path, env: dict[str, str], token: CancelToken,
-                check: Callable[[], None] | None = None) -> ProcResult:
+                check: Callable[[], None] | None = None, wrap: Wrap | None = None) -> ProcResult:
     # docs/language.md §2: "A command runs as `bash -c`" (bashisms such as [[ ]] or pipefail work); /bin/sh
     # only on a host without bash
     shell = shutil.which("bash") or "/bin/sh"
-    return run_process([shell, "-c", command], cwd=cwd, env=env, token=token, check=check)
+    argv = [shell, "-c", command]
+    return run_process(wrap(argv, ()) if wrap else argv, cwd=cwd, env=env, token=token, check=check)
 
 
 def run_script(script: str, language: str, *, cwd: Path, env: dict[str, str], token: CancelToken,
-               check: Callable[[], None] | None = None) -> ProcResult:
+               check: Callable[[], None] | None = None, wrap: Wrap | None = None) -> ProcResult:
     # The script file lives outside the workspace so it never shows up in a boundary.
     lang = (language or "sh").lower()
     fd, name = tempfile.mkstemp(prefix="iterion-tool-", suffix=_SUFFIX.get(lang, ""))
@@ -138,6 +143,7 @@ def run_script(script: str, language: str, *, cwd: Path, env: dict[str, str], to
         # surrogateescape: a substituted value's undecodable bytes go back out as the same bytes
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(script)
-        return run_process(script_argv(lang, Path(name)), cwd=cwd, env=env, token=token, check=check)
+        argv = script_argv(lang, Path(name))
+        return run_process(wrap(argv, (Path(name),)) if wrap else argv, cwd=cwd, env=env, token=token, check=check)
     finally:
         os.unlink(name)

@@ -279,7 +279,8 @@ class Runner:
                         store=store, detail=exc.message, error=exc.message)
                 return
             except UserError as exc:  # refused before executing (a changed source, a bad var, a clone)
-                self._fail_queued(store, d.run_id, exc.message or str(exc))  # final before the ack
+                # final before the ack; a refusal carrying its own code (a sandbox that cannot start) keeps it
+                self._fail_queued(store, d.run_id, exc.message or str(exc), getattr(exc, "failure_code", None))
                 self._dispose(c, d, Disposition(Verb.ACK, "refused", event=ev.RUN_DELIVERY_DROPPED, payload={
                     "reason": "refused", "kind": d.kind.value, "delivery": d.msg_id,
                     "message": exc.message or str(exc), "hint": exc.hint}), store=store,
@@ -362,12 +363,13 @@ class Runner:
         finally:
             lease.release()
 
-    def _fail_queued(self, store: Any, run_id: str, message: str) -> None:
-        """A queued run whose launch was refused (bad var, unclonable repository) ends failed, not
-        queued forever."""
+    def _fail_queued(self, store: Any, run_id: str, message: str, code: str | None = None) -> None:
+        """A queued run whose launch was refused (bad var, unclonable repository, no sandbox) ends
+        failed, not queued forever."""
         def mark(doc: Any) -> None:
             if doc.status is RunStatus.QUEUED:  # it never started: nothing to resume
-                doc.set_status(RunStatus.FAILED, failure_code=doc.failure_code or "IR_UNLOADABLE", error=message)
+                doc.set_status(RunStatus.FAILED, failure_code=code or doc.failure_code or "IR_UNLOADABLE",
+                               error=message)
         try:
             store.update_run(run_id, mark)
         except Exception as exc:  # noqa: BLE001 - reported in the log; the delivery is gone either way

@@ -16,6 +16,7 @@ from iterion.engine.errors import NodeFailure, ShellTimeout
 from iterion.envsubst import expand_node
 from iterion.failure_codes import FailureCode
 from iterion.ir import Node, NodeKind, Schema
+from iterion.sandbox import Role
 
 DEFAULT_SUPERVISOR_MODEL = "anthropic/claude-sonnet-4-6"
 
@@ -118,6 +119,8 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         allow_ask_user=interaction_mode(ctx, node) != "none" if allow_ask is None else allow_ask,
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
         provider=expand_node(node.provider or node.extra.get("provider") or "", os.environ) or None, tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
+        wrap_argv=(lambda argv: ctx.wrap(argv, node.id, Role.AGENT_CLI, backend=canonical))
+        if canonical in ("claude_code", "codex") else None,
     )
     try:
         response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
@@ -184,11 +187,16 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
                 raise ShellTimeout()
 
         try:
-            res = run_process(["/bin/sh", "-c", command], cwd=cwd, env=env, token=ctx.token, check=tick)
+            res = run_process(ctx.wrap(["/bin/sh", "-c", command], node.id, Role.AGENT_BASH), cwd=cwd, env=env,
+                              token=ctx.token, check=tick)
         except ShellTimeout:  # run_process killed the process group before re-raising
             return ShellResult("", "", -1, timed_out=True)
         except ToolLaunchError as exc:
             return ShellResult("", str(exc), 127)
+        setup = ctx.sandbox.setup_failed(node.id, res.exit_code, res.stderr) if ctx.sandbox else None
+        if setup is not None:  # never run unsandboxed: the node fails, typed
+            raise NodeFailure(FailureCode.SANDBOX_SETUP_FAILED,
+                              f"node {node.id}: the sandbox of its bash tool did not start: {setup}", node=node.id)
         if res.children_left is not None:
             ctx.emit("tool_children_left", node.id, iteration, res.children_left.payload())
         return ShellResult(res.stdout, res.stderr, res.exit_code)

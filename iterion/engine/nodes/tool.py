@@ -12,6 +12,7 @@ With an output schema, stdout must be one JSON object matching it; without, the 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from iterion.engine.coerce import validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
@@ -19,6 +20,7 @@ from iterion.engine.errors import NodeFailure, ToolLaunchError
 from iterion.engine.toolproc import run_command, run_script
 from iterion.envsubst import expand_command
 from iterion.failure_codes import FailureCode
+from iterion.sandbox import Role
 from iterion.shellquote import script_mode
 from iterion.store import events as ev
 
@@ -35,16 +37,24 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     node = call.node
     env = ctx.tool_env(node.id, call.iteration)
     check = ctx.duration_guard(node.id)
+
+    def wrap(argv: list[str], files: tuple[Path, ...]) -> list[str]:  # the author's command: .git writable
+        return ctx.wrap(argv, node.id, Role.TOOL, ro_files=files)
+
     try:
         if node.script is not None:
             script = render_text(expand_command(node.script, env), call.scope, node.id, "script", script_mode(node.language))
             result = run_script(script, node.language or "sh", cwd=ctx.workspace, env=env, token=ctx.token,
-                                check=check)
+                                check=check, wrap=wrap)
         else:
             command = render_text(expand_command(node.command or "", env), call.scope, node.id, "command", "shell")
-            result = run_command(command, cwd=ctx.workspace, env=env, token=ctx.token, check=check)
+            result = run_command(command, cwd=ctx.workspace, env=env, token=ctx.token, check=check, wrap=wrap)
     except ToolLaunchError as exc:
         raise NodeFailure(FailureCode.TOOL_FAILED_PERMANENT, f"tool {node.id}: {exc}", node=node.id) from None
+    setup = ctx.sandbox.setup_failed(node.id, result.exit_code, result.stderr) if ctx.sandbox else None
+    if setup is not None:  # the command never ran: not the tool's failure
+        raise NodeFailure(FailureCode.SANDBOX_SETUP_FAILED, f"tool {node.id}: the sandbox did not start: {setup}",
+                          node=node.id)
     if result.children_left is not None:
         ctx.emit(ev.TOOL_CHILDREN_LEFT, node.id, call.iteration, result.children_left.payload())
     if result.exit_code != 0:
