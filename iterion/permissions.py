@@ -4,8 +4,9 @@ A rule is ``TOOL`` or ``TOOL(PATTERN)``:
 
 * ``TOOL`` is a tool name (``bash``, ``write_file``, ``mcp.github.get_issue``) or a glob over
   names (``mcp.github.*``, ``*``);
-* ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the workspace-relative
-  path of the file tools (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
+* ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the canonical
+  workspace-relative path of the file tools (resolved before any rule: symlinks, ``..`` and
+  absolute paths; docs/technical/permissions.md) (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
   the pattern of ``glob``, the question of ``ask_user``, and for any other tool (MCP) its
   arguments as canonical JSON. A compound shell command is judged per simple command (an allow
   rule must cover each; a deny/ask rule catches any). In a path pattern ``*`` stays inside one directory and ``**``
@@ -17,6 +18,11 @@ then each resume's. The highest layer with a matching rule decides (so an allow 
 resume authorizes a call a launch-time ``ask`` rule paused on); within one layer deny beats
 ask beats allow. No matching rule: the mode of the highest layer that sets one decides
 (``allow`` by default, ``ask``, ``deny``).
+
+A call on a protected path (a git dir, the run store, a hard-linked file for writes: the claw
+tools say which) is decided by rules with a pattern only: neither the mode nor a rule without a
+pattern (``read_file``, ``*``) lets it through, a matching ``read_file(.git/config)`` does; no
+such rule: deny.
 
 Invariant: ``decide`` is a pure function of the policy and the call; the policy is rebuilt from
 its layers on every launch and resume, never cached in a checkpoint.
@@ -177,13 +183,17 @@ class Policy:
         """Whether anything was configured at all (the claude_code flags are only added then)."""
         return any(layer.mode or layer.rules for layer in self.layers)
 
-    def decide(self, tool: str, args: Mapping[str, Any]) -> Decision:
+    def decide(self, tool: str, args: Mapping[str, Any], *, protected: str | None = None) -> Decision:
+        """``protected``: why the call's path is protected by default (see the module docstring)."""
         for layer in reversed(self.layers):
-            hits = [r for r in layer.rules if r.matches(tool, args)]
+            hits = [r for r in layer.rules if r.matches(tool, args)
+                    and (protected is None or r.pattern is not None or r.verdict == "deny")]
             for verdict in ("deny", "ask", "allow"):
                 for r in hits:
                     if r.verdict == verdict:
                         return Decision(verdict, r.text(), layer.source)
+        if protected is not None:
+            return Decision("deny", None, "protected")
         mode = self.mode
         source = next((la.source for la in reversed(self.layers) if la.mode), "default")
         return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]

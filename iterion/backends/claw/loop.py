@@ -1,7 +1,13 @@
 """The claw agent's tool loop: model -> tool calls -> results, until the model answers.
 
-Bounded by ``tool_max_steps`` (model turns that call tools; exhausted: EXECUTION_FAILED) and
-``max_tokens`` (per model turn). The final answer is checked against the output schema; a miss
+Bounded by ``tool_max_steps`` (model turns that call tools; ``DEFAULT_TOOL_MAX_STEPS`` when the
+node sets none; exhausted: EXECUTION_FAILED), ``max_tokens`` (per model turn) and
+``RESULT_CAP`` (bytes of one tool result the model sees; the rest is cut with a note).
+
+A file tool's path is resolved to its canonical workspace-relative path before the policy
+decides (``iterion.backends.claw.paths``): the rules match that path, a path outside the
+workspace is refused before any rule, and the ``permission_decided`` event records the
+requested and the resolved path. The final answer is checked against the output schema; a miss
 gets one repair turn (the problems are sent back), then SCHEMA_VALIDATION. Every turn's tokens
 and cost are charged through the host as they happen, so the response itself carries none.
 
@@ -17,19 +23,30 @@ import json
 import time
 from typing import Any
 
-from iterion.backends.base import BackendError, BackendRequest, BackendResponse
+from iterion.backends.base import BackendError, BackendRequest, BackendResponse, setting_seconds
 from iterion.backends.claw import conversation as convstore
 from iterion.backends.claw.conversation import Conversation, PendingCall
 from iterion.backends.claw.host import AgentHost
-from iterion.backends.claw.tools import BUILTIN_SPECS, WORKSPACE_TOOLS, ToolError, Workspace
+from iterion.backends.claw.paths import Resolved
+from iterion.backends.claw.tools import (
+    BUILTIN_SPECS,
+    READ_CAP,
+    WALK_TIMEOUT_ENV,
+    WALK_TIMEOUT_S,
+    WORKSPACE_TOOLS,
+    ToolError,
+    Workspace,
+)
 from iterion.backends.claw.wire import ToolCall, ToolSpec, Wire, resolve_provider
 from iterion.backends.schema import effective_schema, finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
-from iterion.permissions import call_subject
+from iterion.permissions import PATH_TOOLS, call_subject
 
 # answers that approve a permission pause (`--answer approve=yes`)
 _YES = {"true", "yes", "y", "1", "allow", "approve", "approved", "ok"}
 RESULT_EVENT_CAP = 200
+DEFAULT_TOOL_MAX_STEPS = 200  # a node without tool_max_steps: a model looping on tools stops here
+RESULT_CAP = READ_CAP + 4096  # bytes of one tool result sent to the model (read_file's cap fits)
 SUBJECT_CAP = 120  # what the timeline shows of a call (its path, command, ...); the digest covers all
 
 
@@ -48,13 +65,19 @@ def approved(answers: dict[str, Any]) -> bool:
 class AgentLoop:
     def __init__(self, request: BackendRequest, host: AgentHost, wire: Wire, model: str) -> None:
         self.req, self.host, self.wire, self.model = request, host, wire, model
-        self.ws = Workspace(host.workspace, host.run_shell)
+        self.ws = Workspace(host.workspace, host.run_shell, protected_dirs=host.protected_dirs,
+                            may_read=self._may_read, timeout_s=setting_seconds(WALK_TIMEOUT_ENV, WALK_TIMEOUT_S))
         self.mcp: Any = None  # iterion.backends.claw.mcp.McpPool, started lazily
         self.specs: dict[str, ToolSpec] = {}
         self.tokens_in = self.tokens_out = 0
         self.cost = 0.0
 
     # -- set-up -----------------------------------------------------------------------------------
+    def _may_read(self, tool: str, rel: str) -> bool:
+        """A walk (grep over a directory) skips a file an explicit deny rule covers."""
+        d = self.host.policy.decide(tool, {"path": rel})
+        return not (d.verdict == "deny" and d.rule is not None)
+
     def _allowed(self, name: str) -> bool:
         from fnmatch import fnmatchcase
 
@@ -131,7 +154,7 @@ class AgentLoop:
                 self.mcp.stop()
 
     def loop(self, conv: Conversation) -> BackendResponse:
-        max_steps = self.req.tool_max_steps or 0
+        max_steps = self.req.tool_max_steps or DEFAULT_TOOL_MAX_STEPS
         schema = effective_schema(self.req)
         while True:
             self.host.check()
@@ -147,7 +170,7 @@ class AgentLoop:
                 msg["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls]
             conv.messages.append(msg)
             if turn.calls:
-                if max_steps and conv.steps >= max_steps:
+                if conv.steps >= max_steps:
                     convstore.save(self.host.conversations_dir, conv)
                     raise BackendError(FailureCode.EXECUTION_FAILED,
                                        f"node {self.req.node_id}: the agent reached tool_max_steps ({max_steps}) "
@@ -214,11 +237,28 @@ class AgentLoop:
             conv.queued = rest
             convstore.save(self.host.conversations_dir, conv)
             return self.response(conv, ask_user=question, pause_kind="ask_user", extra={"tool_use_id": cid})
+        base = {"tool": name, "args_digest": digest(args), "tool_use_id": cid}
+        target: Resolved | None = None
+        if name in PATH_TOOLS:
+            try:  # before any rule: the rules match the canonical path, outside is refused
+                target = self.ws.target(name, args)
+            except ToolError as exc:
+                self.host.emit("permission_decided", {**base, "decision": "deny", "rule": None, "source": "workspace",
+                                                      "path": _shown(args.get("path")), "resolved": None,
+                                                      "reason": str(exc)[:RESULT_EVENT_CAP]})
+                return self.result(conv, cid, name, args, None, str(exc), 0.0)
+        decided = {**args, "path": target.rel} if target is not None else args
+        where_path = {"path": target.requested, "resolved": target.rel, "protected": target.protected} \
+            if target is not None else {}
         if preapproved is None:
-            decision = self.host.policy.decide(name, args)
-            self.host.emit("permission_decided", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,
-                                                  **decision.payload()})
+            protected = target.protected if target is not None else None
+            decision = self.host.policy.decide(name, decided, protected=protected)
+            self.host.emit("permission_decided", {**base, **decision.payload(), **where_path})
             if decision.verdict == "deny":
+                if decision.source == "protected":
+                    return self.result(conv, cid, name, args, None,
+                                       f"{_shown(args.get('path'))} is protected by default ({protected}); only a "
+                                       "permission rule naming the path can allow it", 0.0)
                 where = f"rule {decision.rule}" if decision.rule else f"mode {self.host.policy.mode}"
                 return self.result(conv, cid, name, args, None,
                                    f"denied by the permission policy ({where}, {decision.source})", 0.0)
@@ -235,8 +275,8 @@ class AgentLoop:
         try:
             if name.startswith("mcp."):
                 out = self.mcp.call(name, args)
-            else:
-                out = self.ws.call(name, args)
+            else:  # the resolved path, unlocked only when a rule (or a person) allowed a protected one
+                out = self.ws.call(name, decided, unlocked=target is not None and target.protected is not None)
             err = None
         except ToolError as exc:
             out, err = None, str(exc)
@@ -248,7 +288,7 @@ class AgentLoop:
                err: str | None, seconds: float) -> BackendResponse | None:
         """Append the call's tool result and record it; never pauses (returns None, so callers
         can ``return self.result(...)`` from a step that may pause)."""
-        content = out if err is None else f"error: {err}"
+        content = _capped(out if err is None else f"error: {err}")
         conv.messages.append({"role": "tool", "tool_call_id": cid, "name": name, "content": content or "",
                               "is_error": err is not None})
         self.host.emit("tool_called", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,
@@ -295,6 +335,22 @@ class AgentLoop:
             if paused is not None:
                 return paused
         return self.run_calls(conv, rest)
+
+
+def _shown(raw: Any) -> str:
+    return repr(str(raw))[:SUBJECT_CAP] if raw is not None else "(none)"
+
+
+def _capped(text: str | None) -> str | None:
+    """At most RESULT_CAP bytes of a result, with a note the model can act on."""
+    if text is None:
+        return None
+    data = text.encode("utf-8", "replace")
+    if len(data) <= RESULT_CAP:
+        return text
+    return (data[:RESULT_CAP].decode("utf-8", "ignore")
+            + f"\n[... truncated: the result was {len(data)} bytes, only the first {RESULT_CAP} are shown; "
+            "ask for less (a narrower path or pattern)]")
 
 
 def run_agent(request: BackendRequest, host: AgentHost, wires: dict[str, Wire]) -> BackendResponse:
