@@ -43,6 +43,7 @@ Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
 MODES: tuple[str, ...] = VERDICTS
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "grep"})
+PROTECTED_SOURCE = "protected_default"  # a Decision's source when the protected defaults refused
 _RULE = re.compile(r"^\s*([A-Za-z0-9_.*?\-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
 
@@ -128,11 +129,15 @@ def _norm_path(raw: str) -> str:
 
 
 def path_glob(pattern: str, path: str) -> bool:
-    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one."""
+    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one; ``dir/**`` also
+    matches ``dir`` itself (a rule on a directory's contents covers listing or grepping it)."""
     out, i = [], 0
     while i < len(pattern):
         c = pattern[i]
-        if pattern.startswith("**/", i):
+        if pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append("(?:/.*)?")
+            i += 3
+        elif pattern.startswith("**/", i):
             out.append("(?:.*/)?")
             i += 3
         elif pattern.startswith("**", i):
@@ -193,7 +198,7 @@ class Policy:
                     if r.verdict == verdict:
                         return Decision(verdict, r.text(), layer.source)
         if protected is not None:
-            return Decision("deny", None, "protected")
+            return Decision("deny", None, PROTECTED_SOURCE)
         mode = self.mode
         source = next((la.source for la in reversed(self.layers) if la.mode), "default")
         return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]

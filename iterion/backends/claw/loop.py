@@ -40,13 +40,14 @@ from iterion.backends.claw.tools import (
 from iterion.backends.claw.wire import ToolCall, ToolSpec, Wire, resolve_provider
 from iterion.backends.schema import effective_schema, finish_structured, output_instructions, prior_exchange
 from iterion.failure_codes import FailureCode
-from iterion.permissions import PATH_TOOLS, call_subject
+from iterion.permissions import PATH_TOOLS, PROTECTED_SOURCE, call_subject
 
 # answers that approve a permission pause (`--answer approve=yes`)
 _YES = {"true", "yes", "y", "1", "allow", "approve", "approved", "ok"}
 RESULT_EVENT_CAP = 200
 DEFAULT_TOOL_MAX_STEPS = 200  # a node without tool_max_steps: a model looping on tools stops here
 RESULT_CAP = READ_CAP + 4096  # bytes of one tool result sent to the model (read_file's cap fits)
+PATH_EVENT_CAP = 1000  # characters of a requested or resolved path a permission event keeps
 SUBJECT_CAP = 120  # what the timeline shows of a call (its path, command, ...); the digest covers all
 
 
@@ -244,18 +245,18 @@ class AgentLoop:
                 target = self.ws.target(name, args)
             except ToolError as exc:
                 self.host.emit("permission_decided", {**base, "decision": "deny", "rule": None, "source": "workspace",
-                                                      "path": _shown(args.get("path")), "resolved": None,
+                                                      "path": str(args.get("path"))[:PATH_EVENT_CAP], "resolved": None,
                                                       "reason": str(exc)[:RESULT_EVENT_CAP]})
                 return self.result(conv, cid, name, args, None, str(exc), 0.0)
         decided = {**args, "path": target.rel} if target is not None else args
-        where_path = {"path": target.requested, "resolved": target.rel, "protected": target.protected} \
+        where_path = {"path": target.requested[:PATH_EVENT_CAP], "resolved": target.rel[:PATH_EVENT_CAP], "protected_by": target.protected} \
             if target is not None else {}
         if preapproved is None:
             protected = target.protected if target is not None else None
             decision = self.host.policy.decide(name, decided, protected=protected)
             self.host.emit("permission_decided", {**base, **decision.payload(), **where_path})
             if decision.verdict == "deny":
-                if decision.source == "protected":
+                if decision.source == PROTECTED_SOURCE:
                     return self.result(conv, cid, name, args, None,
                                        f"{_shown(args.get('path'))} is protected by default ({protected}); only a "
                                        "permission rule naming the path can allow it", 0.0)
@@ -276,7 +277,8 @@ class AgentLoop:
             if name.startswith("mcp."):
                 out = self.mcp.call(name, args)
             else:  # the resolved path, unlocked only when a rule (or a person) allowed a protected one
-                out = self.ws.call(name, decided, unlocked=target is not None and target.protected is not None)
+                out = self.ws.call(name, decided, unlocked=target is not None and target.protected is not None,
+                                   decided=target.rel if target is not None else None)
             err = None
         except ToolError as exc:
             out, err = None, str(exc)

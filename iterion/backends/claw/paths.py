@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-STORE_NAMES = frozenset({".iterion"})  # the default store's directory name, anywhere in the tree
+from iterion.store.layout import STORE_DIR_NAME
+
+STORE_NAMES = frozenset({STORE_DIR_NAME})  # the default store's directory name, anywhere in the tree
 GIT_NAME = ".git"
 
 
@@ -105,7 +107,7 @@ class Resolver:
             if part == GIT_NAME:
                 return "inside a git dir, .git/"
             if part in STORE_NAMES:
-                return "inside the run store, .iterion/"
+                return f"inside the run store, {STORE_DIR_NAME}/"
             if is_git_dir(cur):
                 return f"inside a git dir, {self.rel(cur)}/"
         if write_stat is not None and stat.S_ISREG(write_stat.st_mode) and write_stat.st_nlink > 1:
@@ -151,7 +153,13 @@ def open_checked(res: Resolved, flags: int, mode: int = 0o666) -> int:
     (its /proc/self/fd link, or its device and inode), the final component ``O_NOFOLLOW |
     O_NONBLOCK`` relative to it, and must be a regular file. Raises PathRefused or OSError."""
     parent = res.real.parent if res.real.name else res.real
-    pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # the directory became a symlink
+            raise PathRefused(f"{res.requested!r} changed while it was being opened (a symlink was swapped in)"
+                              ) from None
+        raise
     try:
         if not _same_dir(pfd, parent):
             raise PathRefused(f"{res.requested!r} changed while it was being opened (a symlink was swapped in)")

@@ -84,6 +84,7 @@ class Workspace:
         self.run_shell = run_shell
         self.may_read = may_read
         self.timeout_s = timeout_s
+        self._decided: str | None = None  # the path the policy decided on, during call()
 
     # -- confinement ------------------------------------------------------------------------------
     def target(self, name: str, args: dict[str, Any]) -> Resolved | None:
@@ -112,6 +113,9 @@ class Workspace:
             res = self.paths.resolve(path, write=write)
         except PathRefused as exc:
             raise ToolError(str(exc)) from None
+        if self._decided is not None and res.rel != self._decided:
+            raise ToolError(f"{path!r} now resolves to {res.rel!r}, not {self._decided!r} as when it was allowed "
+                            "(a symlink changed); call the tool again")
         if res.protected and not unlocked:
             raise ToolError(f"{path!r} is protected ({res.protected}); a permission rule naming the path "
                             "must allow it")
@@ -133,9 +137,11 @@ class Workspace:
         return tick
 
     # -- the tools --------------------------------------------------------------------------------
-    def call(self, name: str, args: dict[str, Any], *, unlocked: bool = False) -> str:
+    def call(self, name: str, args: dict[str, Any], *, unlocked: bool = False, decided: str | None = None) -> str:
         """Run a tool. ``unlocked``: a rule naming the path allowed a protected one (the loop
-        decided it); a special file or a path outside the workspace stays refused."""
+        decided it); a special file or a path outside the workspace stays refused. ``decided``:
+        the canonical path the policy decided on; the call is refused if the path now resolves
+        elsewhere."""
         fn = getattr(self, f"t_{name}", None)
         if fn is None:
             raise ToolError(f"unknown tool {name!r}")
@@ -147,7 +153,11 @@ class Workspace:
         kw = dict(_only(args, tuple(params), name))
         if name in PATH_TOOLS:
             kw["unlocked"] = unlocked
-        result: str = fn(**kw)
+        self._decided = decided
+        try:
+            result: str = fn(**kw)
+        finally:
+            self._decided = None
         return result
 
     def t_read_file(self, path: str, *, unlocked: bool = False) -> str:

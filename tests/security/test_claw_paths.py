@@ -1,0 +1,99 @@
+"""The path rule of the claw file tools, below the agent loop: what a path resolves to, what is
+protected, and the re-check on what was really opened (a symlink or a hard link that appears
+between the decision and the open is refused, nothing outside is touched)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iterion.backends.claw.paths import PathRefused, Resolver, open_checked
+from iterion.backends.claw.tools import ToolError, Workspace
+from iterion.permissions import path_glob
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "w"
+    (r / "docs").mkdir(parents=True)
+    (r / "docs" / "a.txt").write_text("docs\n")
+    (r / "secrets").mkdir()
+    (r / "secrets" / "a.txt").write_text("secret\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "a.txt").write_text("outside\n")
+    return r
+
+
+def test_every_spelling_resolves_to_one_canonical_path(root: Path) -> None:
+    (root / "alias").symlink_to("secrets")
+    paths = Resolver(root)
+    for raw in ("secrets/a.txt", "./secrets//a.txt", "docs/../secrets/a.txt", f"{root}/secrets/a.txt",
+                f"../{root.name}/secrets/a.txt", "alias/a.txt", f"{root}/alias/../secrets/a.txt"):
+        assert paths.resolve(raw).rel == "secrets/a.txt", raw
+    for raw in ("..", "../outside/a.txt", "/etc/hostname", f"{root}/../outside/a.txt"):
+        with pytest.raises(PathRefused, match="outside the workspace"):
+            paths.resolve(raw)
+
+
+def test_git_dirs_are_found_by_name_and_by_contents(root: Path, tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", "--bare", str(root / "mirror")], check=True)
+    store = root / "var" / "store"
+    store.mkdir(parents=True)
+    paths = Resolver(root, (store,))
+    assert paths.resolve("mirror/config").protected == "inside a git dir, mirror/"
+    assert paths.resolve("x/.git/config").protected == "inside a git dir, .git/"
+    assert paths.resolve(".iterion/runs/x").protected == "inside the run store, .iterion/"
+    assert paths.resolve("var/store/server/token").protected == "inside the run store"
+    assert paths.resolve("docs/a.txt").protected is None
+    os.link(root / "docs" / "a.txt", root / "docs" / "b.txt")
+    assert paths.resolve("docs/b.txt").protected is None  # reading a hard-linked file is fine
+    assert "2 hard links" in (paths.resolve("docs/b.txt", write=True).protected or "")
+
+
+def test_a_parent_swapped_for_a_symlink_after_the_decision_is_refused(root: Path, tmp_path: Path) -> None:
+    res = Resolver(root).resolve("docs/a.txt", write=True)
+    (root / "docs").rename(root / "docs.old")
+    (root / "docs").symlink_to(tmp_path / "outside")
+    with pytest.raises(PathRefused, match="changed while it was being opened"):
+        open_checked(res, os.O_WRONLY | os.O_CREAT)
+    assert (tmp_path / "outside" / "a.txt").read_text() == "outside\n"
+
+
+def test_a_final_component_swapped_for_a_symlink_is_refused(root: Path, tmp_path: Path) -> None:
+    res = Resolver(root).resolve("docs/a.txt", write=True)
+    (root / "docs" / "a.txt").unlink()
+    (root / "docs" / "a.txt").symlink_to(tmp_path / "outside" / "a.txt")
+    with pytest.raises(PathRefused, match="became a symlink"):
+        open_checked(res, os.O_WRONLY | os.O_CREAT)
+    assert (tmp_path / "outside" / "a.txt").read_text() == "outside\n"
+
+
+def test_the_tool_refuses_a_path_that_resolves_elsewhere_than_decided(root: Path) -> None:
+    w = Workspace(root)
+    decided = w.target("write_file", {"path": "docs/a.txt"})
+    assert decided is not None
+    (root / "docs" / "a.txt").unlink()
+    (root / "docs" / "a.txt").symlink_to(root / "secrets" / "a.txt")  # inside, but another file
+    with pytest.raises(ToolError, match="now resolves to 'secrets/a.txt'"):
+        w.call("write_file", {"path": "docs/a.txt", "content": "x"}, decided=decided.rel)
+    assert (root / "secrets" / "a.txt").read_text() == "secret\n"
+
+
+def test_a_hard_link_made_after_the_decision_is_refused_before_truncating(root: Path, tmp_path: Path) -> None:
+    w = Workspace(root)
+    target = w.target("write_file", {"path": "docs/new.txt"})
+    assert target is not None and target.protected is None
+    os.link(tmp_path / "outside" / "a.txt", root / "docs" / "new.txt")
+    with pytest.raises(ToolError, match="2 hard links"):
+        w.call("write_file", {"path": "docs/new.txt", "content": "x"}, decided=target.rel)
+    assert (tmp_path / "outside" / "a.txt").read_text() == "outside\n"
+
+
+def test_a_directory_rule_covers_the_directory_itself() -> None:
+    assert path_glob("secrets/**", "secrets")
+    assert path_glob("secrets/**", "secrets/a/b")
+    assert not path_glob("secrets/**", "secrets2")
+    assert not path_glob("secrets/*", "secrets")
