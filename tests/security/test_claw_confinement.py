@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from iterion.backends.claw.loop import DEFAULT_TOOL_MAX_STEPS
 from iterion.failure_codes import FailureCode, row_for
 from iterion.store import RunStatus, Store
 
+from ..conftest import git
 from ..claw.conftest import agent_bot, calls, events, final, launch, tool_results
 from ..claw.scripted_server import ScriptedLLM
 
@@ -30,10 +30,6 @@ SECRET = b"SECRET-KEY-0123456789\n"
 TOKEN = "TOKEN5ecret"
 DENY = ('permission:\n  deny: ["read_file(secrets/**)", "write_file(secrets/**)", "edit_file(secrets/**)", '
         '"grep(secrets/**)", "list_dir(secrets/**)"]')
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ between the decision and the open is refused, nothing outside is touched)."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,8 @@ import pytest
 from iterion.backends.claw.paths import PathRefused, Resolver, open_checked
 from iterion.backends.claw.tools import ToolError, Workspace
 from iterion.permissions import path_glob
+
+from ..conftest import git
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_every_spelling_resolves_to_one_canonical_path(root: Path) -> None:
 
 
 def test_git_dirs_are_found_by_name_and_by_contents(root: Path, tmp_path: Path) -> None:
-    subprocess.run(["git", "init", "-q", "--bare", str(root / "mirror")], check=True)
+    git(root, "init", "-q", "--bare", str(root / "mirror"))
     store = root / "var" / "store"
     store.mkdir(parents=True)
     paths = Resolver(root, (store,))

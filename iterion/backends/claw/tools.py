@@ -288,9 +288,7 @@ class Workspace:
         for p, e in self.paths.walk(base, tick):
             if not e.is_file(follow_symlinks=False):
                 continue
-            rel = self.rel(p)
-            if self.paths.protection(p) is not None:
-                continue
+            rel = self.rel(p)  # protected directories were not entered (Resolver.hidden)
             if self.may_read is not None and not (self.may_read("grep", rel) and self.may_read("read_file", rel)):
                 continue
             yield Resolved(rel, p, rel, None)
