@@ -23,7 +23,7 @@ from iterion.failure_codes import FailureCode, row_for
 from iterion.store import RunStatus, Store
 
 from ..conftest import git
-from ..claw.conftest import agent_bot, calls, events, final, launch, tool_results
+from ..claw.conftest import agent_bot, calls, events, final, launch, resume, tool_results
 from ..claw.scripted_server import ScriptedLLM
 
 SECRET = b"SECRET-KEY-0123456789\n"
@@ -243,3 +243,29 @@ def test_an_mcp_server_gets_a_clean_environment(tmp_path: Path, ws: Path, store:
     assert seen["SERVER_TOKEN"] == "substituted-value" and seen["GH_TOKEN"] == "opted-in-value"
     assert "NOT_SET_ANYWHERE" not in seen
     assert seen["PATH"] == os.environ["PATH"]  # the SDK's defaults, so the server can still run
+
+
+def test_an_approval_never_overrides_a_deny_when_the_path_changed_meanwhile(tmp_path: Path, box: dict[str, Path],
+                                                                              store: Store, llm: ScriptedLLM,
+                                                                              provider: str) -> None:
+    ws = box["ws"]
+    (ws / "docs").mkdir()
+    (ws / "docs" / "key.txt").write_text("harmless\n")
+    bot = agent_bot(tmp_path / "src", provider,
+                    workflow_extra='permission:\n  mode: ask\n  deny: ["read_file(secrets/**)"]')
+    llm.add(calls(("read_file", {"path": "docs/../docs/key.txt"})))
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.PAUSED_WAITING_HUMAN, r.error
+    assert "(the path resolves to 'docs/key.txt')" in (r.pending or {}).get("question", str(r.pending))
+    (ws / "docs" / "key.txt").unlink()  # while the person reads the question, the name is re-pointed
+    (ws / "docs" / "key.txt").symlink_to(ws / "secrets" / "key.txt")
+    llm.add(final())
+    r2 = resume(store, r.run_id, answers={"approve": "yes"})
+    assert r2.status is RunStatus.FINISHED, r2.error
+    (text,) = tool_results(llm.requests[1]).values()
+    assert text.startswith("error: denied by the permission policy (rule read_file(secrets/**)"), text
+    assert "SECRET" not in text
+    decided = [(e.payload["decision"], e.payload["source"], e.payload.get("resolved"))
+               for e in events(store, r.run_id, "permission_decided")]
+    assert decided == [("ask", "workflow", "docs/key.txt"), ("allow", "answer", None),
+                       ("deny", "workflow", "secrets/key.txt")]

@@ -249,11 +249,15 @@ class AgentLoop:
                                                       "reason": str(exc)[:RESULT_EVENT_CAP]})
                 return self.result(conv, cid, name, args, None, str(exc), 0.0)
         decided = {**args, "path": target.rel} if target is not None else args
-        where_path = {"path": target.requested[:PATH_EVENT_CAP], "resolved": target.rel[:PATH_EVENT_CAP], "protected_by": target.protected} \
-            if target is not None else {}
-        if preapproved is None:
-            protected = target.protected if target is not None else None
-            decision = self.host.policy.decide(name, decided, protected=protected)
+        where_path: dict[str, Any] = {}
+        if target is not None:
+            where_path = {"path": target.requested[:PATH_EVENT_CAP], "resolved": target.rel[:PATH_EVENT_CAP],
+                          "protected_by": target.protected}
+        protected = target.protected if target is not None else None
+        decision = self.host.policy.decide(name, decided, protected=protected)
+        # an approval answers an ask, never a deny (a deny rule added on resume, a symlink that now
+        # leads to a denied or protected path): the policy is asked again either way
+        if preapproved is None or decision.verdict == "deny":
             self.host.emit("permission_decided", {**base, **decision.payload(), **where_path})
             if decision.verdict == "deny":
                 if decision.source == PROTECTED_SOURCE:
@@ -268,10 +272,12 @@ class AgentLoop:
                 conv.queued = rest
                 convstore.save(self.host.conversations_dir, conv)
                 shown = json.dumps(args, sort_keys=True)
-                return self.response(conv, ask_user=f"Allow the agent's call {name}({shown[:500]})? "
+                resolved = f" (the path resolves to {target.rel!r})" \
+                    if target is not None and target.rel != args.get("path") else ""
+                return self.response(conv, ask_user=f"Allow the agent's call {name}({shown[:500]}){resolved}? "
                                      "Answer approve=yes or approve=no.", pause_kind="permission",
                                      extra={"permission": {"tool": name, "arguments": args, "tool_use_id": cid,
-                                                           "rule": decision.rule}})
+                                                           "rule": decision.rule, **where_path}})
         started = time.monotonic()
         try:
             if name.startswith("mcp."):
