@@ -269,3 +269,14 @@ def test_an_approval_never_overrides_a_deny_when_the_path_changed_meanwhile(tmp_
                for e in events(store, r.run_id, "permission_decided")]
     assert decided == [("ask", "workflow", "docs/key.txt"), ("allow", "answer", None),
                        ("deny", "workflow", "secrets/key.txt")]
+
+
+def test_a_garbage_tool_timeout_fails_the_node_naming_the_variable(tmp_path: Path, ws: Path, store: Store,
+                                                                    llm: ScriptedLLM,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ITERION_CLAW_TOOL_TIMEOUT", "abc")
+    bot = agent_bot(tmp_path / "src", "openai")
+    r = launch(store, bot, ws)
+    assert r.status is not RunStatus.FINISHED
+    assert "$ITERION_CLAW_TOOL_TIMEOUT='abc' is not a number of seconds > 0" in (r.error or ""), r.error
+    assert llm.requests == []  # refused before the model was asked anything
