@@ -280,3 +280,17 @@ def test_a_garbage_tool_timeout_fails_the_node_naming_the_variable(tmp_path: Pat
     assert r.status is not RunStatus.FINISHED
     assert "$ITERION_CLAW_TOOL_TIMEOUT='abc' is not a number of seconds > 0" in (r.error or ""), r.error
     assert llm.requests == []  # refused before the model was asked anything
+
+
+def test_a_worktree_run_inside_the_store_can_still_write_its_own_files(tmp_path: Path, ws: Path, store: Store,
+                                                                        llm: ScriptedLLM) -> None:
+    """The worktree of a `worktree: auto` run lives under <store>/worktrees/: the store is
+    protected only where it is inside the workspace, not around it."""
+    bot = agent_bot(tmp_path / "src", "openai", workflow_extra="worktree: auto")
+    llm.add(calls(("write_file", {"path": "greet.txt", "content": "hi\n"}), ("read_file", {"path": ".git"})),
+            final())
+    r = launch(store, bot, ws)
+    assert r.status is RunStatus.FINISHED, r.error
+    wrote, gitfile = tool_results(llm.requests[1]).values()
+    assert wrote == "wrote 3 bytes to greet.txt"
+    assert gitfile.startswith("error:") and "protected by default" in gitfile  # the worktree's .git file

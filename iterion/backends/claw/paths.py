@@ -66,8 +66,10 @@ def is_git_dir(d: Path) -> bool:
 class Resolver:
     def __init__(self, root: Path, protected_dirs: tuple[Path, ...] = ()) -> None:
         self.root = Path(os.path.realpath(root))
-        # the store (and anything else the host names), as real paths; only those inside matter
-        self.protected_dirs = tuple(Path(os.path.realpath(p)) for p in protected_dirs)
+        # the store (and anything else the host names), as real paths; only those inside the
+        # workspace matter (a worktree run's workspace is itself under <store>/worktrees/)
+        real_dirs = (Path(os.path.realpath(p)) for p in protected_dirs)
+        self.protected_dirs = tuple(d for d in real_dirs if self.root in d.parents)
 
     def inside(self, real: Path) -> bool:
         return real == self.root or self.root in real.parents
