@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from iterion.backends.claw.paths import PathRefused, Resolver, open_checked
 from iterion.backends.claw.tools import ToolError, Workspace
-from iterion.permissions import path_glob
+from iterion.permissions import build_policy, path_glob
 
 from ..conftest import git
 
@@ -98,3 +99,33 @@ def test_a_directory_rule_covers_the_directory_itself() -> None:
     assert path_glob("secrets/**", "secrets/a/b")
     assert not path_glob("secrets/**", "secrets2")
     assert not path_glob("secrets/*", "secrets")
+
+
+def test_a_socket_in_the_workspace_is_never_opened(root: Path) -> None:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(root / "docs" / "s.sock"))
+        w = Workspace(root)
+        for tool, args in (("read_file", {"path": "docs/s.sock"}), ("write_file", {"path": "docs/s.sock", "content": "x"}),
+                           ("grep", {"pattern": "x", "path": "docs/s.sock"})):
+            with pytest.raises(ToolError, match="is a socket, which the agent's file tools never open"):
+                w.call(tool, args)
+        assert w.call("grep", {"pattern": "docs", "path": "docs"}) == "docs/a.txt:1:docs"  # skipped in a walk
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize(("layer", "verdict", "source"), [
+    ({"mode": "allow"}, "deny", "protected_default"),                        # the mode never opens it
+    ({"allow": ["read_file", "*"]}, "deny", "protected_default"),            # nor a rule without a pattern
+    ({"ask": ["read_file"]}, "deny", "protected_default"),
+    ({"allow": ["read_file(.git/config)"]}, "allow", "workflow"),             # a rule naming the path does
+    ({"allow": ["read_file(.git/**)"], "deny": ["read_file"]}, "deny", "workflow"),  # a deny still wins
+    ({"mode": "deny", "ask": ["read_file(.git/*)"]}, "ask", "workflow"),      # a person may approve
+])
+def test_protected_paths_are_decided_by_rules_with_a_pattern_only(layer: dict[str, Any], verdict: str,
+                                                                   source: str) -> None:
+    decision = build_policy(layer).decide("read_file", {"path": ".git/config"}, protected="inside a git dir, .git/")
+    assert (decision.verdict, decision.source) == (verdict, source)
