@@ -129,3 +129,14 @@ def test_protected_paths_are_decided_by_rules_with_a_pattern_only(layer: dict[st
                                                                    source: str) -> None:
     decision = build_policy(layer).decide("read_file", {"path": ".git/config"}, protected="inside a git dir, .git/")
     assert (decision.verdict, decision.source) == (verdict, source)
+
+
+def test_the_model_cannot_unlock_a_protected_path_itself(root: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n")
+    w = Workspace(root)
+    for extra in ({"unlocked": True}, {"decided": "docs/a.txt"}):
+        with pytest.raises(ToolError, match=f"read_file takes no argument '{next(iter(extra))}'"):
+            w.call("read_file", {"path": ".git/config", **extra})
+    with pytest.raises(ToolError, match="is protected"):
+        w.call("read_file", {"path": ".git/config"})

@@ -145,12 +145,12 @@ class Workspace:
         fn = getattr(self, f"t_{name}", None)
         if fn is None:
             raise ToolError(f"unknown tool {name!r}")
-        params = [p for p in fn.__code__.co_varnames[1:fn.__code__.co_argcount]]
+        params = fn.__code__.co_varnames[1:fn.__code__.co_argcount]
         required = params[:len(params) - len(fn.__defaults__ or ())]
         missing = [p for p in required if p not in args]
         if missing:
             raise ToolError(f"{name} needs argument {missing[0]!r} (arguments: {', '.join(params)})")
-        kw = dict(_only(args, tuple(params), name))
+        kw = dict(_only(args, params, name))
         if name in PATH_TOOLS:
             kw["unlocked"] = unlocked
         self._decided = decided
