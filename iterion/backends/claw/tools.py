@@ -92,16 +92,11 @@ class Workspace:
         ToolError for a path refused before any rule."""
         if name not in PATH_TOOLS:
             return None
-        raw = args.get("path", ".") if name in ("list_dir", "grep") else args.get("path")
+        raw = args.get("path")
+        if name in ("list_dir", "grep") and raw in (None, ""):
+            raw = "."  # their path is optional: the workspace
         try:
-            return self.paths.resolve(raw if raw != "" or name not in ("list_dir", "grep") else ".",
-                                      write=name in WRITE_TOOLS)
-        except PathRefused as exc:
-            raise ToolError(str(exc)) from None
-
-    def resolve(self, raw: Any, *, what: str = "path") -> Path:
-        try:
-            return self.paths.resolve(raw, what=what).real
+            return self.paths.resolve(raw, write=name in WRITE_TOOLS)
         except PathRefused as exc:
             raise ToolError(str(exc)) from None
 
