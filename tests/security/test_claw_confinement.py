@@ -211,14 +211,20 @@ def test_an_oversized_tool_result_is_cut_with_a_note(tmp_path: Path, ws: Path, s
                                                       llm: ScriptedLLM) -> None:
     from iterion.backends.claw.loop import RESULT_CAP
 
-    for i in range(40):
-        (ws / f"f{i}.txt").write_text(("match " + "x" * 290 + "\n") * 20)
+    deep = ws / ("d" * 200) / ("e" * 200) / ("f" * 200)
+    deep.mkdir(parents=True)
+    for i in range(600):  # 600 paths of about 720 characters: a listing far above the cap
+        (deep / f"{'x' * 100}{i:03}").write_text("")
     bot = agent_bot(tmp_path / "src", "openai")
-    llm.add(calls(("grep", {"pattern": "match"})), final())
+    llm.add(calls(("glob", {"pattern": "**/x*"})), final())
     r = launch(store, bot, ws)
     assert r.status is RunStatus.FINISHED, r.error
     (text,) = tool_results(llm.requests[1]).values()
-    assert "stopped at 500 matches" in text and len(text.encode()) <= RESULT_CAP
+    head, note = text.rsplit("\n[... truncated: ", 1)
+    assert len(head.encode()) <= RESULT_CAP and head.startswith(f"{deep.relative_to(ws)}/{'x' * 100}000")
+    assert note.startswith("the result was ") and "ask for less" in note
+    (called,) = events(store, r.run_id, "tool_called")
+    assert called.payload["result_bytes"] < RESULT_CAP + 200
 
 
 ENV_SERVER = Path(__file__).with_name("mcp_env_server.py")
