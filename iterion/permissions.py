@@ -128,31 +128,83 @@ def _norm_path(raw: str) -> str:
     return "/".join(parts) or "."
 
 
-def path_glob(pattern: str, path: str) -> bool:
-    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one; ``dir/**`` also
-    matches ``dir`` itself (a rule on a directory's contents covers listing or grepping it)."""
-    out, i = [], 0
+# the pieces of a path glob: a literal character, ? and * (inside one directory), ** (anything),
+# **/ (nothing, or anything ending in /) and a final /** (nothing, or / and anything)
+_LIT, _ONE, _STAR, _ANY, _DIRS, _UNDER = range(6)
+
+
+def _glob_tokens(pattern: str) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    i = 0
     while i < len(pattern):
-        c = pattern[i]
         if pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("(?:/.*)?")
+            out.append((_UNDER, ""))
             i += 3
         elif pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+            out.append((_DIRS, ""))
             i += 3
         elif pattern.startswith("**", i):
-            out.append(".*")
+            out.append((_ANY, ""))
             i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
+        elif pattern[i] in "*?":
+            out.append((_STAR if pattern[i] == "*" else _ONE, ""))
             i += 1
         else:
-            out.append(re.escape(c))
+            out.append((_LIT, pattern[i]))
             i += 1
-    return re.fullmatch("".join(out), path) is not None
+    return out
+
+
+def path_glob(pattern: str, path: str) -> bool:
+    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one; ``dir/**`` also
+    matches ``dir`` itself (a rule on a directory's contents covers listing or grepping it).
+
+    Matched by a set-of-states automaton, linear in the path's length: a model-chosen pattern
+    (``glob``) or path cannot make it backtrack (``*a*a*a*a*a*a*b`` took seconds as a regex), and
+    any character, a newline included, is matched like any other."""
+    tokens = _glob_tokens(pattern)
+    end = len(tokens)
+
+    def closure(states: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        todo, seen = list(states), set(states)
+        while todo:
+            i, inner = todo.pop()
+            nxt: list[tuple[int, int]] = []
+            if i < end:
+                kind = tokens[i][0]
+                if kind in (_STAR, _ANY) or (kind in (_DIRS, _UNDER) and inner == 0):
+                    nxt.append((i + 1, 0))  # matches nothing (more)
+                if kind == _DIRS and inner == 0:
+                    nxt.append((i, 1))
+                if kind == _UNDER and inner == 1:
+                    nxt.append((i + 1, 0))
+            for st in nxt:
+                if st not in seen:
+                    seen.add(st)
+                    todo.append(st)
+        return seen
+
+    states = closure({(0, 0)})
+    for c in path:
+        moved: set[tuple[int, int]] = set()
+        for i, inner in states:
+            if i == end:
+                continue
+            kind, lit = tokens[i]
+            if kind == _LIT and c == lit or kind == _ONE and c != "/":
+                moved.add((i + 1, 0))
+            elif kind == _STAR and c != "/" or kind == _ANY:
+                moved.add((i, 0))
+            elif kind == _DIRS and inner == 1:
+                moved.add((i, 1))
+                if c == "/":
+                    moved.add((i + 1, 0))
+            elif kind == _UNDER and (inner == 1 or c == "/"):
+                moved.add((i, 1))
+        if not moved:
+            return False
+        states = closure(moved)
+    return (end, 0) in states
 
 
 @dataclass(frozen=True)

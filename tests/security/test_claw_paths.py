@@ -140,3 +140,11 @@ def test_the_model_cannot_unlock_a_protected_path_itself(root: Path) -> None:
             w.call("read_file", {"path": ".git/config", **extra})
     with pytest.raises(ToolError, match="is protected"):
         w.call("read_file", {"path": ".git/config"})
+
+
+def test_a_glob_pattern_cannot_backtrack_and_a_newline_is_no_way_around_a_rule(root: Path) -> None:
+    # as a regular expression this pattern took seconds at 8 stars on 60 characters
+    assert path_glob("*a" * 30 + "b", "a" * 4000) is False
+    (root / ("a" * 200)).write_text("")
+    assert Workspace(root).call("glob", {"pattern": "*a" * 40 + "b"}) == "(no match)"
+    assert path_glob("secrets/**", "secrets/x\ny") is True  # `.` of a regex stopped at a newline
