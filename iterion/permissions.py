@@ -5,13 +5,14 @@ A rule is ``TOOL`` or ``TOOL(PATTERN)``:
 * ``TOOL`` is a tool name (``bash``, ``write_file``, ``mcp.github.get_issue``) or a glob over
   names (``mcp.github.*``, ``*``);
 * ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the canonical
-  workspace-relative path of the file tools (resolved before any rule: symlinks, ``..`` and
-  absolute paths; docs/technical/permissions.md) (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
-  the pattern of ``glob``, the question of ``ask_user``, and for any other tool (MCP) its
-  arguments as canonical JSON. A compound shell command is judged per simple command (an allow
-  rule must cover each; a deny/ask rule catches any). In a path pattern ``*`` stays inside one directory and ``**``
-  crosses directories (``docs/**``); in any other subject ``*`` matches anything
-  (``bash(git *)``). No pattern means every call of the tool.
+  workspace-relative path of the file tools (``read_file``, ``write_file``, ``edit_file``,
+  ``list_dir``, ``grep``; resolved before any rule: symlinks, ``..`` and absolute paths, see
+  docs/technical/permissions.md), the pattern of ``glob``, the question of ``ask_user``, and
+  for any other tool (MCP) its arguments as canonical JSON. A compound shell command is judged
+  per simple command (an allow rule must cover each; a deny/ask rule catches any). In a path
+  pattern ``*`` stays inside one directory, ``**`` crosses directories and ``dir/**`` covers
+  ``dir`` too; in any other subject ``*`` matches anything (``bash(git *)``). No pattern means
+  every call of the tool.
 
 Layers, lowest first: the workflow's ``permission:`` block, the launch's ``--permission*`` flags,
 then each resume's. The highest layer with a matching rule decides (so an allow given on a
