@@ -148,3 +148,14 @@ def test_a_glob_pattern_cannot_backtrack_and_a_newline_is_no_way_around_a_rule(r
     (root / ("a" * 200)).write_text("")
     assert Workspace(root).call("glob", {"pattern": "*a" * 40 + "b"}) == "(no match)"
     assert path_glob("secrets/**", "secrets/x\ny") is True  # `.` of a regex stopped at a newline
+
+
+def test_edit_file_refuses_a_file_too_big_to_load(root: Path) -> None:
+    from iterion.backends.claw.tools import EDIT_CAP
+
+    big = root / "docs" / "big.bin"
+    with open(big, "wb") as fh:  # sparse: no disk used
+        fh.truncate(EDIT_CAP + 1)
+    with pytest.raises(ToolError, match=f"edit_file edits files up to {EDIT_CAP} bytes"):
+        Workspace(root).call("edit_file", {"path": "docs/big.bin", "old": "a", "new": "b"})
+    assert big.stat().st_size == EDIT_CAP + 1

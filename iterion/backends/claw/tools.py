@@ -26,6 +26,7 @@ OUTPUT_CAP = 32 * 1024         # bytes of bash output kept (head and tail)
 LIST_CAP = 1000                # entries of list_dir / glob
 GREP_CAP = 500                 # matching lines of grep
 GREP_FILE_CAP = 4 * 1024 * 1024  # bytes of each file grep reads
+EDIT_CAP = 16 * 1024 * 1024      # bytes of a file edit_file loads
 BASH_TIMEOUT_S = 120.0
 BASH_MAX_TIMEOUT_S = 1800.0
 WALK_TIMEOUT_ENV, WALK_TIMEOUT_S = "ITERION_CLAW_TOOL_TIMEOUT", 30.0  # each grep/glob/list_dir call
@@ -199,7 +200,10 @@ class Workspace:
         if not res.real.is_file():
             raise ToolError(f"{path!r} is not a file that exists")
         with os.fdopen(self._open(res, os.O_RDONLY), "rb") as fh:
-            text = fh.read().decode("utf-8", "surrogateescape")
+            size = os.fstat(fh.fileno()).st_size
+            if size > EDIT_CAP:
+                raise ToolError(f"{path!r} is {size} bytes; edit_file edits files up to {EDIT_CAP} bytes")
+            text = fh.read(EDIT_CAP + 1).decode("utf-8", "surrogateescape")
         count = text.count(old)
         if count == 0:
             raise ToolError(f"`old` does not occur in {res.rel}; read the file and copy the exact text")
