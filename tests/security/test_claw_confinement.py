@@ -300,3 +300,13 @@ def test_a_worktree_run_inside_the_store_can_still_write_its_own_files(tmp_path:
     wrote, gitfile = tool_results(llm.requests[1]).values()
     assert wrote == "wrote 3 bytes to greet.txt"
     assert gitfile.startswith("error:") and "protected by default" in gitfile  # the worktree's .git file
+
+
+def test_grep_over_a_directory_does_not_read_what_a_person_must_approve(tmp_path: Path, box: dict[str, Path],
+                                                                         store: Store, llm: ScriptedLLM) -> None:
+    bot = agent_bot(tmp_path / "src", "openai", workflow_extra='permission:\n  ask: ["read_file(secrets/**)"]')
+    llm.add(calls(("grep", {"pattern": "SECRET"})), final())
+    r = launch(store, bot, box["ws"])
+    assert r.status is RunStatus.FINISHED, r.error  # no pause: the file was skipped, not asked for
+    (text,) = tool_results(llm.requests[1]).values()
+    assert text == "(no match)"

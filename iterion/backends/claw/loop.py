@@ -75,9 +75,10 @@ class AgentLoop:
 
     # -- set-up -----------------------------------------------------------------------------------
     def _may_read(self, tool: str, rel: str) -> bool:
-        """A walk (grep over a directory) skips a file an explicit deny rule covers."""
+        """A walk (grep over a directory) skips a file an explicit deny or ask rule covers (a
+        file a person must approve reading is not read in passing)."""
         d = self.host.policy.decide(tool, {"path": rel})
-        return not (d.verdict == "deny" and d.rule is not None)
+        return not (d.verdict in ("deny", "ask") and d.rule is not None)
 
     def _allowed(self, name: str) -> bool:
         from fnmatch import fnmatchcase

@@ -282,8 +282,8 @@ class Workspace:
         return "\n".join(hits) or "(no match)"
 
     def _grep_files(self, base: Path, tick: Callable[[], None]) -> Iterator[Resolved]:
-        """Regular files under ``base``: no symlink followed, protected entries and files a rule
-        denies to grep or read_file skipped silently."""
+        """Regular files under ``base``: no symlink followed, protected entries and the files
+        ``may_read`` refuses skipped silently."""
         for p, e in self.paths.walk(base, tick):
             if not e.is_file(follow_symlinks=False):
                 continue
