@@ -4,13 +4,15 @@ A rule is ``TOOL`` or ``TOOL(PATTERN)``:
 
 * ``TOOL`` is a tool name (``bash``, ``write_file``, ``mcp.github.get_issue``) or a glob over
   names (``mcp.github.*``, ``*``);
-* ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the workspace-relative
-  path of the file tools (``read_file``, ``write_file``, ``edit_file``, ``list_dir``, ``grep``),
-  the pattern of ``glob``, the question of ``ask_user``, and for any other tool (MCP) its
-  arguments as canonical JSON. A compound shell command is judged per simple command (an allow
-  rule must cover each; a deny/ask rule catches any). In a path pattern ``*`` stays inside one directory and ``**``
-  crosses directories (``docs/**``); in any other subject ``*`` matches anything
-  (``bash(git *)``). No pattern means every call of the tool.
+* ``PATTERN`` is a glob over the call's subject: the command of ``bash``, the canonical
+  workspace-relative path of the file tools (``read_file``, ``write_file``, ``edit_file``,
+  ``list_dir``, ``grep``; resolved before any rule: symlinks, ``..`` and absolute paths, see
+  docs/technical/permissions.md), the pattern of ``glob``, the question of ``ask_user``, and
+  for any other tool (MCP) its arguments as canonical JSON. A compound shell command is judged
+  per simple command (an allow rule must cover each; a deny/ask rule catches any). In a path
+  pattern ``*`` stays inside one directory, ``**`` crosses directories and ``dir/**`` covers
+  ``dir`` too; in any other subject ``*`` matches anything (``bash(git *)``). No pattern means
+  every call of the tool.
 
 A ``bash`` command is parsed (iterion/shellcommands.py) and judged per part: every simple command
 wherever it sits (substitutions, subshells, wrappers such as ``sudo``/``xargs``/``find -exec``),
@@ -23,6 +25,11 @@ then each resume's. The highest layer with a matching rule decides (so an allow 
 resume authorizes a call a launch-time ``ask`` rule paused on); within one layer deny beats
 ask beats allow. No matching rule: the mode of the highest layer that sets one decides
 (``allow`` by default, ``ask``, ``deny``).
+
+A call on a protected path (a git dir, the run store, a hard-linked file for writes: the claw
+tools say which) is decided by rules with a pattern only: neither the mode nor a rule without a
+pattern (``read_file``, ``*``) lets it through, a matching ``read_file(.git/config)`` does; no
+such rule: deny.
 
 Invariant: ``decide`` is a pure function of the policy and the call; the policy is rebuilt from
 its layers on every launch and resume, never cached in a checkpoint.
@@ -49,6 +56,7 @@ Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("allow", "ask", "deny")
 MODES: tuple[str, ...] = VERDICTS
 PATH_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "grep"})
+PROTECTED_SOURCE = "protected_default"  # a Decision's source when the protected defaults refused
 _RULE = re.compile(r"^\s*([A-Za-z0-9_.*?\-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
 
@@ -202,27 +210,83 @@ def _norm_path(raw: str) -> str:
     return "/".join(parts) or "."
 
 
-def path_glob(pattern: str, path: str) -> bool:
-    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one."""
-    out, i = [], 0
+# the pieces of a path glob: a literal character, ? and * (inside one directory), ** (anything),
+# **/ (nothing, or anything ending in /) and a final /** (nothing, or / and anything)
+_LIT, _ONE, _STAR, _ANY, _DIRS, _UNDER = range(6)
+
+
+def _glob_tokens(pattern: str) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    i = 0
     while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+        if pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append((_UNDER, ""))
+            i += 3
+        elif pattern.startswith("**/", i):
+            out.append((_DIRS, ""))
             i += 3
         elif pattern.startswith("**", i):
-            out.append(".*")
+            out.append((_ANY, ""))
             i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
+        elif pattern[i] in "*?":
+            out.append((_STAR if pattern[i] == "*" else _ONE, ""))
             i += 1
         else:
-            out.append(re.escape(c))
+            out.append((_LIT, pattern[i]))
             i += 1
-    return re.fullmatch("".join(out), path) is not None
+    return out
+
+
+def path_glob(pattern: str, path: str) -> bool:
+    """Glob with ``**`` crossing directories and ``*``/``?`` staying inside one; ``dir/**`` also
+    matches ``dir`` itself (a rule on a directory's contents covers listing or grepping it).
+
+    Matched by a set-of-states automaton, linear in the path's length: a model-chosen pattern
+    (``glob``) or path cannot make it backtrack (``*a*a*a*a*a*a*b`` took seconds as a regex), and
+    any character, a newline included, is matched like any other."""
+    tokens = _glob_tokens(pattern)
+    end = len(tokens)
+
+    def closure(states: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        todo, seen = list(states), set(states)
+        while todo:
+            i, inner = todo.pop()
+            nxt: list[tuple[int, int]] = []
+            if i < end:
+                kind = tokens[i][0]
+                if kind in (_STAR, _ANY) or (kind in (_DIRS, _UNDER) and inner == 0):
+                    nxt.append((i + 1, 0))  # matches nothing (more)
+                if kind == _DIRS and inner == 0:
+                    nxt.append((i, 1))
+                if kind == _UNDER and inner == 1:
+                    nxt.append((i + 1, 0))
+            for st in nxt:
+                if st not in seen:
+                    seen.add(st)
+                    todo.append(st)
+        return seen
+
+    states = closure({(0, 0)})
+    for c in path:
+        moved: set[tuple[int, int]] = set()
+        for i, inner in states:
+            if i == end:
+                continue
+            kind, lit = tokens[i]
+            if kind == _LIT and c == lit or kind == _ONE and c != "/":
+                moved.add((i + 1, 0))
+            elif kind == _STAR and c != "/" or kind == _ANY:
+                moved.add((i, 0))
+            elif kind == _DIRS and inner == 1:
+                moved.add((i, 1))
+                if c == "/":
+                    moved.add((i + 1, 0))
+            elif kind == _UNDER and (inner == 1 or c == "/"):
+                moved.add((i, 1))
+        if not moved:
+            return False
+        states = closure(moved)
+    return (end, 0) in states
 
 
 @dataclass(frozen=True)
@@ -262,19 +326,22 @@ class Policy:
         """Whether anything was configured at all (the claude_code flags are only added then)."""
         return any(layer.mode or layer.rules for layer in self.layers)
 
-    def decide(self, tool: str, args: Mapping[str, Any], *, workspace: Path | str | None = None) -> Decision:
-        """``workspace``: the directory the call acts in (bash: where a redirection lands)."""
+    def decide(self, tool: str, args: Mapping[str, Any], *, workspace: Path | str | None = None,
+               protected: str | None = None) -> Decision:
+        """``workspace``: the directory the call acts in (bash: where a redirection lands);
+        ``protected``: why the call's path is protected by default (see the module docstring)."""
         if tool == "bash":
             return self._decide_bash(str(args.get("command", "")), workspace)
         for layer in reversed(self.layers):
-            hits = [r for r in layer.rules if r.matches(tool, args)]
+            hits = [r for r in layer.rules if r.matches(tool, args)
+                    and (protected is None or r.pattern is not None or r.verdict == "deny")]
             for verdict in ("deny", "ask", "allow"):
                 for r in hits:
                     if r.verdict == verdict:
                         return Decision(verdict, r.text(), layer.source)
-        mode = self.mode
-        source = next((la.source for la in reversed(self.layers) if la.mode), "default")
-        return Decision(mode if mode in VERDICTS else "allow", None, source)  # type: ignore[arg-type]
+        if protected is not None:
+            return Decision("deny", None, PROTECTED_SOURCE)
+        return self._by_mode()
 
     def _decide_bash(self, command: str, workspace: Path | str | None) -> Decision:
         """Each part of the command decided as a call of its own; the strictest decides."""

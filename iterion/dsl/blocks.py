@@ -60,8 +60,11 @@ MEMORY = Schema({"enabled": "bool", "scope": "string", "autoload": "strings", "r
 CURSORS = Schema({"enabled": "bool"}, open_values="cursor_value")
 AUTH = Schema({"type": "string", "auth_url": "string", "token_url": "string", "revoke_url": "string",
                "client_id": "string", "scopes": "strings"})
+# env and inherit_env: this project's extension (docs/language.md section 8): a stdio server gets the
+# MCP SDK's default variables, its env, and the variables inherit_env names, nothing else
 MCP_SERVER = Schema({"transport": Enum(("stdio", "http", "sse")), "command": "string", "args": "strings",
-                     "url": "string", "auth": AUTH})
+                     "url": "string", "auth": AUTH, "env": Schema({}, open_values="string"),
+                     "inherit_env": "strings"})
 CURSOR = Schema({"description": "string", "values": Schema({}, open_values="string"),
                  "bands": Schema({}, open_values="string")})
 

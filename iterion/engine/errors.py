@@ -197,6 +197,7 @@ TRANSLATED: dict[str, str] = {
     "iterion.backends.base.BackendError": "engine/nodes/llmcall.py: NodeFailure with the backend's code; "
                                           "server/service.py: ApiError 422",
     "iterion.backends.claw.tools.ToolError": "backends/claw/loop.py: the tool call's error result, to the model",
+    "iterion.backends.claw.paths.PathRefused": "backends/claw/tools.py: ToolError, the tool call's error result",
     "iterion.server.service.ApiError": "server/app.py: the HTTP error response (its status, error, hint, exit_code)",
     "iterion.server.timeline.BoundaryNotFound": "server/service.py: ApiError 404",
 }

@@ -41,7 +41,7 @@ def test_confinement_and_git_dir(w: Workspace, tmp_path: Path) -> None:
     for path in ("../x", "/etc/passwd", "out/x", "src/../../x"):
         with pytest.raises(ToolError, match="outside the workspace"):
             w.call("write_file", {"path": path, "content": "x"})
-    with pytest.raises(ToolError, match="not the agent's to write"):
+    with pytest.raises(ToolError, match=r"is protected \(inside a git dir, .git/\)"):
         w.call("write_file", {"path": ".git/hooks/pre-commit", "content": "x"})
     with pytest.raises(ToolError, match="needs argument 'content'"):
         w.call("write_file", {"path": "a"})

@@ -202,6 +202,8 @@ def test_vars_presets_attachments() -> None:
 def test_extensions_are_kept_not_executed() -> None:
     wf = _load("extensions.bot")
     assert wf.extra["mcp_server"]["github"]["args"] == ["--read-only"]
+    assert wf.extra["mcp_server"]["github"]["env"] == {"GITHUB_TOKEN": "${GH_TOKEN}"}  # substituted at launch
+    assert wf.extra["mcp_server"]["github"]["inherit_env"] == ["HTTPS_PROXY"]
     assert wf.extra["mcp_server"]["tracker"]["auth"]["type"] == "oauth2"
     assert wf.extra["mcp_server"]["tracker"]["auth"]["scopes"] == ["issues:read"]
     assert wf.extra["cursor"]["tone"]["values"] == {"terse": "One line per finding.", "detailed": "Explain each finding."}

@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
+from ..claw import conftest as claw_fixtures
 from ..conftest import run_cli, write_bot  # noqa: F401 (re-exported to this directory's tests)
+
+# the claw tests' fixtures (a scripted model over real HTTP, both wire formats, a store) for
+# test_claw_confinement.py
+llm, provider, store = claw_fixtures.llm, claw_fixtures.provider, claw_fixtures.store
 
 RECORDER = """\
 import os, sys

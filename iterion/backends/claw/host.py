@@ -35,4 +35,6 @@ class AgentHost:
     answers: dict[str, Any] | None = None
     session_mode: str = "fresh"
     inherit_session: str | None = None  # the `_session_id` an inherit/fork node continues from
-    env: dict[str, str] | None = None   # the environment of MCP servers
+    env: dict[str, str] | None = None   # where an MCP server's inherit_env names are read
+    # directories the agent's file tools treat as protected besides the defaults: the run store
+    protected_dirs: tuple[Path, ...] = ()

@@ -1,7 +1,13 @@
 """The claw agent's tool loop: model -> tool calls -> results, until the model answers.
 
-Bounded by ``tool_max_steps`` (model turns that call tools; exhausted: EXECUTION_FAILED) and
-``max_tokens`` (per model turn). The final answer is checked against the output schema; a miss
+Bounded by ``tool_max_steps`` (model turns that call tools; ``DEFAULT_TOOL_MAX_STEPS`` when the
+node sets none; exhausted: EXECUTION_FAILED), ``max_tokens`` (per model turn) and
+``RESULT_CAP`` (bytes of one tool result the model sees; the rest is cut with a note).
+
+A file tool's path is resolved to its canonical workspace-relative path before the policy
+decides (``iterion.backends.claw.paths``): the rules match that path, a path outside the
+workspace is refused before any rule, and the ``permission_decided`` event records the
+requested and the resolved path. The final answer is checked against the output schema; a miss
 gets one repair turn (the problems are sent back), then SCHEMA_VALIDATION. Every turn's tokens
 and cost are charged through the host as they happen, so the response itself carries none.
 
@@ -18,11 +24,20 @@ import os
 import time
 from typing import Any
 
-from iterion.backends.base import BackendError, BackendRequest, BackendResponse
+from iterion.backends.base import BackendError, BackendRequest, BackendResponse, setting_seconds
 from iterion.backends.claw import conversation as convstore
 from iterion.backends.claw.conversation import Conversation, PendingCall
 from iterion.backends.claw.host import AgentHost
-from iterion.backends.claw.tools import BUILTIN_SPECS, WORKSPACE_TOOLS, ToolError, Workspace
+from iterion.backends.claw.paths import Resolved
+from iterion.backends.claw.tools import (
+    BUILTIN_SPECS,
+    READ_CAP,
+    WALK_TIMEOUT_ENV,
+    WALK_TIMEOUT_S,
+    WORKSPACE_TOOLS,
+    ToolError,
+    Workspace,
+)
 from iterion.backends.claw.wire import Output, ToolCall, ToolSpec, Wire, resolve_provider
 from iterion.backends.schema import (
     effective_schema,
@@ -33,7 +48,7 @@ from iterion.backends.schema import (
 )
 from iterion.backends.sse import Progress
 from iterion.failure_codes import FailureCode
-from iterion.permissions import call_subject
+from iterion.permissions import PATH_TOOLS, PROTECTED_SOURCE, call_subject
 
 # a tool the first model turn of a conversation must call (the provider's tool_choice): small
 # local models answer with prose unless made to call one (README "Local models")
@@ -41,6 +56,9 @@ FIRST_TOOL_ENV = "ITERION_CLAW_FIRST_TOOL"
 # answers that approve a permission pause (`--answer approve=yes`)
 _YES = {"true", "yes", "y", "1", "allow", "approve", "approved", "ok"}
 RESULT_EVENT_CAP = 200
+DEFAULT_TOOL_MAX_STEPS = 200  # a node without tool_max_steps: a model looping on tools stops here
+RESULT_CAP = READ_CAP + 4096  # bytes of one tool result sent to the model (read_file's cap fits)
+PATH_EVENT_CAP = 1000  # characters of a requested or resolved path a permission event keeps
 SUBJECT_CAP = 120  # what the timeline shows of a call (its path, command, ...); the digest covers all
 
 
@@ -59,13 +77,20 @@ def approved(answers: dict[str, Any]) -> bool:
 class AgentLoop:
     def __init__(self, request: BackendRequest, host: AgentHost, wire: Wire, model: str) -> None:
         self.req, self.host, self.wire, self.model = request, host, wire, model
-        self.ws = Workspace(host.workspace, host.run_shell)
+        self.ws = Workspace(host.workspace, host.run_shell, protected_dirs=host.protected_dirs,
+                            may_read=self._may_read, timeout_s=setting_seconds(WALK_TIMEOUT_ENV, WALK_TIMEOUT_S))
         self.mcp: Any = None  # iterion.backends.claw.mcp.McpPool, started lazily
         self.specs: dict[str, ToolSpec] = {}
         self.tokens_in = self.tokens_out = 0
         self.cost = 0.0
 
     # -- set-up -----------------------------------------------------------------------------------
+    def _may_read(self, tool: str, rel: str) -> bool:
+        """A walk (grep over a directory) skips a file an explicit deny or ask rule covers (a
+        file a person must approve reading is not read in passing)."""
+        d = self.host.policy.decide(tool, {"path": rel})
+        return not (d.verdict in ("deny", "ask") and d.rule is not None)
+
     def _allowed(self, name: str) -> bool:
         from fnmatch import fnmatchcase
 
@@ -142,7 +167,7 @@ class AgentLoop:
                 self.mcp.stop()
 
     def loop(self, conv: Conversation) -> BackendResponse:
-        max_steps = self.req.tool_max_steps or 0
+        max_steps = self.req.tool_max_steps or DEFAULT_TOOL_MAX_STEPS
         schema = effective_schema(self.req)
         while True:
             self.host.check()
@@ -169,7 +194,7 @@ class AgentLoop:
                 msg["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.calls]
             conv.messages.append(msg)
             if turn.calls:
-                if max_steps and conv.steps >= max_steps:
+                if conv.steps >= max_steps:
                     convstore.save(self.host.conversations_dir, conv)
                     raise BackendError(FailureCode.EXECUTION_FAILED,
                                        f"node {self.req.node_id}: the agent reached tool_max_steps ({max_steps}) "
@@ -236,11 +261,32 @@ class AgentLoop:
             conv.queued = rest
             convstore.save(self.host.conversations_dir, conv)
             return self.response(conv, ask_user=question, pause_kind="ask_user", extra={"tool_use_id": cid})
-        if preapproved is None:
-            decision = self.host.policy.decide(name, args, workspace=self.host.workspace)
-            self.host.emit("permission_decided", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,
-                                                  **decision.payload()})
+        base = {"tool": name, "args_digest": digest(args), "tool_use_id": cid}
+        target: Resolved | None = None
+        if name in PATH_TOOLS:
+            try:  # before any rule: the rules match the canonical path, outside is refused
+                target = self.ws.target(name, args)
+            except ToolError as exc:
+                self.host.emit("permission_decided", {**base, "decision": "deny", "rule": None, "source": "workspace",
+                                                      "path": str(args.get("path"))[:PATH_EVENT_CAP], "resolved": None,
+                                                      "reason": str(exc)[:RESULT_EVENT_CAP]})
+                return self.result(conv, cid, name, args, None, str(exc), 0.0)
+        decided = {**args, "path": target.rel} if target is not None else args
+        where_path: dict[str, Any] = {}
+        if target is not None:
+            where_path = {"path": target.requested[:PATH_EVENT_CAP], "resolved": target.rel[:PATH_EVENT_CAP],
+                          "protected_by": target.protected}
+        protected = target.protected if target is not None else None
+        decision = self.host.policy.decide(name, decided, workspace=self.host.workspace, protected=protected)
+        # an approval answers an ask, never a deny (a deny rule added on resume, a symlink that now
+        # leads to a denied or protected path): the policy is asked again either way
+        if preapproved is None or decision.verdict == "deny":
+            self.host.emit("permission_decided", {**base, **decision.payload(), **where_path})
             if decision.verdict == "deny":
+                if decision.source == PROTECTED_SOURCE:
+                    return self.result(conv, cid, name, args, None,
+                                       f"{_shown(args.get('path'))} is protected by default ({protected}); only a "
+                                       "permission rule naming the path can allow it", 0.0)
                 where = f"rule {decision.rule}" if decision.rule else f"mode {self.host.policy.mode}"
                 why = f": {decision.reason}" if decision.reason else ""
                 return self.result(conv, cid, name, args, None,
@@ -251,16 +297,19 @@ class AgentLoop:
                 convstore.save(self.host.conversations_dir, conv)
                 shown = json.dumps(args, sort_keys=True)
                 why = f" ({decision.reason})" if decision.reason else ""
-                return self.response(conv, ask_user=f"Allow the agent's call {name}({shown[:500]})?{why} "
+                resolved = f" (the path resolves to {target.rel!r})" \
+                    if target is not None and target.rel != args.get("path") else ""
+                return self.response(conv, ask_user=f"Allow the agent's call {name}({shown[:500]}){resolved}?{why} "
                                      "Answer approve=yes or approve=no.", pause_kind="permission",
                                      extra={"permission": {"tool": name, "arguments": args, "tool_use_id": cid,
-                                                           "rule": decision.rule}})
+                                                           "rule": decision.rule, **where_path}})
         started = time.monotonic()
         try:
             if name.startswith("mcp."):
                 out = self.mcp.call(name, args)
-            else:
-                out = self.ws.call(name, args)
+            else:  # the resolved path, unlocked only when a rule (or a person) allowed a protected one
+                out = self.ws.call(name, decided, unlocked=target is not None and target.protected is not None,
+                                   decided=target.rel if target is not None else None)
             err = None
         except ToolError as exc:
             out, err = None, str(exc)
@@ -272,7 +321,7 @@ class AgentLoop:
                err: str | None, seconds: float) -> BackendResponse | None:
         """Append the call's tool result and record it; never pauses (returns None, so callers
         can ``return self.result(...)`` from a step that may pause)."""
-        content = out if err is None else f"error: {err}"
+        content = _capped(out if err is None else f"error: {err}")
         conv.messages.append({"role": "tool", "tool_call_id": cid, "name": name, "content": content or "",
                               "is_error": err is not None})
         self.host.emit("tool_called", {"tool": name, "args_digest": digest(args), "tool_use_id": cid,
@@ -319,6 +368,22 @@ class AgentLoop:
             if paused is not None:
                 return paused
         return self.run_calls(conv, rest)
+
+
+def _shown(raw: Any) -> str:
+    return repr(str(raw))[:SUBJECT_CAP] if raw is not None else "(none)"
+
+
+def _capped(text: str | None) -> str | None:
+    """At most RESULT_CAP bytes of a result, with a note the model can act on."""
+    if text is None:
+        return None
+    data = text.encode("utf-8", "replace")
+    if len(data) <= RESULT_CAP:
+        return text
+    return (data[:RESULT_CAP].decode("utf-8", "ignore")
+            + f"\n[... truncated: the result was {len(data)} bytes, only the first {RESULT_CAP} are shown; "
+            "ask for less (a narrower path or pattern)]")
 
 
 def run_agent(request: BackendRequest, host: AgentHost, wires: dict[str, Wire]) -> BackendResponse:

@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -30,6 +31,20 @@ CALL_TIMEOUT_ENV, CALL_TIMEOUT_S = "ITERION_MCP_CALL_TIMEOUT", 300.0
 
 def _expand(value: Any) -> str:
     return os.path.expandvars(str(value))  # docs/language.md §1: $N and ${N}, no defaults
+
+
+def server_env(decl: Any, source: dict[str, str] | None) -> dict[str, str]:
+    """A stdio server's whole environment: the MCP SDK's default variables (HOME, PATH, ...),
+    the variables the declaration's ``inherit_env`` names (read from ``source``, the node's
+    environment), then its ``env`` after substitution. Nothing else: an API key of the run is
+    not the server's unless the declaration names it."""
+    from mcp.client.stdio import get_default_environment
+
+    given: Mapping[str, str] = os.environ if source is None else source
+    env = dict(get_default_environment())
+    env.update({str(n): given[str(n)] for n in decl.get("inherit_env") or () if str(n) in given})
+    env.update({str(k): _expand(v) for k, v in (decl.get("env") or {}).items()})
+    return env
 
 
 class McpPool:
@@ -58,10 +73,8 @@ class McpPool:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                f"mcp server {name!r}: only stdio servers with a command are supported by the claw "
                                f"backend (transport {transport})")
-        env = dict(self.host.env or os.environ)
-        env.update({str(k): _expand(v) for k, v in (decl.get("env") or {}).items()})
         return StdioServerParameters(command=_expand(decl["command"]), args=[_expand(a) for a in decl.get("args") or []],
-                                     env=env, cwd=str(self.host.workspace))
+                                     env=server_env(decl, self.host.env), cwd=str(self.host.workspace))
 
     def start(self, names: tuple[str, ...]) -> list[ToolSpec]:
         # both limits read here, before any server starts (never at import): a garbage value

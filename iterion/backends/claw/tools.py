@@ -1,5 +1,8 @@
-"""The claw agent's workspace tools. Every path is confined to the workspace: it is resolved
-(symlinks followed) and refused, as a tool error the model sees, when it lands outside.
+"""The claw agent's workspace tools. Every path is confined to the workspace and checked against
+the protected defaults by ``iterion.backends.claw.paths`` (resolved before any rule; refused, as a
+tool error the model sees, when it lands outside). grep/glob/list_dir skip protected entries
+silently, never follow a symlink, and stop at ``$ITERION_CLAW_TOOL_TIMEOUT`` (grep's regular
+expression runs with that timeout too).
 
 A tool error is returned to the model (it can correct itself); it never fails the node. What
 runs a shell command (``bash``) is injected by the engine (process group, timeout, cancel).
@@ -8,21 +11,26 @@ runs a shell command (``bash``) is injected by the engine (process group, timeou
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iterion.backends.claw.paths import PathRefused, Resolved, Resolver, open_checked
 from iterion.backends.claw.wire import ToolSpec
+from iterion.permissions import PATH_TOOLS, path_glob
 
 READ_CAP = 256 * 1024          # bytes of a file read_file returns
 OUTPUT_CAP = 32 * 1024         # bytes of bash output kept (head and tail)
 LIST_CAP = 1000                # entries of list_dir / glob
 GREP_CAP = 500                 # matching lines of grep
+GREP_FILE_CAP = 4 * 1024 * 1024  # bytes of each file grep reads
+EDIT_CAP = 16 * 1024 * 1024      # bytes of a file edit_file loads
 BASH_TIMEOUT_S = 120.0
 BASH_MAX_TIMEOUT_S = 1800.0
-_SKIP_DIRS = {".git", ".iterion"}
+WALK_TIMEOUT_ENV, WALK_TIMEOUT_S = "ITERION_CLAW_TOOL_TIMEOUT", 30.0  # each grep/glob/list_dir call
+WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 
 
 class ToolError(Exception):
@@ -65,34 +73,71 @@ WORKSPACE_TOOLS = ("read_file", "write_file", "edit_file", "list_dir", "glob", "
 
 
 class Workspace:
-    def __init__(self, root: Path, run_shell: RunShell | None = None) -> None:
-        self.root = Path(os.path.realpath(root))
+    """The tools over one workspace. ``protected_dirs``: directories the protected defaults add
+    (the run store); ``may_read(tool, rel)``: whether the policy lets a walk read a file (grep
+    over a directory skips a file a rule denies); ``timeout_s``: each grep/glob/list_dir call's
+    limit."""
+
+    def __init__(self, root: Path, run_shell: RunShell | None = None, *, protected_dirs: tuple[Path, ...] = (),
+                 may_read: Callable[[str, str], bool] | None = None, timeout_s: float = WALK_TIMEOUT_S) -> None:
+        self.paths = Resolver(root, protected_dirs)
+        self.root = self.paths.root
         self.run_shell = run_shell
+        self.may_read = may_read
+        self.timeout_s = timeout_s
+        self._decided: str | None = None  # the path the policy decided on, during call()
 
     # -- confinement ------------------------------------------------------------------------------
-    def resolve(self, raw: Any, *, what: str = "path") -> Path:
-        if not isinstance(raw, str) or raw == "":
-            raise ToolError(f"{what} must be a non-empty string")
-        if "\x00" in raw:
-            raise ToolError(f"{what} contains a NUL byte")
-        p = Path(raw)
-        full = p if p.is_absolute() else self.root / p
-        real = Path(os.path.realpath(full))
-        if real != self.root and self.root not in real.parents:
-            why = " (through a symlink)" if Path(os.path.abspath(full)).is_relative_to(self.root) else ""
-            raise ToolError(f"{raw!r} is outside the workspace{why}; only paths under {self.root} are allowed")
-        return real
+    def target(self, name: str, args: dict[str, Any]) -> Resolved | None:
+        """The resolved path argument of a file tool (None for a tool without one); raises
+        ToolError for a path refused before any rule."""
+        if name not in PATH_TOOLS:
+            return None
+        raw = args.get("path")
+        if name in ("list_dir", "grep") and raw in (None, ""):
+            raw = "."  # their path is optional: the workspace
+        try:
+            return self.paths.resolve(raw, write=name in WRITE_TOOLS)
+        except PathRefused as exc:
+            raise ToolError(str(exc)) from None
 
     def rel(self, p: Path) -> str:
-        return str(p.relative_to(self.root)) if p != self.root else "."
+        return self.paths.rel(p)
 
-    def _writable(self, p: Path, raw: str) -> None:
-        rel = p.relative_to(self.root).parts if p != self.root else ()
-        if rel and rel[0] in _SKIP_DIRS:
-            raise ToolError(f"{raw!r} is inside {rel[0]}/, which is not the agent's to write")
+    def _checked(self, path: str, write: bool, unlocked: bool) -> Resolved:
+        try:
+            res = self.paths.resolve(path, write=write)
+        except PathRefused as exc:
+            raise ToolError(str(exc)) from None
+        if self._decided is not None and res.rel != self._decided:
+            raise ToolError(f"{path!r} now resolves to {res.rel!r}, not {self._decided!r} as when it was allowed "
+                            "(a symlink changed); call the tool again")
+        if res.protected and not unlocked:
+            raise ToolError(f"{path!r} is protected ({res.protected}); a permission rule naming the path "
+                            "must allow it")
+        return res
+
+    def _open(self, res: Resolved, flags: int) -> int:
+        try:
+            return open_checked(res, flags)
+        except PathRefused as exc:
+            raise ToolError(str(exc)) from None
+
+    def _deadline(self, tool: str) -> Callable[[], None]:
+        end = time.monotonic() + self.timeout_s
+
+        def tick() -> None:
+            if time.monotonic() > end:
+                raise ToolError(f"{tool} stopped after {self.timeout_s:g}s (${WALK_TIMEOUT_ENV}); narrow the path "
+                                "or the pattern")
+        return tick
 
     # -- the tools --------------------------------------------------------------------------------
-    def call(self, name: str, args: dict[str, Any]) -> str:
+    def call(self, name: str, args: dict[str, Any], *, unlocked: bool = False, decided: str | None = None) -> str:
+        """Run a tool. ``unlocked``: a rule naming the path allowed a protected one (the loop
+        decided it); a special file or a path outside the workspace stays refused. ``decided``:
+        the canonical path the policy decided on; the call is refused if the path now resolves
+        elsewhere."""
         fn = getattr(self, f"t_{name}", None)
         if fn is None:
             raise ToolError(f"unknown tool {name!r}")
@@ -101,106 +146,151 @@ class Workspace:
         missing = [p for p in required if p not in args]
         if missing:
             raise ToolError(f"{name} needs argument {missing[0]!r} (arguments: {', '.join(params)})")
-        result: str = fn(**_only(args, params, name))
+        kw = dict(_only(args, params, name))
+        if name in PATH_TOOLS:
+            kw["unlocked"] = unlocked
+        self._decided = decided
+        try:
+            result: str = fn(**kw)
+        finally:
+            self._decided = None
         return result
 
-    def t_read_file(self, path: str) -> str:
-        p = self.resolve(path)
-        if not p.is_file():
-            raise ToolError(f"{path!r} is {'a directory' if p.is_dir() else 'not a file that exists'}")
-        with open(p, "rb") as fh:
+    def t_read_file(self, path: str, *, unlocked: bool = False) -> str:
+        res = self._checked(path, False, unlocked)
+        if res.real.is_dir():
+            raise ToolError(f"{path!r} is a directory")
+        if not res.real.exists():
+            raise ToolError(f"{path!r} is not a file that exists")
+        fd = self._open(res, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as fh:
             data = fh.read(READ_CAP + 1)
         text = data[:READ_CAP].decode("utf-8", "replace")
         if len(data) > READ_CAP:
             text += f"\n[... truncated at {READ_CAP} bytes]"
         return text
 
-    def t_write_file(self, path: str, content: str) -> str:
+    def _write(self, res: Resolved, data: bytes, unlocked: bool) -> None:
+        fd = self._open(res, os.O_WRONLY | os.O_CREAT)  # no O_TRUNC: the checks come first
+        with os.fdopen(fd, "wb") as fh:
+            links = os.fstat(fd).st_nlink
+            if links > 1 and not unlocked:  # hard-linked after the decision
+                raise ToolError(f"{res.requested!r} is protected (a file with {links} hard links); a permission "
+                                "rule naming the path must allow it")
+            os.ftruncate(fd, 0)
+            fh.write(data)
+
+    def t_write_file(self, path: str, content: str, *, unlocked: bool = False) -> str:
         if not isinstance(content, str):
             raise ToolError("content must be a string")
-        p = self.resolve(path)
-        self._writable(p, path)
-        if p.is_dir():
+        res = self._checked(path, True, unlocked)
+        if res.real.is_dir():
             raise ToolError(f"{path!r} is a directory")
-        p.parent.mkdir(parents=True, exist_ok=True)
+        res.real.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8", "surrogateescape")
-        p.write_bytes(data)
-        return f"wrote {len(data)} bytes to {self.rel(p)}"
+        self._write(res, data, unlocked)
+        return f"wrote {len(data)} bytes to {res.rel}"
 
-    def t_edit_file(self, path: str, old: str, new: str) -> str:
+    def t_edit_file(self, path: str, old: str, new: str, *, unlocked: bool = False) -> str:
         if not isinstance(old, str) or not isinstance(new, str):
             raise ToolError("old and new must be strings")
         if old == "":
             raise ToolError("old must not be empty (use write_file to create a file)")
-        p = self.resolve(path)
-        self._writable(p, path)
-        if not p.is_file():
+        res = self._checked(path, True, unlocked)
+        if not res.real.is_file():
             raise ToolError(f"{path!r} is not a file that exists")
-        text = p.read_bytes().decode("utf-8", "surrogateescape")
+        with os.fdopen(self._open(res, os.O_RDONLY), "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > EDIT_CAP:
+                raise ToolError(f"{path!r} is {size} bytes; edit_file edits files up to {EDIT_CAP} bytes")
+            text = fh.read(EDIT_CAP + 1).decode("utf-8", "surrogateescape")
         count = text.count(old)
         if count == 0:
-            raise ToolError(f"`old` does not occur in {self.rel(p)}; read the file and copy the exact text")
+            raise ToolError(f"`old` does not occur in {res.rel}; read the file and copy the exact text")
         if count > 1:
-            raise ToolError(f"`old` occurs {count} times in {self.rel(p)}; include more surrounding text so it is "
+            raise ToolError(f"`old` occurs {count} times in {res.rel}; include more surrounding text so it is "
                             "unique")
-        p.write_bytes(text.replace(old, new, 1).encode("utf-8", "surrogateescape"))
-        return f"edited {self.rel(p)}"
+        self._write(res, text.replace(old, new, 1).encode("utf-8", "surrogateescape"), unlocked)
+        return f"edited {res.rel}"
 
-    def t_list_dir(self, path: str = ".") -> str:
-        p = self.resolve(path or ".")
-        if not p.is_dir():
+    def t_list_dir(self, path: str = ".", *, unlocked: bool = False) -> str:
+        res = self._checked(path or ".", False, unlocked)
+        if not res.real.is_dir():
             raise ToolError(f"{path!r} is not a directory")
-        names = sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(p) if e.name not in _SKIP_DIRS)
+        tick = self._deadline("list_dir")
+        names: list[str] = []
+        with os.scandir(res.real) as it:
+            for e in it:
+                tick()
+                is_dir = e.is_dir()  # a symlink to a directory is listed as one, not entered
+                if not self.paths.hidden(Path(e.path), e.is_dir(follow_symlinks=False)):
+                    names.append(e.name + ("/" if is_dir else ""))
+        names.sort()
         more = len(names) - LIST_CAP
         return "\n".join(names[:LIST_CAP]) + (f"\n[... {more} more]" if more > 0 else "")
 
     def t_glob(self, pattern: str) -> str:
         if not isinstance(pattern, str) or not pattern or Path(pattern).is_absolute() or ".." in Path(pattern).parts:
             raise ToolError("pattern must be a relative glob inside the workspace (no .., not absolute)")
+        pat = pattern[2:] if pattern.startswith("./") else pattern
         out: list[str] = []
-        for m in sorted(self.root.glob(pattern)):
-            rel = m.relative_to(self.root)
-            if rel.parts and rel.parts[0] in _SKIP_DIRS:
-                continue
-            try:
-                self.resolve(str(rel))
-            except ToolError:
-                continue  # a symlink out of the workspace is not listed
-            out.append(str(rel) + ("/" if m.is_dir() else ""))
-            if len(out) > LIST_CAP:
-                break
+        for p, e in self.paths.walk(self.root, self._deadline("glob")):
+            rel = self.rel(p)
+            if path_glob(pat, rel):
+                if e.is_symlink() and not self.paths.inside(Path(os.path.realpath(p))):
+                    continue  # a symlink out of the workspace is not listed
+                out.append(rel + ("/" if e.is_dir(follow_symlinks=False) else ""))
+                if len(out) > LIST_CAP:
+                    break
         if not out:
             return "(no match)"
         return "\n".join(out[:LIST_CAP]) + ("\n[... more]" if len(out) > LIST_CAP else "")
 
-    def t_grep(self, pattern: str, path: str = ".") -> str:
+    def t_grep(self, pattern: str, path: str = ".", *, unlocked: bool = False) -> str:
+        import regex  # evaluated with a timeout: a catastrophic pattern cannot hold the node
+
         try:
-            rx = re.compile(pattern)
-        except (re.error, TypeError) as exc:
+            rx = regex.compile(pattern)
+        except (regex.error, TypeError) as exc:
             raise ToolError(f"pattern is not a valid regular expression: {exc}") from None
-        base = self.resolve(path or ".")
-        files = [base] if base.is_file() else sorted(self._walk(base))
+        res = self._checked(path or ".", False, unlocked)
+        tick = self._deadline("grep")
+        if res.real.is_dir():
+            files: Iterator[Resolved] = self._grep_files(res.real, tick)
+        else:
+            files = iter([res])
         hits: list[str] = []
+        end = time.monotonic() + self.timeout_s
         for f in files:
             try:
-                data = f.read_bytes()[:4 * 1024 * 1024]
-            except OSError:
+                with os.fdopen(open_checked(f, os.O_RDONLY), "rb") as fh:
+                    data = fh.read(GREP_FILE_CAP)
+            except (OSError, PathRefused):
                 continue
             if b"\x00" in data[:8192]:
                 continue  # binary
             for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                if rx.search(line):
-                    hits.append(f"{self.rel(f)}:{n}:{line[:300]}")
+                try:
+                    found = rx.search(line, timeout=max(end - time.monotonic(), 0.001))
+                except TimeoutError:
+                    raise ToolError(f"grep stopped after {self.timeout_s:g}s (${WALK_TIMEOUT_ENV}) in {f.rel}:{n}: "
+                                    "the pattern is too slow; simplify it or narrow the path") from None
+                if found:
+                    hits.append(f"{f.rel}:{n}:{line[:300]}")
                     if len(hits) >= GREP_CAP:
                         return "\n".join(hits) + f"\n[... stopped at {GREP_CAP} matches]"
         return "\n".join(hits) or "(no match)"
 
-    def _walk(self, base: Path) -> list[Path]:
-        found: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-            found.extend(Path(dirpath) / f for f in filenames if not os.path.islink(os.path.join(dirpath, f)))
-        return found
+    def _grep_files(self, base: Path, tick: Callable[[], None]) -> Iterator[Resolved]:
+        """Regular files under ``base``: no symlink followed, protected entries and the files
+        ``may_read`` refuses skipped silently."""
+        for p, e in self.paths.walk(base, tick):
+            if not e.is_file(follow_symlinks=False):
+                continue
+            rel = self.rel(p)  # protected directories were not entered (Resolver.hidden)
+            if self.may_read is not None and not (self.may_read("grep", rel) and self.may_read("read_file", rel)):
+                continue
+            yield Resolved(rel, p, rel, None)
 
     def t_bash(self, command: str, timeout_s: float | None = None) -> str:
         if not isinstance(command, str) or not command.strip():

@@ -213,7 +213,8 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
         run_shell=run_shell, conversations_dir=ctx.run_dir / "conversations", policy=permission_policy(ctx),
         mcp_declarations=wf_servers if isinstance(wf_servers, dict) else {}, mcp_servers=mcp_servers_of(ctx, node),
         resuming=pending_ours, answers=call.answers if pending_ours and call is not None else None,
-        session_mode=node.session or "fresh", inherit_session=str(inherit) if inherit else None, env=env)
+        session_mode=node.session or "fresh", inherit_session=str(inherit) if inherit else None, env=env,
+        protected_dirs=(ctx.store.root,))
 
 
 def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, model: str | None, tokens: int,
