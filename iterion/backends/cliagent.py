@@ -49,10 +49,9 @@ def answer_text(answer: Any) -> str:
 
 
 def iterion_sandbox_active(request: BackendRequest) -> bool:
-    """Hook: does iterion's own (bubblewrap) sandbox wrap this CLI? The sandbox work sets
-    ``BackendRequest.wrap_argv`` for a sandboxed node; read by name so this works before and
-    after that field exists."""
-    return getattr(request, "wrap_argv", None) is not None
+    """Does iterion's own (bubblewrap) sandbox wrap this CLI? (``wrap_argv`` is set exactly for a
+    sandboxed node: iterion/sandbox.)"""
+    return request.wrap_argv is not None
 
 
 class CliAgentBackend(Backend):
