@@ -51,6 +51,9 @@ class BackendRequest:
     # claude_code / codex: the permission policy's CLI flags (iterion.permissions.claude_code_flags,
     # codex_flags)
     permission_flags: tuple[str, ...] = ()
+    # claude_code / codex: the run's hold on the CLI's process group (an
+    # ``iterion.engine.children.CallProcesses``: ``group(pgid, grace_s=, what=)``, ``stopping``)
+    processes: Any = None
 
 
 @dataclass

@@ -116,8 +116,17 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
         provider=expand_node(node.provider or node.extra.get("provider") or "", os.environ) or None, tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
     )
+    if canonical in ("claude_code", "codex"):
+        # the CLI's process group: ended (SIGTERM, grace, SIGKILL) before a cancel or the duration
+        # cap is recorded, and known to the run document while it lives
+        from dataclasses import replace
+
+        from iterion.engine.children import CallProcesses
+
+        request = replace(request, processes=CallProcesses(ctx.token))
     try:
-        response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
+        response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id),
+                                    on_abandon=request.processes.stop if request.processes is not None else None)
     except BackendError as exc:
         _charge(ctx, node, iteration, name, model, exc.tokens_in + exc.tokens_out, exc.cost_usd)
         raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id,
@@ -181,7 +190,8 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
                 raise ShellTimeout()
 
         try:
-            res = run_process(["/bin/sh", "-c", command], cwd=cwd, env=env, token=ctx.token, check=tick)
+            res = run_process(["/bin/sh", "-c", command], cwd=cwd, env=env, token=ctx.token, check=tick,
+                              what=f"agent {node.id} shell")
         except ShellTimeout:  # run_process killed the process group before re-raising
             return ShellResult("", "", -1, timed_out=True)
         except ToolLaunchError as exc:
