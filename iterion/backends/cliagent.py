@@ -102,16 +102,16 @@ class CliAgentBackend(Backend):
                         break
                     except subprocess.TimeoutExpired:
                         pass
-                    stopping = request.processes is not None and request.processes.stopping
-                    if stopping or time.monotonic() >= deadline:
+                    if time.monotonic() >= deadline:
                         # the CLI may have spawned tools: end its whole process group
                         end_group(proc.pid, grace)
                         proc.wait()
-                        if stopping:
-                            raise BackendError(FailureCode.CANCELLED,
-                                               f"{self.command} was stopped on node {request.node_id}")
                         raise BackendError(FailureCode.TIMEOUT, f"{self.command} did not finish node "
                                            f"{request.node_id} within {timeout:g}s (${TIMEOUT_ENV})")
+                # the run stopping it (``request.processes.stop``, which ends the group) is not the
+                # CLI's own failure
+                if request.processes is not None and request.processes.stopping:
+                    raise BackendError(FailureCode.CANCELLED, f"{self.command} was stopped on node {request.node_id}")
             return _text(out_f), _text(err_f), proc.returncode
 
 

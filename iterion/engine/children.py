@@ -169,4 +169,5 @@ class CallProcesses:
         with self._lock:
             groups = list(self._groups.items())
         for pgid, grace in groups:
-            end_group(pgid, grace)
+            # a cancelled token SIGTERMed the group already (CancelToken.cancel): one request only
+            end_group(pgid, grace, term=not self.token.cancelled)

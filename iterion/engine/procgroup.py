@@ -117,11 +117,12 @@ def _wait_empty(pgid: int, seconds: float, poll: float, tick: Callable[[], None]
         time.sleep(poll)
 
 
-def end_group(pgid: int, grace_s: float, *, poll: float = 0.05) -> bool:
-    """SIGTERM the group, give it ``grace_s`` to exit, then SIGKILL it and wait for it to be gone
-    (True when it is). ``grace_s`` 0: SIGKILL at once."""
+def end_group(pgid: int, grace_s: float, *, poll: float = 0.05, term: bool = True) -> bool:
+    """SIGTERM the group (``term``: not when it was sent already), give it ``grace_s`` to exit,
+    then SIGKILL it and wait for it to be gone (True when it is). ``grace_s`` 0: SIGKILL at once."""
     if grace_s > 0:
-        _signal_group(pgid, signal.SIGTERM)
+        if term:
+            _signal_group(pgid, signal.SIGTERM)
         if _wait_empty(pgid, grace_s, poll, None):
             return True
     _signal_group(pgid, signal.SIGKILL)

@@ -17,8 +17,10 @@ That small launcher (docs/technical/processes.md):
 4. when the parent dies, SIGKILLs its whole process group (the child, every grandchild still in
    the group, itself); when the child exits, exits the same way (the same status, or the same
    signal), so the caller's ``Popen`` sees what it would have seen without the launcher;
-5. forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to it alone (the MCP SDK's terminate) to
-   the child.
+5. ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT: every stopper (a cancel, a tool's settle, an
+   agent CLI's grace, the MCP SDK's terminate) signals the whole GROUP, so the command gets the
+   signal once and decides; were the launcher to die of it, its tie would SIGKILL the command
+   before its grace.
 
 Limits: a grandchild that left the group (``setsid``, a daemon's double fork) is not killed;
 the run's own record of its groups (``iterion.engine.children``) covers a group whose launcher
@@ -34,7 +36,7 @@ import shutil
 import signal
 import sys
 
-_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+_IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.1  # only without pidfd
 
@@ -114,8 +116,8 @@ def main(args: list[str]) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, fd)
         os.close(devnull)
-    for sig in _FORWARDED:
-        signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
+    for sig in _IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
     child_fd = _pidfd(child)
     while True:
         if parent_fd is not None and child_fd is not None:
