@@ -39,6 +39,10 @@ import sys
 _IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.1  # only without pidfd
+# the shell's conventions (this file imports nothing of iterion, so not cli.exit_codes): what a
+# process killed by SIGKILL, and a command that cannot be started, exit with
+_KILLED = 128 + int(signal.SIGKILL)
+_CANNOT_START = 127
 
 
 def tethered(argv: list[str], *, path: str | None = None) -> list[str]:
@@ -66,7 +70,7 @@ def _start(argv: list[str]) -> int:
     try:
         _die_with_parent()
         if os.getppid() != me:  # the launcher died before the tie was made
-            os._exit(137)
+            os._exit(_KILLED)
         # what Popen(restore_signals=True) gives a child; this interpreter ignores them again
         for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):
             if hasattr(signal, name):
@@ -74,7 +78,7 @@ def _start(argv: list[str]) -> int:
         os.execvp(argv[0], argv)
     except OSError as exc:
         os.write(2, f"cannot start {argv[0]}: {exc.strerror or exc}\n".encode(errors="replace"))
-    os._exit(127)
+    os._exit(_CANNOT_START)
 
 
 def _pidfd(pid: int) -> int | None:
@@ -86,7 +90,7 @@ def _pidfd(pid: int) -> int | None:
 
 def _kill_group() -> None:
     os.killpg(os.getpgrp(), signal.SIGKILL)  # the child, its group, and this launcher
-    os._exit(137)  # not reached
+    os._exit(_KILLED)  # not reached
 
 
 def _exit_like(status: int) -> None:
@@ -104,13 +108,13 @@ def _exit_like(status: int) -> None:
 def main(args: list[str]) -> None:
     if len(args) < 3 or args[1] != "--":
         os.write(2, b"usage: tether.py PARENT_PID -- COMMAND [ARG...]\n")
-        os._exit(2)
+        os._exit(os.EX_USAGE)
     parent, argv = int(args[0]), args[2:]
     if os.getpgrp() != os.getpid():
         os.setsid()
     parent_fd = _pidfd(parent)
     if os.getppid() != parent:  # the parent died before it could be watched: start nothing
-        os._exit(137)
+        os._exit(_KILLED)
     child = _start(argv)
     for fd in (0, 1):  # the child holds the pipes; the launcher keeps stderr for its own words
         devnull = os.open(os.devnull, os.O_RDWR)
