@@ -104,3 +104,50 @@ def test_the_inline_head_is_measured_as_stored(tmp_path: Path) -> None:
     cut = spill_text(big, tmp_path / "b.answer", 1000)
     assert isinstance(cut, Captured) and cut.text == "x" * 1000 and cut.size == 5000
     assert (tmp_path / "b.answer").read_text() == big and cut.mark()["path"] == str(tmp_path / "b.answer")
+
+
+def test_the_web_page_shows_the_mark(tmp_path: Path, ws: Path) -> None:
+    from iterion.server.service import Service
+    from iterion.server.web import live_section
+
+    store = tmp_path / "store"
+    bot = write_bot(tmp_path / "src", """
+        tool chatty:
+          command: "yes | head -c 5000"
+
+        workflow w:
+          entry: chatty
+          chatty -> done
+    """)
+    proc = run_cli("run", str(bot), "--json", store=store, cwd=ws,
+                   env={"ITERION_STORE_DIR": None, "ITERION_OUTPUT_INLINE_MAX": "2000"})
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = Store(store).list_runs()
+    mark = Store(store).load_checkpoint(doc.id).outputs["chatty"]["truncated"]["stdout"]
+    # half the budget per stream, measured as stored: "y\n" is 3 bytes in JSON
+    assert (mark["size"], mark["kept"]) == (5000, 666)
+    page = live_section(Service(Store(store), ws).get_run(doc.id))
+    assert "<table id=truncated>" in page and "truncated: 5000 bytes, first 666 shown" in page
+    assert mark["path"] in page
+
+
+def test_an_agent_answer_over_the_cap_is_kept_beside_the_run(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    answer = "word " * 2000  # 10000 bytes
+    bot = write_bot(tmp_path / "src", """
+        agent write:
+          model: "m"
+          user: "write"
+
+        workflow w:
+          entry: write
+          write -> done
+    """, script={"write": {"*": {"text": answer}}})
+    proc = run_cli("run", str(bot), "--script", str(bot.with_name("wf.script.yaml")), "--json", store=store, cwd=ws,
+                   env={"ITERION_STORE_DIR": None, "ITERION_OUTPUT_INLINE_MAX": "4000"})
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = Store(store).list_runs()
+    out = Store(store).load_checkpoint(doc.id).outputs["write"]
+    mark = out["truncated"]["text"]
+    assert out["text"] == answer[:4000] and (mark["size"], mark["kept"]) == (10000, 4000)
+    assert Path(mark["path"]).read_text() == answer and Path(mark["path"]).name.endswith(".answer")
