@@ -273,3 +273,39 @@ def test_the_launcher_reports_what_the_command_did(tmp_path: Path) -> None:
         tethered([str(tmp_path / "missing")])
     assert json.loads(subprocess.run(tethered([sys.executable, "-c", "import os,json; print(json.dumps(os.getcwd()))"]),
                                      cwd=tmp_path, capture_output=True, text=True).stdout) == str(tmp_path)
+
+
+def test_the_duration_cap_ends_an_agent_cli_before_the_failure_propagates(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine abandons the call (here: its check raises, as the run's duration cap does); the
+    CLI's group gets SIGTERM, its grace, SIGKILL, and is gone when the failure reaches the node."""
+    from iterion.backends import BackendRequest
+    from iterion.backends.codex import CodexBackend
+    from iterion.engine.cancel import CancelToken, call_cancellable
+    from iterion.engine.children import CallProcesses
+
+    ctl, ws = tmp_path / "ctl", tmp_path / "ws"
+    ctl.mkdir()
+    ws.mkdir()
+    (ws / PERSON).write_bytes(PERSON_BYTES)
+    exe = tmp_path / "codex"
+    exe.write_text(FAKE_CLI)
+    exe.chmod(0o755)
+    monkeypatch.setenv("ITERION_CODEX_BIN", str(exe))
+    monkeypatch.setenv("FAKE_CTL", str(ctl))
+    monkeypatch.setenv("ITERION_AGENT_CLI_GRACE_S", "0.3")
+
+    class CapReached(Exception):
+        pass
+
+    def cap() -> None:
+        if (ctl / "cli.started").exists():
+            raise CapReached()
+
+    procs = CallProcesses(CancelToken())
+    request = BackendRequest(node_id="edit", user="hi", workspace_dir=str(ws), processes=procs)
+    with pytest.raises(CapReached):
+        call_cancellable(lambda: CodexBackend({}).complete(request), procs.token, check=cap, on_abandon=procs.stop)
+    cli_pid, child = (int(x) for x in (ctl / "cli.pid").read_text().split())
+    assert _gone(cli_pid) and _gone(child)  # already gone when the failure propagated
+    assert (ctl / "term").read_text() == "TERM\n"
