@@ -50,7 +50,8 @@ def tethered(argv: list[str], *, path: str | None = None) -> list[str]:
     ``argv[0]`` cannot be found (on ``path``, else $PATH), as ``Popen`` would have."""
     if not argv:
         raise ValueError("no command to run")
-    if shutil.which(argv[0], path=path) is None:
+    relative = os.sep in argv[0] and not os.path.isabs(argv[0])  # resolved in the child's cwd: its word
+    if not relative and shutil.which(argv[0], path=path) is None:
         raise FileNotFoundError(2, "No such file or directory", argv[0])
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), "--", *argv]
 

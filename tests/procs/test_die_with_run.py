@@ -26,8 +26,8 @@ from iterion.store import RunStatus, Store
 from iterion.store.liveness import process_start, this_host
 from iterion.store.run_doc import ChildGroup
 
-from ..conftest import wait_for_file, write_bot
-from ..faults.takeover_helpers import TIMEOUT, cli, cli_json, events, only_run, start_run
+from ..conftest import cli_env, start_cli, wait_for_file, write_bot
+from ..faults.takeover_helpers import TIMEOUT, _overlay, cli, cli_json, events, only_run, start_run
 
 PERSON = "person.txt"
 PERSON_BYTES = b"the person's own notes\n"
@@ -54,13 +54,13 @@ def _tool_bot(tmp_path: Path) -> Path:
     ctl = tmp_path / "ctl"
     ctl.mkdir()
     # `work` deletes the person's file, records its pid (and whether an earlier execution of it
-    # is still alive: concurrency), waits for go.flag ("sleeps"), then writes
+    # is still alive, not a zombie: concurrency), waits for go.flag ("sleeps"), then writes
     return write_bot(tmp_path / "src", f"""
         schema ok:
           approved: bool
 
         tool work:
-          command: "for p in $(cat {ctl}/pids 2>/dev/null); do kill -0 $p 2>/dev/null && echo $p >> {ctl}/concurrent; done; echo $$ >> {ctl}/pids; rm -f {PERSON}; echo $$ > {ctl}/tool.pid; sleep 30 & echo $! > {ctl}/child.pid; echo up > {ctl}/work.started; while [ ! -f {ctl}/go.flag ]; do sleep 0.05; done; echo late > late.txt"
+          command: "for p in $(cat {ctl}/pids 2>/dev/null); do s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); [ x$s != x ] && [ x$s != xZ ] && echo $p >> {ctl}/concurrent; done; echo $$ >> {ctl}/pids; rm -f {PERSON}; echo $$ > {ctl}/tool.pid; sleep 30 & echo $! > {ctl}/child.pid; echo up > {ctl}/work.started; while [ ! -f {ctl}/go.flag ]; do sleep 0.05; done; echo late > late.txt"
 
         human approve:
           output: ok
@@ -193,11 +193,8 @@ def test_an_agent_cli_is_ended_on_cancel_and_sigterm(tmp_path: Path, ws: Path, b
     var = "ITERION_CLAUDE_BIN" if backend == "claude_code" else "ITERION_CODEX_BIN"
     extra = {var: str(exe), "FAKE_CTL": str(ctl), "ITERION_AGENT_CLI_GRACE_S": "0.5",
              "ANTHROPIC_API_KEY": None, "OPENAI_API_KEY": None}
-    from ..faults.takeover_helpers import _overlay
-    from ..conftest import start_cli
-
     proc = start_cli("run", str(_agent_bot(tmp_path, backend)), "--json", cwd=ws, store=store,
-                     env=_overlay(extra), start_new_session=True)  # type: ignore[arg-type]
+                     env=_overlay(extra), start_new_session=True)
     wait_for_file(ctl / "cli.started", proc, limit=TIMEOUT)
     cli_pid, child = (int(x) for x in (ctl / "cli.pid").read_text().split())
     rid = only_run(store)
@@ -247,8 +244,6 @@ def test_an_mcp_server_hanging_at_start_dies_with_the_process_that_started_it(tm
     server, starter, pidfile = tmp_path / "hang.py", tmp_path / "starter.py", tmp_path / "mcp.pid"
     server.write_text(HANGING_MCP)
     starter.write_text(STARTER)
-    from ..conftest import cli_env
-
     proc = subprocess.Popen([sys.executable, str(starter), str(server), str(pidfile), str(tmp_path)],
                             env=cli_env({"ITERION_MCP_START_TIMEOUT": "600"}), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
