@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from iterion.engine.outputcap import Captured, head_within, spill_text
@@ -33,7 +34,13 @@ sys.stderr.write(proc.stdout + proc.stderr)
 
 
 def test_a_tool_printing_a_gigabyte_keeps_memory_and_checkpoint_small(tmp_path: Path, ws: Path) -> None:
-    store = tmp_path / "store"
+    # the store (where the gigabyte lands) in the system's temporary directory, not in tmp_path:
+    # the tests' tmp_path is often a tmpfs (tests/conftest.py), where a file is memory
+    with tempfile.TemporaryDirectory(prefix="iterion-1gib-") as disk:
+        _gigabyte(tmp_path, ws, Path(disk) / "store")
+
+
+def _gigabyte(tmp_path: Path, ws: Path, store: Path) -> None:
     bot = write_bot(tmp_path / "src", f"""
         tool big:
           command: "head -c {GIB} /dev/zero; yes yyyyyyyyy | head -c 3000000 >&2"
