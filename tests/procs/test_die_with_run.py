@@ -103,7 +103,8 @@ def test_a_sigkilled_runs_tool_dies_and_the_takeover_and_rewind_are_clean(tmp_pa
     assert not (ws / "late.txt").exists()
 
 
-def test_a_takeover_ends_a_recorded_group_still_alive_before_its_boundary(tmp_path: Path, ws: Path) -> None:
+@pytest.mark.parametrize("how", ["resume", "reconcile", "cancel"])
+def test_a_takeover_ends_a_recorded_group_still_alive_before_its_boundary(tmp_path: Path, ws: Path, how: str) -> None:
     """The second barrier: the launcher could not act (here: a group the run recorded that is
     not under it), so the takeover ends the group, verified by its leader's start time."""
     store, ctl = tmp_path / "store", tmp_path / "ctl"
@@ -125,8 +126,14 @@ def test_a_takeover_ends_a_recorded_group_still_alive_before_its_boundary(tmp_pa
                                        host=this_host(), what="tool old")]
         Store(store).update_run(rid, record)
         (ctl / "go.flag").write_text("")
-        done = cli_json("resume", "--run-id", rid, cwd=ws, store=store)
-        assert done["status"] == "paused_waiting_human", done
+        if how == "resume":
+            done = cli_json("resume", "--run-id", rid, cwd=ws, store=store)
+            assert done["status"] == "paused_waiting_human", done
+        else:  # the orphan sweep, and `iterion cancel` of a run no process executes
+            out = cli(*(["reconcile"] if how == "reconcile" else ["cancel", "--run-id", rid]), cwd=ws, store=store)
+            assert out.returncode == 0, out.stdout + out.stderr
+            want = RunStatus.FAILED_RESUMABLE if how == "reconcile" else RunStatus.CANCELLED
+            assert Store(store).load_run(rid).status is want
         assert stray.wait(timeout=5) == -signal.SIGKILL
         assert reused.poll() is None  # the verification spared the process that merely has the pid
         (taken,) = events(store, rid, "run_taken_over")
