@@ -311,3 +311,30 @@ def test_the_duration_cap_ends_an_agent_cli_before_the_failure_propagates(tmp_pa
     cli_pid, child = (int(x) for x in (ctl / "cli.pid").read_text().split())
     assert _gone(cli_pid) and _gone(child)  # already gone when the failure propagated
     assert (ctl / "term").read_text() == "TERM\n"
+
+
+def test_a_leaderless_recorded_group_loses_its_members() -> None:
+    """The group's leader (a tool's shell) exited; a background child remains in the group: the
+    takeover kills the members that started after the recorded leader."""
+    from iterion.engine.children import end_child
+    from iterion.engine.procgroup import group_pids
+
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 >/dev/null & echo $!; read x"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert shell.stdout is not None
+    member = int(shell.stdout.readline())
+    record = ChildGroup(pgid=shell.pid, proc_start=process_start(shell.pid), host=this_host(), what="tool t")
+    shell.communicate("\n")  # the leader exits and is reaped; its child stays in the group
+    try:
+        assert group_pids(shell.pid) == [member]
+        done = end_child(record)
+        assert done["action"] == "killed" and done["pids"] == [member] and done["gone"]
+        assert _gone(member)
+        assert end_child(record)["action"] == "gone"
+        elsewhere = record.model_copy(update={"host": "another-host"})
+        assert end_child(elsewhere)["action"] == "unverifiable"
+    finally:
+        try:
+            os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
