@@ -12,7 +12,7 @@ A tool writes its streams straight into ``<run>/outputs/<node>.<iteration>.<stam
 prints. A stream within its share is read back and its file removed; a longer one keeps the file
 and its inline value is its head, marked in the node's output under ``truncated``:
 ``{"stdout": {"truncated": true, "size": <bytes printed>, "kept": <bytes inline>, "path": <file>}}``.
-``iterion inspect`` shows the mark (docs/user-guide.md "Large outputs").
+``iterion inspect`` and the web page show the mark (docs/technical/processes.md, "Bounded node output").
 """
 
 from __future__ import annotations
