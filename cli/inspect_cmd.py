@@ -188,6 +188,8 @@ def inspect_cmd(
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
         "boundaries": _boundaries(store, doc),
         "continue_with": _continue_with(doc, cp, store_args(store)),
+        # process groups the run recorded as alive (a takeover ends those still running)
+        "processes": [c.model_dump(mode="json") for c in doc.children],
     }
     detail["interrupted_rewind"], interrupted = None, None
     if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one
@@ -242,10 +244,27 @@ def inspect_cmd(
         echo(f"  verify: {hint['verify']}")
     for node, output in detail["outputs"].items():
         echo(f"  {node}: {json.dumps(output, ensure_ascii=False)[:160]}")
+        for line in truncation_lines(output):
+            echo(f"    {line}")
+    for child in detail["processes"]:
+        echo(f"live process group: {child['pgid']} ({child['what']}, started {child['started']})")
     last = events_view.show(timeline, **filters)
     if follow:
         events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
                            lambda: _owner_may_live(store, rid), after=last, **filters)
+
+
+def truncation_lines(output: Any) -> list[str]:
+    """One line per stream of a node's output cut to its inline share (iterion/engine/outputcap.py)."""
+    marks = output.get("truncated") if isinstance(output, dict) else None
+    if not isinstance(marks, dict):
+        return []
+    lines = []
+    for stream, mark in marks.items():
+        if isinstance(mark, dict) and mark.get("truncated"):
+            where = f"all of it in {mark['path']}" if mark.get("path") else "the rest was not kept"
+            lines.append(f"{stream} truncated: {mark.get('size')} bytes, the first {mark.get('kept')} inline; {where}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

@@ -53,6 +53,9 @@ class BackendRequest:
     permission_flags: tuple[str, ...] = ()
     # claude_code / codex: the node's sandbox around the CLI's argv (iterion/sandbox), None: as is
     wrap_argv: Callable[[list[str]], list[str]] | None = None
+    # claude_code / codex: the run's hold on the CLI's process group (an
+    # ``iterion.engine.children.CallProcesses``: ``group(pgid, grace_s=, what=)``, ``stopping``)
+    processes: Any = None
 
 
 @dataclass

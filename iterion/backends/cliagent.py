@@ -2,22 +2,40 @@
 binary, running it in the run's workspace with the prompt on stdin, stopping its whole process
 group on a timeout (the agent runs commands of its own), and naming a failure by its message.
 
+The CLI runs under the launcher (``iterion.engine.tether``: it dies with iterion, SIGKILL
+included) in its own process group, registered with the run (``request.processes``, an
+``iterion.engine.children.CallProcesses``: a cancel, SIGTERM/SIGINT of iterion or the run's
+duration cap end it, and the run document records it while it lives). Every ending is the same:
+SIGTERM to the group, ``$ITERION_AGENT_CLI_GRACE_S`` (default 3 s) to exit, then SIGKILL.
+
+Time limit: the backend option ``timeout_s``, else ``$ITERION_AGENT_CLI_TIMEOUT`` (seconds,
+default 3600), per invocation (docs/user-guide.md "Backends").
+
 Each backend keeps only what is its own: the argv, the prompt's layout and how to read the
 CLI's output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-from collections.abc import Mapping
-from typing import Any, ClassVar
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
+from typing import IO, Any, ClassVar
 
-from iterion.backends.base import Backend, BackendError, BackendRequest
+from iterion.backends.base import Backend, BackendError, BackendRequest, setting_seconds
+from iterion.engine.procgroup import end_group
+from iterion.engine.tether import tethered
 from iterion.failure_codes import FailureCode
+
+TIMEOUT_ENV, DEFAULT_TIMEOUT_S = "ITERION_AGENT_CLI_TIMEOUT", 3600.0
+GRACE_ENV, DEFAULT_GRACE_S = "ITERION_AGENT_CLI_GRACE_S", 3.0
+_POLL_S = 0.1
 
 # (words found in a failure's message, the code it gets): first match wins
 Markers = tuple[tuple[tuple[str, ...], FailureCode], ...]
@@ -65,7 +83,8 @@ class CliAgentBackend(Backend):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
         self.binary = str(self.options.get(self.option) or os.environ.get(self.env) or self.command)
-        self.timeout_s = float(self.options.get("timeout_s") or 3600)
+        given = self.options.get("timeout_s")
+        self.timeout_s: float | None = float(given) if given else None  # else the setting, read at use
 
     def executable(self) -> str:
         found = shutil.which(self.binary)
@@ -82,24 +101,53 @@ class CliAgentBackend(Backend):
 
     def run_cli(self, argv: list[str], prompt: str, request: BackendRequest) -> tuple[str, str, int]:
         """(stdout, stderr, exit status) of ``argv`` run in the run's workspace, ``prompt`` on its
-        stdin; BACKEND_UNAVAILABLE when it cannot start, TIMEOUT (its process group killed) when
-        it outlives the node's timeout."""
-        timeout = request.timeout_s or self.timeout_s
-        try:
-            proc = subprocess.Popen(request.wrap_argv(argv) if request.wrap_argv else argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, cwd=request.workspace_dir or None, start_new_session=True)
-        except OSError as exc:
-            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
-                               f"cannot start {argv[0]}: {exc}; {self.install_hint}") from None
-        try:
-            out, err = proc.communicate(prompt, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            # the CLI may have spawned tools: stop its whole process group
+        stdin; BACKEND_UNAVAILABLE when it cannot start, TIMEOUT (its process group ended) when
+        it outlives the time limit, CANCELLED when the run stops it."""
+        timeout = request.timeout_s or self.timeout_s or setting_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
+        grace = setting_seconds(GRACE_ENV, DEFAULT_GRACE_S, zero_ok=True)
+        with ExitStack() as files:
+            # files, not pipes: nothing to pump while waiting, and a child left holding them
+            # cannot hold the node
+            stdin, out_f, err_f = (files.enter_context(tempfile.TemporaryFile()) for _ in range(3))
+            stdin.write(prompt.encode("utf-8", "surrogateescape"))
+            stdin.seek(0)
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            raise BackendError(FailureCode.TIMEOUT,
-                               f"{self.command} did not finish node {request.node_id} within {timeout:g}s") from None
-        return out, err, proc.returncode
+                proc = subprocess.Popen(tethered(request.wrap_argv(argv) if request.wrap_argv else argv), stdin=stdin, stdout=out_f, stderr=err_f,
+                                        cwd=request.workspace_dir or None, start_new_session=True)
+            except OSError as exc:
+                raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                                   f"cannot start {argv[0]}: {exc}; {self.install_hint}") from None
+            with _registered(request, proc.pid, grace, f"{self.name} {request.node_id}"):
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        proc.wait(timeout=_POLL_S)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if time.monotonic() >= deadline:
+                        # the CLI may have spawned tools: end its whole process group
+                        end_group(proc.pid, grace)
+                        proc.wait()
+                        raise BackendError(FailureCode.TIMEOUT, f"{self.command} did not finish node "
+                                           f"{request.node_id} within {timeout:g}s (${TIMEOUT_ENV})")
+                # the run stopping it (``request.processes.stop``, which ends the group) is not the
+                # CLI's own failure
+                if request.processes is not None and request.processes.stopping:
+                    raise BackendError(FailureCode.CANCELLED, f"{self.command} was stopped on node {request.node_id}")
+            return _text(out_f), _text(err_f), proc.returncode
+
+
+@contextlib.contextmanager
+def _registered(request: BackendRequest, pgid: int, grace: float, what: str) -> Iterator[None]:
+    """The CLI's group, known to the run while it lives (nothing when run outside a run)."""
+    if request.processes is None:
+        yield
+        return
+    with request.processes.group(pgid, grace_s=grace, what=what):
+        yield
+
+
+def _text(fh: IO[bytes]) -> str:
+    fh.seek(0)
+    return fh.read().decode("utf-8", "replace")

@@ -13,6 +13,7 @@ from typing import Any
 from iterion.budget import Budget
 from iterion.engine.cancel import CancelToken, signals_cancel
 from iterion.engine.checkpoint_push import BANKED, after_stop, pusher_for
+from iterion.engine.children import RunChildren
 from iterion.engine.context import ExecContext, RunOptions
 from iterion.engine.control import watch_control
 from iterion.engine.edges import nodes_in_cycles
@@ -91,6 +92,7 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
           emit: Callable[..., None] | None = None) -> RunResult:
     """Execute ``doc`` from ``state.next_node`` until it finishes, parks or fails."""
     token = token or CancelToken()
+    token.ledger = RunChildren(store, doc.id)  # the run's live process groups, for a takeover
     load_artifact_values(store, doc.id, state)
     ctx = ExecContext(workflow=wf, store=store, run_id=doc.id, run_name=doc.name, state=state,
                       workspace=Path(doc.workspace_dir), versioning=versioning, budget=budget, token=token,

@@ -58,8 +58,8 @@ def child_grace_s(environ: Mapping[str, str] | None = None) -> float | None:
         raise GraceSettingError(exc.name, exc.raw, exc.expected, exc.example) from None
 
 
-def _stat_fields(pid: str) -> tuple[str, int] | None:
-    """(state, process group) of /proc/PID, or None when it is gone."""
+def stat_fields(pid: int | str) -> tuple[str, int, int] | None:
+    """(state, process group, start ticks) of /proc/PID, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
@@ -67,9 +67,20 @@ def _stat_fields(pid: str) -> tuple[str, int] | None:
         return None
     rest = data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parens
     try:
-        return rest[0].decode("ascii", "replace"), int(rest[2])
+        return rest[0].decode("ascii", "replace"), int(rest[2]), int(rest[19])
     except (IndexError, ValueError):
         return None
+
+
+def group_members(pgid: int) -> list[tuple[int, int]]:
+    """(pid, start ticks) of the live (not zombie) processes of group ``pgid``, from /proc."""
+    found: list[tuple[int, int]] = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = stat_fields(entry)
+            if fields is not None and fields[1] == pgid and fields[0] != "Z":
+                found.append((int(entry), fields[2]))
+    return sorted(found)
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -84,14 +95,7 @@ def group_pids(pgid: int) -> list[int]:
         except PermissionError:
             pass
         return [pgid]
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields = _stat_fields(entry)
-        if fields is not None and fields[1] == pgid and fields[0] != "Z":
-            found.append(int(entry))
-    return sorted(found)
+    return [pid for pid, _ in group_members(pgid)]
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -111,6 +115,18 @@ def _wait_empty(pgid: int, seconds: float, poll: float, tick: Callable[[], None]
         if tick is not None:
             tick()
         time.sleep(poll)
+
+
+def end_group(pgid: int, grace_s: float, *, poll: float = 0.05, term: bool = True) -> bool:
+    """SIGTERM the group (``term``: not when it was sent already), give it ``grace_s`` to exit,
+    then SIGKILL it and wait for it to be gone (True when it is). ``grace_s`` 0: SIGKILL at once."""
+    if grace_s > 0:
+        if term:
+            _signal_group(pgid, signal.SIGTERM)
+        if _wait_empty(pgid, grace_s, poll, None):
+            return True
+    _signal_group(pgid, signal.SIGKILL)
+    return _wait_empty(pgid, _KILL_WAIT_S, poll, None)
 
 
 def settle_group(pgid: int, grace_s: float | None, *, poll: float = 0.05,

@@ -15,6 +15,10 @@ the next ``resume:`` closes, so edits made after the takeover are the person's, 
 ``run_taken_over`` lands on the timeline with the boundary, how the run was taken over, the proof
 that its owner was gone, and the unattributable paths.
 
+Before the boundary, the groups of processes the dead run left recorded in its document
+(``RunDoc.children``) and that are still alive are ended (``iterion.engine.children``): the
+takeover's boundary, and the person's interval it opens, come after the run's last process.
+
 Crash safety: the boundary is written before the taker changes the run's status. A taker that
 dies in between leaves the run ``running`` with one more boundary; the next takeover writes
 another, and the interval between the two is idle (person-owned), which is what it was.
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
+from iterion.engine.children import end_recorded_children
 from iterion.engine.execution import open_run_versioning
 from iterion.engine.versioning import Versioning
 from iterion.store import Checkpoint, RunDoc, Store
@@ -46,10 +51,12 @@ class Takeover:
     mechanism: str | None = None
     unattributable: list[str] = field(default_factory=list)
     warning: str | None = None
+    ended: list[dict[str, Any]] = field(default_factory=list)  # the run's process groups it ended
 
     def payload(self, proof: str) -> dict[str, Any]:
         return {"how": self.how, "label": self.label, "state": self.state, "mechanism": self.mechanism,
                 "unattributable": self.unattributable, "proof": proof,
+                **({"ended_processes": self.ended} if self.ended else {}),
                 **({"warning": self.warning} if self.warning else {})}
 
 
@@ -81,6 +88,7 @@ def record_takeover(store: Store, doc: RunDoc, cp: Checkpoint | None, *, how: st
     execute through it anyway). Without it, this is best effort: a takeover is never blocked by
     a workspace that cannot be versioned any more, but the event says what was not recorded.
     """
+    ended = end_recorded_children(store, doc)  # first: nothing of the run runs past the boundary
     label = takeover_label(cp)
     if label is None:
         result = Takeover(how, None, warning="no checkpoint to anchor a takeover boundary on: "
@@ -89,6 +97,7 @@ def record_takeover(store: Store, doc: RunDoc, cp: Checkpoint | None, *, how: st
         result = mark_takeover(versioning, label, how)
     else:
         result = _mark_best_effort(store, doc, label, how)
+    result.ended = ended
     store.events(doc.id).append(ev.RUN_TAKEN_OVER, node=label.node if label else None,
                                 iteration=label.iteration if label else None, payload=result.payload(proof))
     return result

@@ -218,3 +218,18 @@ class StateReader:
             return data.decode("utf-8")
         except UnicodeDecodeError:
             return None
+
+
+def truncations(outputs: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The streams cut to their inline share in a checkpoint's outputs (iterion/engine/outputcap.py):
+    one row per node and stream, with its full size and the file holding all of it."""
+    rows = []
+    for node, output in (outputs or {}).items():
+        marks = output.get("truncated") if isinstance(output, dict) else None
+        if not isinstance(marks, dict):
+            continue
+        for stream, mark in marks.items():
+            if isinstance(mark, dict) and mark.get("truncated"):
+                rows.append({"node": node, "stream": stream, "size": mark.get("size"), "kept": mark.get("kept"),
+                             "path": mark.get("path")})
+    return rows

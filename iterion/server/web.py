@@ -12,6 +12,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from iterion.server import timeline as tl
+
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
 header{background:#1d232a;color:#fff;padding:10px 20px}header a{color:#fff;text-decoration:none;font-weight:600}
@@ -130,6 +132,13 @@ def live_section(detail: dict[str, Any]) -> str:
     parts.append("<h2>Timeline</h2><table id=timeline><thead><tr><th>#</th><th>node</th><th>iteration</th>"
                  "<th>kind</th><th>start</th><th>duration</th><th>status</th><th>files changed</th><th></th></tr>"
                  f"</thead><tbody>{''.join(rows)}</tbody></table>")
+
+    cut = tl.truncations((detail.get("checkpoint") or {}).get("outputs"))
+    if cut:  # outputs kept whole beside the run, their head inline
+        parts.append("<h2>Truncated outputs</h2><table id=truncated><tbody>" + "".join(
+            f"<tr><td class=node>{esc(t['node'])}</td><td>{esc(t['stream'])}</td><td>truncated: {esc(t['size'])} "
+            f"bytes, first {esc(t['kept'])} shown</td><td><code>{esc(t['path'] or 'not kept')}</code></td></tr>"
+            for t in cut) + "</tbody></table>")
 
     bounds = "".join(f"<tr><td>{esc(b['seq'])}</td><td><code>{esc(b['label'])}</code></td>"
                      f"<td><code>{esc((b.get('state') or '')[:16])}</code></td><td>{esc(b['time'][11:23])}</td></tr>"

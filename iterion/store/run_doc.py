@@ -55,6 +55,27 @@ class OwnerInfo(BaseModel):
         return cls(pid=os.getpid(), host=this_host(), started=utcnow(), proc_start=process_start())
 
 
+class ChildGroup(BaseModel):
+    """A process group the run started and that may still be alive (a tool, an agent CLI, an MCP
+    server): recorded when it starts, removed when it ends (``iterion.engine.children``). A
+    takeover ends the groups still listed, once their leader's start time proves the pid was not
+    reused (docs/technical/processes.md)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    pgid: int
+    # ``<boot id>/<pid namespace>/<start ticks>`` of the group's leader (iterion.store.liveness)
+    proc_start: str | None = None
+    host: str
+    what: str = ""  # e.g. "tool build", "claude_code", "mcp github": for messages
+    started: datetime = Field(default_factory=utcnow)
+
+    @field_validator("started")
+    @classmethod
+    def _aware_started(cls, stamp: datetime) -> datetime:
+        return as_utc(stamp)
+
+
 class RunDoc(VersionedModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -92,6 +113,8 @@ class RunDoc(VersionedModel):
     explicit_resume_required: bool = False
     subbot_children: dict[str, str] = Field(default_factory=dict)  # node id -> child run id
     owner: OwnerInfo | None = None
+    # the run's live process groups (format 2; absent before: none recorded)
+    children: list[ChildGroup] = Field(default_factory=list)
     last_resume_digest: str | None = None
     version: int = 0  # CAS counter: 1 once created, +1 per save
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from iterion.store.run_doc import RunDoc
 
 # RunDoc's FORMAT_VERSION (persist.model.VersionedModel); run_doc.py takes it from here
-RUN_DOC_FORMAT_VERSION = 1
+RUN_DOC_FORMAT_VERSION = 2  # 2: children (the run's live process groups)
 
 # the form a timezone-aware datetime takes in iterion's JSON (pydantic's dump of utcnow())
 _STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})")

@@ -23,6 +23,7 @@ from iterion.backends.base import BackendError, setting_seconds
 from iterion.backends.claw.host import AgentHost
 from iterion.backends.claw.tools import ToolError, cap
 from iterion.backends.claw.wire import ToolSpec
+from iterion.engine.tether import tethered
 from iterion.failure_codes import FailureCode
 
 START_TIMEOUT_ENV, START_TIMEOUT_S = "ITERION_MCP_START_TIMEOUT", 30.0  # the defaults, in seconds
@@ -73,8 +74,15 @@ class McpPool:
             raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
                                f"mcp server {name!r}: only stdio servers with a command are supported by the claw "
                                f"backend (transport {transport})")
-        return StdioServerParameters(command=_expand(decl["command"]), args=[_expand(a) for a in decl.get("args") or []],
-                                     env=server_env(decl, self.host.env), cwd=str(self.host.workspace))
+        env = server_env(decl, self.host.env)
+        argv = [_expand(decl["command"]), *(_expand(a) for a in decl.get("args") or [])]
+        # under the launcher: the server dies with iterion, SIGKILL included (iterion.engine.tether)
+        try:
+            tied = tethered(argv, path=env.get("PATH"))
+        except FileNotFoundError:
+            raise BackendError(FailureCode.BACKEND_UNAVAILABLE,
+                               f"mcp server {name!r}: command {argv[0]!r} not found") from None
+        return StdioServerParameters(command=tied[0], args=tied[1:], env=env, cwd=str(self.host.workspace))
 
     def start(self, names: tuple[str, ...]) -> list[ToolSpec]:
         # both limits read here, before any server starts (never at import): a garbage value

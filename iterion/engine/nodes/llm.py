@@ -11,7 +11,11 @@ from typing import Any
 from iterion.engine.coerce import validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
 from iterion.engine.declared import runtime_fields, with_calibration
+from iterion.engine.errors import NodeFailure
 from iterion.engine.nodes.llmcall import call_backend, interaction_mode
+from iterion.engine.outputcap import TRUNCATED_KEY, inline_cap, output_prefix, spill_text
+from iterion.failure_codes import FailureCode
+from persist.envsettings import EnvSettingError
 
 # questions a model answers for one node visit before the node must answer itself
 MAX_MODEL_ANSWERS = 8
@@ -48,9 +52,29 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     if output is None:
         output = _parse_json(response.text)
     output = validate_output(node.id, node.output_schema, output)
+    if node.output_schema is None and isinstance(output, dict):
+        output = _bounded_answer(ctx, call, output)
     if isinstance(output, dict):  # the runtime `_` fields (docs/language.md §5.1), never overriding the model's own
         output = {**runtime_fields(response), **output}
     return NodeResult(output, session_id=getattr(response, "session_id", None))
+
+
+def _bounded_answer(ctx: ExecContext, call: NodeCall, output: dict[str, Any]) -> dict[str, Any]:
+    """An answer text over the inline cap: kept whole beside the run, its head inline and marked
+    (``iterion.engine.outputcap``)."""
+    text = output.get("text")
+    if not isinstance(text, str):
+        return output
+    try:
+        budget = inline_cap()
+    except EnvSettingError as exc:
+        raise NodeFailure(FailureCode.EXECUTION_FAILED, f"{exc.message} ({exc.hint})", node=call.node.id) from None
+    prefix = output_prefix(ctx.run_dir, call.node.id, call.iteration)
+    path = prefix.with_name(prefix.name + ".answer")
+    kept = spill_text(text, path, budget)
+    if kept is None:
+        return output
+    return {**output, "text": kept.text, TRUNCATED_KEY: {"text": kept.mark()}}
 
 
 def _model_answer(ctx: ExecContext, call: NodeCall, question: str, *, escalate: bool) -> str | None:

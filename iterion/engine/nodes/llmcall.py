@@ -122,8 +122,17 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         wrap_argv=(lambda argv: ctx.wrap(argv, node.id, Role.AGENT_CLI, backend=canonical))
         if canonical in ("claude_code", "codex") else None,
     )
+    if canonical in ("claude_code", "codex"):
+        # the CLI's process group: ended (SIGTERM, grace, SIGKILL) before a cancel or the duration
+        # cap is recorded, and known to the run document while it lives
+        from dataclasses import replace
+
+        from iterion.engine.children import CallProcesses
+
+        request = replace(request, processes=CallProcesses(ctx.token))
     try:
-        response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id))
+        response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id),
+                                    on_abandon=request.processes.stop if request.processes is not None else None)
     except BackendError as exc:
         _charge(ctx, node, iteration, name, model, exc.tokens_in + exc.tokens_out, exc.cost_usd)
         raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id,
@@ -188,7 +197,7 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
 
         try:
             res = run_process(ctx.wrap(["/bin/sh", "-c", command], node.id, Role.AGENT_BASH), cwd=cwd, env=env,
-                              token=ctx.token, check=tick)
+                              token=ctx.token, check=tick, what=f"agent {node.id} shell")
         except ShellTimeout:  # run_process killed the process group before re-raising
             return ShellResult("", "", -1, timed_out=True)
         except ToolLaunchError as exc:
