@@ -558,6 +558,18 @@ class Service:
         result = self._guard(rewind_run, self.store, req)
         return dict(result.to_json())
 
+    def undo_rewind(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``iterion rewind --undo``: the same function, so the web's "Undo this rewind" and the
+        CLI put back exactly the same files and checkpoint (and refuse alike once the run moved on)."""
+        from iterion.rewind.undo import undo_rewind
+
+        unknown = sorted(set(body) - {"expected_version"})
+        if unknown:
+            raise bad_input(f"unknown field {unknown[0]!r} (fields: expected_version)")
+        doc = self.load(ref)
+        self.check_version(doc, body.get("expected_version"))
+        return dict(self._guard(undo_rewind, self.store, doc.id).to_json())
+
     # -- start-up ---------------------------------------------------------------------------------
     def reconcile(self) -> list[dict[str, Any]]:
         from iterion.engine.stale import reconcile_orphans
