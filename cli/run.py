@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from cli.control import announce_new_store
 from cli.errors import CliError
 from cli.exit_codes import EXIT_HELP, STATUS_EXIT, ExitCode
 from cli.flags import finite_flag, key_values, one_line
@@ -167,7 +168,9 @@ def run_cmd(
 
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
     check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
-    store = open_swept(store_dir, write=True, nats=nats)
+    project = workspace.resolve() if workspace is not None else Path.cwd()  # the store belongs to the project
+    store = open_swept(store_dir, write=True, nats=nats, project=project)
+    announce_new_store(store, project)
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
     options = LaunchOptions(vars=key_values(var, "--var"), preset=preset, backend=backend,

@@ -59,7 +59,9 @@ def test_resolve_store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     sub = project / "a" / "b"
     sub.mkdir(parents=True)
     monkeypatch.delenv("ITERION_STORE_DIR", raising=False)
-    assert resolve_store_dir(None, sub) == project.resolve() / ".iterion"
+    # an empty .git/ is no repository, and an ancestor's directory without a store marker no store:
+    # a new store beside where the command starts
+    assert resolve_store_dir(None, sub) == sub.resolve() / ".iterion"
     assert resolve_store_dir(Path("st"), sub) == (sub / "st").resolve()
     monkeypatch.setenv("ITERION_STORE_DIR", str(tmp_path / "elsewhere"))
     assert resolve_store_dir(None, sub) == tmp_path / "elsewhere"
