@@ -25,13 +25,12 @@ NATS_HELP = ("Keep run documents, checkpoints and events in NATS JetStream at UR
              "Example: --nats nats://127.0.0.1:4222")
 
 
-def open_store(store_dir: Path | None, *, write: bool, nats: str | None = None, project: Path | None = None) -> Store:
-    """The command's store (``iterion.store.opener``: --nats, else $ITERION_NATS_URL, else files),
-    looked up from ``project`` (default: the current directory); ``write``: refuse a read-only
-    one before anything is written."""
+def open_store(store_dir: Path | None, *, write: bool, nats: str | None = None) -> Store:
+    """The command's store (``iterion.store.opener``: --nats, else $ITERION_NATS_URL, else files);
+    ``write``: refuse a read-only one before anything is written."""
     from iterion.store.opener import open_store as open_run_store
 
-    store = open_run_store(store_dir, nats=nats, cwd=project or Path.cwd())
+    store = open_run_store(store_dir, nats=nats, cwd=Path.cwd())
     if write:
         check_store_writable(store.root, store.runs_dir)
         check_store_space(nearest_existing(store.root), MIN_RESERVE_BYTES)

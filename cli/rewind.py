@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
                                                                   "else .git/iterion/store in a git repository, "
-                                                                  "else .iterion/ at the project root)."),
+                                                                  "else <project>/.iterion)."),
     ) -> None:
         if undo:
             if node or auto or dry_run or restore_scope is not None or keep_files or file is not None:

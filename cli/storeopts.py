@@ -22,6 +22,6 @@ NATS = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP)
 
 
 def open_swept(store_dir: Path | None, skip: str | None = None, *, write: bool = False,
-               nats: str | None = None, project: Path | None = None) -> Store:
+               nats: str | None = None) -> Store:
     # a read-only store is refused before the sweep; stale `running` runs promoted first
-    return sweep_orphans(open_store(store_dir, write=write, nats=nats, project=project), skip)
+    return sweep_orphans(open_store(store_dir, write=write, nats=nats), skip)

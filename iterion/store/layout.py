@@ -17,8 +17,9 @@ The store is found like git finds its repository (``locate_store``), first match
    store ``.iterion/`` in the project directory itself. An empty ``.iterion/``, one in ``$HOME``
    or ``/.iterion`` never catches a project's runs (docs/user-guide.md, "Where things live").
 
-The project directory is where the command starts: the current directory, or for ``iterion
-run`` its ``--workspace``. The marker is written with a store's first run (``Store.create_run``).
+The project directory is where the command starts (the current directory, for every command
+alike: a ``resume`` run from where the ``run`` was finds it). The marker is written with a
+store's first run (``Store.create_run``).
 """
 
 from __future__ import annotations

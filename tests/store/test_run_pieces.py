@@ -106,7 +106,7 @@ def test_locate_store_like_git_finds_its_repository(tmp_path: Path, monkeypatch:
     outer.mkdir(parents=True)
     shutil.rmtree(repo / ".iterion")
     assert locate_store(None, sub).root == git_store
-    # outside any repository: .iterion/ at the project root (the nearest ancestor holding one), as before
+    # outside any repository: the nearest marked .iterion/ (holding runs counts), else a new one here
     plain = tmp_path / "plain" / "deep"
     plain.mkdir(parents=True)
     assert locate_store(None, plain).root == (tmp_path / ".iterion").resolve()

@@ -83,12 +83,13 @@ def test_the_first_run_makes_and_names_a_store_beside_the_project(tree: dict[str
     assert listed.returncode == 0, listed.stderr
     assert run_id in [r["id"] for r in json.loads(listed.stdout)]
 
-    # --workspace names the project: its store, wherever the command is started from
+    # another project beside it (outside $HOME) gets its own store, not the fake root's marked one
     other = root / "other" / "proj"
-    third = run_cli("run", str(bot), "--workspace", str(other), "--json", cwd=proj, env=env)
+    third = run_cli("run", str(bot), "--workspace", str(other), "--json", cwd=other, env=env)
     assert third.returncode == 0, third.stderr
     assert f"iterion: new run store {other / '.iterion'}" in third.stderr
     assert (other / "one.txt").is_file() and (other / ".iterion" / STORE_MARKER).is_file()
+    assert not (root / ".iterion" / "runs").exists()
 
 
 def test_a_store_from_before_the_marker_is_marked_by_its_next_run(tree: dict[str, Path]) -> None:
