@@ -182,6 +182,9 @@ def get_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or nam
     hint = run.get("workspace_checkpoint")
     if hint:
         print_hint(hint)
+    undo = body.get("undo")
+    if undo:
+        echo(f"last rewind (to {undo['to_node']}) can be undone: iterion remote runs rewind {run['id']} --undo")
 
 
 @runs_app.command("events")

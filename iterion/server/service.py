@@ -262,7 +262,13 @@ class Service:
         bounds = tl.boundaries(events)
         rows = tl.executions(events)
         tl.attach_files(self.store, doc, rows, bounds)
+        from iterion.rewind.undo import undoable
+
+        rec = None if self.store.shared and not self.store.run_dir(doc.id).is_dir() else undoable(self.store, doc.id)
         return {
+            # the last rewind, while `rewind --undo` (POST .../rewind/undo) would still take it back
+            "undo": None if rec is None else {"to_node": rec.to_node, "rewound_seq": rec.rewound_seq,
+                                              "files": rec.touched},
             "run": run,
             "checkpoint": None if cp is None else {
                 "restart_node": cp.restart_node, "anchor": cp.anchor_reason.value,

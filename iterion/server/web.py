@@ -123,6 +123,12 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         ops.append("<button class=op data-action=cancel id=op-cancel>Cancel</button>")
     if ops:
         parts.append(f"<p id=actions>{' '.join(ops)} <span id=op-result></span></p>")
+    undo = detail.get("undo")
+    if undo:  # offered for as long as `rewind --undo` would take it (the run has not moved on)
+        touched = ", ".join(undo.get("files") or []) or "no file"
+        parts.append(f"<p id=undo-offer class=warn>The last rewind (to {esc(undo['to_node'])}) can be undone: it puts "
+                     f"back the checkpoint and the files it changed ({esc(touched)}). "
+                     "<button id=rewind-undo>Undo this rewind</button></p>")
 
     pending = detail.get("pending")
     if pending and run["status"] == "paused_waiting_human":
@@ -232,6 +238,18 @@ function bind(){
       .then(function(r){ show(out, r.ok ? action + ': ' + (r.body.status || 'requested') : errText(r.body), !r.ok);
                          setTimeout(refresh, 300); });
   };
+  var undo = document.getElementById('rewind-undo');
+  if (undo) undo.onclick = function(){ undo.disabled = true; post('/rewind/undo', {}).then(function(y){
+    var box = document.getElementById('rewind-report'), p = el('div'); p.id = 'undo-result';
+    if (!y.ok) { p.appendChild(el('p', errText(y.body), 'err')); }
+    else {  // as `iterion rewind --undo` prints it (cli/rewind.py print_undo)
+      p.appendChild(el('p', 'undid the rewind of run ' + y.body.run_id + ' to ' + y.body.to_node + ': checkpoint back at ' +
+        (y.body.restored_checkpoint_node || '-') + ', status ' + y.body.status, 'summary'));
+      list(p, 'undo-restored', 'put back', y.body.files_restored || []);
+      list(p, 'undo-removed', 'removed', y.body.files_removed || []);
+      list(p, 'undo-skipped', 'skipped', (y.body.files_skipped || []).map(function(s){ return s.path + ' (' + s.reason + ')'; }));
+    }
+    box.innerHTML = ''; box.appendChild(p); refresh(); }); };
   var buttons = document.querySelectorAll('button.preview');
   for (var i = 0; i < buttons.length; i++) buttons[i].onclick = function(){
     document.getElementById('rewind-node').value = this.getAttribute('data-node');
@@ -292,20 +310,7 @@ function preview(node){
       box.innerHTML = '';
       if (!x.ok) { var p = el('p', errText(x.body), 'err'); p.id = 'rewind-result'; box.appendChild(p); return; }
       var res = el('div'); res.id = 'rewind-result'; report(res, x.body, false); box.appendChild(res);
-      var u = el('button', 'Undo this rewind'); u.id = 'rewind-undo';
-      u.onclick = function(){ u.disabled = true; post('/rewind/undo', {}).then(function(y){
-        var p = el('div'); p.id = 'undo-result';
-        if (!y.ok) { p.appendChild(el('p', errText(y.body), 'err')); }
-        else {
-          p.appendChild(el('p', 'undid the rewind of run ' + y.body.run_id + ' to ' + y.body.to_node + ': checkpoint back at ' +
-            (y.body.restored_checkpoint_node || '-') + ', status ' + y.body.status, 'summary'));
-          list(p, 'undo-restored', 'put back', y.body.files_restored || []);
-          list(p, 'undo-removed', 'removed', y.body.files_removed || []);
-          list(p, 'undo-skipped', 'skipped', (y.body.files_skipped || []).map(function(s){ return s.path + ' (' + s.reason + ')'; }));
-        }
-        box.appendChild(p); refresh(); }); };
-      box.appendChild(u);
-      refresh(); }); };
+      refresh(); }); };  // the refreshed live section offers "Undo this rewind" (#undo-offer)
     var bar = el('p'); bar.appendChild(b); box.appendChild(bar);
     var rep = el('div'); rep.id = 'rewind-preview-report'; report(rep, r.body, true); box.appendChild(rep);
   });

@@ -60,6 +60,8 @@ def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:
     assert rewound.returncode == 0, rewound.stderr
     assert "  removed demo-out/draft.md" in rewound.stdout and not draft.exists()
     assert f"undo this rewind with: iterion remote runs rewind {run_id} --undo" in rewound.stdout
+    offered = remote(server, "get", run_id)
+    assert f"last rewind (to write) can be undone: iterion remote runs rewind {run_id} --undo" in offered.stdout
     undone = remote(server, "rewind", run_id[:10], "--undo")
     assert undone.returncode == 0, undone.stderr
     assert undone.stdout.startswith(f"undid the rewind of run {run_id} to write: checkpoint back at approve, "

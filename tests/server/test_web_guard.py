@@ -136,11 +136,14 @@ def test_web_rewind_is_the_cli_rewind_with_undo(two_runs: tuple[Server, str, str
     assert draft.read_text() == "my own edit\n" and server.run_json(a)["status"] == "paused_waiting_human"
 
     page.click("#rewind-do")
-    page.wait_for_selector("#rewind-undo")
+    page.wait_for_selector("#rewind-result")
     assert "Your edits this rewind overwrote" in page.locator("#rewind-result").inner_text()
+    page.wait_for_selector("#rewind-undo")  # offered with what happened
     assert server.run_json(a)["status"] == "paused_operator"
     assert not draft.exists()  # the rewind removed what save_draft made, the person's edit with it
 
+    page.reload()  # still offered after a reload: for as long as `rewind --undo` would take it
+    assert "demo-out/draft.md" in page.locator("#undo-offer").inner_text()
     page.click("#rewind-undo")
     page.wait_for_selector("#undo-result")
     assert "undid the rewind" in page.locator("#undo-result").inner_text(), page.locator("#undo-result").inner_text()
@@ -148,6 +151,7 @@ def test_web_rewind_is_the_cli_rewind_with_undo(two_runs: tuple[Server, str, str
     assert server.run_json(a)["status"] == "paused_waiting_human"
     events = (server.store / "runs" / a / "events.jsonl").read_text()
     assert '"run_rewind_undone"' in events
+    page.wait_for_function("!document.querySelector('#undo-offer')")  # nothing left to undo
 
     # the page's own operator buttons still work: cancel A, resume B
     page.wait_for_selector("#op-cancel")
