@@ -16,8 +16,21 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, write_bot
 from tests.server.conftest import Server, demo_project, start_server, wait_status
+
+WAITS = """
+tool first:
+  command: "i=0; while [ ! -e go ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done; echo one > first.txt"
+
+tool second:
+  command: "echo two > second.txt"
+
+workflow waits:
+  entry: first
+  first -> second
+  second -> done
+"""
 
 ATTACK = """<!doctype html><html><body>
 <iframe name=sink style='display:none'></iframe>
@@ -29,7 +42,8 @@ function hit(run, action, init) {{
   tries.push(fetch(target + '/api/runs/' + run + '/' + action, init)
     .then(function(){{ answered++; }}, function(){{}}));
 }}
-[['{a}', 'cancel'], ['{a}', 'pause'], ['{a}', 'rewind'], ['{b}', 'resume'], ['{a}', 'rewind/undo']]
+[['{a}', 'cancel'], ['{a}', 'rewind'], ['{b}', 'resume'], ['{a}', 'rewind/undo'], ['{c}', 'pause'],
+ ['{c}', 'cancel']]
   .forEach(function(x) {{
     hit(x[0], x[1], {{method: 'POST', mode: 'no-cors', credentials: 'include'}});  // an empty body
     hit(x[0], x[1], {{method: 'POST', mode: 'no-cors', credentials: 'include',
@@ -62,9 +76,12 @@ def _serve_page(html: str) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str, str]]:
-    """A waits on its human gate; B was cancelled (so a resume would start it again)."""
-    server = start_server(demo_project(tmp_path_factory.mktemp("guard") / "project"))
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str, str, str]]:
+    """A waits on its human gate; B was cancelled (so a resume would start it again); C is
+    running (its first node waits for a `go` file), so a pause or a cancel would act on it."""
+    project = demo_project(tmp_path_factory.mktemp("guard") / "project")
+    write_bot(project / "wf", WAITS, name="waits")
+    server = start_server(project)
     try:
         c = server.client()
         a = c.post("/api/runs", json={"file": "demo/demo.bot"}).json()["run_id"]
@@ -72,23 +89,27 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server,
         b = c.post("/api/runs", json={"file": "demo/demo.bot"}).json()["run_id"]
         wait_status(c, b, {"paused_waiting_human"})
         assert c.post(f"/api/runs/{b}/cancel", json={"wait": 0}).json()["status"] == "cancelled"
-        yield server, a, b
+        running = c.post("/api/runs", json={"file": "wf/waits.bot", "workspace": "wf"}).json()["run_id"]
+        yield server, a, b, running
     finally:
+        (project / "wf" / "go").write_text("")  # lets C's tool end
         server.stop()
 
 
-def _state(server: Server, run_id: str) -> tuple[str, int, int]:
+def _state(server: Server, run_id: str) -> tuple[str, int, int, list[str]]:
     doc = server.run_json(run_id)
-    events = (server.store / "runs" / run_id / "events.jsonl").read_text().count("\n")
-    return doc["status"], doc["version"], events
+    run_dir = server.store / "runs" / run_id
+    events = (run_dir / "events.jsonl").read_text().count("\n")
+    return doc["status"], doc["version"], events, sorted(p.name for p in run_dir.iterdir())  # no control request
 
 
-def test_a_page_on_another_port_cannot_act_on_runs(two_runs: tuple[Server, str, str], browser: Any) -> None:
-    server, a, b = two_runs
-    before = {a: _state(server, a), b: _state(server, b)}
+def test_a_page_on_another_port_cannot_act_on_runs(runs: tuple[Server, str, str, str], browser: Any) -> None:
+    server, a, b, c = runs
+    assert server.run_json(c)["status"] == "running"
+    before = {r: _state(server, r) for r in (a, b, c)}
     draft = server.project / "demo-out" / "draft.md"
     kept = draft.read_bytes()
-    httpd, origin = _serve_page(ATTACK.format(target=server.url, a=a, b=b))
+    httpd, origin = _serve_page(ATTACK.format(target=server.url, a=a, b=b, c=c))
     try:
         ctx = browser.new_context()
         page = ctx.new_page()
@@ -96,20 +117,20 @@ def test_a_page_on_another_port_cannot_act_on_runs(two_runs: tuple[Server, str, 
         assert any(c["name"] == "iterion_token" for c in ctx.cookies())
         page.goto(f"{origin}/")
         page.wait_for_function("document.title.startsWith('done')", timeout=30_000)
-        # every no-cors request reached the server and was answered (10 of them); the CORS ones died
+        # every no-cors request reached the server and was answered (12 of them); the CORS ones died
         # at their preflight: the server heard them all and acted on none
-        assert page.title() == "done 10"
+        assert page.title() == "done 12"
         page.wait_for_timeout(500)  # the form's POST, in its hidden frame
         ctx.close()
     finally:
         httpd.shutdown()
-    assert {a: _state(server, a), b: _state(server, b)} == before
+    assert {r: _state(server, r) for r in (a, b, c)} == before
     assert draft.read_bytes() == kept
     assert not (server.store / "runs" / a / "rewind-undo.json").exists()
 
 
-def test_web_rewind_is_the_cli_rewind_with_undo(two_runs: tuple[Server, str, str], browser: Any) -> None:
-    server, a, b = two_runs
+def test_web_rewind_is_the_cli_rewind_with_undo(runs: tuple[Server, str, str, str], browser: Any) -> None:
+    server, a, b, c = runs
     draft = server.project / "demo-out" / "draft.md"
     draft.write_text("my own edit\n")  # the person edits a file the run produced
     cli = run_cli("rewind", "--run-id", a, "--node", "save_draft", "--dry-run", "--json",
@@ -153,7 +174,14 @@ def test_web_rewind_is_the_cli_rewind_with_undo(two_runs: tuple[Server, str, str
     assert '"run_rewind_undone"' in events
     page.wait_for_function("!document.querySelector('#undo-offer')")  # nothing left to undo
 
-    # the page's own operator buttons still work: cancel A, resume B
+    # the page's own operator buttons still work: pause C (running), cancel A, resume B
+    page.goto(f"{server.url}/runs/{c}")
+    page.click("#op-pause")
+    page.wait_for_function("document.querySelector('#op-result') && "
+                           "document.querySelector('#op-result').textContent.startsWith('pause: ')")
+    (server.project / "wf" / "go").write_text("")  # the first node ends: the run pauses at the boundary
+    wait_status(server.client(), c, {"paused_operator"})
+    page.goto(f"{server.url}/runs/{a}")
     page.wait_for_selector("#op-cancel")
     page.click("#op-cancel")
     page.wait_for_function("document.querySelector('#status').textContent.includes('cancelled')", timeout=60_000)
