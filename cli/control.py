@@ -58,6 +58,16 @@ def sweep_orphans(store: Store, skip: str | None = None) -> Store:
 LEGACY_HINT_MARK = ".location-hint-shown"
 
 
+def announce_new_store(store: Store, project: Path) -> None:
+    """The first run of a project outside any repository says where its new store is made."""
+    from iterion.store.layout import PROJECT, is_marked
+
+    if store.origin != PROJECT or is_marked(store.root):
+        return
+    echo_err(f"iterion: new run store {store.root} (no marked .iterion/ in {project} or a parent below $HOME); "
+             f"commands run from {project} or below find it")
+
+
 def legacy_store_hint(store: Store) -> None:
     """Once per pre-move store (``.iterion/`` holding runs): say where new projects keep theirs."""
     if store.origin != LEGACY or (store.root / LEGACY_HINT_MARK).exists():

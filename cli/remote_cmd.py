@@ -182,6 +182,9 @@ def get_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or nam
     hint = run.get("workspace_checkpoint")
     if hint:
         print_hint(hint)
+    undo = body.get("undo")
+    if undo:
+        echo(f"last rewind (to {undo['to_node']}) can be undone: iterion remote runs rewind {run['id']} --undo")
 
 
 @runs_app.command("events")
@@ -367,12 +370,29 @@ def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
                auto: bool = typer.Option(False, "--auto", help="Rewind to the earliest node an edit of the workflow affects. Example: --auto"),
                restore_scope: str | None = typer.Option(None, "--restore-scope", help="produced, full or none. Example: --restore-scope none"),
                dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing. Example: --dry-run"),
+               undo: bool = typer.Option(False, "--undo", help="Put back the files and the checkpoint the last rewind of the run changed (refused once the run moved on). Example: --undo"),
                if_version: int | None = IF_VERSION,
                server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
-    """Rewind a parked run on the server to a node it executed.
+    """Rewind a parked run on the server to a node it executed, or undo its last rewind.
+
+    Prints what `iterion rewind` prints locally (the server runs the same rewind and undo).
 
     Example: iterion remote runs rewind 01a2b3 --node write --dry-run
+    Example: iterion remote runs rewind 01a2b3 --undo
     """
+    from cli.rewind import print_result, print_undo
+
+    if undo:
+        if node or auto or dry_run or restore_scope:
+            raise CliError("--undo takes only the run (and --if-version, --json): it puts back what the last "
+                           "rewind changed")
+        undo_body: dict[str, Any] = {} if if_version is None else {"expected_version": if_version}
+        undone = Client(server, token_file).call("POST", _run_path(run_id, "/rewind/undo"), json=undo_body)
+        if as_json:
+            echo_json(undone)
+        else:
+            print_undo(undone, f"iterion remote runs resume {undone['run_id']}")
+        return
     if bool(node) == bool(auto):
         raise CliError("give exactly one of --node NODE or --auto",
                        hint="--auto finds the node your edit affects; --node names it")
@@ -389,19 +409,7 @@ def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
     if as_json:
         echo_json(out)
         return
-    head = "dry run: would rewind" if out.get("dry_run") else "rewound"
-    echo(f"{head} run {out['run_id']}: {out.get('from_node') or '-'} -> {out['to_node']}")
-    echo(f"dropped outputs: {', '.join(out.get('dropped_nodes') or [])}")
-    files = out.get("files") or {}
-    verb = "would restore" if out.get("dry_run") else "restored"
-    for p in (files.get("in_scope") if out.get("dry_run") else files.get("restored")) or []:
-        echo(f"  {verb} {p}")
-    for p in files.get("removed") or []:
-        echo(f"  removed {p}")
-    if files.get("skip_reason"):
-        echo(f"  nothing restored: {files['skip_reason']}")
-    if not out.get("dry_run"):
-        echo(f"status: {out.get('status')}; continue with `iterion remote runs resume {out['run_id']}`")
+    print_result(out, f"iterion remote runs resume {out['run_id']}", f"iterion remote runs rewind {out['run_id']} --undo")
 
 
 def _wait_claimed(client: Client, run_id: str, after: int, timeout_s: float = 3600.0) -> int:

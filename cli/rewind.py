@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -13,10 +14,10 @@ from cli.parked import store_args
 from cli.preflight import check_run_writable, open_store
 from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
-from iterion.rewind.files import FilesReport, RestoreScope
+from iterion.rewind.files import RestoreScope
 from iterion.rewind.intent import has_intent
-from iterion.rewind.rewind import RewindRequest, RewindResult, rewind_run
-from iterion.rewind.undo import UndoResult, undo_command, undo_rewind
+from iterion.rewind.rewind import RewindRequest, rewind_run
+from iterion.rewind.undo import undo_command, undo_rewind
 from iterion.store import Store, StoreError
 from persist.inputs import SOURCE_LIMIT, check_regular_file
 
@@ -42,67 +43,70 @@ def _print_detected(d: DetectedEdit) -> None:
         echo(f"  impacts {node}: {'; '.join(reasons)}")
 
 
-def _print_files(f: FilesReport, dry_run: bool) -> None:
-    echo(f"files ({f.mechanism}, scope {f.scope}, to {f.anchor}):")
-    if f.skip_reason:
-        echo(f"  nothing restored: {f.skip_reason}")
+def print_files(f: dict[str, Any], dry_run: bool) -> None:
+    """A rewind's ``files`` (FilesReport.to_json()): the local verb and `iterion remote` print it alike."""
+    echo(f"files ({f['mechanism']}, scope {f['scope']}, to {f['anchor']}):")
+    if f.get("skip_reason"):
+        echo(f"  nothing restored: {f['skip_reason']}")
     w = "would be " if dry_run else ""  # a dry run reports the real rewind's plan, word for word
-    for p in f.restored:
+    for p in f.get("restored") or []:
         echo(f"  {w}restored {p}")
-    for p in f.removed:
+    for p in f.get("removed") or []:
         echo(f"  {w}removed {p}")
-    for s in f.skipped:
-        echo(f"  {w}skipped {s.path} ({s.reason})")
-    for p in f.overwritten:
-        kept = "the pre-rewind state is banked first" if dry_run else f"kept in {f.backup_ref}"
+    for s in f.get("skipped") or []:
+        echo(f"  {w}skipped {s['path']} ({s['reason']})")
+    for p in f.get("overwritten") or []:
+        kept = "the pre-rewind state is banked first" if dry_run else f"kept in {f.get('backup_ref')}"
         echo(f"  {w}overwritten {p} (not attributable to the run: changed after it stopped recording, or "
              f"while its process was dead; {kept})")
-    if f.undo:
-        echo(f"  to bring the overwritten files back, run: {f.undo}")
-    why = {d.path: d for d in f.left_in_place_details}
-    for p in f.left_in_place:
+    if f.get("undo"):
+        echo(f"  to bring the overwritten files back, run: {f['undo']}")
+    why = {d["path"]: d for d in f.get("left_in_place_details") or []}
+    for p in f.get("left_in_place") or []:
         d = why.get(p)
-        reason = (f"produced by run {d.run_id}, another run of this workspace" if d is not None and d.run_id
+        reason = (f"produced by run {d['run_id']}, another run of this workspace" if d is not None and d.get("run_id")
                   else "changed since the run's last boundary, outside the scope")
         echo(f"  {w}left in place {p} ({reason})")
-    if f.revert_commit:
-        echo(f"  revert commit {f.revert_commit}")
-    if f.backup_ref:
-        echo(f"  pre-rewind state banked as {f.backup_ref}")
+    if f.get("revert_commit"):
+        echo(f"  revert commit {f['revert_commit']}")
+    if f.get("backup_ref"):
+        echo(f"  pre-rewind state banked as {f['backup_ref']}")
 
 
-def _print_result(r: RewindResult, ref: str, where: list[str] | None = None) -> None:
-    if r.completed_interrupted:
-        verb = "would finish" if r.dry_run else "finished"
-        echo(f"{verb} the interrupted rewind of run {r.run_id} (a killed rewind had begun restoring its files)")
-    head = "dry run: would rewind" if r.dry_run else "rewound"
-    promoted = f" (promoted from {r.promoted_from}: the whole fan-out replays)" if r.promoted_from else ""
-    echo(f"{head} run {r.run_id}: {r.from_node or '-'} -> {r.to_node}{promoted}")
-    echo(f"dropped outputs: {', '.join(r.dropped_nodes)}")
-    if r.tombstoned_artifacts:
-        arts = ", ".join(f"{n} v{','.join(map(str, vs))}" for n, vs in r.tombstoned_artifacts.items())
+def print_result(r: dict[str, Any], resume_cmd: str, undo_cmd: str) -> None:
+    """A rewind's result (RewindResult.to_json()); ``resume_cmd``/``undo_cmd`` how to go on."""
+    dry_run = bool(r.get("dry_run"))
+    if r.get("completed_interrupted"):
+        verb = "would finish" if dry_run else "finished"
+        echo(f"{verb} the interrupted rewind of run {r['run_id']} (a killed rewind had begun restoring its files)")
+    head = "dry run: would rewind" if dry_run else "rewound"
+    promoted = f" (promoted from {r['promoted_from']}: the whole fan-out replays)" if r.get("promoted_from") else ""
+    echo(f"{head} run {r['run_id']}: {r.get('from_node') or '-'} -> {r['to_node']}{promoted}")
+    echo(f"dropped outputs: {', '.join(r.get('dropped_nodes') or [])}")
+    if r.get("tombstoned_artifacts"):
+        arts = ", ".join(f"{n} v{','.join(map(str, vs))}" for n, vs in r["tombstoned_artifacts"].items())
         echo(f"tombstoned artifacts: {arts} (kept on disk)")
-    if r.orphaned_child_runs:
-        kids = ", ".join(f"{run} (from {node})" for node, run in r.orphaned_child_runs.items())
+    if r.get("orphaned_child_runs"):
+        kids = ", ".join(f"{run} (from {node})" for node, run in r["orphaned_child_runs"].items())
         echo(f"orphaned child runs: {kids} - cancel any that is still running")
-    _print_files(r.files, r.dry_run)
-    if not r.dry_run:
-        echo(f"status: {r.status}; continue with `{command('resume', '--run-id', ref, *(where or []))}` "
-             "(add --force after editing the workflow)")
-        if r.files.reverted:
-            echo(f"undo this rewind with: {undo_command(ref, *(where or []))}")
+    print_files(r["files"], dry_run)
+    if not dry_run:
+        echo(f"status: {r.get('status')}; continue with `{resume_cmd}` (add --force after editing the workflow)")
+        if r["files"].get("reverted"):
+            echo(f"undo this rewind with: {undo_cmd}")
 
 
-def _print_undo(u: UndoResult, ref: str, where: list[str]) -> None:
-    echo(f"undid the rewind of run {u.run_id} to {u.to_node}: checkpoint back at "
-         f"{u.restored_checkpoint_node or '-'}, status {u.status}")
-    for p in u.files_restored:
+def print_undo(u: dict[str, Any], resume_cmd: str) -> None:
+    """An undone rewind (UndoResult.to_json())."""
+    echo(f"undid the rewind of run {u['run_id']} to {u['to_node']}: checkpoint back at "
+         f"{u.get('restored_checkpoint_node') or '-'}, status {u['status']}")
+    for p in u.get("files_restored") or []:
         echo(f"  put back {p}")
-    for p in u.files_removed:
+    for p in u.get("files_removed") or []:
         echo(f"  removed {p}")
-    for s in u.files_skipped:
+    for s in u.get("files_skipped") or []:
         echo(f"  skipped {s['path']} ({s['reason']})")
-    echo(f"continue with `{command('resume', '--run-id', ref, *where)}`")
+    echo(f"continue with `{resume_cmd}`")
 
 
 def register(app: typer.Typer) -> None:
@@ -128,7 +132,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
                                                                   "else .git/iterion/store in a git repository, "
-                                                                  "else .iterion/ at the project root)."),
+                                                                  "else <project>/.iterion)."),
     ) -> None:
         if undo:
             if node or auto or dry_run or restore_scope is not None or keep_files or file is not None:
@@ -160,7 +164,8 @@ def register(app: typer.Typer) -> None:
         if json_out:
             echo_json(result.to_json())
         else:
-            _print_result(result, _name(store, result.run_id), store_args(store))
+            ref, where = _name(store, result.run_id), store_args(store)
+            print_result(result.to_json(), command("resume", "--run-id", ref, *where), undo_command(ref, *where))
 
 
 def _name(store: Store, run_id: str) -> str:
@@ -178,4 +183,5 @@ def _undo(run_id: str, store_dir: Path | None, json_out: bool) -> None:
     if json_out:
         echo_json(result.to_json())
     else:
-        _print_undo(result, _name(store, result.run_id), store_args(store))
+        ref = _name(store, result.run_id)
+        print_undo(result.to_json(), command("resume", "--run-id", ref, *store_args(store)))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from cli.control import announce_new_store
 from cli.errors import CliError
 from cli.exit_codes import EXIT_HELP, STATUS_EXIT, ExitCode
 from cli.flags import finite_flag, key_values, one_line
@@ -171,7 +172,10 @@ def run_cmd(
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
     sandbox_mode = check_flag(sandbox)
     check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
+    # the store is looked up from where the command runs, as every other command looks it up
+    # (a `resume` from the same directory finds the run)
     store = open_swept(store_dir, write=True, nats=nats)
+    announce_new_store(store, Path.cwd())
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
     options = LaunchOptions(vars=key_values(var, "--var"), preset=preset, backend=backend,

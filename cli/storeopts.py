@@ -17,7 +17,7 @@ from cli.preflight import NATS_HELP, open_store
 if TYPE_CHECKING:
     from iterion.store import Store
 
-STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion).")
+STORE_DIR = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else a marked .iterion/ in the project or a parent below $HOME, else <project>/.iterion).")
 NATS = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP)
 
 

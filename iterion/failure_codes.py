@@ -48,6 +48,7 @@ class FailureCode(StrEnum):
     EXPRESSION_FAILED = "EXPRESSION_FAILED"
     CONTEXT_LENGTH_EXCEEDED = "CONTEXT_LENGTH_EXCEEDED"
     IR_UNLOADABLE = "IR_UNLOADABLE"
+    REPO_NOT_FOUND = "REPO_NOT_FOUND"
     BOT_REQUIRES_NEWER_ENGINE = "BOT_REQUIRES_NEWER_ENGINE"
     WORKSPACE_SAFETY = "WORKSPACE_SAFETY"
     # the sandbox driver refused to start one (its program missing, namespaces refused, a bind
@@ -135,6 +136,8 @@ _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.EXPRESSION_FAILED, Retry.DETERMINISTIC, "a compute expression failed on fixed inputs"),
     FailureRow(FailureCode.CONTEXT_LENGTH_EXCEEDED, Retry.DETERMINISTIC, "the conversation no longer fits the model"),
     FailureRow(FailureCode.IR_UNLOADABLE, Retry.DETERMINISTIC, "the workflow could not be loaded or compiled"),
+    FailureRow(FailureCode.REPO_NOT_FOUND, Retry.DETERMINISTIC,
+               "a queued run's repository or ref does not exist (failed at its first delivery, never re-offered)"),
     FailureRow(FailureCode.BOT_REQUIRES_NEWER_ENGINE, Retry.DETERMINISTIC, "the bundle needs a newer iterion"),
     FailureRow(FailureCode.WORKSPACE_SAFETY, Retry.DETERMINISTIC, "a write would have left the workspace"),
     FailureRow(FailureCode.SANDBOX_SETUP_FAILED, Retry.DETERMINISTIC,

@@ -33,10 +33,16 @@ What a SIGKILL (or a crash) at any point leaves, and what repairs it:
 
 A complete line that does not parse before the last one, or a gap in the seq numbers, is not a
 crash artefact: ``CorruptStoreError``. A state.json of format 1 (no log) reads as is.
+
+A reader that must write nothing (a rewind's dry run: it works on a read-only store) opens the
+store with ``scratch=DIR``: what its disk scan stores (objects, manifests) goes to DIR, the
+store's own objects are only read, the stat cache is not saved, the run's lock is taken on a
+read-only descriptor (no lock file is created), and a commit is refused.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -109,14 +115,16 @@ def shared_objects_dir(root: Path, run_id: str) -> Path:
 
 
 class TrackStore:
-    def __init__(self, root: Path, run_id: str) -> None:
+    def __init__(self, root: Path, run_id: str, *, scratch: Path | None = None) -> None:
         validate_id(run_id, "run id")
         self.root = root
         self.run_id = run_id
         shared = shared_objects_dir(root, run_id)
         # a run recorded before the move keeps reading its own per-run objects
         legacy = (root / "objects",) if shared != root / "objects" else ()
-        self.objects = ObjectStore(shared, legacy)
+        # read-only (module doc): new objects go to the scratch directory, the store's are only read
+        self.read_only = scratch is not None
+        self.objects = ObjectStore(scratch, (shared, *legacy)) if scratch is not None else ObjectStore(shared, legacy)
         self.run_dir = root / "runs" / run_id
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()  # digest -> full state
         self._once: tuple[str, Manifest] | None = None  # read_manifest_once's last full state
@@ -135,7 +143,7 @@ class TrackStore:
     # -- locking ----------------------------------------------------------------------------
     @contextmanager
     def locked(self) -> Iterator[None]:
-        with file_lock(self.run_dir / "lock"), self.objects.shared():
+        with self._run_lock(), self.objects.shared():
             if self.objects.epoch != self._epoch:  # a gc swept: cached manifests may name gone objects
                 self._epoch = self.objects.epoch
                 self._manifests.clear()
@@ -143,8 +151,28 @@ class TrackStore:
             self._clean_leftovers()
             yield
 
+    @contextmanager
+    def _run_lock(self) -> Iterator[None]:
+        if not self.read_only:
+            with file_lock(self.run_dir / "lock"):
+                yield
+            return
+        # flock works on a read-only descriptor: a writer on another (writable) mount still waits
+        try:
+            fd = os.open(self.run_dir / "lock", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # never captured under a lock: nobody to wait for
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def _clean_leftovers(self) -> None:
         """Temp files of a writer killed mid-write (never documents; objects dirs are left alone)."""
+        if self.read_only:
+            return
         try:
             names = os.listdir(self.run_dir)
         except FileNotFoundError:
@@ -234,6 +262,8 @@ class TrackStore:
         The objects and manifest ``rec`` names must be durable already (``objects.flush``).
         ``workspace``: recorded by the run's first commit.
         """
+        if self.read_only:  # a programming error: a dry run plans, it never records
+            raise RuntimeError(f"run {self.run_id}: a read-only tracker store cannot commit")
         state = self.load_state()
         if state is None:  # the run's first commit: the whole document
             state = RunState(run_id=self.run_id, workspace=workspace)
@@ -458,6 +488,8 @@ class TrackStore:
 
     def save_cache(self, doc: StatCacheDoc) -> None:
         # A cache: atomic (never torn) but not fsynced; a lost or unreadable one means a cold walk.
+        if self.read_only:
+            return
         wire = _rows_to_wire(doc.rows)
         if wire is not doc.rows:
             doc = doc.model_copy(update={"rows": wire})

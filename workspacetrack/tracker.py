@@ -86,7 +86,8 @@ class Tracker:
     """Versions one in-place run's workspace in a store outside it."""
 
     def __init__(self, store_dir: Path | str, workspace: Path | str, run_id: str, *,
-                 size_cap: int | None = None) -> None:
+                 size_cap: int | None = None, scratch: Path | None = None) -> None:
+        """``scratch``: read the store, write nothing to it (``TrackStore``: a dry run)."""
         if size_cap is None:
             size_cap = size_cap_from_env()
         if size_cap < 0:
@@ -96,7 +97,7 @@ class Tracker:
         self.run_id = run_id
         self.size_cap = size_cap
         try:
-            self.store = TrackStore(store, run_id)
+            self.store = TrackStore(store, run_id, scratch=scratch)
         except ValueError as exc:
             raise TrackError(str(exc)) from None
         self.store.objects.attach_git(lambda: GitSource.open(ws, run_id) if git_reuse_enabled() else None)

@@ -57,14 +57,14 @@ def check_checkpoint(store: Store, run_id: str) -> Checkpoint | None:
     return store.load_checkpoint(run_id)
 
 
-def check_workspace(path: Path | None, run_id: str, *, fix: str) -> Path:
-    """The run's workspace must exist as a writable directory; ``fix`` is the hint."""
+def check_workspace(path: Path | None, run_id: str, *, fix: str, writable: bool = True) -> Path:
+    """The run's workspace must exist as a (``writable``) directory; ``fix`` is the hint."""
     if path is None:
         raise PreflightError(f"run {run_id} recorded no workspace; {UNCHANGED}", hint=fix)
     if not path.is_dir():
         what = "does not exist" if not path.exists() else "is not a directory"
         raise PreflightError(f"the workspace {path} of run {run_id} {what}; {UNCHANGED}", hint=fix)
-    if not os.access(path, os.W_OK | os.X_OK):
+    if writable and not os.access(path, os.W_OK | os.X_OK):
         raise PreflightError(f"the workspace {path} of run {run_id} is not writable; {UNCHANGED}",
                              hint="make it writable (is it on a read-only mount?), then retry")
     return path

@@ -152,11 +152,12 @@ class GitVersioning(Versioning):
 class TrackVersioning(Versioning):
     mechanism = WORKSPACETRACK
 
-    def __init__(self, track_dir: Path, workspace: Path, run_id: str, *, watch: bool = True) -> None:
+    def __init__(self, track_dir: Path, workspace: Path, run_id: str, *, watch: bool = True,
+                 scratch: Path | None = None) -> None:
         super().__init__()
         from workspacetrack.tracker import Tracker
 
-        self._tracker = Tracker(track_dir, workspace, run_id)
+        self._tracker = Tracker(track_dir, workspace, run_id, scratch=scratch)
         self._watching = False
         if watch:
             try:
@@ -194,11 +195,13 @@ class TrackVersioning(Versioning):
 
 
 def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: str,
-                    base: str | None = None, start: bool = False, watch: bool = True) -> Versioning:
-    """The mechanism for this run shape (see module doc). ``start`` on launch, not on resume."""
+                    base: str | None = None, start: bool = False, watch: bool = True,
+                    scratch: Path | None = None) -> Versioning:
+    """The mechanism for this run shape (see module doc). ``start`` on launch, not on resume.
+    ``scratch`` (in place): read the run's track store and write nothing to it (a dry run)."""
     if worktree:
         return GitVersioning(workspace, run_id, base=base, start=start, watch=watch)
-    return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch)
+    return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch, scratch=scratch)
 
 
 def label(kind: BoundaryKind, node: str, iteration: int) -> BoundaryLabel:

@@ -17,7 +17,9 @@ one, is written in iterion/rewind/intent.py.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,7 +193,9 @@ def _asks_another_pivot(req: RewindRequest, intent: RewindIntent) -> bool:
 
 
 def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> _Decision:
-    """Check everything the rewind needs and decide it, reading only (a refusal changes nothing)."""
+    """Check everything the rewind needs and decide it, reading only (a refusal changes nothing).
+    A dry run (``req.dry_run``) writes nothing, so it needs the store and the workspace readable,
+    not writable: it works on a read-only mount."""
     doc = store.load_run(run_id)
     check_command(Command.REWIND, run_id, doc.status)
     cp = store.load_checkpoint(run_id)
@@ -201,8 +205,11 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
         raise RewindError(f"run {run_id} has no checkpoint - nothing to rewind",
                           hint="a run that failed before checkpoints were kept cannot be recovered; "
                                "start a new run")
-    check_event_log(store, run_id)
-    check_run_dir(store, run_id)
+    if req.dry_run:
+        store.read_events(run_id)  # readable is all a plan needs
+    else:
+        check_event_log(store, run_id)
+        check_run_dir(store, run_id)
     before = undo_before(cp, doc)  # what --undo puts back (recorded in the intent, step 1)
     worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
     scope = req.restore_scope or default_scope(worktree)
@@ -247,9 +254,9 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     workspace = Path(doc.workspace_dir) if doc.workspace_dir else None
     protected: list[str] = []
     if scope is not RestoreScope.NONE:
-        workspace = _check_workspace(doc, workspace, worktree)
+        workspace = _check_workspace(doc, workspace, worktree, writable=not req.dry_run)
         protected = protected_paths(workspace, unit_files)
-        _check_objects(store, doc, workspace, anchor, scope, protected, worktree)
+        _check_objects(store, doc, workspace, anchor, scope, protected, worktree, dry_run=req.dry_run)
 
     from_node = cp.restart_node
     artifacts = store.artifacts(run_id)
@@ -268,22 +275,29 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
                      dropped_set=dropped_set, result=result, before=before)
 
 
-def _check_workspace(doc: RunDoc, workspace: Path | None, worktree: bool) -> Path:
+def _check_workspace(doc: RunDoc, workspace: Path | None, worktree: bool, *, writable: bool = True) -> Path:
     if worktree:
         path = check_worktree(doc)  # a worktree iterion released is rebuilt by the commit
         if not path.is_dir():
             return path
     return check_workspace(workspace, doc.id, fix="rewind with --restore-scope none to move the checkpoint "
-                                                  "alone, or restore the workspace at that path")
+                                                  "alone, or restore the workspace at that path", writable=writable)
 
 
 def _check_objects(store: Store, doc: RunDoc, workspace: Path, anchor: BoundaryLabel, scope: RestoreScope,
-                   protected: list[str], worktree: bool) -> None:
+                   protected: list[str], worktree: bool, *, dry_run: bool = False) -> None:
     """Every object the restore may read must be present: refused here, before anything changes."""
     if not workspace.is_dir():
         return  # a released worktree: rebuilt at its base commit, read from git's own objects
+    with tempfile.TemporaryDirectory(prefix="iterion-preview-") if dry_run else nullcontext(None) as scratch:
+        _check_objects_in(store, doc, workspace, anchor, scope, protected, worktree,
+                          Path(scratch) if scratch is not None else None)
+
+
+def _check_objects_in(store: Store, doc: RunDoc, workspace: Path, anchor: BoundaryLabel, scope: RestoreScope,
+                      protected: list[str], worktree: bool, scratch: Path | None) -> None:
     versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
-                                 run_id=doc.id, watch=False)
+                                 run_id=doc.id, watch=False, scratch=scratch)
     try:
         if not versioning.has(anchor):
             return  # refused by the restore itself, before it changes anything
@@ -472,11 +486,14 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
         raise RewindError(f"the workspace of run {doc.id} ({workspace}) is missing; "
                           "its files cannot be restored",
                           hint="rewind with --restore-scope none")
-    versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
-                                 run_id=doc.id, watch=False)
-    try:
-        others = [] if worktree else other_runs_production(store, doc, versioning.backend, anchor)
-        return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
-                             dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)
-    finally:
-        versioning.close()
+    with ExitStack() as stack:
+        # a dry run writes nothing to the store: what its disk scan stores goes to a scratch dir
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iterion-preview-"))) if dry_run else None
+        versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
+                                     run_id=doc.id, watch=False, scratch=scratch)
+        try:
+            others = [] if worktree else other_runs_production(store, doc, versioning.backend, anchor)
+            return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
+                                 dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)
+        finally:
+            versioning.close()

@@ -141,6 +141,17 @@ def undo_rewind(store: Store, run_ref: str) -> UndoResult:
         lock.release()
 
 
+def undoable(store: Store, run_id: str) -> UndoRecord | None:
+    """The last rewind's record when ``undo_rewind`` would accept it now, reading only (None:
+    no rewind to undo, or the run moved on since): what the web page offers to undo."""
+    try:
+        rec = _load(store, run_id)
+        _check_not_moved_on(store, run_id, rec)
+    except (RewindError, ValueError, OSError):
+        return None
+    return rec
+
+
 def _load(store: Store, run_id: str) -> UndoRecord:
     try:
         return read_model(_path(store, run_id), UndoRecord)

@@ -38,6 +38,24 @@ class CloneError(UserError):
     """The repository could not be cloned (a bad URL, an unknown ref, no access)."""
 
 
+class RepoMissingError(CloneError):
+    """The repository answered that it (or the run's ref) does not exist: every later delivery
+    would get the same answer, so the run fails at the first one (FailureCode.REPO_NOT_FOUND)."""
+
+
+# what git prints when the repository itself is not there (a path, a 404, an unknown ssh path);
+# a host that does not answer, a refused connection or a timeout stay transient
+_MISSING = ("does not exist", "does not appear to be a git repository", "repository not found",
+            "not found", "not a git repository")
+_TRANSIENT = ("could not resolve", "failed to connect", "connection refused", "timed out", "couldn't connect",
+              "temporary failure", "early eof", "the remote end hung up", "http 5", "error: 5")
+
+
+def _missing_repository(message: str) -> bool:
+    low = message.lower()
+    return any(m in low for m in _MISSING) and not any(t in low for t in _TRANSIENT)
+
+
 def run_dir_for(work_dir: Path, run_id: str) -> Path:
     return Path(work_dir) / run_token(run_id)
 
@@ -46,7 +64,7 @@ def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _git(args: list[str], cwd: Path | None = None) -> str:
+def _git(args: list[str], cwd: Path | None = None, *, check: bool = True) -> str:
     from gitrefs.gitcli import git_env
 
     env = git_env()
@@ -54,7 +72,7 @@ def _git(args: list[str], cwd: Path | None = None) -> str:
     env["GIT_TERMINAL_PROMPT"] = "0"
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False,
                           timeout=CLONE_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
+    if proc.returncode != 0 and check:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
         raise CloneError(f"git {args[0]} failed: {'; '.join(lines)[:400] or f'exit {proc.returncode}'}",
                          hint="check the repository URL and ref, and that this runner can read it")
@@ -72,13 +90,33 @@ def fresh_clone(work_dir: Path, run_id: str, repo_url: str, ref: str | None) -> 
     dest = run_dir_for(work_dir, run_id)
     remove(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _git(["clone", "--quiet", "--", repo_url, str(dest)])
+    try:
+        _git(["clone", "--quiet", "--", repo_url, str(dest)])
+    except CloneError as exc:
+        if _missing_repository(exc.message or ""):
+            raise RepoMissingError(f"repository {repo_url} does not exist ({exc.message})",
+                                   hint="queue the run again with the right --repo") from None
+        raise
+    if ref and not _has_ref(dest, ref):
+        raise RepoMissingError(f"ref {ref} does not exist in repository {repo_url}",
+                               hint="queue the run again with an existing branch, tag or commit (--ref)")
     if ref:
         _git(["checkout", "--quiet", ref, "--"], cwd=dest)
     # commits the run makes (a bank, a restore) need an identity; the clone's own config only
     _git(["config", "user.name", "iterion runner"], cwd=dest)
     _git(["config", "user.email", "runner@iterion.invalid"], cwd=dest)
     return Clone(dest, _git(["rev-parse", "HEAD"], cwd=dest))
+
+
+def _has_ref(clone: Path, ref: str) -> bool:
+    """``ref`` names a commit in the fresh clone: itself (a tag, a commit, the default branch) or
+    as the remote's branch (what ``git checkout BRANCH`` would track)."""
+    if ref.startswith("-"):
+        return False
+    for candidate in (ref, f"origin/{ref}"):
+        if _git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], cwd=clone, check=False):
+            return True
+    return False
 
 
 def recorded_base(store: Store, run_id: str) -> str | None:

@@ -43,7 +43,7 @@ from iterion.queue.delivery import Delivery
 from iterion.queue.jsqueue import Claimed, WorkQueue
 from iterion.queue.lease import Lease, LeaseHeld
 from iterion.queue.policy import Action, Disposition, Verb
-from iterion.runner.clone import CloneError
+from iterion.runner.clone import CloneError, RepoMissingError
 from iterion.store import RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.errors import RunNotFoundError, StoreError
@@ -268,6 +268,17 @@ class Runner:
                 self._dispose(c, d, Disposition(Verb.NAK, "store_unavailable", delay_s=policy.retry_delay()),
                               detail=exc.message)
                 return
+            except RepoMissingError as exc:  # the forge answered "no such repository/ref": every
+                # later delivery would hear the same, so the run fails now and the message is gone
+                from iterion.failure_codes import FailureCode
+
+                message = exc.message or str(exc)
+                self._fail_queued(store, d.run_id, message, code=FailureCode.REPO_NOT_FOUND.value)
+                self._dispose(c, d, Disposition(Verb.TERM, "repo_not_found", event=ev.RUN_DELIVERY_DROPPED, payload={
+                    "reason": "repo_not_found", "kind": d.kind.value, "delivery": d.msg_id,
+                    "failure_code": FailureCode.REPO_NOT_FOUND.value, "message": message, "hint": exc.hint}),
+                    store=store, detail=message)
+                return
             except CloneError as exc:  # the forge may be back later: offered again, parked at the last
                 if c.attempt < self.queue.max_deliver:
                     self._dispose(c, d, Disposition(Verb.NAK, "clone_failed", delay_s=policy.retry_delay()),
@@ -365,7 +376,7 @@ class Runner:
 
     def _fail_queued(self, store: Any, run_id: str, message: str, code: str | None = None) -> None:
         """A queued run whose launch was refused (bad var, unclonable repository, no sandbox) ends
-        failed, not queued forever."""
+        failed, not queued forever (``code``: the failure code, else the run's own, else IR_UNLOADABLE)."""
         def mark(doc: Any) -> None:
             if doc.status is RunStatus.QUEUED:  # it never started: nothing to resume
                 doc.set_status(RunStatus.FAILED, failure_code=code or doc.failure_code or "IR_UNLOADABLE",

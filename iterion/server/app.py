@@ -5,10 +5,12 @@ validation layer that writes its own 422 bodies would have to be undone), the se
 dozen routes and no schema UI to offer, and Starlette is the small core FastAPI itself sits on
 (one dependency less, a faster start). uvicorn serves it.
 
-Security (issue 15 point 4): every /api/ call and every page needs the token (a bearer header,
-or for the browser the HttpOnly SameSite=Strict cookie set once from ``?token=``); a mutating
-call must be ``application/json`` (a cross-site form cannot send that without a preflight this
-server never grants), and request bodies are capped (413 past ``max_body``).
+Security (docs/technical/web-security.md): every /api/ read and every page needs the token (a
+bearer header, or for the browser the HttpOnly SameSite=Strict cookie set once from ``?token=``);
+a state-changing call needs it in a HEADER (the cookie alone is never enough: it is sent to every
+port of the host) and, when the browser names the request's origin, this server's own origin
+(iterion/server/guard.py). Bodies are ``application/json`` objects, capped (413 past
+``max_body``) and parsed bounded (422 past a nesting depth).
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from starlette.routing import Route
 
 from iterion.server import web
 from iterion.server.auth import COOKIE, matches
+from iterion.server.guard import MUTATING, cross_site_error, header_token, origin_refusal, parse_json_object
 from iterion.server.service import ApiError, Service, bad_input
 from persist.errors import ErrorCode
 
 MAX_BODY_BYTES = 1024 * 1024
+PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                "Content-Security-Policy": "frame-ancestors 'none'", "Referrer-Policy": "no-referrer"}
 FOLLOW_POLL_S = 0.25
 FOLLOW_HEARTBEAT_S = 15.0
 
@@ -47,7 +52,21 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         header = request.headers.get("authorization", "")
         if header[:7].lower() == "bearer ":
             return matches(header[7:].strip(), token)
-        return matches(request.cookies.get(COOKIE), token)
+        return header_token(request, token) or matches(request.cookies.get(COOKIE), token)
+
+    def refusal(request: Request) -> ApiError | None:
+        """401 without the token; 403 for a state-changing call that carries it only in the
+        cookie, or for any API call the browser says comes from another origin."""
+        if not authorized(request):
+            return ApiError(401, "missing or wrong token",
+                            hint="send `Authorization: Bearer TOKEN` (the token `iterion server` printed, or "
+                                 "ITERION_SERVER_TOKEN)", exit_code=ErrorCode.BAD_INPUT)
+        if request.method in MUTATING and not header_token(request, token):
+            return ApiError(403, f"a {request.method} needs the token in a header, not only in the cookie",
+                            hint="send `Authorization: Bearer TOKEN` or `X-Iterion-Token: TOKEN`",
+                            exit_code=ErrorCode.BAD_INPUT)
+        why = origin_refusal(request)
+        return cross_site_error(why) if why is not None else None
 
     async def read_json(request: Request) -> dict[str, Any]:
         declared = request.headers.get("content-length")
@@ -60,27 +79,13 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
             if size > max_body:
                 raise ApiError(413, f"request body is over the limit of {max_body} bytes", exit_code=ErrorCode.BAD_INPUT)
             chunks.append(chunk)
-        raw = b"".join(chunks)
-        if not raw.strip():
-            return {}
-        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype != "application/json":
-            raise ApiError(415, f"request body must be application/json, not {ctype or 'unspecified'}",
-                           exit_code=ErrorCode.BAD_INPUT)
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}", exit_code=ErrorCode.BAD_INPUT) from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "request body must be a JSON object", exit_code=ErrorCode.BAD_INPUT)
-        return data
+        return parse_json_object(b"".join(chunks), request.headers.get("content-type", ""))
 
     def api(fn: Callable[[Request], Awaitable[Any]], *, status: int = 200) -> Handler:
         async def endpoint(request: Request) -> Response:
-            if not authorized(request):
-                return error_response(ApiError(401, "missing or wrong token",
-                                               hint="send `Authorization: Bearer TOKEN` (the token `iterion server` "
-                                                    "printed, or ITERION_SERVER_TOKEN)", exit_code=ErrorCode.BAD_INPUT))
+            refused = refusal(request)
+            if refused is not None:
+                return error_response(refused)
             try:
                 result = await fn(request)
             except ApiError as exc:
@@ -185,13 +190,16 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    async def readyz(_request: Request) -> Response:
+    async def readyz(request: Request) -> Response:
         ready = await run_in_threadpool(service.ready)
+        if not header_token(request, token):  # a probe without the token learns ready or not, no paths
+            ready = {"ready": ready["ready"]}
         return JSONResponse(ready, status_code=200 if ready["ready"] else 503)
 
     async def not_found(request: Request) -> Response:
-        if not authorized(request):
-            return error_response(ApiError(401, "missing or wrong token", exit_code=ErrorCode.BAD_INPUT))
+        refused = refusal(request)
+        if refused is not None:
+            return error_response(refused)
         return error_response(ApiError(404, f"no such endpoint: {request.method} {request.url.path}",
                                        hint="see the endpoints table in the README", exit_code=ErrorCode.BAD_INPUT))
 
@@ -209,8 +217,8 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
                 return resp
             if not authorized(request):
                 return HTMLResponse(web.login_page(None), status_code=401)
-            try:
-                return HTMLResponse(await render(request), headers={"Cache-Control": "no-store"})
+            try:  # never framed by another page (a click on a hidden button is still a click)
+                return HTMLResponse(await render(request), headers=PAGE_HEADERS)
             except ApiError as exc:
                 return HTMLResponse(web.error_page(exc.status, exc.message, exc.hint), status_code=exc.status)
         return endpoint
@@ -223,7 +231,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         detail = await run_in_threadpool(service.get_run, request.path_params["run"])
         if request.query_params.get("fragment") == "1":  # the live section the page's script swaps in
             return web.live_section(detail)
-        return web.run_page(detail)
+        return web.run_page(detail, token)
 
     routes = [
         Route("/healthz", healthz), Route("/readyz", readyz),
@@ -239,6 +247,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         Route("/api/runs/{run}/cancel", api(verb("cancel")), methods=["POST"]),
         Route("/api/runs/{run}/pause", api(verb("pause")), methods=["POST"]),
         Route("/api/runs/{run}/rewind", api(verb("rewind")), methods=["POST"]),
+        Route("/api/runs/{run}/rewind/undo", api(verb("undo_rewind")), methods=["POST"]),
         Route("/api/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ]
     return Starlette(routes=routes)

@@ -262,7 +262,13 @@ class Service:
         bounds = tl.boundaries(events)
         rows = tl.executions(events)
         tl.attach_files(self.store, doc, rows, bounds)
+        from iterion.rewind.undo import undoable
+
+        rec = None if self.store.shared and not self.store.run_dir(doc.id).is_dir() else undoable(self.store, doc.id)
         return {
+            # the last rewind, while `rewind --undo` (POST .../rewind/undo) would still take it back
+            "undo": None if rec is None else {"to_node": rec.to_node, "rewound_seq": rec.rewound_seq,
+                                              "files": rec.touched},
             "run": run,
             "checkpoint": None if cp is None else {
                 "restart_node": cp.restart_node, "anchor": cp.anchor_reason.value,
@@ -557,6 +563,18 @@ class Service:
         req = RewindRequest(run_id=doc.id, node=node, auto=auto, restore_scope=scope, file=file, dry_run=dry_run)
         result = self._guard(rewind_run, self.store, req)
         return dict(result.to_json())
+
+    def undo_rewind(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``iterion rewind --undo``: the same function, so the web's "Undo this rewind" and the
+        CLI put back exactly the same files and checkpoint (and refuse alike once the run moved on)."""
+        from iterion.rewind.undo import undo_rewind
+
+        unknown = sorted(set(body) - {"expected_version"})
+        if unknown:
+            raise bad_input(f"unknown field {unknown[0]!r} (fields: expected_version)")
+        doc = self.load(ref)
+        self.check_version(doc, body.get("expected_version"))
+        return dict(self._guard(undo_rewind, self.store, doc.id).to_json())
 
     # -- start-up ---------------------------------------------------------------------------------
     def reconcile(self) -> list[dict[str, Any]]:

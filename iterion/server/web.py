@@ -3,8 +3,16 @@
 Every user or model text (node names, instructions, outputs, paths) goes through ``esc``: the
 page never interprets run data as markup. The run page renders everything on the server; its
 script only (1) listens to the run's event stream and re-fetches the page's live section when
-something happens, (2) posts the question form and the rewind buttons to the JSON API. The
-browser is authenticated by the HttpOnly cookie set from ``?token=`` (see app.py).
+something happens, (2) posts the question form, the operator buttons and the rewind box to the
+JSON API. Reads are authenticated by the HttpOnly cookie set from ``?token=`` (see app.py); every
+POST carries the token in the ``X-Iterion-Token`` header, read from the page's own
+``<meta name=iterion-token>``, which a page of another origin cannot read (a readable cookie
+could: cookies are shared by every port of a host). docs/technical/web-security.md.
+
+The rewind box sits above the timeline, next to its own "Rewind" button, and shows the dry
+run's JSON as the CLI's ``rewind --dry-run`` prints it (restored, removed, skipped, overwritten
+edits of yours, left in place, each with its reason); after a rewind it shows what happened and
+"Undo this rewind" (POST .../rewind/undo: ``iterion rewind --undo``).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 .s-paused_operator{background:#fbecc0}.s-cancelled,.s-interrupted{background:#e6d9f5}
 .box{background:#fff;border:1px solid #e3e6ea;padding:10px 12px;margin:8px 0}button{cursor:pointer}
 .err{color:#b00020}.muted{color:#68717d}.files{font:12px ui-monospace,monospace}
+.warn{background:#fff4d6;border:1px solid #e0b100;padding:6px 10px;margin:6px 0}
+#rewind ul{margin:2px 0 6px;padding-left:22px}#rewind h3{font-size:14px;margin:8px 0 2px}
 """
 
 
@@ -79,8 +89,25 @@ def _field_input(f: dict[str, Any]) -> str:
     return f"<label>{name} <span class=muted>({esc(typ)})</span> {control}</label><br>"
 
 
-def live_section(detail: dict[str, Any]) -> str:
-    """The part of the run page that changes as the run moves (re-fetched by the page's script)."""
+REWIND_BOX = ("<h2>Rewind</h2><div class=box id=rewind><p id=rewind-pick>"
+              "<select id=rewind-node aria-label='node to rewind to'>{options}</select> "
+              "<button id=rewind-preview>Preview rewind</button></p><div id=rewind-report>"
+              "<p class=muted>The preview is the dry run of <code>iterion rewind --node NODE</code>: the files it "
+              "would restore or remove, your edits it would overwrite, and what it leaves in place.</p></div></div>")
+
+
+def rewind_box(detail: dict[str, Any]) -> str:
+    nodes: list[str] = []
+    for x in detail.get("executions") or []:
+        if x.get("status") in ("finished", "failed", "paused") and x["node"] not in nodes:
+            nodes.append(x["node"])
+    options = "".join(f"<option value='{esc(n)}'>{esc(n)}</option>" for n in nodes)
+    return REWIND_BOX.format(options=options or "<option value=''>(no node executed yet)</option>")
+
+
+def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
+    """The part of the run page that changes as the run moves (re-fetched by the page's script;
+    the rewind box keeps its place: the fragment holds a slot the script puts the live box in)."""
     run = detail["run"]
     rid = esc(run["id"])
     parts: list[str] = []
@@ -98,6 +125,12 @@ def live_section(detail: dict[str, Any]) -> str:
         ops.append("<button class=op data-action=cancel id=op-cancel>Cancel</button>")
     if ops:
         parts.append(f"<p id=actions>{' '.join(ops)} <span id=op-result></span></p>")
+    undo = detail.get("undo")
+    if undo:  # offered for as long as `rewind --undo` would take it (the run has not moved on)
+        touched = ", ".join(undo.get("files") or []) or "no file"
+        parts.append(f"<p id=undo-offer class=warn>The last rewind (to {esc(undo['to_node'])}) can be undone: it puts "
+                     f"back the checkpoint and the files it changed ({esc(touched)}). "
+                     "<button id=rewind-undo>Undo this rewind</button></p>")
 
     pending = detail.get("pending")
     if pending and run["status"] == "paused_waiting_human":
@@ -116,6 +149,8 @@ def live_section(detail: dict[str, Any]) -> str:
                      f"<p>latest pushed workspace checkpoint: <code>{esc(hint['ref'])}</code> at "
                      f"<code>{esc(hint['commit'])}</code> (event {esc(hint['seq'])}, {esc(hint['time'])})</p>"
                      f"<pre>{esc(hint['fetch_command'])}\n{esc(hint['verify'])}</pre></div>")
+
+    parts.append(rewind_box(detail) if with_rewind else "<div id=rewind-slot></div>")
 
     rows = []
     for i, x in enumerate(detail.get("executions") or []):
@@ -151,12 +186,14 @@ def live_section(detail: dict[str, Any]) -> str:
 SCRIPT = """<script>
 (function(){
 var runId = document.body.getAttribute('data-run'), lastSeq = +document.body.getAttribute('data-seq');
+var token = document.querySelector('meta[name=iterion-token]').getAttribute('content');
 function show(el, text, bad){ el.textContent = text; el.className = bad ? 'err' : 'muted'; }
 function post(path, body){
   return fetch('/api/runs/' + encodeURIComponent(runId) + path, {method:'POST', credentials:'same-origin',
-    headers:{'Content-Type':'application/json'}, body:JSON.stringify(body)})
+    headers:{'Content-Type':'application/json', 'X-Iterion-Token':token}, body:JSON.stringify(body)})
     .then(function(r){ return r.json().then(function(j){ return {ok:r.ok, status:r.status, body:j}; }); });
 }
+function errText(b){ return b.error + (b.hint ? ' (' + b.hint + ')' : ''); }
 function version(){ var v = document.getElementById('version'); return v ? +v.textContent : undefined; }
 var refreshing = false, again = false;
 function refresh(){
@@ -165,7 +202,12 @@ function refresh(){
   fetch('/runs/' + encodeURIComponent(runId) + '?fragment=1', {credentials:'same-origin'})
     .then(function(r){ return r.ok ? r.text() : null; })
     .then(function(t){ if (t !== null && !document.getElementById('answer-busy')) {
-      document.getElementById('live').innerHTML = t; bind(); } })
+      var box = document.getElementById('rewind');  // kept as it is: a preview or a result stays on screen
+      box.parentNode.removeChild(box);
+      document.getElementById('live').innerHTML = t;
+      var slot = document.getElementById('rewind-slot');
+      slot.parentNode.replaceChild(box, slot);
+      bind(); } })
     .finally(function(){ refreshing = false; if (again) { again = false; refresh(); } });
 }
 function coerce(el){
@@ -173,6 +215,15 @@ function coerce(el){
   if (t === 'bool') return v === 'true';
   if ((t === 'int' || t === 'float') && v !== '') return Number(v);
   return v;
+}
+function nodeOptions(){
+  var sel = document.getElementById('rewind-node'), rows = document.querySelectorAll('button.preview'), seen = {};
+  var keep = sel.value, names = [];
+  for (var i = 0; i < rows.length; i++) { var n = rows[i].getAttribute('data-node'); if (!seen[n]) { seen[n] = 1; names.push(n); } }
+  if (!names.length) return;
+  sel.innerHTML = '';
+  names.forEach(function(n){ var o = document.createElement('option'); o.value = n; o.textContent = n; sel.appendChild(o); });
+  if (seen[keep]) sel.value = keep;
 }
 function bind(){
   var form = document.getElementById('answer-form');
@@ -184,7 +235,7 @@ function bind(){
     show(out, 'resuming…'); out.id = 'answer-busy';
     post('/resume', {answers:answers, expected_version:version()}).then(function(r){
       out.id = 'answer-result';
-      show(out, r.ok ? 'answered: the run resumed' : (r.body.error + (r.body.hint ? ' (' + r.body.hint + ')' : '')), !r.ok);
+      show(out, r.ok ? 'answered: the run resumed' : errText(r.body), !r.ok);
       if (r.ok) setTimeout(refresh, 300);
     });
   };
@@ -193,53 +244,107 @@ function bind(){
     var action = this.getAttribute('data-action'), out = document.getElementById('op-result');
     show(out, action + '…');
     post('/' + action, action === 'resume' ? {expected_version:version()} : {wait:0, expected_version:version()})
-      .then(function(r){ show(out, r.ok ? action + ': ' + (r.body.status || 'requested') : r.body.error, !r.ok);
+      .then(function(r){ show(out, r.ok ? action + ': ' + (r.body.status || 'requested') : errText(r.body), !r.ok);
                          setTimeout(refresh, 300); });
   };
+  var undo = document.getElementById('rewind-undo');
+  if (undo) undo.onclick = function(){ undo.disabled = true; post('/rewind/undo', {}).then(function(y){
+    var box = document.getElementById('rewind-report'), p = el('div'); p.id = 'undo-result';
+    if (!y.ok) { p.appendChild(el('p', errText(y.body), 'err')); }
+    else {  // as `iterion rewind --undo` prints it (cli/rewind.py print_undo)
+      p.appendChild(el('p', 'undid the rewind of run ' + y.body.run_id + ' to ' + y.body.to_node + ': checkpoint back at ' +
+        (y.body.restored_checkpoint_node || '-') + ', status ' + y.body.status, 'summary'));
+      list(p, 'undo-restored', 'put back', y.body.files_restored || []);
+      list(p, 'undo-removed', 'removed', y.body.files_removed || []);
+      list(p, 'undo-skipped', 'skipped', (y.body.files_skipped || []).map(function(s){ return s.path + ' (' + s.reason + ')'; }));
+    }
+    box.innerHTML = ''; box.appendChild(p); refresh(); }); };
   var buttons = document.querySelectorAll('button.preview');
-  for (var i = 0; i < buttons.length; i++) buttons[i].onclick = function(){ preview(this.getAttribute('data-node')); };
+  for (var i = 0; i < buttons.length; i++) buttons[i].onclick = function(){
+    document.getElementById('rewind-node').value = this.getAttribute('data-node');
+    preview(this.getAttribute('data-node'));
+  };
+  nodeOptions();
+}
+function el(tag, text, cls){ var e = document.createElement(tag); if (text !== undefined) e.textContent = text;
+  if (cls) e.className = cls; return e; }
+function list(parent, id, title, items, cls){
+  if (!items.length) return;
+  parent.appendChild(el('h3', title + ' (' + items.length + ')'));
+  var ul = el('ul'); ul.id = id; if (cls) ul.className = cls;
+  items.forEach(function(t){ ul.appendChild(el('li', t)); });
+  parent.appendChild(ul);
+}
+function reasonOf(f, p){
+  var d = (f.left_in_place_details || []).filter(function(x){ return x.path === p; })[0];
+  return d && d.run_id ? 'produced by run ' + d.run_id + ', another run of this workspace'
+                       : 'changed since the run\u2019s last boundary, outside the scope';
+}
+// the same lists, words and reasons as `iterion rewind` prints (cli/rewind.py _print_files)
+function report(box, body, dry){
+  var f = body.files || {}, w = dry ? 'would be ' : '';
+  var head = (dry ? 'dry run: would rewind' : 'rewound') + ' run ' + body.run_id + ': ' + (body.from_node || '-') +
+    ' -> ' + body.to_node + (body.promoted_from ? ' (promoted from ' + body.promoted_from + ': the whole fan-out replays)' : '');
+  box.appendChild(el('p', head, 'summary'));
+  box.appendChild(el('p', 'dropped outputs: ' + (body.dropped_nodes || []).join(', ')));
+  box.appendChild(el('p', 'files (' + f.mechanism + ', scope ' + f.scope + ', to ' + f.anchor + ')', 'muted'));
+  if (f.skip_reason) box.appendChild(el('p', 'nothing restored: ' + f.skip_reason, 'warn'));
+  if ((f.overwritten || []).length) {
+    var warn = el('div', undefined, 'warn'); warn.id = 'rewind-overwritten-box';
+    warn.appendChild(el('strong', (dry ? 'Your edits this rewind would overwrite' : 'Your edits this rewind overwrote') +
+      ' (not attributable to the run: changed after it stopped recording, or while its process was dead; ' +
+      (dry ? 'the pre-rewind state is banked first, and "Undo this rewind" brings them back)' : 'kept in ' + f.backup_ref + ')')));
+    var ul = el('ul'); ul.id = 'rewind-overwritten';
+    f.overwritten.forEach(function(p){ ul.appendChild(el('li', p)); });
+    warn.appendChild(ul); box.appendChild(warn);
+  }
+  list(box, 'rewind-restored', w + 'restored', f.restored || []);
+  list(box, 'rewind-removed', w + 'removed', f.removed || []);
+  list(box, 'rewind-skipped', w + 'skipped', (f.skipped || []).map(function(s){ return s.path + ' (' + s.reason + ')'; }));
+  list(box, 'rewind-left', w + 'left in place', (f.left_in_place || []).map(function(p){ return p + ' (' + reasonOf(f, p) + ')'; }));
+  if (!(f.restored || []).length && !(f.removed || []).length && !f.skip_reason)
+    box.appendChild(el('p', 'no file ' + w + 'restored or removed', 'muted'));
+  (body.warnings || []).forEach(function(t){ box.appendChild(el('p', t, 'warn')); });
 }
 function preview(node){
-  var box = document.getElementById('rewind');
-  box.innerHTML = '<p class=muted>computing the rewind preview…</p>';
+  var box = document.getElementById('rewind-report');
+  box.innerHTML = '';
+  box.appendChild(el('p', 'computing the rewind preview…', 'muted'));
   post('/rewind', {node:node, dry_run:true}).then(function(r){
     box.innerHTML = '';
-    if (!r.ok) { var p = document.createElement('p'); show(p, r.body.error, true); box.appendChild(p); return; }
-    var f = r.body.files || {}, h = document.createElement('p');
-    h.textContent = 'rewind to ' + r.body.to_node + ' drops ' + (r.body.dropped_nodes || []).join(', ') +
-      '; files (' + (f.scope || '') + ') that would be restored:';
-    box.appendChild(h);
-    var ul = document.createElement('ul'); ul.id = 'rewind-files';
-    (f.in_scope || []).forEach(function(p){ var li = document.createElement('li'); li.textContent = p; ul.appendChild(li); });
-    if (!(f.in_scope || []).length) { var li = document.createElement('li'); li.textContent = '(no files)'; ul.appendChild(li); }
-    box.appendChild(ul);
-    var b = document.createElement('button'); b.id = 'rewind-do'; b.textContent = 'Rewind to ' + node;
-    b.onclick = function(){ post('/rewind', {node:node, expected_version:version()}).then(function(x){
-      var p = document.createElement('p'); p.id = 'rewind-result';
-      show(p, x.ok ? ('rewound to ' + x.body.to_node + ': status ' + x.body.status) : x.body.error, !x.ok);
-      box.appendChild(p); refresh(); }); };
-    box.appendChild(b);
+    if (!r.ok) { box.appendChild(el('p', errText(r.body), 'err')); return; }
+    var b = el('button', 'Rewind to ' + node); b.id = 'rewind-do';
+    var at = version();
+    b.onclick = function(){ b.disabled = true; post('/rewind', {node:node, expected_version:at}).then(function(x){
+      box.innerHTML = '';
+      if (!x.ok) { var p = el('p', errText(x.body), 'err'); p.id = 'rewind-result'; box.appendChild(p); return; }
+      var res = el('div'); res.id = 'rewind-result'; report(res, x.body, false); box.appendChild(res);
+      refresh(); }); };  // the refreshed live section offers "Undo this rewind" (#undo-offer)
+    var bar = el('p'); bar.appendChild(b); box.appendChild(bar);
+    var rep = el('div'); rep.id = 'rewind-preview-report'; report(rep, r.body, true); box.appendChild(rep);
   });
 }
+document.getElementById('rewind-preview').onclick = function(){
+  var n = document.getElementById('rewind-node').value; if (n) preview(n); };
 bind();
 if (window.EventSource) {
   var es = new EventSource('/api/runs/' + encodeURIComponent(runId) + '/events?follow=1&until=never&after=' + lastSeq);
   es.onmessage = refresh;
   ['node_started','node_finished','node_failed','run_paused','run_finished','run_failed','run_cancelled',
-   'run_resumed','run_rewound','human_input_requested','boundary_written','run_workspace_checkpoint']
-    .forEach(function(t){ es.addEventListener(t, refresh); });
+   'run_resumed','run_rewound','run_rewind_undone','human_input_requested','boundary_written',
+   'run_workspace_checkpoint'].forEach(function(t){ es.addEventListener(t, refresh); });
 }
 })();
 </script>"""
 
 
-def run_page(detail: dict[str, Any]) -> str:
+def run_page(detail: dict[str, Any], token: str) -> str:
+    """``token`` goes in a meta tag for the page's own script to send in a header (module doc)."""
     run = detail["run"]
     body = (f"<h1>{esc(run['name'])} <span class=muted>{esc(run['workflow_name'])}</span></h1>"
             f"<p class=muted>run <code>{esc(run['id'])}</code> · workspace <code>{esc(run['workspace_dir'])}</code> "
             f"({esc(run['workspace_mode'])})</p>"
-            f"<div id=live>{live_section(detail)}</div><h2>Rewind preview</h2><div class=box id=rewind>"
-            "<p class=muted>Pick “preview rewind” on a node of the timeline: the dry run lists the files "
-            "the rewind would restore, with a button that performs it.</p></div>")
+            f"<div id=live>{live_section(detail, with_rewind=True)}</div>")
     page = _shell(f"iterion: {run['name']}", body, SCRIPT)
+    page = page.replace("</title>", f"</title><meta name=iterion-token content='{esc(token)}'>", 1)
     return page.replace("<body>", f"<body data-run='{esc(run['id'])}' data-seq='{int(detail.get('last_seq') or 0)}'>", 1)

@@ -10,8 +10,16 @@ The store is found like git finds its repository (``locate_store``), first match
    worktree. (``store/``, not the ``iterion/`` directory itself: gitrefs already keeps its own
    per-run records in ``<git common dir>/iterion/runs/<run>/run.json``, which the store's
    ``runs/<run>/run.json`` would collide with.);
-4. outside a repository: ``.iterion/`` at the project root (the nearest ancestor holding one,
-   else the current directory).
+4. outside a repository: a *marked* store (``.iterion/`` holding the marker file
+   ``iterion-store``, or runs: a store from before the marker) in the project directory or one
+   of its ancestors, the search stopping BEFORE ``$HOME``, the filesystem root and any directory
+   of ``$ITERION_STORE_CEILING`` (``:``-separated, like ``GIT_CEILING_DIRECTORIES``); else a new
+   store ``.iterion/`` in the project directory itself. An empty ``.iterion/``, one in ``$HOME``
+   or ``/.iterion`` never catches a project's runs (docs/user-guide.md, "Where things live").
+
+The project directory is where the command starts (the current directory, for every command
+alike: a ``resume`` run from where the ``run`` was finds it). The marker is written with a
+store's first run (``Store.create_run``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ from pathlib import Path
 STORE_DIR_NAME = ".iterion"
 GIT_STORE_PATH = ("iterion", "store")  # under the repository's common git directory
 STORE_ENV = "ITERION_STORE_DIR"
+CEILING_ENV = "ITERION_STORE_CEILING"
+STORE_MARKER = "iterion-store"  # inside .iterion/: "this directory is a run store"
+MARKER_TEXT = "This directory is an iterion run store (runs/). Keep this file: it lets iterion find it.\n"
 
 # how a store was found (``StoreLocation.origin``)
 EXPLICIT = "explicit"    # --store-dir
@@ -73,14 +84,48 @@ def _legacy_store(cwd: Path, top: Path) -> Path | None:
     return None
 
 
-def project_root(cwd: Path) -> Path:
-    """The nearest ancestor holding a store (``.iterion/``), else a git repository, else ``cwd``."""
-    cwd = Path(cwd).resolve()
-    for marker in (STORE_DIR_NAME, ".git"):
-        for d in (cwd, *cwd.parents):
-            if (d / marker).exists():
-                return d
-    return cwd
+def is_marked(store: Path) -> bool:
+    """``store`` is a run store: it holds the marker, or runs (a store from before the marker)."""
+    return (store / STORE_MARKER).is_file() or _has_runs(store)
+
+
+def ceilings(env: dict[str, str] | None = None) -> set[Path]:
+    """The directories the search for a store never reaches: ``$HOME``, the filesystem root and
+    ``$ITERION_STORE_CEILING``'s (read from the environment, so tests set a fake root)."""
+    environ = os.environ if env is None else env
+    out = {Path("/")}
+    for raw in [environ.get("HOME", ""), *environ.get(CEILING_ENV, "").split(os.pathsep)]:
+        if raw and os.path.isabs(raw):
+            out.add(Path(os.path.realpath(raw)))
+    return out
+
+
+def project_store(project: Path) -> Path:
+    """Outside a repository: the nearest marked ``.iterion/`` from ``project`` up to (excluding)
+    a ceiling; else ``project/.iterion`` (a new store beside the project)."""
+    project = Path(project).resolve()
+    stop = ceilings()
+    for d in (project, *project.parents):
+        if d != project and d in stop:
+            break
+        if is_marked(d / STORE_DIR_NAME):
+            return d / STORE_DIR_NAME
+        if d in stop:  # the project is $HOME itself: its own store, never an ancestor's
+            break
+    return project / STORE_DIR_NAME
+
+
+def mark_store(root: Path) -> None:
+    """Write the marker (idempotent; a store that cannot take it is still a store: its runs mark it)."""
+    marker = Path(root) / STORE_MARKER
+    if marker.is_file():
+        return
+    from persist import atomic_write_bytes
+
+    try:
+        atomic_write_bytes(marker, MARKER_TEXT.encode("ascii"))
+    except OSError:
+        pass
 
 
 def locate_store(explicit: Path | None, cwd: Path) -> StoreLocation:
@@ -93,7 +138,7 @@ def locate_store(explicit: Path | None, cwd: Path) -> StoreLocation:
     here = cwd.resolve()
     repo = git_dirs(here)
     if repo is None:
-        return StoreLocation(project_root(here) / STORE_DIR_NAME, PROJECT)
+        return StoreLocation(project_store(here), PROJECT)
     legacy = _legacy_store(here, repo[0])
     if legacy is not None:
         return StoreLocation(legacy, LEGACY)

@@ -27,7 +27,7 @@ from iterion.store.errors import (
 )
 from iterion.store.fsdocs import RUNS_DIR, FsRunDocs
 from iterion.store.ids import check_run_ref, display_ref, validate_run_id
-from iterion.store.layout import EXPLICIT, RunPaths, locate_store
+from iterion.store.layout import EXPLICIT, RunPaths, locate_store, mark_store
 from iterion.store.location import check_store_dir
 from iterion.store.lock import RunLock, is_held, read_owner
 from iterion.store.refs import MIN_PREFIX, short_ids
@@ -108,7 +108,9 @@ class Store:
                 if not is_storage_error(exc):
                     raise
                 raise StoreFullError.from_os_error(exc, self.root, "no run was created") from None
-        return self.docs.create_run(doc)
+        created = self.docs.create_run(doc)
+        mark_store(self.root)  # from now on the lookup finds it (iterion/store/layout.py)
+        return created
 
     def run_names(self) -> set[str]:
         """The friendly names in use (a new run's name is picked outside them)."""

@@ -147,3 +147,30 @@ def test_unforeseen_write_failure_is_one_line(tmp_path: Path, mounts: Mounts) ->
     assert_one_error(p, mentions=str(target / "demo"))
     assert "read-only" in p.stderr.lower() or "permission" in p.stderr.lower()
     assert not (target / "demo").exists()
+
+
+def test_rewind_dry_run_works_on_a_read_only_store(tmp_path: Path, ws: Path, mounts: Mounts) -> None:
+    """A dry run changes nothing, so a read-only store (a real read-only bind mount as root) does
+    not stop it: it prints the same plan as on a writable store, and neither store is changed
+    (what the preview's disk scan stores goes to a scratch directory, workspacetrack/store.py)."""
+    import json
+
+    store = tmp_path / "store"
+    run_id = launch_paused(ws, store)
+    (ws / "a.txt").write_text("my own edit\n")
+    argv = ["rewind", "--run-id", run_id, "--node", "a", "--dry-run", "--json", "--store-dir", str(store)]
+    before, ws_before = store_hash(store), store_hash(ws)
+    writable = run_cli(*argv, cwd=ws)
+    assert writable.returncode == 0, writable.stderr
+    assert store_hash(store) == before  # not one object, cache or lock file written
+    mounts.read_only(store)
+    p = run_cli(*argv, cwd=ws)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == writable.stdout and "warning" not in p.stderr
+    files = json.loads(p.stdout)["files"]
+    assert files["removed"] == ["a.txt"] and files["overwritten"] == ["a.txt"]
+    assert store_hash(store) == before and store_hash(ws) == ws_before
+    human = run_cli(*[a for a in argv if a != "--json"], cwd=ws)
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.startswith(f"dry run: would rewind run {run_id}: gate -> a")
+    assert status_of(store, run_id)["status"] == "paused_waiting_human"

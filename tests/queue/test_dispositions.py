@@ -174,12 +174,37 @@ def test_a_lost_lease_stops_the_execution_and_nothing_more_is_written(live: Live
     assert live.runner.store.is_locked(run_id) is False  # the execution let go of the run
 
 
-def test_an_unclonable_repository_is_offered_again_then_dead_lettered(live: Live, tmp_path: Path) -> None:
+def test_an_unreachable_forge_is_offered_again_then_dead_lettered(live: Live) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: the connection is refused (transient)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     doc, _ = queue_launch(live.store, live.queue, request_id="nope", file="three.bot",
-                          repo_url=str(tmp_path / "no-such-forge.git"), ref="main")
+                          repo_url=f"http://127.0.0.1:{port}/forge.git", ref="main")
     lines = live.disposed(doc.id, 3)
     assert [ln.split()[0] for ln in lines] == ["nak", "nak", "dead-letter"] and "clone_failed" in lines[0]
     parked = live.store.load_run(doc.id)
     assert (parked.status, parked.failure_code) == (RunStatus.FAILED, "DLQ_PARKED")
     assert "git clone failed" in (parked.error or "")
     assert [d["run_id"] for d in live.queue.status()["dead_letters"]] == [doc.id]
+
+
+@pytest.mark.parametrize("where", ["repo", "ref"])
+def test_a_missing_repository_or_ref_fails_at_the_first_delivery(live: Live, forge: Path, tmp_path: Path,
+                                                                 where: str) -> None:
+    repo, ref = (str(tmp_path / "no-such-forge.git"), "main") if where == "repo" else (str(forge), "no-such-branch")
+    doc, _ = queue_launch(live.store, live.queue, request_id=f"missing-{where}", file="three.bot",
+                          repo_url=repo, ref=ref)
+    (line,) = live.disposed(doc.id)
+    assert line.startswith(f"term run {doc.id} (repo_not_found: ") and "delivery 1/3" in line
+    failed = live.store.load_run(doc.id)
+    assert (failed.status, failed.failure_code) == (RunStatus.FAILED, "REPO_NOT_FOUND")
+    said = f"repository {repo} does not exist" if where == "repo" else f"ref {ref} does not exist in repository {repo}"
+    assert (failed.error or "").startswith(said)
+    (dropped,) = live.events(doc.id, "run_delivery_dropped")
+    assert dropped.payload["failure_code"] == "REPO_NOT_FOUND" and dropped.payload["reason"] == "repo_not_found"
+    assert not live.events(doc.id, "run_delivery_claimed")  # nothing executed
+    wait_for(lambda: live.queue.status()["deliveries"] == [] or None, "the delivery to be gone")
+    assert live.queue.status()["dead_letters"] == []  # terminated, not parked after 3 tries
+    assert len([ln for ln in live.lines if doc.id in ln and ln.startswith("claim")]) == 1

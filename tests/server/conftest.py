@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import FIXTURES, make_checkout, start_cli
 
 TOKEN = "test-token-0123456789abcdef"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @dataclass
@@ -104,3 +105,15 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s = start_server(demo_project(tmp_path / "project"))
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's chromium driven by playwright over CDP (one per test module)."""
+    assert CHROMIUM, "chromium is not installed (.ci/run installs Debian's chromium package)"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()

@@ -78,7 +78,9 @@ def test_launch_gate_rewind_cas_answer_and_budget_merge(server: Server) -> None:
 
 def test_auth_and_bad_requests(server: Server) -> None:
     anon = server.client(token="")
-    assert anon.get("/healthz").status_code == 200 and anon.get("/readyz").json()["ready"] is True
+    assert anon.get("/healthz").status_code == 200
+    assert anon.get("/readyz").json() == {"ready": True}  # ready or not, and nothing about paths
+    assert server.client().get("/readyz").json()["store"] == str(server.store)
     for path in ("/api/runs", "/api/runs/whatever", "/api/nope"):
         r = anon.get(path)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
@@ -106,7 +108,7 @@ def test_auth_and_bad_requests(server: Server) -> None:
     r = c.post("/api/runs", json={"file": "demo/demo.bot", "backend": "bogus"})
     assert r.status_code == 422 and r.json()["error"].startswith("--backend: unknown backend 'bogus'")
     r = c.post("/api/runs", content=b"{not json", headers={"Content-Type": "application/json"})
-    assert r.status_code == 400
+    assert r.status_code == 422 and r.json()["error"].startswith("request body is not valid JSON")
     r = c.post("/api/runs", content=b"file=x", headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert r.status_code == 415  # a cross-site form cannot drive the API
     r = c.post("/api/runs", content=b"{" + b" " * (2 * 1024 * 1024) + b"}", headers={"Content-Type": "application/json"})
@@ -132,3 +134,44 @@ def test_token_generated_saved_0600_and_public_bind_refused(tmp_path: Path) -> N
     assert proc.stderr.startswith("error: refusing to bind 0.0.0.0: a non-loopback address needs a token")
     assert proc.stdout == ""
     assert TOKEN not in proc.stderr
+
+
+def test_state_changes_need_the_token_in_a_header_and_this_origin(server: Server) -> None:
+    """A cookie alone, another origin, an empty or non-JSON body, a deeply nested body: refused
+    before anything is read or written (docs/technical/web-security.md)."""
+    import httpx
+
+    path = "/api/runs/0123456789abcdef/cancel"  # no such run: a request that got through says 404
+    cookie = httpx.Client(base_url=server.url, cookies={"iterion_token": server.token}, timeout=30)
+    assert cookie.get("/api/runs").status_code == 200  # reads: the cookie is enough
+    r = cookie.post(path, json={})
+    assert r.status_code == 403 and r.json()["error"] == "a POST needs the token in a header, not only in the cookie"
+    header = {"X-Iterion-Token": server.token}
+    assert cookie.post(path, json={}, headers=header).status_code == 404  # the page's own way
+    c = server.client()
+    own = server.url.replace("http://", "")
+    for headers in ({"Origin": "http://127.0.0.1:1"}, {"Origin": f"https://{own}"}, {"Origin": "null"},
+                    {"Sec-Fetch-Site": "same-site"}, {"Sec-Fetch-Site": "cross-site"},
+                    {"Origin": server.url, "Sec-Fetch-Site": "same-site"}):
+        r = c.post(path, json={}, headers=headers)
+        assert r.status_code == 403 and r.json()["error"].startswith("refused a cross-site request"), (headers, r.text)
+    assert c.get("/api/runs", headers={"Origin": "http://127.0.0.1:1"}).status_code == 403
+    for headers in ({"Origin": server.url}, {"Sec-Fetch-Site": "same-origin", "Origin": server.url},
+                    {"Sec-Fetch-Site": "none"}):
+        assert c.post(path, json={}, headers=headers).status_code == 404, headers
+
+    r = c.post(path)  # an empty body is no longer {}
+    assert r.status_code == 415 and "application/json" in r.json()["error"]
+    r = c.post(path, content=b"", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"] == "request body is empty: a JSON object is required"
+    r = c.post(path, content=b'{"wait": 0}', headers={"Content-Type": "text/plain"})
+    assert r.status_code == 415
+    r = c.post(path, content=b"[]", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"] == "request body must be a JSON object"
+    for deep in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"[" * 200_000):
+        r = c.post(path, content=deep, headers={"Content-Type": "application/json"})
+        assert r.status_code == 422 and r.json()["error"] == "request body nests deeper than 64 levels"
+    # brackets inside strings are text, not nesting
+    r = c.post(path, json={"reason": "[" * 1000, "wait": 0})
+    assert r.status_code == 404
+    assert server.proc.poll() is None

@@ -53,6 +53,23 @@ def test_remote_verbs_hint_and_exit_codes(server: Server) -> None:
     assert preview.returncode == 0, preview.stderr
     assert preview.stdout.startswith(f"dry run: would rewind run {run_id}: approve -> write")
 
+    # a rewind and its undo over HTTP print what the local verb prints; the undo restores the files
+    draft = server.project / "demo-out" / "draft.md"
+    made = draft.read_text()
+    rewound = remote(server, "rewind", run_id, "--node", "write")
+    assert rewound.returncode == 0, rewound.stderr
+    assert "  removed demo-out/draft.md" in rewound.stdout and not draft.exists()
+    assert f"undo this rewind with: iterion remote runs rewind {run_id} --undo" in rewound.stdout
+    offered = remote(server, "get", run_id)
+    assert f"last rewind (to write) can be undone: iterion remote runs rewind {run_id} --undo" in offered.stdout
+    undone = remote(server, "rewind", run_id[:10], "--undo")
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout.startswith(f"undid the rewind of run {run_id} to write: checkpoint back at approve, "
+                                    "status paused_waiting_human")
+    assert "  put back demo-out/draft.md" in undone.stdout and draft.read_text() == made
+    again = remote(server, "rewind", run_id, "--undo")
+    assert again.returncode == 2 and "has no rewind to undo" in again.stderr
+
     missing = remote(server, "get", "0123456789abcdef")
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.startswith("error: run 0123456789abcdef not found")

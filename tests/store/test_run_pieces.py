@@ -59,7 +59,9 @@ def test_resolve_store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     sub = project / "a" / "b"
     sub.mkdir(parents=True)
     monkeypatch.delenv("ITERION_STORE_DIR", raising=False)
-    assert resolve_store_dir(None, sub) == project.resolve() / ".iterion"
+    # an empty .git/ is no repository, and an ancestor's directory without a store marker no store:
+    # a new store beside where the command starts
+    assert resolve_store_dir(None, sub) == sub.resolve() / ".iterion"
     assert resolve_store_dir(Path("st"), sub) == (sub / "st").resolve()
     monkeypatch.setenv("ITERION_STORE_DIR", str(tmp_path / "elsewhere"))
     assert resolve_store_dir(None, sub) == tmp_path / "elsewhere"
@@ -104,7 +106,7 @@ def test_locate_store_like_git_finds_its_repository(tmp_path: Path, monkeypatch:
     outer.mkdir(parents=True)
     shutil.rmtree(repo / ".iterion")
     assert locate_store(None, sub).root == git_store
-    # outside any repository: .iterion/ at the project root (the nearest ancestor holding one), as before
+    # outside any repository: the nearest marked .iterion/ (holding runs counts), else a new one here
     plain = tmp_path / "plain" / "deep"
     plain.mkdir(parents=True)
     assert locate_store(None, plain).root == (tmp_path / ".iterion").resolve()
