@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
 _JOINED_LINES = re.compile(r"[^\s\\]\\\n[^\s]")
+_LONE_CONTINUATION = re.compile(r"(?:^|[\n\r])[ \t]*\\\r?\n")
 # builtins that only change the shell's own state: no allow rule needs to cover them
 _STATE_ONLY = frozenset({"cd", "pushd", "popd", ":", "true", "false"})
 MAX_DEPTH = 8  # sh -c 'sh -c ...' nesting read before the rest is called opaque
@@ -144,6 +145,20 @@ def _unescape_unquoted(text: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _bare_whitespace(text: str) -> bool:
+    """Whether an unquoted word holds a blank or newline no backslash escapes (bash would have
+    split the word there)."""
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] in " \t\n":
+            return True
+        i += 1
+    return False
 
 
 def _unescape_double(text: str) -> str:
@@ -311,6 +326,10 @@ class _Walker:
         if joined:  # bash removes backslash-newline first (r\<newline>m is rm); the grammar splits there
             self.opaque(text[max(0, joined.start() - 20):joined.end() + 20], "a word continued on the next line")
             return
+        lone = _LONE_CONTINUATION.search(text)
+        if lone:  # a continuation on a line of its own: the grammar glues it to the line above
+            self.opaque(text[max(0, lone.start() - 20):lone.end() + 20], "a line continuation on a line of its own")
+            return
         self.cwd = cwd
         tree = _parser().parse(text.encode("utf-8", "surrogateescape"))
         root = tree.root_node
@@ -352,6 +371,10 @@ class _Walker:
         elif t == "expansion" and any(c.type == "@" for c in n.children):
             self.arithmetic = True  # ${x@P} expands prompt escapes, $(...) included
         elif t in ("raw_string", "ansi_c_string", "string", "word"):
+            if t == "word" and _bare_whitespace(_text(n)):
+                # the grammar glued text across a blank or a line ("git log\n\\rm x" read as
+                # one command): bash splits there, so nothing read here can be trusted
+                self.opaque(_text(n)[:80], "the parser split words differently from bash")
             value = _literal(n)
             if value is not None and ("$(" in value or "`" in value):
                 self.inert_code = True

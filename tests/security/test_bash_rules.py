@@ -32,6 +32,9 @@ TABLE: list[tuple[str, str, str]] = [
     ("r\\\nm x", "deny", "ask"),
     ("rm\tx", "deny", "ask"),
     ("  rm   x  ", "deny", "ask"),
+    ("git log\n\\rm x", "deny", "ask"),      # the grammar glues "\\rm" to the line above
+    ("git log\n\\\nrm x", "deny", "ask"),   # a continuation on a line of its own, likewise
+    ("git log \\\n  --all", "allow", "allow"),
     # lists, pipelines, grouping
     ("git status && rm x", "deny", "ask"),
     ("git status || rm x", "deny", "ask"),
