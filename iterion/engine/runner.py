@@ -263,7 +263,7 @@ class Runner:
         ctx, wf = self.ctx, self.wf
         edges = outcome.edges
         region = wf.fan_out_regions.get(router.id)
-        join = region.join if region is not None else self._common_join(edges)
+        join = region.join if region is not None else self._common_join(router, edges)
         join_node = wf.nodes.get(join) if join else None
         mode = (join_node.await_mode if join_node is not None else None) or AwaitMode.WAIT_ALL
         cap = ctx.budget.ask.max_parallel_branches or len(edges)
@@ -298,14 +298,12 @@ class Runner:
                                   node=router.id, details={"branch": edge.dst, "failed_branches": len(failures)})
         return join
 
-    def _common_join(self, edges: list[Edge]) -> str | None:
-        """For an llm router that picked several targets: the first await node all of them reach."""
-        reach = [self.wf.reachable_from(e.dst) | {e.dst} for e in edges]
-        common = set.intersection(*reach) if reach else set()
-        for nid, node in self.wf.nodes.items():
-            if nid in common and node.await_mode is not None:
-                return nid
-        return None
+    def _common_join(self, router: Node, edges: list[Edge]) -> str | None:
+        """For an llm router that picked several targets: their convergence node (the rule's one
+        home, iterion.dsl.convergence)."""
+        from iterion.dsl.convergence import Convergence
+
+        return Convergence(self.wf).of_targets(router.id, [e.dst for e in edges])
 
     def _branch(self, router: str, index: int, edge: Edge, outcome: StepOutcome, join: str | None) -> None:
         # concurrency is bounded by the fan-out's pool (max_parallel_branches); a shared slot
