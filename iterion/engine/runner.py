@@ -23,6 +23,7 @@ from iterion.engine.control import park_operator, pause_point
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
 from iterion.engine.errors import Cancelled, CheckpointLost, NodeFailure, OperatorPause, RecoveryPause
+from iterion.engine.fanout_safety import branch_bodies, refuse_mutating_branches
 from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
 from iterion.engine.recovery import Action, RecoveryDispatcher, park_recovery
@@ -266,6 +267,9 @@ class Runner:
         join = region.join if region is not None else self._common_join(router, edges)
         join_node = wf.nodes.get(join) if join else None
         mode = (join_node.await_mode if join_node is not None else None) or AwaitMode.WAIT_ALL
+        targets = [e.dst for e in edges]
+        # refused before any branch runs (dsl.md 3.4)
+        refuse_mutating_branches(wf, router.id, targets, branch_bodies(wf, router.id, targets, join))
         cap = ctx.budget.ask.max_parallel_branches or len(edges)
         failures: list[tuple[Edge, NodeFailure]] = []
         cancelled = False
