@@ -207,7 +207,10 @@ def take_edge(edge: Edge, state: RunState, output: Mapping[str, Any], wf: Workfl
     with state.lock:
         loop = state.loop(edge.loop)
         loop.iteration += 1
-        loop.previous_output = dict(output)
+        # "the loop-edge source's output at the PREVIOUS crossing (empty before the second
+        # crossing)" (dsl.md 3.5): the lag of one crossing is the rule
+        loop.previous_output = loop.crossed_output
+        loop.crossed_output = dict(output)
 
 
 def note_loop_output(wf: Workflow, node: str, output: Mapping[str, Any], state: RunState) -> None:
