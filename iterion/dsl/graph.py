@@ -151,6 +151,11 @@ class Graph:
         assert isinstance(found, set)
         return frozenset(found)
 
+    def cyclic_nodes(self) -> frozenset[str]:
+        """Nodes on some cycle (they can execute more than once), in time linear in the graph."""
+        comp_of = self._components()
+        return frozenset(n for n, ci in comp_of.items() if self._cyclic[ci])
+
     def loop_nodes(self) -> frozenset[str]:
         """Nodes on some cycle closed by an ``as LOOP(N)`` edge (they have a ``.history``).
 
