@@ -44,7 +44,7 @@ from iterion.dsl.grammar import (
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, preset_value_matches, to_py, type_matches
-from iterion.envsubst import unset_plain_refs
+from iterion.envsubst import RUN_START_NAMES, unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
     Attachment,
@@ -132,12 +132,15 @@ class Compiler:
             if last[p.name] == i:
                 yield p
 
-    def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
+    def env_subst(self, text: str, loc: Located | None, warn: bool = True,
+                  provided: frozenset[str] = frozenset()) -> str:
         """``text`` as written: the compiler never expands ``${...}`` (docs/language.md 1.7; the run does,
         through ``iterion.envsubst``). Only warns (C110) for a ``${NAME}`` without default whose
-        variable is unset in the validation environment."""
+        variable is unset in the validation environment and not ``provided`` by the run."""
         if warn and loc is not None and "${" in text:
             for offset, name in unset_plain_refs(text, self.env):
+                if name in provided:
+                    continue
                 self.sink.add("C110", loc.span_at(offset), f"environment variable {name} is not set",
                               f"export {name}=... before running, or give a default: ${{{name}:-value}}")
         return text
@@ -396,7 +399,8 @@ class Compiler:
             default = to_py(v.default)
             if isinstance(default, str) and isinstance(v.default, ast.Literal):
                 default = self.env_subst(default, Located(default, Span(v.default.span.file, v.default.span.line,
-                                                                         v.default.span.column + 1)))
+                                                                         v.default.span.column + 1)),
+                                         provided=RUN_START_NAMES)
             written_as_text = isinstance(default, str) and v.type.name in ("json", "string[]")
             if not type_matches(default, v.type.name) and not written_as_text:
                 # not checked by the original (docs/language.md 2.2): a warning, and the default is kept
