@@ -155,6 +155,7 @@ class Runner:
              pending: Pending | None = None) -> StepOutcome:
         ctx, st, wf = self.ctx, self.state, self.wf
         node = wf.nodes[nid]
+        ctx.token.check()  # a cancelled run writes no further boundary (a branch thread gets here too)
         if resumed:
             self.boundary(BoundaryKind.RESUME, nid, it)
             pre = BoundaryLabel(BoundaryKind.PRE, nid, it)
@@ -278,9 +279,13 @@ class Runner:
             pending = set(futures)
             while pending:
                 _done, pending = cf.wait(pending, timeout=0.1)
-                if ctx.token.cancelled:
+                if ctx.token.cancelled and not cancelled:
                     cancelled = True
+                    for fut in pending:  # branches still queued (max_parallel_branches) never start
+                        fut.cancel()
             for fut, edge in futures.items():
+                if fut.cancelled():
+                    continue
                 exc = fut.exception()
                 if isinstance(exc, Cancelled):
                     cancelled = True
@@ -313,11 +318,13 @@ class Runner:
         # concurrency is bounded by the fan-out's pool (max_parallel_branches); a shared slot
         # semaphore would deadlock a nested fan-out whose outer branch holds the last slot
         ctx, st, wf = self.ctx, self.state, self.wf
+        ctx.token.check()  # a cancelled run starts no branch
         ctx.emit(ev.BRANCH_STARTED, router, None, {"branch": index, "to": edge.dst})
         try:
             self._take(edge, outcome)
             nid = edge.dst
             while nid != join and nid not in TERMINALS:
+                ctx.token.check()  # between a branch's nodes, as between the main loop's
                 node = wf.nodes[nid]
                 if node.kind is NodeKind.FAIL:
                     # inside a branch a fail node is the branch's diagnosis; the collector decides
