@@ -831,8 +831,12 @@ class Compiler:
             self.sources.edge_templates[edge_index] = templates
             wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, loop_bound=loop_bound,
                                  with_map=tuple(with_map)))
+        by_loop: dict[str, list[int]] = {}  # one pass: a scan per loop was quadratic in loops x edges
+        for ed in wf.edges:
+            if ed.loop is not None:
+                by_loop.setdefault(ed.loop, []).append(ed.index)
         for name, (mx, _) in loops.items():
-            indices = tuple(ed.index for ed in wf.edges if ed.loop == name)
+            indices = tuple(by_loop.get(name, ()))
             if isinstance(mx, str):
                 wf.loops[name] = Loop(name, 0, indices, bound=mx)
             else:
