@@ -319,7 +319,8 @@ class Runner:
         # semaphore would deadlock a nested fan-out whose outer branch holds the last slot
         ctx, st, wf = self.ctx, self.state, self.wf
         ctx.token.check()  # a cancelled run starts no branch
-        ctx.emit(ev.BRANCH_STARTED, router, None, {"branch": index, "to": edge.dst})
+        # `join`: where this branch stops, the convergence node (iterion.dsl.convergence)
+        ctx.emit(ev.BRANCH_STARTED, router, None, {"branch": index, "to": edge.dst, "join": join})
         try:
             self._take(edge, outcome)
             nid = edge.dst
