@@ -184,3 +184,47 @@ def test_signal_stops_a_fan_out_promptly_and_parks_it_on_the_router(tmp_path: Pa
     started = [e.payload["to"] for e in events(store, doc.id, "branch_started")]
     assert "queued" not in started  # it waited for a slot the cancel never gave it
     assert events(store, doc.id, "run_cancelled")
+
+
+ONE_AGENT = """
+agent think:
+  model: "m"
+  backend: "script"
+
+workflow ponder:
+  entry: think
+  think -> done
+"""
+
+
+@pytest.mark.parametrize("state", ["llm_call", "retry_backoff"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_a_run_waiting_on_a_model_or_a_retry(tmp_path: Path, ws: Path, sig: signal.Signals,
+                                                          state: str) -> None:
+    """Issue 28: the other engine states a run waits in - a slow model call on the main path, the
+    backoff before an in-run retry (the provider asked for 100 s) - end on the signal at once."""
+    if state == "llm_call":
+        script = {"think": {"*": {"output": {}, "sleep_s": 600}}}
+        marker = "node_started"
+    else:
+        script = {"think": {"*": {"attempts": [
+            {"error": {"code": "RATE_LIMITED", "message": "slow down", "retry_after_s": 100}}, {"output": {}}]}}}
+        marker = "node_retry_scheduled"
+    bot = write_bot(tmp_path / "src", ONE_AGENT, script)
+    store_dir = tmp_path / "store"
+    proc = _start(bot, ws, store_dir)
+    deadline = time.monotonic() + 60
+    while True:  # until the run is in the state under test
+        runs = Store(store_dir).list_runs() if (store_dir / "runs").exists() else []
+        if runs and events(Store(store_dir), runs[0].id, marker):
+            break
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.2)  # inside the call or the wait
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)  # the call sleeps 600 s, the backoff 100 s
+    assert proc.returncode == 6, err
+    store = Store(store_dir)
+    (doc,) = store.list_runs()
+    assert doc.status is RunStatus.CANCELLED and sig.name in (doc.error or "")
+    assert store.load_checkpoint(doc.id).restart_node == "think"
