@@ -26,7 +26,7 @@ _COMMAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^{}]*))?\}")
 _LAUNCH = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _MAX_DEPTH = 32  # nested defaults deeper than this are left as written
 # names the run sets for run-start expansion (string var defaults, --var values): "PROJECT_DIR
-# = the run's workspace" (dsl.md 1.7), so never "unset" at validation (no C110)
+# = the run's workspace" (docs/language.md §1), so never "unset" at validation (no C110)
 RUN_START_NAMES = frozenset({"PROJECT_DIR"})
 
 

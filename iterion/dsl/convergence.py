@@ -1,7 +1,7 @@
 """Where the branches of a fan-out converge: the one home of the rule, read by the validator
 (``Workflow.fan_out_regions``) and by the engine (the node a fan-out's branches stop at).
 
-dsl.md §3.4: "A branch runs until the convergence node: the first node, searching forward
+docs/language.md §3 (Fan-out): "A branch runs until the convergence node: the first node, searching forward
 from the branch targets, that declares `await` or has edges from two or more distinct
 sources. [...] A router may itself be the convergence node."
 

@@ -126,7 +126,7 @@ def with_value(template: str, scope: Mapping[str, Any], source_output: Mapping[s
             return resolve_reference(ref, local, error)
         except TemplateRenderError:
             # a node not run yet (first round of a loop), a missing field: "the referenced value
-            # itself" is null (dsl.md 3.6, 4: "A missing value is null"), never the marker text a
+            # itself" is null (docs/language.md §3, 4: "A missing value is null"), never the marker text a
             # prompt would show the model or an expression would read as a string (issue 28)
             return None
     return render_text(template, dict(local), node, what, "with")

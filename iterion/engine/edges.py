@@ -208,7 +208,7 @@ def take_edge(edge: Edge, state: RunState, output: Mapping[str, Any], wf: Workfl
         loop = state.loop(edge.loop)
         loop.iteration += 1
         # "the loop-edge source's output at the PREVIOUS crossing (empty before the second
-        # crossing)" (dsl.md 3.5): the lag of one crossing is the rule
+        # crossing)" (docs/language.md §3, Loops): the lag of one crossing is the rule
         loop.previous_output = loop.crossed_output
         loop.crossed_output = dict(output)
 

@@ -1,9 +1,9 @@
 """Fan-out workspace safety: at most one branch of a fan-out may mutate the workspace.
 
-dsl.md §3.4: "At most one branch may mutate the workspace (an agent or human with write
+docs/language.md §3 (Fan-out): "At most one branch may mutate the workspace (an agent or human with write
 tools, not `readonly`): a fan-out with two or more mutating branches is refused when it is
 reached, before any branch runs, with `WORKSPACE_SAFETY` (`failed_resumable`; the message
-names the branches)". Tool nodes are not counted (the spec names agents and humans only).
+names the branches)". Tool nodes are not counted (the rule names agents and humans only).
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
     that does not coerce is kept as written and described in ``warnings`` ("a failed coercion
     keeps the raw value with a warning"); a json var that is not JSON is that text."""
     # string defaults and --var values are env-expanded at run start ($N, ${N}), with
-    # "PROJECT_DIR = the run's workspace (in a sandbox, its container path)" (dsl.md 1.7; the
+    # "PROJECT_DIR = the run's workspace (in a sandbox, its container path)" (docs/language.md §1; the
     # bubblewrap sandbox mounts the workspace at its own path)
     env: Mapping[str, str] = os.environ if project_dir is None else {**os.environ, "PROJECT_DIR": str(project_dir)}
     values: dict[str, Any] = {n: expand_launch(v.default, env) if isinstance(v.default, str) else v.default
@@ -181,7 +181,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         created = create_worktree(workspace, store.root, run_id, options.branch_name or f"iterion/run/{name}")
         worktree_info = WorktreeInfo(path=str(created.path), branch=created.branch, base_commit=created.base_commit)
         mode, run_workspace = WorkspaceMode.WORKTREE, created.path
-        # the run's workspace is its worktree: ${PROJECT_DIR} names it (dsl.md 1.7)
+        # the run's workspace is its worktree: ${PROJECT_DIR} names it (docs/language.md §1)
         values = resolve_vars(wf, options.preset, options.vars, project_dir=run_workspace)
         repo_dir = str(created.repo)
     else:

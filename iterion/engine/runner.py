@@ -269,7 +269,7 @@ class Runner:
         join_node = wf.nodes.get(join) if join else None
         mode = (join_node.await_mode if join_node is not None else None) or AwaitMode.WAIT_ALL
         targets = [e.dst for e in edges]
-        # refused before any branch runs (dsl.md 3.4)
+        # refused before any branch runs (docs/language.md §3, Fan-out)
         refuse_mutating_branches(wf, router.id, targets, branch_bodies(wf, router.id, targets, join))
         cap = ctx.budget.ask.max_parallel_branches or len(edges)
         failures: list[tuple[Edge, NodeFailure]] = []

@@ -20,7 +20,7 @@ from iterion.store.checkpoint import (
 @dataclass
 class LoopState:
     iteration: int = 0                          # times a closing edge of the loop was taken
-    # dsl.md 3.5: "the loop-edge source's output at the PREVIOUS crossing (empty before the
+    # docs/language.md §3 (Loops): "the loop-edge source's output at the PREVIOUS crossing (empty before the
     # second crossing)": the output crossed the time before last, not the one just crossed
     previous_output: dict[str, Any] | None = None
     crossed_output: dict[str, Any] | None = None   # the closing edge's source output when last taken

@@ -9,7 +9,7 @@ stdout that is one JSON object is the output; otherwise the output is ``{result,
 stderr, exit_code}``. A non-zero exit fails the node with its code and output. With an
 ``output:`` schema the output is checked, and a mismatch (fields missing or of the wrong type)
 is a ``tool_output_mismatch`` warning event naming them, after which the node goes on with
-the fields present: the original never rejects a tool's output (dsl.md 2.7, 9).
+the fields present: the original never rejects a tool's output (docs/language.md §2, §10).
 SCHEMA_VALIDATION stays for LLM and router outputs.
 """
 
@@ -66,7 +66,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     except json.JSONDecodeError:
         data = None
     if isinstance(data, dict):
-        output = data  # stdout that is one JSON object is the output (dsl.md 2.7)
+        output = data  # stdout that is one JSON object is the output (docs/language.md §2)
     else:
         # text: `result` (the original's), plus stdout/stderr/exit_code (this project's, §9)
         output = {"result": text, "stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code}
