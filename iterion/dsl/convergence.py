@@ -47,6 +47,14 @@ class Convergence:
         node = self.wf.nodes.get(node_id)
         return node is not None and (node.await_mode is not None or self.distinct_sources(node_id) >= 2)
 
+    def precompute(self) -> None:
+        """Every fan-out's convergence node, downstream ones first: a fan-out met inside another
+        is then already known, so the search never recurses deeply (a chain of thousands of
+        fan-outs stays within Python's recursion limit)."""
+        for n in self.g.downstream_first():
+            if is_fan_out_router(self.wf, n):
+                self.of_router(n)
+
     def of_router(self, router: str) -> str | None:
         """The convergence node of a ``fan_out_all`` router's branches (None: they never meet)."""
         if router in self._memo:
@@ -109,4 +117,5 @@ class Convergence:
 def convergence_nodes(wf: Workflow, graph: Graph | None = None) -> dict[str, str | None]:
     """Every ``fan_out_all`` router's convergence node, in declaration order."""
     conv = Convergence(wf, graph)
+    conv.precompute()
     return {r: conv.of_router(r) for r in wf.nodes if is_fan_out_router(wf, r)}

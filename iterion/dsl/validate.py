@@ -145,9 +145,10 @@ def _check_cycles(wf: Workflow, g: Graph, sink: Sink) -> None:
 
 def _fan_out_regions(wf: Workflow, g: Graph, sink: Sink) -> None:
     conv = Convergence(wf, g)
+    conv.precompute()
     routers = [n for n in wf.nodes if is_fan_out_router(wf, n)]
     memo: dict[str, FanOutRegion] = {}
-    for r in routers:
+    for r in (n for n in g.downstream_first() if is_fan_out_router(wf, n)):  # inner regions first
         _region(wf, g, conv, r, memo, ())
     wf.fan_out_regions = {r: memo[r] for r in routers if r in memo}
 

@@ -98,3 +98,16 @@ def test_nested_fan_outs_join_at_their_own_convergence_nodes(tmp_path: Path, ws:
     assert p.returncode == 0, p.stderr
     counts = _counts(_inspect(store, ws))
     assert len(counts) == 12 * 3 + 1 and set(counts.values()) == {1}
+
+
+def test_a_chain_of_thousands_of_fan_outs_validates_without_deep_recursion() -> None:
+    """Convergence nodes are computed downstream first, so a fan-out met inside another is
+    already known: 3,000 chained single-edge fan-outs stay within the recursion limit."""
+    from iterion.dsl import load_source
+
+    n = 3000
+    src = "".join(f"router r{i}:\n  mode: fan_out_all\n" for i in range(n)) + "workflow w:\n  entry: r0\n" + "".join(
+        f"  r{i} -> r{i + 1}\n" for i in range(n - 1)) + f"  r{n - 1} -> done\n"
+    result = load_source(src, env={})
+    assert result.diagnostics == [] and result.workflow is not None
+    assert len(result.workflow.fan_out_regions) == n and result.workflow.fan_out_regions["r0"].join is None
