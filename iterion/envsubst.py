@@ -25,6 +25,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMMAND = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^{}]*))?\}")
 _LAUNCH = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _MAX_DEPTH = 32  # nested defaults deeper than this are left as written
+# names the run sets for run-start expansion (string var defaults, --var values): "PROJECT_DIR
+# = the run's workspace" (docs/language.md §1), so never "unset" at validation (no C110)
+RUN_START_NAMES = frozenset({"PROJECT_DIR"})
 
 
 def expand_node(text: str, env: Mapping[str, str]) -> str:

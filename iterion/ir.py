@@ -211,7 +211,9 @@ class FanOutRegion:
 
     router: str
     branches: tuple[tuple[str, ...], ...]  # per outgoing edge: the body nodes of that branch
-    join: str | None  # the convergence node (declares await), or None if branches end at terminals
+    # the convergence node (iterion.dsl.convergence: the first node declaring await or with edges
+    # from two or more distinct sources), or None if the branches end at terminals
+    join: str | None
 
     @property
     def body(self) -> frozenset[str]:
@@ -261,12 +263,28 @@ class Workflow:
     span: Span | None = None
     # accepted-but-not-executed workflow-scope settings (sandbox:, permission:, ...)
     extra: dict[str, Any] = field(default_factory=dict)
+    _edges_by: tuple[tuple[int, int], dict[str, list[Edge]], dict[str, list[Edge]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+
+    def _edge_index(self) -> tuple[dict[str, list[Edge]], dict[str, list[Edge]]]:
+        """Edges by source and by target, built once per edge list (a scan per call made a
+        run of an N-node chain quadratic); rebuilt if the list is replaced or grows."""
+        key = (id(self.edges), len(self.edges))
+        cached = self._edges_by
+        if cached is None or cached[0] != key:
+            out: dict[str, list[Edge]] = {}
+            into: dict[str, list[Edge]] = {}
+            for e in self.edges:
+                out.setdefault(e.src, []).append(e)
+                into.setdefault(e.dst, []).append(e)
+            cached = self._edges_by = (key, out, into)
+        return cached[1], cached[2]
 
     def out_edges(self, node_id: str) -> list[Edge]:
-        return [e for e in self.edges if e.src == node_id]
+        return list(self._edge_index()[0].get(node_id, ()))
 
     def in_edges(self, node_id: str) -> list[Edge]:
-        return [e for e in self.edges if e.dst == node_id]
+        return list(self._edge_index()[1].get(node_id, ()))
 
     def successors(self, node_id: str) -> Iterator[str]:
         for e in self.out_edges(node_id):

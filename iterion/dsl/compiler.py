@@ -44,7 +44,7 @@ from iterion.dsl.grammar import (
 from iterion.dsl.located import Located
 from iterion.dsl.sources import display
 from iterion.dsl.values import kind_of, parse_duration, preset_value_matches, to_py, type_matches
-from iterion.envsubst import unset_plain_refs
+from iterion.envsubst import RUN_START_NAMES, unset_plain_refs
 from iterion.failure_codes import reserved_failure_codes
 from iterion.ir import (
     Attachment,
@@ -135,12 +135,15 @@ class Compiler:
             if last[p.name] == i:
                 yield p
 
-    def env_subst(self, text: str, loc: Located | None, warn: bool = True) -> str:
+    def env_subst(self, text: str, loc: Located | None, warn: bool = True,
+                  provided: frozenset[str] = frozenset()) -> str:
         """``text`` as written: the compiler never expands ``${...}`` (docs/language.md 1.7; the run does,
         through ``iterion.envsubst``). Only warns (C110) for a ``${NAME}`` without default whose
-        variable is unset in the validation environment."""
+        variable is unset in the validation environment and not ``provided`` by the run."""
         if warn and loc is not None and "${" in text:
             for offset, name in unset_plain_refs(text, self.env):
+                if name in provided:
+                    continue
                 self.sink.add("C110", loc.span_at(offset), f"environment variable {name} is not set",
                               f"export {name}=... before running, or give a default: ${{{name}:-value}}")
         return text
@@ -400,7 +403,8 @@ class Compiler:
             default = to_py(v.default)
             if isinstance(default, str) and isinstance(v.default, ast.Literal):
                 default = self.env_subst(default, Located(default, Span(v.default.span.file, v.default.span.line,
-                                                                         v.default.span.column + 1)))
+                                                                         v.default.span.column + 1)),
+                                         provided=RUN_START_NAMES)
             written_as_text = isinstance(default, str) and v.type.name in ("json", "string[]")
             if not type_matches(default, v.type.name) and not written_as_text:
                 # not checked by the original (docs/language.md 2.2): a warning, and the default is kept
@@ -834,8 +838,12 @@ class Compiler:
             self.sources.edge_templates[edge_index] = templates
             wf.edges.append(Edge(edge_index, src, dst, e.span, cond, loop_name, loop_max, loop_bound=loop_bound,
                                  with_map=tuple(with_map)))
+        by_loop: dict[str, list[int]] = {}  # one pass: a scan per loop was quadratic in loops x edges
+        for ed in wf.edges:
+            if ed.loop is not None:
+                by_loop.setdefault(ed.loop, []).append(ed.index)
         for name, (mx, _) in loops.items():
-            indices = tuple(ed.index for ed in wf.edges if ed.loop == name)
+            indices = tuple(by_loop.get(name, ()))
             if isinstance(mx, str):
                 wf.loops[name] = Loop(name, 0, indices, bound=mx)
             else:

@@ -151,6 +151,17 @@ class Graph:
         assert isinstance(found, set)
         return frozenset(found)
 
+    def downstream_first(self) -> list[str]:
+        """Every node, those a node reaches before it (reverse topological order of the
+        components; inside a cycle, any order)."""
+        self._components()
+        return [n for comp in self._comps for n in comp]
+
+    def cyclic_nodes(self) -> frozenset[str]:
+        """Nodes on some cycle (they can execute more than once), in time linear in the graph."""
+        comp_of = self._components()
+        return frozenset(n for n, ci in comp_of.items() if self._cyclic[ci])
+
     def loop_nodes(self) -> frozenset[str]:
         """Nodes on some cycle closed by an ``as LOOP(N)`` edge (they have a ``.history``).
 

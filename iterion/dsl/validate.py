@@ -2,13 +2,14 @@
 
 Edges (C010-C014, C020-C022), reachability (C016), undeclared cycles (C019), sessions of
 nodes declaring await (C009). No await is required where branches converge (the C108/C109
-rule is withdrawn, docs/language.md 3.2). References inside templates and expressions are checked by
+rule is withdrawn, docs/language.md 3.2); where they converge is ``iterion.dsl.convergence``. References inside templates and expressions are checked by
 ``iterion.dsl.references``. Fills ``Workflow.fan_out_regions``.
 """
 
 from __future__ import annotations
 
 from iterion.dsl.compiler import Sources
+from iterion.dsl.convergence import Convergence, is_fan_out_router
 from iterion.dsl.diagnostics import Sink
 from iterion.dsl.graph import Graph
 from iterion.dsl.references import check_references
@@ -171,53 +172,47 @@ def _check_with_keys(wf: Workflow, g: Graph, sink: Sink) -> None:
 
 
 def _fan_out_regions(wf: Workflow, g: Graph, sink: Sink) -> None:
-    routers = [n for n, node in wf.nodes.items()
-               if node.kind is NodeKind.ROUTER and node.mode is RouterMode.FAN_OUT_ALL]
+    conv = Convergence(wf, g)
+    conv.precompute()
+    routers = [n for n in wf.nodes if is_fan_out_router(wf, n)]
     memo: dict[str, FanOutRegion] = {}
-    for r in routers:
-        _region(wf, g, r, memo, sink, ())
+    for r in (n for n in g.downstream_first() if is_fan_out_router(wf, n)):  # inner regions first
+        _region(wf, g, conv, r, memo, ())
     wf.fan_out_regions = {r: memo[r] for r in routers if r in memo}
 
 
-def _region(wf: Workflow, g: Graph, router: str, memo: dict[str, FanOutRegion], sink: Sink,
+def _region(wf: Workflow, g: Graph, conv: Convergence, router: str, memo: dict[str, FanOutRegion],
             active: tuple[str, ...]) -> FanOutRegion:
-    """The branches of ``router`` up to the first ``await`` node each reaches (nested fan-outs inlined)."""
+    """The branches of ``router`` up to its convergence node (``iterion.dsl.convergence``), nested
+    fan-outs inlined."""
     if router in memo:
         return memo[router]
+    join = conv.of_router(router)
     branches: list[tuple[str, ...]] = []
-    joins: list[str] = []
-    owner: dict[str, int] = {}
-    for bi, e in enumerate(g.out[router]):
+    for e in g.out[router]:
         body: list[str] = []
         seen: set[str] = set()
         stack = [e.dst]
         while stack:
             n = stack.pop()
-            if n in TERMINALS or n not in wf.nodes or n in seen or n == router:
+            if n in TERMINALS or n not in wf.nodes or n in seen or n == router or n == join:
                 continue
             seen.add(n)
-            node = wf.nodes[n]
-            if node.await_mode is not None:
-                if n not in joins:
-                    joins.append(n)
-                continue
-            body.append(n)
-            # a named fail node is a terminal: several branches may end there without converging
-            owner.setdefault(n, bi)
-            if (node.kind is NodeKind.ROUTER and node.mode is RouterMode.FAN_OUT_ALL and n not in active):
-                inner = _region(wf, g, n, memo, sink, (*active, router))
+            body.append(n)  # a named fail node is a terminal: several branches may end there
+            if is_fan_out_router(wf, n) and n not in active:
+                inner = _region(wf, g, conv, n, memo, (*active, router))
                 for b in (x for branch in inner.branches for x in branch):  # declaration order
-                    if b not in seen:
+                    if b not in seen and b != join:
                         seen.add(b)
                         body.append(b)
-                if inner.join is not None and inner.join not in seen:
+                if inner.join is not None and inner.join not in seen and inner.join != join:
                     seen.add(inner.join)
                     body.append(inner.join)
                     stack.extend(reversed(g.succ(inner.join)))
                 continue
             stack.extend(reversed(g.succ(n)))
         branches.append(tuple(body))
-    region = FanOutRegion(router, tuple(branches), joins[0] if joins else None)
+    region = FanOutRegion(router, tuple(branches), join)
     memo[router] = region
     return region
 

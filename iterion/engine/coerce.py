@@ -13,7 +13,8 @@ from iterion.failure_codes import FailureCode
 from iterion.ir import FieldType, Schema, SchemaField
 
 
-def _type_ok(f: SchemaField, value: Any) -> bool:
+def type_ok(f: SchemaField, value: Any) -> bool:
+    """Whether ``value`` is of ``f``'s declared type (ints fit a float field; null only json)."""
     t = f.type
     if value is None:
         return t is FieldType.JSON
@@ -39,7 +40,7 @@ def schema_problems(schema: Schema, data: Any) -> list[str]:
             problems.append(f"missing field {f.name!r} ({f.type.value})")
             continue
         value = data[f.name]
-        if not _type_ok(f, value):
+        if not type_ok(f, value):
             problems.append(f"field {f.name!r} should be {f.type.value}, got {json.dumps(value)[:80]}")
         elif f.enum and not enum_ok(value, f.enum):
             problems.append(f"field {f.name!r} is {value!r}, not one of {', '.join(f.enum)}")

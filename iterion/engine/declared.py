@@ -124,9 +124,8 @@ def with_value(template: str, scope: Mapping[str, Any], source_output: Mapping[s
         try:
             return resolve_reference(ref, local, error)
         except TemplateRenderError:
-            if what.startswith("with _"):
-                # a runtime key (`_session_id`...) whose value does not exist is absent data, not the
-                # marker text: `inherit_if_available` then starts fresh, `inherit` says what is missing
-                return None
-            return template  # names nothing yet: "stays in the text as written" (docs/language.md 5.2)
+            # a node not run yet (first round of a loop), a missing field: "the referenced value
+            # itself" is null (docs/language.md §3, 4: "A missing value is null"), never the marker text a
+            # prompt would show the model or an expression would read as a string (issue 28)
+            return None
     return render_text(template, dict(local), node, what, "with")

@@ -207,7 +207,10 @@ def take_edge(edge: Edge, state: RunState, output: Mapping[str, Any], wf: Workfl
     with state.lock:
         loop = state.loop(edge.loop)
         loop.iteration += 1
-        loop.previous_output = dict(output)
+        # "the loop-edge source's output at the PREVIOUS crossing (empty before the second
+        # crossing)" (docs/language.md §3, Loops): the lag of one crossing is the rule
+        loop.previous_output = loop.crossed_output
+        loop.crossed_output = dict(output)
 
 
 def note_loop_output(wf: Workflow, node: str, output: Mapping[str, Any], state: RunState) -> None:
@@ -220,8 +223,13 @@ def note_loop_output(wf: Workflow, node: str, output: Mapping[str, Any], state: 
 
 
 def nodes_in_cycles(wf: Workflow) -> frozenset[str]:
-    """Nodes that can execute more than once (on a cycle): they keep an output history."""
-    return frozenset(n for n in wf.nodes if n in wf.reachable_from(n))
+    """Nodes that can execute more than once (on a cycle): they keep an output history.
+
+    The strongly connected components, once: linear in nodes + edges (a reachability search
+    per node was cubic, and a 5,000-node chain never ran its first node: issue 28)."""
+    from iterion.dsl.graph import Graph
+
+    return Graph(wf).cyclic_nodes()
 
 
 def round_robin_edge(wf: Workflow, router: str, state: RunState) -> Edge:

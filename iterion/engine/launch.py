@@ -6,7 +6,7 @@ A workflow with validation errors is refused BEFORE anything is created (Invalid
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,12 +74,15 @@ class LaunchOptions:
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
-                 warnings: list[str] | None = None) -> dict[str, Any]:
+                 warnings: list[str] | None = None, *, project_dir: Path | None = None) -> dict[str, Any]:
     """Defaults < preset < ``--var`` values, each coerced to its var's type (docs/language.md 2). A value
     that does not coerce is kept as written and described in ``warnings`` ("a failed coercion
     keeps the raw value with a warning"); a json var that is not JSON is that text."""
-    # string defaults and --var values are env-expanded at run start ($N, ${N}; docs/language.md §1)
-    values: dict[str, Any] = {n: expand_launch(v.default, os.environ) if isinstance(v.default, str) else v.default
+    # string defaults and --var values are env-expanded at run start ($N, ${N}), with
+    # "PROJECT_DIR = the run's workspace (in a sandbox, its container path)" (docs/language.md §1; the
+    # bubblewrap sandbox mounts the workspace at its own path)
+    env: Mapping[str, str] = os.environ if project_dir is None else {**os.environ, "PROJECT_DIR": str(project_dir)}
+    values: dict[str, Any] = {n: expand_launch(v.default, env) if isinstance(v.default, str) else v.default
                               for n, v in wf.vars.items() if v.has_default}
     if preset is not None:
         if preset not in wf.presets:
@@ -91,7 +94,7 @@ def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
         if var is None:
             known = ", ".join(sorted(wf.vars)) or "none declared"
             raise EngineError(f"unknown var {key!r} (vars: {known})", hint="declare it under vars: in the workflow")
-        value = expand_launch(text, os.environ) if isinstance(text, str) else text
+        value = expand_launch(text, env) if isinstance(text, str) else text
         try:
             values[key] = coerce_value(SchemaField(key, var.type), value)
         except AnswerError as exc:
@@ -151,12 +154,12 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     src = compiled or compile_source(path)  # raises InvalidWorkflow before anything exists
     wf = src.workflow
     var_warnings: list[str] = []
-    values = resolve_vars(wf, options.preset, options.vars, var_warnings)
+    workspace = Path(options.workspace or Path.cwd()).resolve()
+    values = resolve_vars(wf, options.preset, options.vars, var_warnings, project_dir=workspace)
     check_attachments(wf, options.attachments)
     ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
     layers = [options.permission] if options.permission else []
     build_policy(wf.extra.get("permission"), layers)  # a malformed permission: block refuses before anything exists
-    workspace = Path(options.workspace or Path.cwd()).resolve()
     if not workspace.exists():  # never created: a typo must not become a fresh empty workspace
         raise EngineError(f"workspace {workspace} does not exist",
                           hint=f"create it first (mkdir -p {workspace}) or pass an existing directory")
@@ -186,6 +189,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         created = create_worktree(workspace, store.root, run_id, options.branch_name or f"iterion/run/{name}")
         worktree_info = WorktreeInfo(path=str(created.path), branch=created.branch, base_commit=created.base_commit)
         mode, run_workspace = WorkspaceMode.WORKTREE, created.path
+        # the run's workspace is its worktree: ${PROJECT_DIR} names it (docs/language.md §1)
+        values = resolve_vars(wf, options.preset, options.vars, project_dir=run_workspace)
         repo_dir = str(created.repo)
     else:
         repo_dir = None

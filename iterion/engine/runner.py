@@ -23,6 +23,7 @@ from iterion.engine.control import park_operator, pause_point
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
 from iterion.engine.errors import Cancelled, CheckpointLost, NodeFailure, OperatorPause, RecoveryPause
+from iterion.engine.fanout_safety import branch_bodies, refuse_mutating_branches
 from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
 from iterion.engine.recovery import Action, RecoveryDispatcher, park_recovery
@@ -154,6 +155,7 @@ class Runner:
              pending: Pending | None = None) -> StepOutcome:
         ctx, st, wf = self.ctx, self.state, self.wf
         node = wf.nodes[nid]
+        ctx.token.check()  # a cancelled run writes no further boundary (a branch thread gets here too)
         if resumed:
             self.boundary(BoundaryKind.RESUME, nid, it)
             pre = BoundaryLabel(BoundaryKind.PRE, nid, it)
@@ -263,9 +265,12 @@ class Runner:
         ctx, wf = self.ctx, self.wf
         edges = outcome.edges
         region = wf.fan_out_regions.get(router.id)
-        join = region.join if region is not None else self._common_join(edges)
+        join = region.join if region is not None else self._common_join(router, edges)
         join_node = wf.nodes.get(join) if join else None
         mode = (join_node.await_mode if join_node is not None else None) or AwaitMode.WAIT_ALL
+        targets = [e.dst for e in edges]
+        # refused before any branch runs (docs/language.md §3, Fan-out)
+        refuse_mutating_branches(wf, router.id, targets, branch_bodies(wf, router.id, targets, join))
         cap = ctx.budget.ask.max_parallel_branches or len(edges)
         failures: list[tuple[Edge, NodeFailure]] = []
         cancelled = False
@@ -274,9 +279,13 @@ class Runner:
             pending = set(futures)
             while pending:
                 _done, pending = cf.wait(pending, timeout=0.1)
-                if ctx.token.cancelled:
+                if ctx.token.cancelled and not cancelled:
                     cancelled = True
+                    for fut in pending:  # branches still queued (max_parallel_branches) never start
+                        fut.cancel()
             for fut, edge in futures.items():
+                if fut.cancelled():
+                    continue
                 exc = fut.exception()
                 if isinstance(exc, Cancelled):
                     cancelled = True
@@ -298,24 +307,25 @@ class Runner:
                                   node=router.id, details={"branch": edge.dst, "failed_branches": len(failures)})
         return join
 
-    def _common_join(self, edges: list[Edge]) -> str | None:
-        """For an llm router that picked several targets: the first await node all of them reach."""
-        reach = [self.wf.reachable_from(e.dst) | {e.dst} for e in edges]
-        common = set.intersection(*reach) if reach else set()
-        for nid, node in self.wf.nodes.items():
-            if nid in common and node.await_mode is not None:
-                return nid
-        return None
+    def _common_join(self, router: Node, edges: list[Edge]) -> str | None:
+        """For an llm router that picked several targets: their convergence node (the rule's one
+        home, iterion.dsl.convergence)."""
+        from iterion.dsl.convergence import Convergence
+
+        return Convergence(self.wf).of_targets(router.id, [e.dst for e in edges])
 
     def _branch(self, router: str, index: int, edge: Edge, outcome: StepOutcome, join: str | None) -> None:
         # concurrency is bounded by the fan-out's pool (max_parallel_branches); a shared slot
         # semaphore would deadlock a nested fan-out whose outer branch holds the last slot
         ctx, st, wf = self.ctx, self.state, self.wf
-        ctx.emit(ev.BRANCH_STARTED, router, None, {"branch": index, "to": edge.dst})
+        ctx.token.check()  # a cancelled run starts no branch
+        # `join`: where this branch stops, the convergence node (iterion.dsl.convergence)
+        ctx.emit(ev.BRANCH_STARTED, router, None, {"branch": index, "to": edge.dst, "join": join})
         try:
             self._take(edge, outcome)
             nid = edge.dst
             while nid != join and nid not in TERMINALS:
+                ctx.token.check()  # between a branch's nodes, as between the main loop's
                 node = wf.nodes[nid]
                 if node.kind is NodeKind.FAIL:
                     # inside a branch a fail node is the branch's diagnosis; the collector decides

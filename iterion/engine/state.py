@@ -20,7 +20,10 @@ from iterion.store.checkpoint import (
 @dataclass
 class LoopState:
     iteration: int = 0                          # times a closing edge of the loop was taken
-    previous_output: dict[str, Any] | None = None  # the closing edge's source output when last taken
+    # docs/language.md §3 (Loops): "the loop-edge source's output at the PREVIOUS crossing (empty before the
+    # second crossing)": the output crossed the time before last, not the one just crossed
+    previous_output: dict[str, Any] | None = None
+    crossed_output: dict[str, Any] | None = None   # the closing edge's source output when last taken
     current_output: dict[str, Any] | None = None   # that source's latest output in this iteration
 
 
@@ -112,6 +115,7 @@ def to_checkpoint(state: RunState, *, usage: Usage, anchor: AnchorReason, restar
             loop_counters={k: v.iteration for k, v in state.loops.items()},
             loop_previous={k: v.previous_output for k, v in state.loops.items() if v.previous_output is not None},
             loop_current={k: v.current_output for k, v in state.loops.items() if v.current_output is not None},
+            loop_crossed={k: v.crossed_output for k, v in state.loops.items() if v.crossed_output is not None},
             round_robin=dict(state.round_robin),
             artifact_versions=dict(state.artifact_versions),
             tombstoned_artifacts={k: list(v) for k, v in state.tombstoned_artifacts.items()},
@@ -162,9 +166,12 @@ def from_checkpoint(cp: Checkpoint) -> RunState:
     state.inputs = copy.deepcopy(cp.node_inputs)
     state.visits = dict(cp.node_visits)
     state.executed = [(e.node, e.iteration) for e in cp.executed]
-    names = set(cp.loop_counters) | set(cp.loop_previous) | set(cp.loop_current)
+    names = set(cp.loop_counters) | set(cp.loop_previous) | set(cp.loop_current) | set(cp.loop_crossed)
+    # a checkpoint written before loop_crossed existed kept the last crossing in loop_previous
+    crossed = cp.loop_crossed if "loop_crossed" in cp.model_fields_set else cp.loop_previous
     state.loops = {n: LoopState(iteration=cp.loop_counters.get(n, 0), previous_output=cp.loop_previous.get(n),
-                                current_output=cp.loop_current.get(n)) for n in names}
+                                crossed_output=crossed.get(n), current_output=cp.loop_current.get(n))
+                   for n in names}
     state.round_robin = dict(cp.round_robin)
     state.artifact_versions = dict(cp.artifact_versions)
     state.tombstoned_artifacts = {k: list(v) for k, v in cp.tombstoned_artifacts.items()}

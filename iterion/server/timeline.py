@@ -64,6 +64,10 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
             if e.type == ev.NODE_FAILED:
                 row["error"] = e.payload.get("error")
                 row["code"] = e.payload.get("code")
+        elif e.type == ev.WARNING and key in open_rows:
+            # e.g. a tool_output_mismatch: shown on the execution it concerns
+            open_rows[key].setdefault("warnings", []).append(
+                {"code": e.payload.get("code"), "message": e.payload.get("message")})
         elif e.type in (ev.RUN_PAUSED, ev.HUMAN_INPUT_REQUESTED) and key in open_rows:
             open_rows[key]["status"] = "paused"
         elif e.type in (ev.RUN_CANCELLED, ev.RUN_FAILED, ev.RUN_REWOUND, ev.RUN_ORPHAN_PROMOTED):

@@ -158,12 +158,15 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         shown = "".join(f"<div>{esc(p)}</div>" for p in files[:50]) + (
             f"<div class=muted>… {len(files) - 50} more</div>" if len(files) > 50 else "")
         dur = "" if x.get("duration_s") is None else f"{x['duration_s']:.2f}s"
+        # warnings of this execution (a tool_output_mismatch...), one line each
+        warned = "".join(f"<div class='err warning'>{esc(w.get('code') or 'warning')}: {esc(w.get('message'))}</div>"
+                         for w in x.get("warnings") or [])
         preview = (f"<button class=preview data-node='{esc(x['node'])}'>preview rewind</button>"
                    if x.get("status") in ("finished", "failed", "paused") else "")
         rows.append(f"<tr class=execution data-node='{esc(x['node'])}' data-iteration='{esc(x['iteration'])}'>"
                     f"<td>{i + 1}</td><td class=node>{esc(x['node'])}</td><td>{esc(x['iteration'])}</td>"
                     f"<td>{esc(x.get('kind'))}</td><td>{esc((x.get('start') or '')[11:23])}</td><td>{dur}</td>"
-                    f"<td>{_status(x['status'])}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
+                    f"<td>{_status(x['status'])}{warned}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
     parts.append("<h2>Timeline</h2><table id=timeline><thead><tr><th>#</th><th>node</th><th>iteration</th>"
                  "<th>kind</th><th>start</th><th>duration</th><th>status</th><th>files changed</th><th></th></tr>"
                  f"</thead><tbody>{''.join(rows)}</tbody></table>")

@@ -68,6 +68,8 @@ class Checkpoint(VersionedModel):
     loop_counters: dict[str, int] = Field(default_factory=dict)
     loop_previous: dict[str, Any] = Field(default_factory=dict)
     loop_current: dict[str, Any] = Field(default_factory=dict)
+    # the closing edge's source output at the last crossing (loop_previous is the one before)
+    loop_crossed: dict[str, Any] = Field(default_factory=dict)
     round_robin: dict[str, int] = Field(default_factory=dict)
     artifact_versions: dict[str, int] = Field(default_factory=dict)
     tombstoned_artifacts: dict[str, list[int]] = Field(default_factory=dict)

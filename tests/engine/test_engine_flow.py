@@ -40,12 +40,16 @@ def test_loop_previous_output_history_and_counters(tmp_path: Path, ws: Path, sto
     assert r.status is RunStatus.FINISHED, r.error
     assert (ws / "log.txt").read_text().splitlines() == [
         # values are quoted shell words; a null one leaves its marker (dsl.md 5.3)
-        "attempt 0 prev={{loop.fix.previous_output.summary}}", "attempt 1 prev=s0", "attempt 2 prev=s1"]
+        # "the loop-edge source's output at the PREVIOUS crossing (empty before the second
+        # crossing)" (dsl.md 3.5): one crossing of lag
+        "attempt 0 prev={{loop.fix.previous_output.summary}}", "attempt 1 prev={{loop.fix.previous_output.summary}}",
+        "attempt 2 prev=s0"]
     assert json.loads((ws / "history.json").read_text()) == [  # every earlier verify output, in order
         {"approved": False, "summary": "s0"}, {"approved": False, "summary": "s1"}]
     cp = store.load_checkpoint(r.run_id)
     assert cp.loop_counters == {"fix": 2}
-    assert cp.loop_previous["fix"] == {"approved": False, "summary": "s1"}
+    assert cp.loop_previous["fix"] == {"approved": False, "summary": "s0"}
+    assert cp.loop_crossed["fix"] == {"approved": False, "summary": "s1"}
     assert cp.loop_current["fix"] == {"approved": True, "summary": "done"}
     assert len(cp.history["implement"]) == 3 and len(cp.history["verify"]) == 3
     assert [e.payload["iteration"] for e in events(store, r.run_id, "loop_iteration")] == [1, 2]

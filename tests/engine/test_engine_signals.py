@@ -107,3 +107,124 @@ def test_sigkill_mid_node_leaves_the_store_intact(tmp_path: Path, ws: Path) -> N
     leftovers = [p for p in store.run_dir(doc.id).rglob("*") if is_temp_leftover(p)]
     assert leftovers == []
     assert not store.is_locked(doc.id)  # the flock died with its owner
+
+
+# every branch writes a marker, then waits on a long child; `wide` queues branches behind
+# max_parallel_branches, `inner` nests a fan-out, `think` is a slow LLM call (script backend)
+FAN_OUT = """
+router spread:
+  mode: fan_out_all
+
+router inner:
+  mode: fan_out_all
+
+tool deep_a:
+  command: "sleep 600 & echo $! > deep_a.pid; touch deep_a.started; wait"
+
+tool deep_b:
+  command: "sleep 600 & echo $! > deep_b.pid; touch deep_b.started; wait"
+
+tool wide:
+  command: "sleep 600 & echo $! > wide.pid; touch wide.started; wait"
+
+agent think:
+  model: "m"
+  backend: "script"
+
+tool queued:
+  command: "touch queued.ran"
+
+tool join:
+  command: "touch join.ran"
+
+workflow spread_out:
+  entry: spread
+  budget:
+    max_parallel_branches: 3
+  spread -> inner
+  spread -> wide
+  spread -> think
+  spread -> queued
+  inner -> deep_a
+  inner -> deep_b
+  deep_a -> join
+  deep_b -> join
+  wide -> join
+  think -> join
+  queued -> join
+  join -> done
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_a_fan_out_promptly_and_parks_it_on_the_router(tmp_path: Path, ws: Path,
+                                                                    sig: signal.Signals) -> None:
+    """Issue 28: a run inside a (nested) fan-out stops on SIGTERM/SIGINT, every branch's tools
+    killed, queued branches never started, the checkpoint anchored on the router (the whole
+    fan-out replays on resume: resume-and-rewind.md, "Subbots and parallel branches")."""
+    bot = write_bot(tmp_path / "src", FAN_OUT, {"think": {"*": {"output": {}, "sleep_s": 600}}})
+    store_dir = tmp_path / "store"
+    proc = _start(bot, ws, store_dir)
+    for marker in ("deep_a", "deep_b", "wide"):
+        wait_for_file(ws / f"{marker}.started", proc)
+    children = [int((ws / f"{m}.pid").read_text()) for m in ("deep_a", "deep_b", "wide")]
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)  # the children sleep 600 s: only a prompt stop ends in time
+    assert proc.returncode == 6, err
+    deadline = time.monotonic() + 10
+    while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(c) for c in children), "a branch's tool survived the cancel"
+    store = Store(store_dir)
+    (doc,) = store.list_runs()
+    assert doc.status is RunStatus.CANCELLED and sig.name in (doc.error or "")
+    cp = store.load_checkpoint(doc.id)
+    assert cp.restart_node == "spread" and cp.anchor_reason.value == "cancel"
+    assert not (ws / "queued.ran").exists() and not (ws / "join.ran").exists()
+    started = [e.payload["to"] for e in events(store, doc.id, "branch_started")]
+    assert "queued" not in started  # it waited for a slot the cancel never gave it
+    assert events(store, doc.id, "run_cancelled")
+
+
+ONE_AGENT = """
+agent think:
+  model: "m"
+  backend: "script"
+
+workflow ponder:
+  entry: think
+  think -> done
+"""
+
+
+@pytest.mark.parametrize("state", ["llm_call", "retry_backoff"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_a_run_waiting_on_a_model_or_a_retry(tmp_path: Path, ws: Path, sig: signal.Signals,
+                                                          state: str) -> None:
+    """Issue 28: the other engine states a run waits in - a slow model call on the main path, the
+    backoff before an in-run retry (the provider asked for 100 s) - end on the signal at once."""
+    if state == "llm_call":
+        script = {"think": {"*": {"output": {}, "sleep_s": 600}}}
+        marker = "node_started"
+    else:
+        script = {"think": {"*": {"attempts": [
+            {"error": {"code": "RATE_LIMITED", "message": "slow down", "retry_after_s": 100}}, {"output": {}}]}}}
+        marker = "node_retry_scheduled"
+    bot = write_bot(tmp_path / "src", ONE_AGENT, script)
+    store_dir = tmp_path / "store"
+    proc = _start(bot, ws, store_dir)
+    deadline = time.monotonic() + 60
+    while True:  # until the run is in the state under test
+        runs = Store(store_dir).list_runs() if (store_dir / "runs").exists() else []
+        if runs and events(Store(store_dir), runs[0].id, marker):
+            break
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.2)  # inside the call or the wait
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)  # the call sleeps 600 s, the backoff 100 s
+    assert proc.returncode == 6, err
+    store = Store(store_dir)
+    (doc,) = store.list_runs()
+    assert doc.status is RunStatus.CANCELLED and sig.name in (doc.error or "")
+    assert store.load_checkpoint(doc.id).restart_node == "think"

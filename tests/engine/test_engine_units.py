@@ -65,7 +65,9 @@ def test_loop_edge_counts_and_is_not_taken_once_exhausted() -> None:
         edge = select_edge(wf, "b", {"ok": False, "i": i}, {}, st)
         assert edge is back
         take_edge(edge, st, {"ok": False, "i": i})
-    assert st.loops["fix"].iteration == 2 and st.loops["fix"].previous_output == {"ok": False, "i": 1}
+    # previous_output is the output at the PREVIOUS crossing, one behind (dsl.md 3.5)
+    assert st.loops["fix"].iteration == 2 and st.loops["fix"].previous_output == {"ok": False, "i": 0}
+    assert st.loops["fix"].crossed_output == {"ok": False, "i": 1}
     with pytest.raises(NodeFailure) as info:
         select_edge(wf, "b", {"ok": False}, {}, st)
     assert info.value.code == "NO_OUTGOING_EDGE" and "fix(2) is exhausted" in info.value.message

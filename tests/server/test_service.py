@@ -119,3 +119,16 @@ def test_token_compare_and_loopback() -> None:
     assert not matches("é" * 20, "a" * 20)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("192.0.2.7")
+
+
+def test_a_tool_output_mismatch_shows_on_its_execution(tmp_path: Path, ws: Path) -> None:
+    """docs/language.md §2: the tool_output_mismatch warning is shown on the web timeline's row."""
+    text = (Path(__file__).resolve().parents[2] / "fixtures" / "workflows" / "run_tool_mismatch.bot").read_text()
+    svc, rid = _run(ws, tmp_path / "src", text)
+    rows = {x["node"]: x for x in svc.get_run(rid)["executions"]}
+    (warned,) = rows["check"]["warnings"]
+    assert warned["code"] == "tool_output_mismatch" and "count" in warned["message"]
+    assert "warnings" not in rows["after"]
+    from iterion.server.web import run_page
+
+    assert "tool_output_mismatch: tool check: output does not match schema probe" in run_page(svc.get_run(rid))

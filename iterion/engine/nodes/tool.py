@@ -5,8 +5,12 @@ scripts: JSON literals; ``iterion.shellquote``). The node ends when the tool's s
 children it left in its process group are reported as a ``tool_children_left`` event and, by
 default, killed after a grace (``iterion.engine.procgroup``).
 
-With an output schema, stdout must be one JSON object matching it; without, the output is
-``{stdout, stderr, exit_code}``. A non-zero exit fails the node with its code and output.
+stdout that is one JSON object is the output; otherwise the output is ``{result, stdout,
+stderr, exit_code}``. A non-zero exit fails the node with its code and output. With an
+``output:`` schema the output is checked, and a mismatch (fields missing or of the wrong type)
+is a ``tool_output_mismatch`` warning event naming them, after which the node goes on with
+the fields present: the original never rejects a tool's output (docs/language.md §2, §10).
+SCHEMA_VALIDATION stays for LLM and router outputs.
 
 A stream longer than its inline share (``iterion.engine.outputcap``) is kept whole in a file
 beside the run; the output holds its head and, under ``truncated``, the mark saying so.
@@ -16,14 +20,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from iterion.engine.coerce import validate_output
+from iterion.engine.coerce import type_ok
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
 from iterion.engine.errors import NodeFailure, ToolLaunchError
 from iterion.engine.outputcap import TRUNCATED_KEY, output_prefix
 from iterion.engine.toolproc import run_command, run_script
 from iterion.envsubst import expand_command
 from iterion.failure_codes import FailureCode
+from iterion.ir import Schema
 from iterion.sandbox import Role
 from iterion.shellquote import script_mode
 from iterion.store import events as ev
@@ -77,15 +83,43 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = None
-    if node.output_schema is None:
-        if isinstance(data, dict):
-            return NodeResult(data)  # stdout that is one JSON object is the output (docs/language.md §2)
+    if isinstance(data, dict):
+        output = data  # stdout that is one JSON object is the output (docs/language.md §2)
+    else:
         # text: `result` (the original's), plus stdout/stderr/exit_code (this project's, §9)
-        return NodeResult({"result": text, "stdout": result.stdout, "stderr": result.stderr,
-                           "exit_code": result.exit_code, **({TRUNCATED_KEY: marks} if marks else {})})
-    if data is None:
-        raise NodeFailure(FailureCode.SCHEMA_VALIDATION,
-                          f"tool {node.id}: stdout is not one JSON object (schema {node.output_schema.name}): "
-                          f"{_tail(text)[:200]!r}", node=node.id, details={"stdout": _tail(result.stdout)}) from None
-    return NodeResult(validate_output(node.id, node.output_schema, data))
+        output = {"result": text, "stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code,
+                  **({TRUNCATED_KEY: marks} if marks else {})}
+    if node.output_schema is not None:
+        _report_mismatch(ctx, node.id, call.iteration, node.output_schema, output)
+    return NodeResult(output)
 
+
+TOOL_OUTPUT_MISMATCH = "tool_output_mismatch"
+
+
+def _report_mismatch(ctx: ExecContext, node: str, iteration: int, schema: Schema, output: dict[str, Any]) -> None:
+    """A ``warning`` event coded ``tool_output_mismatch`` naming the declared fields missing from
+    ``output`` and those of the wrong type; nothing when it matches (undeclared keys are ignored)."""
+    missing = [f.name for f in schema.fields if f.name not in output]
+    wrong = [{"field": f.name, "expected": f.type.value, "got": _kind(output[f.name])}
+             for f in schema.fields if f.name in output and not type_ok(f, output[f.name])]
+    if not missing and not wrong:
+        return
+    parts = ([f"missing {', '.join(missing)}"] if missing else []) + [
+        f"{w['field']} is {w['got']}, not {w['expected']}" for w in wrong]
+    ctx.emit(ev.WARNING, node, iteration, {
+        "code": TOOL_OUTPUT_MISMATCH, "schema": schema.name, "missing": missing, "wrong_type": wrong,
+        "message": f"tool {node}: output does not match schema {schema.name} ({'; '.join(parts)}); "
+                   "the node goes on with the fields present"})
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "map"
