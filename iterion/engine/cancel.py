@@ -101,6 +101,9 @@ def kill_group(pgid: int) -> None:
     signal_group(pgid, signal.SIGKILL)
 
 
+_ABANDON_SETTLE_S = 5.0
+
+
 def call_cancellable(fn: Callable[[], T], token: CancelToken, poll: float = 0.05,
                      check: Callable[[], None] | None = None,
                      on_abandon: Callable[[], None] | None = None) -> T:
@@ -130,6 +133,9 @@ def call_cancellable(fn: Callable[[], T], token: CancelToken, poll: float = 0.05
         except BaseException:
             if on_abandon is not None:
                 on_abandon()
+                # what it ended was the call's own: let the call unwind (its ledger record closed)
+                # before the stop is recorded, bounded in case the backend ignores its processes
+                done.wait(_ABANDON_SETTLE_S)
             raise
     if "error" in box:
         raise box["error"]
