@@ -194,18 +194,18 @@ class OpenAIBackend(Backend):
     def _exchange(self, body: dict[str, Any], timeout: float, request: BackendRequest) -> dict[str, Any]:
         """The completion, streamed (``iterion.backends.sse``: progress on the timeline, the
         limit on silence, a cut answer kept) unless $ITERION_STREAM=0."""
-        from iterion.backends.sse import OpenAIStream, Progress, fold_stream, post_stream, streaming_enabled
+        from iterion.backends.sse import (
+            OpenAIStream,
+            Progress,
+            fold_stream,
+            json_body,
+            post_stream,
+            streaming_enabled,
+        )
 
         if not streaming_enabled():
             resp = post_json(self._http(), "chat/completions", body, timeout=timeout, where=self.base_url)
-            try:
-                data = resp.json()
-            except ValueError:
-                data = None
-            if not isinstance(data, dict):
-                raise BackendError(FailureCode.EXECUTION_FAILED,
-                                   f"{self.base_url} answered with no chat completion: {resp.text[:200]!r}")
-            return data
+            return json_body(resp, self.base_url)
         host = request.host
         fold = OpenAIStream(Progress(getattr(host, "emit", None), getattr(host, "check", None)))
         return fold_stream(fold, lambda: post_stream(

@@ -75,6 +75,18 @@ class Progress:
                                         "code": exc.code.value, "error": exc.message[:300]})
 
 
+def json_body(resp: httpx.Response, where: str) -> dict[str, Any]:
+    """The answer's body as one JSON object, else EXECUTION_FAILED quoting its start."""
+    try:
+        data = resp.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise BackendError(FailureCode.EXECUTION_FAILED,
+                           f"{where} answered with something that is not JSON: {resp.text[:200]!r}")
+    return data
+
+
 def post_stream(client: httpx.Client, path: str, body: dict[str, Any], *, timeout: float, where: str,
                 credential: str, on_data: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
     """POST ``body`` and feed each SSE ``data:`` object to ``on_data``; None when streamed, the
@@ -91,14 +103,7 @@ def post_stream(client: httpx.Client, path: str, body: dict[str, Any], *, timeou
                 raise classify_http(resp, credential)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 resp.read()
-                try:
-                    data = resp.json()
-                except ValueError:
-                    data = None
-                if not isinstance(data, dict):
-                    raise BackendError(FailureCode.EXECUTION_FAILED,
-                                       f"{where} answered with something that is not JSON: {resp.text[:200]!r}")
-                return data
+                return json_body(resp, where)
             for line in resp.iter_lines():
                 if not line.startswith("data:"):
                     continue  # event:, id:, comments and the blank separators

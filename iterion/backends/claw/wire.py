@@ -28,6 +28,7 @@ from iterion.backends.sse import (
     OpenAIStream,
     Progress,
     fold_stream,
+    json_body,
     post_stream,
     streaming_enabled,
 )
@@ -130,14 +131,7 @@ class Wire:
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         resp = post_json(self.http(), path, body, timeout=self.timeout_s, where=self.base_url,
                          credential=self.credential)
-        try:
-            data = resp.json()
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            raise BackendError(FailureCode.EXECUTION_FAILED,
-                               f"{self.base_url} answered with something that is not JSON: {resp.text[:200]!r}")
-        return data
+        return json_body(resp, self.base_url)
 
 
 def _names(tools: list[ToolSpec]) -> dict[str, str]:
