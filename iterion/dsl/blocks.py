@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from iterion.backends.choice import CLAW, declared_backend
+from iterion.backends.choice import CLAUDE_CODE, CLAW, declared_backend
 from iterion.dsl import ast
 from iterion.dsl.diagnostics import Sink
 from iterion.dsl.grammar import suggest
@@ -433,12 +433,32 @@ def check_unit(wf: Any, decls: list[Any], nodes: list[ast.NodeDecl], sink: Sink)
                 if backend and "$" not in backend and backend.lower() != CLAW:
                     sink.add("C047", p.span, f"{owner} declares memory:, which only the claw backend uses "
                              f"(backend {backend})")
+            elif p.name == "tools" and node is not None and isinstance(p.value, ast.ListValue):
+                backend = declared_backend(node.backend, wf.default_backend)
+                if backend and backend.lower() == CLAUDE_CODE:
+                    _check_claude_tools(p.value, owner, sink)
             elif p.name == "capabilities" and sandbox_active and isinstance(p.value, ast.ListValue):
                 for item in p.value.items:
                     text = _ref_text(item) or ""
                     if text == "board" or text.startswith("board."):
                         sink.add("C082", item.span, f"{owner} grants {text} while the workflow sandbox is active",
                                  "the board is on the host; a sandboxed run may not reach it")
+
+
+def _check_claude_tools(tools: ast.ListValue, owner: str, sink: Sink) -> None:
+    """C115: a claude_code node's tool that Claude Code has no name for (the map's one home is
+    iterion.permissions.claude_tool_names; the run would refuse the node at its start)."""
+    from iterion.permissions import claude_tool_names
+
+    for item in tools.items:
+        name = _ref_text(item)
+        if not name or "$" in name:
+            continue
+        try:
+            claude_tool_names([name])
+        except ValueError as exc:
+            sink.add("C115", item.span, f"{owner} runs on claude_code, which has no tool {name!r}",
+                     str(exc).split("; ", 1)[-1])
 
 
 def _check_cursor_value(setting: ast.Property, cursors: dict[str, Any], owner: str, sink: Sink) -> None:

@@ -118,6 +118,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "C112": (Severity.WARNING, 'edge out of a terminal'),
     "C113": (Severity.WARNING, 'var declared twice in one block'),
     "C114": (Severity.WARNING, 'input.field no with map passes, on a node without an input schema'),
+    "C115": (Severity.ERROR, "a tool the node's agent-CLI backend has no counterpart for"),
 }
 
 
