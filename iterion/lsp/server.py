@@ -1,0 +1,111 @@
+"""The pygls server: documents in, features out (each feature lives in its own module)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from iterion import __version__
+from iterion.lsp import completion, diagnostics, formatting, hover, navigation, symbols
+from iterion.lsp.analysis import Analysis
+from iterion.lsp.positions import lines_of, to_column, word_range
+
+
+class BotServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("iterion", __version__)
+        self.published: set[str] = set()  # the URIs holding diagnostics, cleared when fixed
+
+    def path_of(self, uri: str) -> str:
+        return os.path.normpath(os.path.abspath(to_fs_path(uri) or uri))
+
+    def buffers(self) -> dict[str, str]:
+        return {self.path_of(uri): doc.source for uri, doc in self.workspace.text_documents.items()}
+
+    def analyse(self, uri: str) -> Analysis:
+        doc = self.workspace.get_text_document(uri)
+        return Analysis(self.path_of(uri), doc.source, self.buffers())
+
+    def publish(self, uri: str) -> None:
+        per_file = diagnostics.by_file(self.analyse(uri))
+        uris = {navigation.uri_of(f): d for f, d in per_file.items()}
+        for stale in self.published - set(uris) - {uri}:
+            uris[stale] = []
+        for target, diags in uris.items():
+            self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=target, diagnostics=diags))
+        self.published = {u for u, d in uris.items() if d}
+
+    def item_at(self, uri: str, pos: lsp.Position) -> tuple[Analysis, Any, lsp.Range]:
+        a = self.analyse(uri)
+        lines = lines_of(a.text)
+        row, col = to_column(lines, pos)
+        item = a.at(a.path, row + 1, col + 1)
+        rng = word_range(lines, item.line, item.column) if item is not None else lsp.Range(start=pos, end=pos)
+        return a, item, rng
+
+
+def build() -> BotServer:
+    server = BotServer()
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: BotServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        ls.publish(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: BotServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        ls.publish(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: BotServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        ls.publish(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def on_hover(ls: BotServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        a, item, rng = ls.item_at(params.text_document.uri, params.position)
+        return hover.hover(a, item, rng)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+    def on_definition(ls: BotServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+        a, item, _ = ls.item_at(params.text_document.uri, params.position)
+        return navigation.definition(a, item)
+
+    @server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+    def on_references(ls: BotServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
+        a, item, _ = ls.item_at(params.text_document.uri, params.position)
+        return navigation.references(a, item, params.context.include_declaration)
+
+    @server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=["{", ".", " ", ">"]))
+    def on_completion(ls: BotServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+        a = ls.analyse(params.text_document.uri)
+        lines = lines_of(a.text)
+        row, col = to_column(lines, params.position)
+        return lsp.CompletionList(is_incomplete=False, items=completion.complete(a, lines, row, col))
+
+    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    def on_symbols(ls: BotServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+        return symbols.document_symbols(ls.analyse(params.text_document.uri))
+
+    @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+    def on_format(ls: BotServer, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit] | None:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        try:
+            out = formatting.format_text(doc.source, ls.path_of(params.text_document.uri))
+        except formatting.Refused as exc:
+            ls.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=str(exc)))
+            return None
+        if out == doc.source:
+            return []
+        lines = lines_of(doc.source)
+        end = lsp.Position(line=len(lines), character=0)
+        return [lsp.TextEdit(range=lsp.Range(start=lsp.Position(line=0, character=0), end=end), new_text=out)]
+
+    return server
+
+
+def serve() -> None:
+    """Speak LSP on stdin/stdout until the client exits."""
+    build().start_io()

@@ -1,0 +1,93 @@
+"""`iterion lsp` publishes validate's diagnostics: for every fixture workflow (valid and
+invalid), the same files, codes, severities, start positions and messages as
+`iterion validate --json`, through a real LSP client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from tests.conftest import REPO_ROOT
+from tests.lsp.client import Session, run_session
+
+FIXTURES = sorted(p for p in (REPO_ROOT / "fixtures").rglob("*") if p.suffix in (".bot", ".iter") and p.is_file())
+Key = tuple[str, str, str, int, int, str]
+
+
+def _utf16_col(path: str, line: int, column: int) -> int:
+    text = Path(path).read_bytes().decode("utf-8", "replace")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    row = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(row[: column - 1].encode("utf-16-le")) // 2
+
+
+def _expected() -> dict[str, set[Key]]:
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "validate", "--json", *map(str, FIXTURES)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode in (0, 2), proc.stderr
+    out: dict[str, set[Key]] = {}
+    for f in json.loads(proc.stdout)["files"]:
+        out[str(Path(f["path"]).resolve())] = {
+            (str(Path(d["file"]).resolve()), d["code"], d["severity"], d["line"] - 1,
+             _utf16_col(d["file"], d["line"], d["column"]),
+             f"{d['code']} {d['severity']}: {' '.join(d['message'].split())}")
+            for d in f["diagnostics"]}
+    return out
+
+
+def test_diagnostics_equal_validate_for_every_fixture_workflow() -> None:
+    expected = _expected()
+    assert len(expected) == len(FIXTURES) > 200
+
+    async def body(s: Session) -> dict[str, set[Key]]:
+        got: dict[str, set[Key]] = {}
+        for path in FIXTURES:
+            s.diagnostics.clear()
+            uri = await s.open(path)
+            keys: set[Key] = set()
+            for target, diags in s.diagnostics.items():
+                file = str(Path(target.removeprefix("file://")).resolve())
+                for d in diags:
+                    sev = "error" if d.severity == lsp.DiagnosticSeverity.Error else "warning"
+                    keys.add((file, str(d.code), sev, d.range.start.line, d.range.start.character,
+                              " ".join(d.message.split("\n")[0].split())))
+            got[str(path.resolve())] = keys
+            await s.close(uri)
+        return got
+
+    got = run_session(body, REPO_ROOT)
+    mismatched = {f: (expected[f] ^ got[f]) for f in expected if expected[f] != got[f]}
+    assert not mismatched, mismatched
+    # the comparison saw both kinds: clean files and every invalid fixture's code
+    assert any(not v for v in expected.values())
+    assert all(got[str(p.resolve())] for p in FIXTURES if "invalid" in p.parts)
+
+
+def test_an_edit_republishes_and_a_fix_clears(tmp_path: Path) -> None:
+    src = (REPO_ROOT / "fixtures" / "workflows" / "review_loop.bot").read_text()
+    path = tmp_path / "w.bot"
+    path.write_text(src)
+
+    async def body(s: Session) -> list[list[str]]:
+        uri = await s.open(path)
+        seen = [[str(d.code) for d in s.diagnostics[uri]]]
+        await s.change(uri, src.replace("write -> critic", "write -> critc"))  # unsaved: the buffer counts
+        seen.append([str(d.code) for d in s.diagnostics[uri]])
+        await s.change(uri, src)
+        seen.append([str(d.code) for d in s.diagnostics[uri]])
+        return seen
+
+    clean, broken, fixed = run_session(body, tmp_path)
+    assert clean == [] and "C001" in broken and fixed == []
+    assert path.read_text() == src  # the server never writes the file
+
+
+def test_the_lsp_command_is_lazy_and_listed() -> None:
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "--help"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=False, env={**os.environ, "COLUMNS": "200"})
+    assert "lsp" in proc.stdout and "language server" in proc.stdout
