@@ -13,11 +13,12 @@ import re
 from iterion.dsl import Severity, parse
 from iterion.dsl.canonical import canonical_encoding
 from iterion.dsl.unparse import Unwritable, unparse
+from persist.errors import UserError
 
 _COMMENT = re.compile(r"##.*$")
 
 
-class Refused(Exception):
+class Refused(UserError):
     """The document cannot be formatted without changing it (the message says why)."""
 
 

@@ -5,14 +5,11 @@ invalid), the same files, codes, severities, start positions and messages as
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_cli
 from tests.lsp.client import Session, run_session
 
 FIXTURES = sorted(p for p in (REPO_ROOT / "fixtures").rglob("*") if p.suffix in (".bot", ".iter") and p.is_file())
@@ -27,8 +24,7 @@ def _utf16_col(path: str, line: int, column: int) -> int:
 
 
 def _expected() -> dict[str, set[Key]]:
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "validate", "--json", *map(str, FIXTURES)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    proc = run_cli("validate", "--json", *map(str, FIXTURES), cwd=REPO_ROOT)
     assert proc.returncode in (0, 2), proc.stderr
     out: dict[str, set[Key]] = {}
     for f in json.loads(proc.stdout)["files"]:
@@ -88,6 +84,5 @@ def test_an_edit_republishes_and_a_fix_clears(tmp_path: Path) -> None:
 
 
 def test_the_lsp_command_is_lazy_and_listed() -> None:
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "--help"], cwd=REPO_ROOT, capture_output=True,
-                          text=True, check=False, env={**os.environ, "COLUMNS": "200"})
+    proc = run_cli("--help", cwd=REPO_ROOT, env={"COLUMNS": "200"})
     assert "lsp" in proc.stdout and "language server" in proc.stdout
