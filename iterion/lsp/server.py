@@ -19,6 +19,9 @@ class BotServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("iterion", __version__)
         self.published: set[str] = set()  # the URIs holding diagnostics, cleared when fixed
+        # the last analysis per document, valid until any buffer changes (hover, completion and
+        # symbols in a row compile once)
+        self.cache: dict[str, Analysis] = {}
 
     def path_of(self, uri: str) -> str:
         return os.path.normpath(os.path.abspath(to_fs_path(uri) or uri))
@@ -27,8 +30,10 @@ class BotServer(LanguageServer):
         return {self.path_of(uri): doc.source for uri, doc in self.workspace.text_documents.items()}
 
     def analyse(self, uri: str) -> Analysis:
-        doc = self.workspace.get_text_document(uri)
-        return Analysis(self.path_of(uri), doc.source, self.buffers())
+        if uri not in self.cache:
+            doc = self.workspace.get_text_document(uri)
+            self.cache[uri] = Analysis(self.path_of(uri), doc.source, self.buffers())
+        return self.cache[uri]
 
     def publish(self, uri: str) -> None:
         per_file = diagnostics.by_file(self.analyse(uri))
@@ -53,15 +58,22 @@ def build() -> BotServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: BotServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        ls.cache.clear()
         ls.publish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: BotServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        ls.cache.clear()
         ls.publish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: BotServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        ls.cache.clear()  # (a file on disk an open document imports may have changed too)
         ls.publish(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: BotServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        ls.cache.clear()  # the disk's text counts again for whoever imports it
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     def on_hover(ls: BotServer, params: lsp.HoverParams) -> lsp.Hover | None:

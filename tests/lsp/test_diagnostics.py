@@ -5,6 +5,7 @@ invalid), the same files, codes, severities, start positions and messages as
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -86,3 +87,25 @@ def test_an_edit_republishes_and_a_fix_clears(tmp_path: Path) -> None:
 def test_the_lsp_command_is_lazy_and_listed() -> None:
     proc = run_cli("--help", cwd=REPO_ROOT, env={"COLUMNS": "200"})
     assert "lsp" in proc.stdout and "language server" in proc.stdout
+
+
+def test_an_open_imported_fragment_counts_as_on_screen(tmp_path: Path) -> None:
+    shutil.copytree(REPO_ROOT / "fixtures" / "workflows" / "imports", tmp_path / "imports")
+    main, nodes = tmp_path / "imports" / "main.bot", tmp_path / "imports" / "lib" / "nodes.bot"
+    renamed = nodes.read_text().replace("agent analyse:", "agent analyze:")
+
+    async def body(s: Session) -> tuple[list[str], list[str], list[str], str]:
+        main_uri = await s.open(main)
+        before = [str(d.code) for d in s.diagnostics[main_uri]]
+        await s.open(nodes, renamed)  # unsaved: the buffer, not the disk, is imported
+        s.diagnostics.clear()
+        await s.change(main_uri, main.read_text() + "\n")
+        after = [f"{d.code}:{d.range.start.line}" for d in s.diagnostics[main_uri]]
+        fragment = [f"{d.code}:{d.range.start.line}" for d in s.diagnostics[nodes.resolve().as_uri()]]
+        return before, after, fragment, nodes.read_text()
+
+    before, after, fragment, on_disk = run_session(body, tmp_path)
+    assert before == []
+    assert after == ["C008:5", "C001:6", "C001:7"], after  # entry and edges name 'analyse'
+    assert fragment == ["C029:12", "C029:12"]  # reported on the fragment's own URI
+    assert "agent analyse:" in on_disk

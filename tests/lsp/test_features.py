@@ -62,15 +62,26 @@ def test_definition_crosses_imports() -> None:
     main = REPO_ROOT / "fixtures" / "workflows" / "imports" / "main.bot"
     text = main.read_text()
 
-    async def body(s: Session) -> tuple[object, object]:
+    async def body(s: Session) -> tuple[object, object, object, object]:
         uri = await s.open(main)
         node = await s.client.text_document_definition_async(
             lsp.DefinitionParams(text_document=_doc(uri), position=at(text, "entry: analyse", 0, 8)))
         imp = await s.client.text_document_definition_async(
             lsp.DefinitionParams(text_document=_doc(uri), position=at(text, "lib/nodes.bot", 0, 2)))
-        return node, imp
+        inc = REPO_ROOT / "fixtures" / "workflows" / "includes.bot"
+        inc_uri = await s.open(inc)
+        include = await s.client.text_document_definition_async(lsp.DefinitionParams(
+            text_document=_doc(inc_uri), position=at(inc.read_text(), "includes/prompts/base.md", 0, 3)))
+        refs = await s.client.text_document_references_async(lsp.ReferenceParams(
+            text_document=_doc(uri), position=at(text, "entry: analyse", 0, 8),
+            context=lsp.ReferenceContext(include_declaration=False)))
+        return node, imp, include, refs
 
-    node, imp = run_session(body, REPO_ROOT)
+    node, imp, include, refs = run_session(body, REPO_ROOT)
+    base = REPO_ROOT / "fixtures" / "workflows" / "includes" / "prompts" / "base.md"
+    assert isinstance(include, lsp.Location) and include.uri == base.resolve().as_uri()
+    # the edges here and {{outputs.analyse.*}} in the imported nodes.bot
+    assert {r.uri.rsplit("/", 1)[1] for r in refs} == {"main.bot", "nodes.bot"}
     assert isinstance(node, lsp.Location) and node.uri.endswith("/imports/lib/nodes.bot")
     assert isinstance(imp, lsp.Location) and imp.uri == (main.parent / "lib" / "nodes.bot").resolve().as_uri()
 
