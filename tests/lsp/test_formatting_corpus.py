@@ -1,6 +1,6 @@
-"""The formatter over the whole fixture corpus: every fixture (its `##` comment lines removed,
-since the unparser would drop them) is either refused or formatted to a text that formats to
-itself and that `validate` judges the same (same codes and severities)."""
+"""The formatter over the whole fixture corpus: every fixture is either refused or formatted to
+a text that formats to itself, keeps every comment, and that `validate` judges the same (same
+codes and severities)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ def test_format_is_idempotent_and_keeps_the_diagnostics_over_the_fixtures() -> N
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue  # p010: no text to format
-        text = "".join(line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("##"))
         file = str(path.resolve())
         try:
             once = format_text(text, file)
@@ -32,15 +31,19 @@ def test_format_is_idempotent_and_keeps_the_diagnostics_over_the_fixtures() -> N
             continue
         assert format_text(once, file) == once, path
         assert _codes(once, file) == _codes(text, file), path
+        assert once.count("##") == text.count("##"), path
         formatted.append(path.name)
     assert len(formatted) > 150, (len(formatted), refused)
     # the two the unparser would "fix" are refused, not silently changed
     assert {"p008_trailing_comma_in_tools.bot", "c105_second_workflow_vars_block.bot"} <= set(refused)
 
 
-def test_a_comment_or_a_parse_error_is_refused() -> None:
+def test_margin_comments_are_kept_and_others_refused() -> None:
     src = 'agent a:\n  model: "m"\n\nworkflow w:\n  entry: a\n  a -> done\n'
     assert format_text(src, "/tmp/x.bot") == src
+    noted = "## header\n\n## about a\nagent a:\n    model:   \"m\"\n## the flow\nworkflow w:\n  entry: a\n  a -> done\n## end\n"
+    assert format_text(noted, "/tmp/x.bot") == (
+        '## header\n## about a\nagent a:\n  model: "m"\n\n## the flow\nworkflow w:\n  entry: a\n  a -> done\n\n## end\n')
     for text, why in ((src.replace("  a -> done", "  a -> done ## end"), "comment"),
                       (src.replace("entry: a", "entry a"), "does not parse")):
         try:
