@@ -19,7 +19,7 @@ function activate(context) {
   client.start().catch((err) => {
     vscode.window.showErrorMessage(
       `iterion: could not start "${command} ${args.join(" ")}" (${err.message}); ` +
-        "set iterion.command to the iterion executable (pip install iterion)."
+        "set iterion.command to the iterion executable (e.g. a virtualenv's bin/iterion)."
     );
   });
   context.subscriptions.push({ dispose: () => client && client.stop() });
