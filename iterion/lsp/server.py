@@ -18,7 +18,10 @@ from iterion.lsp.positions import lines_of, to_column, word_range
 class BotServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("iterion", __version__)
-        self.published: set[str] = set()  # the URIs holding diagnostics, cleared when fixed
+        # document URI -> the URIs its analysis put diagnostics on (cleared once fixed), and
+        # the paths of its unit (a change to one of them re-validates it)
+        self.published: dict[str, set[str]] = {}
+        self.units: dict[str, set[str]] = {}
         # the last analysis per document, valid until any buffer changes (hover, completion and
         # symbols in a row compile once)
         self.cache: dict[str, Analysis] = {}
@@ -36,13 +39,34 @@ class BotServer(LanguageServer):
         return self.cache[uri]
 
     def publish(self, uri: str) -> None:
-        per_file = diagnostics.by_file(self.analyse(uri))
-        uris = {navigation.uri_of(f): d for f, d in per_file.items()}
-        for stale in self.published - set(uris) - {uri}:
-            uris[stale] = []
-        for target, diags in uris.items():
+        """The document's diagnostics on its URI, and those of the files it imports on theirs;
+        an open file's URI is its own analysis's (what `validate` says of that file)."""
+        a = self.analyse(uri)
+        self.units[uri] = set(a.texts)
+        others_open = {self.path_of(u) for u in self.workspace.text_documents if u != uri}
+        per_uri: dict[str, list[lsp.Diagnostic]] = {}
+        for file, diags in diagnostics.by_file(a).items():
+            if file == a.path:
+                per_uri[uri] = diags
+            elif file not in others_open:
+                per_uri[navigation.uri_of(file)] = diags
+        for stale in self.published.get(uri, set()) - set(per_uri):
+            per_uri[stale] = []
+        self.send(per_uri)
+        self.published[uri] = {u for u, d in per_uri.items() if d}
+
+    def send(self, per_uri: dict[str, list[lsp.Diagnostic]]) -> None:
+        for target, diags in per_uri.items():
             self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=target, diagnostics=diags))
-        self.published = {u for u, d in uris.items() if d}
+
+    def republish(self, changed: str) -> None:
+        """After ``changed`` was opened, edited, saved or closed: every open document whose unit
+        holds it (the document itself included) is validated again."""
+        self.cache.clear()
+        path = self.path_of(changed)
+        for uri in list(self.workspace.text_documents):
+            if uri == changed or path in self.units.get(uri, ()):
+                self.publish(uri)
 
     def item_at(self, uri: str, pos: lsp.Position) -> tuple[Analysis, Any, lsp.Range]:
         a = self.analyse(uri)
@@ -58,22 +82,22 @@ def build() -> BotServer:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: BotServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        ls.cache.clear()
-        ls.publish(params.text_document.uri)
+        ls.republish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: BotServer, params: lsp.DidChangeTextDocumentParams) -> None:
-        ls.cache.clear()
-        ls.publish(params.text_document.uri)
+        ls.republish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: BotServer, params: lsp.DidSaveTextDocumentParams) -> None:
-        ls.cache.clear()  # (a file on disk an open document imports may have changed too)
-        ls.publish(params.text_document.uri)
+        ls.republish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: BotServer, params: lsp.DidCloseTextDocumentParams) -> None:
-        ls.cache.clear()  # the disk's text counts again for whoever imports it
+        uri = params.text_document.uri
+        ls.send({u: [] for u in ls.published.pop(uri, set()) | {uri}})  # shown while open only
+        ls.units.pop(uri, None)
+        ls.republish(uri)  # whoever imports it reads the disk again
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     def on_hover(ls: BotServer, params: lsp.HoverParams) -> lsp.Hover | None:

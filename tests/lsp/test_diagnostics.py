@@ -92,20 +92,34 @@ def test_the_lsp_command_is_lazy_and_listed() -> None:
 def test_an_open_imported_fragment_counts_as_on_screen(tmp_path: Path) -> None:
     shutil.copytree(REPO_ROOT / "fixtures" / "workflows" / "imports", tmp_path / "imports")
     main, nodes = tmp_path / "imports" / "main.bot", tmp_path / "imports" / "lib" / "nodes.bot"
-    renamed = nodes.read_text().replace("agent analyse:", "agent analyze:")
+    text = nodes.read_text()
+    renamed = text.replace("agent analyse:", "agent analyze:")
+    main_uri, nodes_uri = main.resolve().as_uri(), nodes.resolve().as_uri()
 
-    async def body(s: Session) -> tuple[list[str], list[str], list[str], str]:
-        main_uri = await s.open(main)
-        before = [str(d.code) for d in s.diagnostics[main_uri]]
-        await s.open(nodes, renamed)  # unsaved: the buffer, not the disk, is imported
+    def codes(s: Session, uri: str) -> list[str]:
+        return [f"{d.code}:{d.range.start.line}" for d in s.diagnostics.get(uri, [])]
+
+    async def body(s: Session) -> list[list[str]]:
+        seen = []
+        await s.open(main)
+        seen.append(codes(s, main_uri))
         s.diagnostics.clear()
-        await s.change(main_uri, main.read_text() + "\n")
-        after = [f"{d.code}:{d.range.start.line}" for d in s.diagnostics[main_uri]]
-        fragment = [f"{d.code}:{d.range.start.line}" for d in s.diagnostics[nodes.resolve().as_uri()]]
-        return before, after, fragment, nodes.read_text()
+        await s.change(main_uri, main.read_text().replace("entry: analyse", "entry: analyze"))
+        seen += [codes(s, main_uri), codes(s, nodes_uri)]  # main's error; nodes.bot (closed) has none
+        await s.change(main_uri, main.read_text())
+        await s.open(nodes, text)
+        seen.append(codes(s, nodes_uri))  # its own analysis: what `validate lib/nodes.bot` says
+        await s.change(nodes_uri, renamed)  # unsaved: main imports the buffer, not the disk
+        seen += [codes(s, main_uri), codes(s, nodes_uri)]
+        await s.close(nodes_uri)
+        await s.barrier(main_uri)
+        seen += [codes(s, main_uri), codes(s, nodes_uri)]  # closed: the disk counts again
+        return seen
 
-    before, after, fragment, on_disk = run_session(body, tmp_path)
-    assert before == []
-    assert after == ["C008:5", "C001:6", "C001:7"], after  # entry and edges name 'analyse'
-    assert fragment == ["C029:12", "C029:12"]  # reported on the fragment's own URI
-    assert "agent analyse:" in on_disk
+    (first, edited, fragment_closed, fragment_alone, after_rename, fragment_own,
+     after_close, fragment_after) = run_session(body, tmp_path)
+    assert first == [] and edited == ["C008:5"] and fragment_closed == []
+    assert fragment_alone == ["C006:0"] and fragment_own == ["C006:0"]
+    assert after_rename == ["C008:5", "C001:6", "C001:7"]  # entry and edges name 'analyse'
+    assert after_close == [] and fragment_after == []
+    assert nodes.read_text() == text
