@@ -84,9 +84,11 @@ def test_an_edit_republishes_and_a_fix_clears(tmp_path: Path) -> None:
     assert path.read_text() == src  # the server never writes the file
 
 
-def test_the_lsp_command_is_lazy_and_listed() -> None:
+def test_the_lsp_command_is_listed_and_ends_with_its_input() -> None:
     proc = run_cli("--help", cwd=REPO_ROOT, env={"COLUMNS": "200"})
     assert "lsp" in proc.stdout and "language server" in proc.stdout
+    ended = run_cli("lsp", cwd=REPO_ROOT, input="", timeout=60)  # the editor went away: stdin at EOF
+    assert ended.returncode == 0 and ended.stdout == "", ended.stderr
 
 
 def test_an_open_imported_fragment_counts_as_on_screen(tmp_path: Path) -> None:
