@@ -55,3 +55,6 @@ def test_grammar_patterns_compile_and_match_the_language() -> None:
     assert edge.match("  critic -> write when not ok as polish(4)").group(1, 3, 4) == ("critic", "write", "when")
     assert re.search(repo["comment"]["match"], "  ## note").group() == "## note"
     assert re.search(repo["template"]["begin"], "say {{outputs.a.b}}")
+    prompt = repo["prompt"]  # a prompt's body runs to the next line at the margin
+    assert re.match(prompt["begin"], "prompt writer_system:") and re.match(prompt["end"], "agent a:")
+    assert not re.match(prompt["end"], "  ## a markdown heading")
