@@ -22,7 +22,7 @@ from iterion.templates import relative_target
 # kinds of declarations and references
 NODE, PROMPT, SCHEMA, VAR, WORKFLOW, FIELD, FILE = "node", "prompt", "schema", "var", "workflow", "field", "file"
 
-_TEMPLATE_REF = re.compile(r"(?<![\w.])(outputs|vars)\.(\w+)")
+_TEMPLATE_REF = re.compile(r"(?<![\w.])(outputs|vars)\.(\w+)(?:\.(\w+))?")
 _INCLUDE = re.compile(r'\{\{\s*include\s+"([^"]+)"')
 
 
@@ -40,15 +40,24 @@ class Decl:
     def length(self) -> int:
         return len(self.name)
 
+    @property
+    def key(self) -> str:
+        """What references name it by (a field: ``SCHEMA.FIELD``)."""
+        return f"{self.parent}.{self.name}" if self.parent else self.name
+
 
 @dataclass(frozen=True)
 class Ref:
-    kind: str  # NODE, PROMPT, SCHEMA, VAR or FILE (an import or include: ``name`` is its path)
+    kind: str  # NODE, PROMPT, SCHEMA, VAR, FIELD (``name``: SCHEMA.FIELD) or FILE (``name``: its path)
     name: str
     file: str
     line: int
     column: int
     length: int
+
+    @property
+    def key(self) -> str:
+        return self.name
 
 
 def _name_column(lines: list[str], line: int, column: int, name: str) -> int:
@@ -74,6 +83,11 @@ class Analysis:
         for file, tree in self.trees.items():
             self.decls.extend(self._decls(file, tree))
         names = {d.name: d.kind for d in self.decls if d.kind in (NODE, PROMPT, SCHEMA)}
+        self.output_schema: dict[str, str] = {}  # node -> the schema its `output:` names
+        for d in self.decls:
+            out = d.tree.prop("output") if isinstance(d.tree, ast.NodeDecl) else None
+            if out is not None and isinstance(out.value, ast.Ident):
+                self.output_schema[d.name] = out.value.name
         self.refs: list[Ref] = []
         for file, tree in self.trees.items():
             self.refs.extend(self._refs(file, tree, names))
@@ -84,8 +98,9 @@ class Analysis:
 
         return lines_of(self.texts.get(file, ""))
 
-    def decl(self, kind: str, name: str) -> Decl | None:
-        return next((d for d in self.decls if d.kind == kind and d.name == name), None)
+    def decl(self, kind: str, key: str) -> Decl | None:
+        """The declaration of ``kind`` a reference's ``key`` names (a field: ``SCHEMA.FIELD``)."""
+        return next((d for d in self.decls if d.kind == kind and d.key == key), None)
 
     def named(self, kind: str) -> list[Decl]:
         return [d for d in self.decls if d.kind == kind]
@@ -148,6 +163,9 @@ class Analysis:
             for m in _TEMPLATE_REF.finditer(line):
                 kind = NODE if m.group(1) == "outputs" else VAR
                 yield Ref(kind, m.group(2), file, n, m.start(2) + 1, len(m.group(2)))
+                schema = self.output_schema.get(m.group(2)) if kind == NODE and m.group(3) else None
+                if schema is not None:  # outputs.NODE.FIELD: the field of the node's output schema
+                    yield Ref(FIELD, f"{schema}.{m.group(3)}", file, n, m.start(3) + 1, len(m.group(3)))
             for m in _INCLUDE.finditer(line):
                 target = relative_target(os.path.dirname(file), m.group(1))
                 yield Ref(FILE, target, file, n, m.start(1) + 1, len(m.group(1)))

@@ -64,7 +64,7 @@ def hover(analysis: Analysis, item: Decl | Ref | None, rng: lsp.Range) -> lsp.Ho
         if item.kind == FILE:
             return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=f"file `{item.name}`"),
                              range=rng)
-        target = analysis.decl(item.kind, item.name)
+        target = analysis.decl(item.kind, item.key)
         if target is None:
             return None
         item = target

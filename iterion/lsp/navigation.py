@@ -28,15 +28,15 @@ def definition(analysis: Analysis, item: Decl | Ref | None) -> lsp.Location | No
             return None
         start = lsp.Position(line=0, character=0)
         return lsp.Location(uri=uri_of(item.name), range=lsp.Range(start=start, end=start))
-    target = analysis.decl(item.kind, item.name)
+    target = analysis.decl(item.kind, item.key)
     return None if target is None else location(analysis, target)
 
 
 def references(analysis: Analysis, item: Decl | Ref | None, include_declaration: bool) -> list[lsp.Location]:
     if item is None or (isinstance(item, Ref) and item.kind == FILE):
         return []
-    out = [location(analysis, r) for r in analysis.references(item.kind, item.name)]
-    target = analysis.decl(item.kind, item.name)
+    out = [location(analysis, r) for r in analysis.references(item.kind, item.key)]
+    target = analysis.decl(item.kind, item.key)
     if include_declaration and target is not None:
         out.insert(0, location(analysis, target))
     return out

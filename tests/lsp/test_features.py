@@ -27,7 +27,8 @@ def test_hover_definition_references_on_a_fixture() -> None:
         hov = {}
         for name, pos in {"node": at(text, "critic", 1), "schema": at(text, "output: draft", 0, 8),
                           "prompt": at(text, "system: writer_system", 0, 8), "var": at(text, "{{vars.topic}}", 0, 7),
-                          "outputs": at(text, "{{outputs.write.text", 0, 10)}.items():
+                          "outputs": at(text, "{{outputs.write.text", 0, 10),
+                          "field": at(text, "{{outputs.write.text", 0, 17)}.items():
             h = await c.text_document_hover_async(lsp.HoverParams(text_document=_doc(uri), position=pos))
             hov[name] = h.contents.value if h else None
         definition = await c.text_document_definition_async(
@@ -35,7 +36,12 @@ def test_hover_definition_references_on_a_fixture() -> None:
         refs = await c.text_document_references_async(lsp.ReferenceParams(
             text_document=_doc(uri), position=at(text, "agent write", 0, 6),
             context=lsp.ReferenceContext(include_declaration=True)))
-        return {"hover": hov, "definition": definition, "refs": refs}
+        field_def = await c.text_document_definition_async(
+            lsp.DefinitionParams(text_document=_doc(uri), position=at(text, "{{outputs.write.word_count", 0, 17)))
+        field_refs = await c.text_document_references_async(lsp.ReferenceParams(
+            text_document=_doc(uri), position=at(text, "  text: string", 0, 2),
+            context=lsp.ReferenceContext(include_declaration=False)))
+        return {"hover": hov, "definition": definition, "refs": refs, "field_def": field_def, "field_refs": field_refs}
 
     out = run_session(body, REPO_ROOT)
     hov = out["hover"]
@@ -45,6 +51,12 @@ def test_hover_definition_references_on_a_fixture() -> None:
     assert "You write {{vars.topic}}" in hov["prompt"]
     assert "`string`" in hov["var"] and '"release notes"' in hov["var"]
     assert "**agent** `write`" in hov["outputs"]
+    assert "**field** `draft.text`: `string`" in hov["field"]
+    field_def = out["field_def"]  # outputs.write.word_count -> the field of write's output schema
+    assert isinstance(field_def, lsp.Location) and field_def.range.start == at(text, "word_count: int")
+    field_refs = out["field_refs"]
+    assert isinstance(field_refs, (list, tuple))
+    assert [r.range.start for r in field_refs] == [at(text, "{{outputs.write.text", 0, 16)]
     definition = out["definition"]
     assert isinstance(definition, lsp.Location) and definition.uri == FIXTURE.resolve().as_uri()
     assert definition.range.start == at(text, "agent write", 0, 6)
