@@ -42,6 +42,8 @@ COMMANDS = (
     LazyCommand("validate", "cli.validate",
                 "Check workflows and print every diagnostic as FILE:LINE:COL: CODE severity: message."),
     LazyCommand("diagram", "cli.validate", "Print the compiled workflow as a Mermaid flowchart."),
+    LazyCommand("lsp", "cli.lsp_cmd",
+                "Run the .bot language server on stdin/stdout (for editors: diagnostics, hover, navigation)."),
     LazyCommand("refs", "cli.refs",
                 "A worktree run's git refs: boundaries, produced scope, banks, reverts, checkpoint pushes."),
     LazyCommand("track", "cli.track",

@@ -31,6 +31,7 @@ from iterion.dsl.sources import (
     MANIFEST,
     FileSystemTree,
     MemoryTree,
+    OverlayTree,
     SourceError,
     SourceTree,
     display,
@@ -46,8 +47,12 @@ from persist.inputs import SOURCE_LIMIT, InputFileError
 BOTZ_SUFFIX = ".botz"
 
 
-def load_workflow(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> CompileResult:
-    """Load, compile and validate the workflow at ``path`` (a .bot/.iter file, a bundle directory or a .botz)."""
+def load_workflow(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None,
+                  overlay: Mapping[str, str] | None = None) -> CompileResult:
+    """Load, compile and validate the workflow at ``path`` (a .bot/.iter file, a bundle directory or a .botz).
+
+    ``overlay`` (absolute path -> text) replaces those files' contents on disk: an editor's
+    unsaved buffers, validated exactly as `iterion validate` would once they are saved."""
     env = os.environ if env is None else env
     p = Path(path)
     sink = Sink()
@@ -59,7 +64,7 @@ def load_workflow(path: str | os.PathLike[str], *, env: Mapping[str, str] | None
             return CompileResult(None, sink.items, Unit(display(p)))
         tree: SourceTree = MemoryTree(p, files)
         return _load(tree, p / MAIN, p, env, sink, root=p)
-    tree = FileSystemTree()
+    tree = FileSystemTree() if not overlay else OverlayTree(overlay)
     if p.is_dir():
         return _load(tree, p / MAIN, p, env, sink, root=p)
     bundle_root = p.parent if p.name == MAIN and (p.parent / MANIFEST).exists() else None

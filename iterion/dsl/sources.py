@@ -62,6 +62,22 @@ class FileSystemTree:
         return sorted(p for p in path.iterdir() if not p.is_dir())
 
 
+class OverlayTree(FileSystemTree):
+    """The file system, except for the files given as text (an editor's unsaved buffers, keyed by
+    absolute normalised path): the language server validates what is on screen, through the same
+    loader as `iterion validate`."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self.texts = {os.path.normpath(os.path.abspath(k)): v for k, v in texts.items()}
+
+    def read_text(self, path: Path) -> str:
+        held = self.texts.get(os.path.normpath(os.path.abspath(path)))
+        return held if held is not None else super().read_text(path)
+
+    def exists(self, path: Path) -> bool:
+        return os.path.normpath(os.path.abspath(path)) in self.texts or super().exists(path)
+
+
 def safe_member_name(name: str) -> str:
     """The normalised relative path of an archive member, or SourceError (code L005)."""
     if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):

@@ -197,12 +197,17 @@ def _last_props(d: ast.Decl) -> tuple[ast.Property, ...]:
     return ()
 
 
-def unparse(tree: ast.File) -> str:
-    """The file's declarations as `.bot` text, one blank line between declarations (none after
-    a block scalar, which would keep it)."""
-    out: list[str] = []
+def parts(tree: ast.File) -> list[tuple[str, str]]:
+    """Each declaration's text with the separator written before it: one blank line between
+    declarations (none after a block scalar, which would keep it). ``unparse`` joins them; the
+    language server's formatter puts comments back between them."""
+    out: list[tuple[str, str]] = []
     for i, d in enumerate(tree.decls):
-        if i:
-            out.append("\n" if _ends_in_scalar(_last_props(tree.decls[i - 1])) else "\n\n")
-        out.append("\n".join(decl(d)))
-    return "".join(out) + "\n"
+        sep = "" if not i else "\n" if _ends_in_scalar(_last_props(tree.decls[i - 1])) else "\n\n"
+        out.append((sep, "\n".join(decl(d))))
+    return out
+
+
+def unparse(tree: ast.File) -> str:
+    """The file's declarations as `.bot` text (see ``parts``)."""
+    return "".join(sep + text for sep, text in parts(tree)) + "\n"
