@@ -263,8 +263,11 @@ def _prepare(path: Path, tmp: Path) -> tuple[Any, LaunchOptions]:
         if att.required:
             attachments[name] = tmp / f"{name}.txt"
     given = {n: "1" for n, v in wf.vars.items() if not v.has_default}
+    # --sandbox none: the flow is what is checked here (tests/sandbox runs the sandbox itself); the
+    # container forms some fixtures spell (inline, image:, build:) are refused by design
     return src, LaunchOptions(backend="script", script_file=str(tmp / "script.yaml"), answers=answers, vars=given,
-                              attachments=attachments, watch=False, budget=BudgetAsk(max_iterations=CAP))
+                              attachments=attachments, watch=False, budget=BudgetAsk(max_iterations=CAP),
+                              sandbox="none")
 
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
