@@ -66,6 +66,12 @@ from iterion.ir import (
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
+# bash builtins a one-word command may name without a program on PATH (dsl.md 2.7: it runs as bash -c)
+_SHELL_BUILTINS = frozenset({":", ".", "true", "false", "exit", "return", "set", "shopt", "cd", "pwd", "echo",
+                             "printf", "wait", "times", "trap", "ulimit", "umask", "hash", "type", "jobs",
+                             "history", "help", "dirs", "popd", "pushd", "logout", "suspend", "caller", "builtin",
+                             "command", "enable", "exec", "export", "readonly", "shift", "source", "test", "alias",
+                             "unalias", "unset", "declare", "local", "let", "read", "eval", "kill", "bg", "fg"})
 _UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
 
@@ -672,10 +678,27 @@ class Compiler:
             self.err("C004", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
         if {"command", "script"} <= has:
             self.err("C004", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+        cmd = next((p for p in nd.properties if p.name == "command"), None)
+        if cmd is not None and "script" not in has and isinstance(cmd.value, ast.Literal) \
+                and isinstance(cmd.value.value, str):
+            self.unknown_builtin(cmd.value.value, cmd.value.span, owner)
         lang = next((p for p in nd.properties if p.name == "language"), None)
         if lang is not None and "script" not in has:
             self.err("C004", lang.span, f"{owner} has language: without script:",
                      "language: names the interpreter of a script:; a command: runs with bash")
+
+    def unknown_builtin(self, command: str, span: Span, owner: str) -> None:
+        """C004 (dsl.md 2.7, builtin-tools.md): a one-word command names a built-in tool or a
+        program; one that is neither (not on PATH, not a shell builtin) is refused with a hint."""
+        import shutil
+
+        from iterion.builtins.registry import NAMES, is_builtin, one_word
+
+        word = one_word(command)
+        if word is None or is_builtin(word) or word in _SHELL_BUILTINS or shutil.which(word):
+            return
+        self.err("C004", span, f"{owner}: command {word!r} is neither a built-in tool nor a program on PATH",
+                 "built-in tools: " + ", ".join(NAMES) + "; or install the program, or give its path")
 
     # --- workflow -----------------------------------------------------------------------------
 
