@@ -135,3 +135,12 @@ def scrub_model(run_dir: Path, model: M) -> M:
     if _matcher(run_dir)[0] is None:
         return model
     return type(model).model_validate(scrub(run_dir, model.model_dump(mode="python")))
+
+
+def scrub_run_fields(run_dir: Path, doc: Any) -> None:
+    """The run document's fields that may carry a redacted value (the vars are the entry node's
+    input; the error may quote a tool's output), scrubbed in place."""
+    doc.vars = scrub(run_dir, doc.vars)
+    doc.inputs = scrub(run_dir, doc.inputs)
+    if doc.error:
+        doc.error = scrub(run_dir, doc.error)

@@ -128,6 +128,10 @@ def _builtin(ctx: ExecContext, call: NodeCall, name: str) -> NodeResult:
         output = call_builtin(name, bctx, json.loads(json.dumps(call.input, default=str)))
     except BuiltinError as exc:
         raise NodeFailure(FailureCode.TOOL_FAILED_PERMANENT, f"tool {node.id}: {exc}", node=node.id) from None
+    if name == "privacy_filter" and output.get("placeholders"):  # a redaction: the run document's vars may hold what it redacted
+        from iterion.builtins.vault import scrub_run_fields
+
+        ctx.store.update_run(ctx.run_id, lambda doc: scrub_run_fields(ctx.run_dir, doc))
     if node.output_schema is not None:
         _report_mismatch(ctx, node.id, call.iteration, node.output_schema, output)
     return NodeResult(output)

@@ -1,0 +1,74 @@
+"""privacy_filter / privacy_unfilter through the CLI (builtin-tools.md): the vault is one file
+per run (0600) that survives a resume, and the raw values are nowhere else in the run store -
+not in the events, the checkpoint, the artifacts or the run document - although the tools (and
+a shell tool downstream) see the real text."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+from ..conftest import run_cli
+
+WORKFLOWS = Path(__file__).resolve().parents[2] / "fixtures" / "workflows"
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+EMAIL = "bob.smith@example.com"
+TEXT = f"mail {EMAIL} key {SECRET} card 4111 1111 1111 1111"
+
+
+def _detail(store: Path, ws: Path, run_id: str) -> dict[str, Any]:
+    p = run_cli("inspect", "--run-id", run_id, "--store-dir", str(store), "--json", "--events", cwd=ws)
+    return dict(json.loads(p.stdout))
+
+
+def _files_holding(root: Path, needle: str) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and needle.encode() in p.read_bytes())
+
+
+def test_redact_pause_resume_restore_and_nothing_raw_in_the_store(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    p = run_cli("run", str(WORKFLOWS / "run_privacy.bot"), "--store-dir", str(store), "--var", f"text={TEXT}",
+                "--json", cwd=ws)
+    assert "Traceback" not in p.stderr, p.stderr
+    run_id = json.loads(p.stdout)["run_id"]
+    detail = _detail(store, ws, run_id)
+    assert detail["status"] == "paused_waiting_human", detail.get("error")
+    scrub = detail["outputs"]["scrub"]
+    assert scrub["has_secret"] and scrub["has_email"] and scrub["has_account_number"]
+    assert [p["rule"] for p in scrub["placeholders"]] == ["rfc5322", "aws_access_key", "card_luhn"]
+    vault = store / "runs" / run_id / "pii_vault.json"
+    assert stat.S_IMODE(vault.stat().st_mode) == 0o600
+    before = json.loads(vault.read_text())["entries"]
+    assert sorted(e["value"] for e in before.values()) == sorted([EMAIL, SECRET, "4111 1111 1111 1111"])
+    assert _files_holding(store, SECRET) == [f"runs/{run_id}/pii_vault.json"]
+
+    p = run_cli("resume", "--run-id", run_id, "--store-dir", str(store), "--answer", "approved=true", "--json",
+                cwd=ws)
+    assert "Traceback" not in p.stderr, p.stderr
+    detail = _detail(store, ws, run_id)
+    assert detail["status"] == "finished", detail.get("error")
+    # restored from the vault the first process wrote: the tools saw the real text
+    assert detail["outputs"]["digest"]["result"].split()[0] == hashlib.sha256(TEXT.encode()).hexdigest()
+    assert json.loads(vault.read_text())["entries"] == before
+    back = detail["outputs"]["back"]
+    assert back["substituted"] == 3
+    # ... while what the store keeps of privacy_unfilter's output (and of digest's input) is placeholders
+    assert SECRET not in back["text"] and back["text"] == scrub["redacted"]
+    for needle in (SECRET, EMAIL, "4111 1111 1111 1111"):
+        assert _files_holding(store, needle) == [f"runs/{run_id}/pii_vault.json"], needle
+
+
+def test_unfilter_missing_policy_error_fails_the_node(tmp_path: Path, ws: Path) -> None:
+    bot = tmp_path / "u.bot"
+    bot.write_text('tool start:\n  command: "true"\n\ntool back:\n  command: "privacy_unfilter"\n\n'
+                   'workflow u:\n  entry: start\n'
+                   '  start -> back with { text: "x PII_0123abcd y", missing_policy: "error" }\n  back -> done\n')
+    store = tmp_path / "store"
+    p = run_cli("run", str(bot), "--store-dir", str(store), "--json", cwd=ws)
+    assert p.returncode != 0
+    detail = _detail(store, ws, json.loads(p.stdout)["run_id"])
+    assert "no vault entry for PII_0123abcd" in detail["error"]
