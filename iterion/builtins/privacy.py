@@ -1,4 +1,4 @@
-"""Deterministic PII and secret detection (builtin-tools.md, privacy_filter): regular expressions
+"""Deterministic PII and secret detection (docs/language.md, "Built-in tools"): regular expressions
 for well-formed identifiers with structural checks (mod-97 for IBAN, Luhn for cards), about 25
 secret patterns of the kind gitleaks ships, and Shannon entropy as a second filter for bearer
 tokens, ``password = ...`` assignments and generic high-entropy strings. No model, no network.

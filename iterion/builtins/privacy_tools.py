@@ -1,4 +1,4 @@
-"""privacy_filter and privacy_unfilter (builtin-tools.md): redaction into the run's vault
+"""privacy_filter and privacy_unfilter (docs/language.md, "Built-in tools"): redaction into the run's vault
 (``iterion.builtins.vault``) and restoration from it. The tools see the real text; what the run
 persists is scrubbed (``vault.scrub``)."""
 

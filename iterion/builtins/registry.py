@@ -26,7 +26,7 @@ _HOMES: dict[str, str] = {
 }
 NAMES: tuple[str, ...] = tuple(sorted(_HOMES))
 
-# dsl.md 2.7: none of these may appear in a command naming a built-in
+# docs/language.md, "Built-in tools": none of these may appear in a command naming a built-in
 _SHELL_CHARS = re.compile(r"""[ \t|&;><$`(){}"'/]""")
 
 
@@ -47,7 +47,7 @@ class BuiltinContext:
 
 
 def one_word(command: str) -> str | None:
-    """The word a command names a built-in by (dsl.md 2.7: one word, no template, none of the
+    """The word a command names a built-in by (docs/language.md, "Built-in tools": one word, no template, none of the
     shell characters), else None."""
     word = command.strip()
     if not word or "{{" in word or _SHELL_CHARS.search(word) or "\n" in word:

@@ -66,7 +66,7 @@ from iterion.ir import (
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
-# bash builtins a one-word command may name without a program on PATH (dsl.md 2.7: it runs as bash -c)
+# bash builtins a one-word command may name without a program on PATH (it runs as bash -c)
 _SHELL_BUILTINS = frozenset({":", ".", "true", "false", "exit", "return", "set", "shopt", "cd", "pwd", "echo",
                              "printf", "wait", "times", "trap", "ulimit", "umask", "hash", "type", "jobs",
                              "history", "help", "dirs", "popd", "pushd", "logout", "suspend", "caller", "builtin",
@@ -688,7 +688,7 @@ class Compiler:
                      "language: names the interpreter of a script:; a command: runs with bash")
 
     def unknown_builtin(self, command: str, span: Span, owner: str) -> None:
-        """C004 (dsl.md 2.7, builtin-tools.md): a one-word command names a built-in tool or a
+        """C004 (docs/language.md, "Built-in tools"): a one-word command names a built-in tool or a
         program; one that is neither (not on PATH, not a shell builtin) is refused with a hint."""
         import shutil
 

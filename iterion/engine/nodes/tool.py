@@ -12,7 +12,7 @@ is a ``tool_output_mismatch`` warning event naming them, after which the node go
 the fields present: the original never rejects a tool's output (docs/language.md §2, §10).
 SCHEMA_VALIDATION stays for LLM and router outputs.
 
-A one-word command naming a registered built-in (``iterion.builtins.registry``, dsl.md 2.7) is
+A one-word command naming a registered built-in (``iterion.builtins.registry``, docs/language.md "Built-in tools") is
 called in-process instead: the node input as a JSON object in, a JSON object out (the same
 mismatch check); its refusal fails the node TOOL_FAILED_PERMANENT with the built-in's message.
 
