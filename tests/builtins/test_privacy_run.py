@@ -72,3 +72,29 @@ def test_unfilter_missing_policy_error_fails_the_node(tmp_path: Path, ws: Path) 
     assert p.returncode != 0
     detail = _detail(store, ws, json.loads(p.stdout)["run_id"])
     assert "no vault entry for PII_0123abcd" in detail["error"]
+
+
+def test_a_rewind_dropping_the_redaction_keeps_the_vault(tmp_path: Path, ws: Path) -> None:
+    store = tmp_path / "store"
+    p = run_cli("run", str(WORKFLOWS / "run_privacy.bot"), "--store-dir", str(store), "--var", f"text={TEXT}",
+                "--json", cwd=ws)
+    run_id = json.loads(p.stdout)["run_id"]
+    vault = store / "runs" / run_id / "pii_vault.json"
+    before = json.loads(vault.read_text())["entries"]
+    p = run_cli("rewind", "--run-id", run_id, "--node", "scrub", "--store-dir", str(store), cwd=ws)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(vault.read_text())["entries"] == before
+    # resumed, the redaction runs again on the scrubbed vars (the tokens: nothing new to find)
+    # and the gate asks again; the vault still restores the original text afterwards
+    p = run_cli("resume", "--run-id", run_id, "--store-dir", str(store), "--json", cwd=ws)
+    assert "Traceback" not in p.stderr, p.stderr
+    detail = _detail(store, ws, run_id)
+    assert detail["status"] == "paused_waiting_human", detail.get("error")
+    assert detail["outputs"]["scrub"]["placeholders"] == []
+    p = run_cli("resume", "--run-id", run_id, "--store-dir", str(store), "--answer", "approved=true", "--json",
+                cwd=ws)
+    detail = _detail(store, ws, run_id)
+    assert detail["status"] == "finished", detail.get("error")
+    assert detail["outputs"]["digest"]["result"].split()[0] == hashlib.sha256(TEXT.encode()).hexdigest()
+    assert json.loads(vault.read_text())["entries"] == before
+    assert _files_holding(store, SECRET) == [f"runs/{run_id}/pii_vault.json"]
