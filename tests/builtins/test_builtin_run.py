@@ -142,3 +142,14 @@ def test_programs_builtins_and_non_words_validate(tmp_path: Path, ws: Path, comm
     """)
     p = run_cli("validate", str(bot), "--json", cwd=ws)
     assert p.returncode == 0, p.stdout
+
+
+@pytest.mark.parametrize("where", ["node", "workflow"])
+def test_under_a_sandbox_the_program_is_the_images_business(tmp_path: Path, ws: Path, where: str) -> None:
+    node_sb = "  sandbox:\n    mode: auto\n" if where == "node" else ""
+    wf_sb = "  sandbox:\n    mode: auto\n" if where == "workflow" else ""
+    bot = tmp_path / "sb.bot"
+    bot.write_text(f'tool t:\n  command: "only_in_the_image"\n{node_sb}\nworkflow sb:\n  entry: t\n{wf_sb}'
+                   "  t -> done\n")
+    p = run_cli("validate", str(bot), "--json", cwd=ws)
+    assert p.returncode == 0, p.stdout
