@@ -11,12 +11,20 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from ..conftest import run_cli
+from iterion.engine.fork import TURNS_DIR
+
+from ..conftest import run_cli, write_bot
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "fixtures" / "workflows"
 SECRET = "AKIAIOSFODNN7EXAMPLE"
 EMAIL = "bob.smith@example.com"
 TEXT = f"mail {EMAIL} key {SECRET} card 4111 1111 1111 1111"
+
+
+def _bot(tmp_path: Path) -> Path:
+    """The fixture, with the script backend's answer for its agent beside it."""
+    return write_bot(tmp_path / "src", (WORKFLOWS / "run_privacy.bot").read_text(),
+                     {"review": {"*": {"output": {"summary": "redacted text"}}}})
 
 
 def _detail(store: Path, ws: Path, run_id: str) -> dict[str, Any]:
@@ -31,8 +39,8 @@ def _files_holding(root: Path, needle: str) -> list[str]:
 
 def test_redact_pause_resume_restore_and_nothing_raw_in_the_store(tmp_path: Path, ws: Path) -> None:
     store = tmp_path / "store"
-    p = run_cli("run", str(WORKFLOWS / "run_privacy.bot"), "--store-dir", str(store), "--var", f"text={TEXT}",
-                "--json", cwd=ws)
+    p = run_cli("run", str(_bot(tmp_path)), "--store-dir", str(store), "--var", f"text={TEXT}", "--backend",
+                "script", "--json", cwd=ws)
     assert "Traceback" not in p.stderr, p.stderr
     run_id = json.loads(p.stdout)["run_id"]
     detail = _detail(store, ws, run_id)
@@ -45,6 +53,9 @@ def test_redact_pause_resume_restore_and_nothing_raw_in_the_store(tmp_path: Path
     before = json.loads(vault.read_text())["entries"]
     assert sorted(e["value"] for e in before.values()) == sorted([EMAIL, SECRET, "4111 1111 1111 1111"])
     assert _files_holding(store, SECRET) == [f"runs/{run_id}/pii_vault.json"]
+    # the agent's turn checkpoint (written before it ran) holds the redacted input only
+    (turn,) = (store / "runs" / run_id / TURNS_DIR / "review").glob("*.json")
+    assert scrub["redacted"] in turn.read_text()
 
     p = run_cli("resume", "--run-id", run_id, "--store-dir", str(store), "--answer", "approved=true", "--json",
                 cwd=ws)
@@ -76,8 +87,8 @@ def test_unfilter_missing_policy_error_fails_the_node(tmp_path: Path, ws: Path) 
 
 def test_a_rewind_dropping_the_redaction_keeps_the_vault(tmp_path: Path, ws: Path) -> None:
     store = tmp_path / "store"
-    p = run_cli("run", str(WORKFLOWS / "run_privacy.bot"), "--store-dir", str(store), "--var", f"text={TEXT}",
-                "--json", cwd=ws)
+    p = run_cli("run", str(_bot(tmp_path)), "--store-dir", str(store), "--var", f"text={TEXT}", "--backend",
+                "script", "--json", cwd=ws)
     run_id = json.loads(p.stdout)["run_id"]
     vault = store / "runs" / run_id / "pii_vault.json"
     before = json.loads(vault.read_text())["entries"]
