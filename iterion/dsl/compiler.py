@@ -66,6 +66,12 @@ from iterion.ir import (
 )
 from iterion.templates import TemplateSyntaxError, expand_includes
 
+# bash builtins a one-word command may name without a program on PATH (it runs as bash -c)
+_SHELL_BUILTINS = frozenset({":", ".", "true", "false", "exit", "return", "set", "shopt", "cd", "pwd", "echo",
+                             "printf", "wait", "times", "trap", "ulimit", "umask", "hash", "type", "jobs",
+                             "history", "help", "dirs", "popd", "pushd", "logout", "suspend", "caller", "builtin",
+                             "command", "enable", "exec", "export", "readonly", "shift", "source", "test", "alias",
+                             "unalias", "unset", "declare", "local", "let", "read", "eval", "kill", "bg", "fg"})
 _UPPER_SNAKE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
 
@@ -107,6 +113,8 @@ class Compiler:
         self.vars: dict[str, Var] = {}
         self.default_backend: str | None = None
         self.blocks = BlockChecker(sink)
+        # (command, span, owner, node has sandbox:) of tool commands checked after the workflow
+        self.one_word_commands: list[tuple[str, Span, str, bool]] = []
         # ITERION_DEFAULT_SUPERVISOR_MODEL: the model of an agent, judge or llm router without one
         self.supervisor_model = env.get("ITERION_DEFAULT_SUPERVISOR_MODEL") or None
 
@@ -346,6 +354,8 @@ class Compiler:
         if wf_decl is None:
             return Compiled(None, self.sources)
         self.workflow(wf_decl, wf)
+        for command, span, owner, sandboxed in self.one_word_commands:
+            self.unknown_builtin(command, span, owner, sandboxed or bool(wf.extra.get("sandbox")))
         check_unit(wf, d, nodes, self.sink)
         return Compiled(wf, self.sources)
 
@@ -672,10 +682,29 @@ class Compiler:
             self.err("C004", nd.name_span, f"{owner} needs command: or script:", 'e.g. command: "make test"')
         if {"command", "script"} <= has:
             self.err("C004", nd.name_span, f"{owner} has both command: and script:; keep exactly one")
+        cmd = next((p for p in nd.properties if p.name == "command"), None)
+        if cmd is not None and "script" not in has and isinstance(cmd.value, ast.Literal) \
+                and isinstance(cmd.value.value, str):
+            # checked once the workflow is compiled: a sandbox's image has its own programs
+            self.one_word_commands.append((cmd.value.value, cmd.value.span, owner, "sandbox" in has))
         lang = next((p for p in nd.properties if p.name == "language"), None)
         if lang is not None and "script" not in has:
             self.err("C004", lang.span, f"{owner} has language: without script:",
                      "language: names the interpreter of a script:; a command: runs with bash")
+
+    def unknown_builtin(self, command: str, span: Span, owner: str, sandboxed: bool) -> None:
+        """C004 (docs/language.md, "Built-in tools"): a one-word command names a built-in tool or a
+        program; one that is neither (not on PATH, not a shell builtin) is refused with a hint.
+        Under a sandbox the program is looked for in its image at run time, not here."""
+        import shutil
+
+        from iterion.builtins.registry import NAMES, is_builtin, one_word
+
+        word = one_word(command)
+        if word is None or is_builtin(word) or sandboxed or word in _SHELL_BUILTINS or shutil.which(word):
+            return
+        self.err("C004", span, f"{owner}: command {word!r} is neither a built-in tool nor a program on PATH",
+                 "built-in tools: " + ", ".join(NAMES) + "; or install the program, or give its path")
 
     # --- workflow -----------------------------------------------------------------------------
 

@@ -166,6 +166,7 @@ TRANSLATED: dict[str, str] = {
     "iterion.engine.errors.OperatorPause": "engine/runner.py Runner.run: control.park_operator",
     "iterion.engine.errors.RecoveryPause": "engine/runner.py Runner.run: recovery.park_recovery",
     "iterion.engine.errors.ToolLaunchError": "engine/nodes/tool.py: NodeFailure; engine/nodes/llmcall.py: exit 127",
+    "iterion.builtins.registry.BuiltinError": "engine/nodes/tool.py _builtin: NodeFailure TOOL_FAILED_PERMANENT",
     "iterion.engine.errors.ShellTimeout": "engine/nodes/llmcall.py: a timed-out shell result",
     "iterion.engine.errors.AnswerError": "engine/launch.py, answers.py, resume.py: EngineError; "
                                          "engine/nodes/human.py: NodeFailure SCHEMA_VALIDATION",

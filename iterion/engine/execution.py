@@ -32,12 +32,16 @@ from iterion.store.errors import StoreUnavailableError
 
 
 def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:
+    from iterion.builtins.vault import scrub
+
     log = store.events(run_id)
+    run_dir = store.run_dir(run_id)
     failed: list[str] = []  # one notice for the first lost event, not one per event
 
     def emit(type: str, node: str | None, iteration: int | None, payload: dict[str, Any]) -> None:
         try:
-            event = log.append(type, node=node, iteration=iteration, payload=_jsonable(payload))
+            # the PII vault's raw values never reach the log (iterion.builtins.vault)
+            event = log.append(type, node=node, iteration=iteration, payload=scrub(run_dir, _jsonable(payload)))
         except (OSError, StoreUnavailableError) as exc:  # the timeline is for people; the checkpoint is the state
             if not failed:
                 failed.append(type)

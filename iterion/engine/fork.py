@@ -48,8 +48,11 @@ def record_turn(ctx: ExecContext, node: Node, iteration: int) -> None:
     if not node.is_llm:
         return
     try:
-        cp = to_checkpoint(ctx.state, usage=ctx.budget.usage(), anchor=AnchorReason.NODE_BOUNDARY,
-                           restart_node=node.id, restart_iteration=iteration)
+        from iterion.builtins.vault import scrub_model  # the PII vault's raw values stay in the vault
+
+        cp = scrub_model(ctx.run_dir, to_checkpoint(ctx.state, usage=ctx.budget.usage(),
+                                                    anchor=AnchorReason.NODE_BOUNDARY, restart_node=node.id,
+                                                    restart_iteration=iteration))
         cp.run_id = ctx.run_id
         cp.written_at = utcnow()
         write_model(_turn_path(ctx.store, ctx.run_id, node.id, iteration), cp)

@@ -18,6 +18,7 @@ from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.budget import BudgetExceeded
+from iterion.builtins.vault import scrub, scrub_model
 from iterion.engine.context import ExecContext, NodeCall, render_text
 from iterion.engine.control import park_operator, pause_point
 from iterion.engine.declared import with_value
@@ -226,7 +227,8 @@ class Runner:
         st.record_output(node.id, it, output, in_loop=node.id in ctx.in_cycles)
         note_loop_output(self.wf, node.id, output, st)
         if node.publish:
-            doc = ctx.store.artifacts(ctx.run_id).publish(node.publish, output, node=node.id, iteration=it)
+            doc = ctx.store.artifacts(ctx.run_id).publish(node.publish, scrub(ctx.run_dir, output), node=node.id,
+                                                          iteration=it)
             with st.lock:
                 st.artifact_versions[node.publish] = doc.version
                 st.artifact_values[node.publish] = output
@@ -398,8 +400,9 @@ class Runner:
         ctx, st = self.ctx, self.state
         restart_it = self._anchor_iteration(restart) if iteration is None else iteration
         try:
-            cp = to_checkpoint(st, usage=ctx.budget.usage(), anchor=anchor, restart_node=restart,
-                               restart_iteration=restart_it, recovery_code=recovery_code)
+            cp = scrub_model(ctx.run_dir, to_checkpoint(
+                st, usage=ctx.budget.usage(), anchor=anchor, restart_node=restart,
+                restart_iteration=restart_it, recovery_code=recovery_code))
             ctx.store.save_checkpoint(ctx.run_id, cp)
         except Exception as exc:  # noqa: BLE001 - a lost checkpoint ends the run as failed
             self.storage_error = storage_oserror(exc) or self.storage_error

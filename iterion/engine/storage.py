@@ -59,10 +59,19 @@ def storage_failure(exc: BaseException, what: str, node: str | None) -> NodeFail
 
 def write_status(store: Any, run_id: str, mutate: Any) -> None:
     """``store.update_run`` that, on a full disk, releases the run's reserve and tries once more:
-    the final status of a run is the one write that must land."""
+    the final status of a run is the one write that must land. The PII vault's raw values are
+    scrubbed from it on the way (iterion.builtins.vault)."""
+    from iterion.builtins.vault import scrub_run_fields
+
+    run_dir = store.run_dir(run_id)
+
+    def scrubbed(doc: Any) -> None:
+        mutate(doc)
+        scrub_run_fields(run_dir, doc)
+
     try:
-        store.update_run(run_id, mutate)
+        store.update_run(run_id, scrubbed)
     except OSError as exc:
         if storage_oserror(exc) is None or not store.release_reserve(run_id):
             raise
-        store.update_run(run_id, mutate)
+        store.update_run(run_id, scrubbed)

@@ -107,7 +107,7 @@ def test_entry_must_name_a_declared_node_not_a_builtin_terminal() -> None:
 
 
 def test_tool_and_router_property_rules() -> None:
-    src = ('tool both:\n  command: "a"\n  script: "b"\n  language: sh\ntool neither:\n  output: s\n'
+    src = ('tool both:\n  command: "true"\n  script: "b"\n  language: sh\ntool neither:\n  output: s\n'
            'tool nolang:\n  script: "echo"\nrouter r:\n  mode: fan_out_all\n  multi: true\n'
            'router nomode:\n  provider: "anthropic"\nschema s:\n  x: string\n'
            'workflow w:\n  entry: r\n  r -> both\n  r -> neither\n  r -> nolang\n  r -> nomode\n'
@@ -167,8 +167,8 @@ def test_default_backend_satisfies_agents_without_model() -> None:
 
 def test_convergence_on_different_await_nodes_is_accepted() -> None:
     """The convergence/await rule is withdrawn (dsl.md 3.2): no C108/C109."""
-    src = ('router r:\n  mode: fan_out_all\ntool x:\n  command: "x"\ntool y:\n  command: "y"\n'
-           'tool jx:\n  command: "j"\n  await: wait_all\ntool jy:\n  command: "j"\n  await: wait_all\n'
+    src = ('router r:\n  mode: fan_out_all\ntool x:\n  command: "true"\ntool y:\n  command: "true"\n'
+           'tool jx:\n  command: "true"\n  await: wait_all\ntool jy:\n  command: "true"\n  await: wait_all\n'
            'workflow w:\n  entry: r\n  r -> x\n  r -> y\n  x -> jx\n  y -> jy\n  jx -> done\n  jy -> done\n')
     result = load_source(src, env={})
     assert result.diagnostics == []
@@ -196,7 +196,7 @@ def test_a_prompt_no_node_uses_is_still_checked() -> None:
 def test_fan_out_branches_may_share_a_named_fail_node() -> None:
     src = ('schema s:\n  ok: bool\nrouter r:\n  mode: fan_out_all\nagent x:\n  model: "m"\n  output: s\n'
            'agent y:\n  model: "m"\n  output: s\nfail broke:\n  code: BRANCH_BROKE\n'
-           'tool j:\n  command: "j"\n  await: best_effort\n'
+           'tool j:\n  command: "true"\n  await: best_effort\n'
            'workflow w:\n  entry: r\n  r -> x\n  r -> y\n  x -> j when ok\n  x -> broke when not ok\n'
            '  y -> j when ok\n  y -> broke when not ok\n  j -> done\n')
     result = load_source(src, env={})

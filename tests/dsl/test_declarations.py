@@ -58,7 +58,7 @@ def test_workflow_vars_override_and_attachments_merge() -> None:
 
 
 def test_a_duplicate_attachment_across_both_blocks_is_c050() -> None:
-    src = ('attachments:\n  spec: file\ntool t:\n  command: "x"\n'
+    src = ('attachments:\n  spec: file\ntool t:\n  command: "true"\n'
            'workflow w:\n  entry: t\n  attachments:\n    spec: image\n  t -> done\n')
     assert _codes(src) == [("C050", 8, 5)]
 
@@ -72,7 +72,7 @@ def test_every_script_language_maps_to_its_interpreter() -> None:
 
 
 def test_default_supervisor_model_fills_agents_and_llm_routers() -> None:
-    src = ('agent a:\n  readonly: true\nrouter r:\n  mode: llm\n  user: "pick"\ntool x:\n  command: "x"\n'
+    src = ('agent a:\n  readonly: true\nrouter r:\n  mode: llm\n  user: "pick"\ntool x:\n  command: "true"\n'
            'workflow w:\n  entry: a\n  a -> r\n  r -> x\n  r -> done\n  x -> done\n')
     # the agent: C018 error; the llm router: C018 warning (a default model applies at run time)
     assert sorted((c, line) for c, line, _ in _codes(src)) == [("C018", 1), ("C018", 3)]
@@ -118,7 +118,7 @@ def test_template_loop_bound_is_kept_for_run_time() -> None:
 def test_template_loop_bound_references_are_resolved_at_run_time_only() -> None:
     # "Checks ... (`when` and loop bounds only as in §3)" (dsl.md 5.1): an unresolvable bound is 0
     # at run time (3.5), not a compile error; a malformed marker still is (C004)
-    src = ('tool t:\n  command: "x"\nworkflow w:\n  entry: t\n  t -> t when "again" as l("{{vars.nope}}")\n'
+    src = ('tool t:\n  command: "true"\nworkflow w:\n  entry: t\n  t -> t when "again" as l("{{vars.nope}}")\n'
            '  t -> done\n')
     assert _codes(src) == []
     assert [c for c, _, _ in _codes(src.replace("{{vars.nope}}", "{{vars.nope"))] == ["C004"]
@@ -126,7 +126,7 @@ def test_template_loop_bound_references_are_resolved_at_run_time_only() -> None:
 
 def test_when_expression_checks_only_outputs_of_its_source() -> None:
     # "`outputs.SRC.f` references are checked against SRC's schema (C014); bare names are not checked"
-    src = ('schema s:\n  n: int\ntool t:\n  command: "x"\n  output: s\nworkflow w:\n  entry: t\n'
+    src = ('schema s:\n  n: int\ntool t:\n  command: "true"\n  output: s\nworkflow w:\n  entry: t\n'
            '  t -> done when "outputs.t.m > vars.undeclared and outputs.t._tokens > 0 and later"\n  t -> done\n')
     assert _codes(src) == [("C014", 8, 19)]
 
@@ -178,7 +178,7 @@ def test_c018_is_waived_on_a_host_with_a_detectable_backend(tmp_path: Path) -> N
         assert [c for c, _, _ in got if c == "C018"] == [], backend  # (an unset ${B} is C110, a warning)
     assert _codes(src.replace("  entry: a", '  entry: a\n  default_backend: "auto"')) == []
     # the llm router's warning stays: it says a default model is used, which a credential does not change
-    router = ('router r:\n  mode: llm\n  user: "pick"\ntool x:\n  command: "x"\n'
+    router = ('router r:\n  mode: llm\n  user: "pick"\ntool x:\n  command: "true"\n'
               'workflow w:\n  entry: r\n  r -> x\n  r -> done\n  x -> done\n')
     assert _codes(router, {"ANTHROPIC_API_KEY": "k"}) == [("C018", 1, 8)]
 

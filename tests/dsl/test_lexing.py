@@ -303,7 +303,7 @@ def test_more_than_a_hundred_levels_is_p008() -> None:
 
 def test_a_source_over_10_mib_is_p008_and_10_mib_exactly_loads() -> None:
     # dsl.md 1.1 "at most 10 MiB"; 7 "size or nesting limit → P008"
-    head = 'tool a:\n  command: "x"\n' + TAIL.lstrip("\n")
+    head = 'tool a:\n  command: "true"\n' + TAIL.lstrip("\n")
     exact = head + "#" * (10 * 1024 * 1024 - len(head) - 1) + "\n"
     assert len(exact.encode()) == 10 * 1024 * 1024
     assert _codes(exact) == []

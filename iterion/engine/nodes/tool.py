@@ -12,6 +12,10 @@ is a ``tool_output_mismatch`` warning event naming them, after which the node go
 the fields present: the original never rejects a tool's output (docs/language.md §2, §10).
 SCHEMA_VALIDATION stays for LLM and router outputs.
 
+A one-word command naming a registered built-in (``iterion.builtins.registry``, docs/language.md "Built-in tools") is
+called in-process instead: the node input as a JSON object in, a JSON object out (the same
+mismatch check); its refusal fails the node TOOL_FAILED_PERMANENT with the built-in's message.
+
 A stream longer than its inline share (``iterion.engine.outputcap``) is kept whole in a file
 beside the run; the output holds its head and, under ``truncated``, the mark saying so.
 """
@@ -45,6 +49,9 @@ def _tail(text: str) -> str:
 
 def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     node = call.node
+    name = builtin_name(node.command) if node.script is None else None
+    if name is not None:
+        return _builtin(ctx, call, name)
     env = ctx.tool_env(node.id, call.iteration)
     check = ctx.duration_guard(node.id)
 
@@ -89,6 +96,42 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         # text: `result` (the original's), plus stdout/stderr/exit_code (this project's, §9)
         output = {"result": text, "stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code,
                   **({TRUNCATED_KEY: marks} if marks else {})}
+    if node.output_schema is not None:
+        _report_mismatch(ctx, node.id, call.iteration, node.output_schema, output)
+    return NodeResult(output)
+
+
+def builtin_name(command: str | None) -> str | None:
+    """The built-in a ``command:`` names (one word, no template, no shell character), or None."""
+    from iterion.builtins.registry import is_builtin, one_word
+
+    word = one_word(command or "")
+    return word if word is not None and is_builtin(word) else None
+
+
+def _builtin(ctx: ExecContext, call: NodeCall, name: str) -> NodeResult:
+    from iterion.builtins.registry import BuiltinContext, BuiltinError
+    from iterion.builtins.registry import call as call_builtin
+
+    node = call.node
+    guard = ctx.duration_guard(node.id)
+
+    def check() -> None:
+        ctx.token.check()
+        if guard is not None:
+            guard()
+
+    bctx = BuiltinContext(workspace=ctx.workspace, run_dir=ctx.run_dir, run_id=ctx.run_id,
+                          protected_dirs=(ctx.store.root,), check=check)
+    check()
+    try:
+        output = call_builtin(name, bctx, json.loads(json.dumps(call.input, default=str)))
+    except BuiltinError as exc:
+        raise NodeFailure(FailureCode.TOOL_FAILED_PERMANENT, f"tool {node.id}: {exc}", node=node.id) from None
+    if name == "privacy_filter" and output.get("placeholders"):  # a redaction: the run document's vars may hold what it redacted
+        from iterion.builtins.vault import scrub_run_fields
+
+        ctx.store.update_run(ctx.run_id, lambda doc: scrub_run_fields(ctx.run_dir, doc))
     if node.output_schema is not None:
         _report_mismatch(ctx, node.id, call.iteration, node.output_schema, output)
     return NodeResult(output)
