@@ -445,7 +445,7 @@ class Runner:
         from iterion.engine.resume import ResumeOptions, resume_run
 
         file = self._paths(d, work)[0] if work is not None else None
-        options = ResumeOptions(answers=dict(d.answers), file=file, force=d.force, backend=d.backend,
+        options = ResumeOptions(answers=dict(d.answers), file=file, force=d.force, backend=d.backend, model=d.model,
                                 budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
                                 wait_workspace=work is None, watch=False)
         return resume_run(store, d.run_id, options, token=token)

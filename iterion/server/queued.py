@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 LAUNCH_FIELDS = {"file", "workspace", "vars", "preset", "backend", "script", "answers", "budget", "on_budget",
                  "repo_url", "ref", "request_id"}
-RESUME_FIELDS = {"answers", "budget", "force", "backend", "expected_version", "request_id"}
+RESUME_FIELDS = {"answers", "budget", "force", "backend", "model", "expected_version", "request_id"}
 
 
 def _request_id(svc: Service, body: dict[str, Any]) -> str:
@@ -122,9 +122,10 @@ def resume_queued(svc: Service, ref: str, body: dict[str, Any]) -> dict[str, Any
     if "force" in body and not isinstance(body["force"], bool):
         raise bad_input("force must be true or false")
     svc.check_backend(body.get("backend"))
+    model = svc.check_model(body.get("model"))
     budget = budget_from_wire(body.get("budget"))
     published = svc._guard(queue_resume, svc.store, svc.queue, doc.id, request_id=_request_id(svc, body),
-                           answers=answers, force=bool(body.get("force")), backend=body.get("backend"),
+                           answers=answers, force=bool(body.get("force")), backend=body.get("backend"), model=model,
                            budget=budget.model_dump(mode="json") if budget else None,
                            expected_version=doc.version)
     return {"run_id": doc.id, "resumed": False, "queued": True, "msg_id": published["msg_id"],

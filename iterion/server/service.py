@@ -212,6 +212,16 @@ class Service:
         except BackendError as exc:
             raise bad_input(f"--backend: {exc.message}", hint="pick one of the known backends, or drop --backend") from None
 
+    @staticmethod
+    def check_model(model: Any) -> str | None:
+        """A ``model`` override refused up front with the CLI's --model message."""
+        from iterion.backends.choice import check_model_override
+
+        try:
+            return check_model_override(model)
+        except ValueError as exc:
+            raise bad_input(f"--model: {exc}", hint="drop model to keep the workflow's models") from None
+
     def check_script(self, raw: Any) -> str | None:
         if raw is None:
             return None
@@ -465,7 +475,7 @@ class Service:
             from iterion.server.queued import resume_queued
 
             return resume_queued(self, ref, body)
-        allowed = {"answers", "budget", "force", "file", "backend", "force_stale", "expected_version"}
+        allowed = {"answers", "budget", "force", "file", "backend", "model", "force_stale", "expected_version"}
         unknown = sorted(set(body) - allowed)
         if unknown:
             raise bad_input(f"unknown field {unknown[0]!r} (fields: {', '.join(sorted(allowed))})")
@@ -482,6 +492,7 @@ class Service:
         budget = budget_from_wire(body.get("budget"))
         request = {"action": "resume", "run_id": doc.id, "answers": answers, "force": bool(body.get("force")),
                    "force_stale": bool(body.get("force_stale")), "backend": body.get("backend"),
+                   "model": self.check_model(body.get("model")),
                    "file": str(self.confine(body["file"], "file")) if body.get("file") else None,
                    "budget": budget.model_dump(mode="json") if budget else None}
         answer = self._spawn(request)

@@ -101,7 +101,8 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
             options_r = ResumeOptions(
                 answers=dict(request.get("answers") or {}),
                 file=Path(request["file"]) if request.get("file") else None, force=bool(request.get("force")),
-                backend=request.get("backend"), force_stale=bool(request.get("force_stale")),
+                backend=request.get("backend"), model=request.get("model"),
+                force_stale=bool(request.get("force_stale")),
                 wait_workspace=False, budget=_budget(request.get("budget")))
             result = resume_run(store, request["run_id"], options_r, token=token, listener=listener)
     except BaseException as exc:  # noqa: BLE001 - the one place this process turns errors into an answer
