@@ -37,6 +37,7 @@ from iterion.store.errors import (
     StoreUnavailableError,
 )
 from iterion.store.ids import new_id
+from iterion.store.readers import ItemNotFoundError
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 from persist import UserError
@@ -80,7 +81,7 @@ def from_user_error(exc: BaseException) -> ApiError:
     message, hint = _one_line(exc.message or str(exc)) or "", _one_line(exc.hint)
     if isinstance(exc, StoreUnavailableError):  # the shared store did not answer: try again later
         return ApiError(503, message, hint=hint, exit_code=exc.exit_code)
-    if isinstance(exc, RunNotFoundError):
+    if isinstance(exc, (RunNotFoundError, ItemNotFoundError)):
         return ApiError(404, message, hint=hint, exit_code=exc.exit_code)
     if isinstance(exc, StaleWriteError):
         return ApiError(409, message, hint="reload the run and retry", exit_code=exc.exit_code,
@@ -345,6 +346,35 @@ class Service:
             raise ApiError(409, f"cannot read the recorded states of run {doc.id}: {_one_line(str(exc))}",
                            exit_code=ErrorCode.REFUSED) from None
         return {"run_id": doc.id, "from": a, "to": b, "files": changes, "diff": diff, "truncated": truncated}
+
+    # -- artifacts and attachments (what they return: iterion/store/readers.py) -------------------
+    def artifacts(self, ref: str, node: str | None = None) -> dict[str, Any]:
+        from iterion.store.readers import list_artifacts
+
+        rid = self.resolve(ref)
+        entries = self._guard(list_artifacts, self.store, rid, node)
+        return {"run_id": rid, "artifacts": [e.to_json() for e in entries]}
+
+    def artifact(self, ref: str, node: str, version: str) -> tuple[dict[str, Any], bytes]:
+        from iterion.store.readers import parse_version, read_artifact
+
+        rid = self.resolve(ref)
+        wanted = self._guard(parse_version, version)
+        entry, data = self._guard(read_artifact, self.store, rid, node, wanted)
+        return {"run_id": rid, **entry.to_json()}, data
+
+    def attachments(self, ref: str) -> dict[str, Any]:
+        from iterion.store.readers import list_attachments
+
+        rid = self.resolve(ref)
+        return {"run_id": rid, "attachments": self._guard(list_attachments, self.store, rid)}
+
+    def attachment(self, ref: str, name: str) -> tuple[dict[str, Any], Path]:
+        from iterion.store.readers import attachment_file
+
+        rid = self.resolve(ref)
+        record, path = self._guard(attachment_file, self.store, rid, name)
+        return {"run_id": rid, **record}, path
 
     # -- executions -----------------------------------------------------------------------------
     def _store_spec(self) -> dict[str, Any]:
