@@ -5,8 +5,8 @@ Artifacts are addressed by the node that published them (a name no node publishe
 accepted as the artifact's name) and a version. The bytes of an artifact are its value as
 indented JSON plus a newline: the CLI and the server produce exactly these, so both ways read
 byte-identical. Tombstoned versions (a rewind dropped the node that published them) stay
-readable, as the spec says, "for comparison": they are listed with ``tombstoned: true``, are
-never what "the newest" means, and reading one by its number says so (the caller shows it).
+readable for comparison (docs/user-guide.md, "Artifacts and attachments"): they are listed with
+``tombstoned: true``, are never what "the newest" means, and reading one by number says so.
 
 Attachments are read from their staged copy, which must lie inside the run's attachments
 directory: a record that points elsewhere (a hand-edited or hostile ``<name>.json``) is refused,

@@ -12,10 +12,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from iterion.store import Store
-from tests.conftest import cli_env, iterion_cmd, make_checkout, run_cli, write_bot
+from tests.conftest import make_checkout, run_cli, start_cli, write_bot
 from tests.server.conftest import Server, start_server
 
 BOT = """
@@ -138,6 +139,14 @@ def test_artifacts_and_attachments_read_the_same_bytes_both_ways(served: tuple[S
     assert "sandbox" in got.headers["content-security-policy"] and got.headers["x-content-type-options"] == "nosniff"
     assert (project / "copy.bin").read_bytes() == piped.stdout == got.content == BLOB
 
+    # the web timeline links each execution to the artifact it published; the page's cookie reads it
+    page = c.get(f"/runs/{rid}")
+    assert page.status_code == 200
+    href = f"/api/runs/{rid}/artifacts/review/1"
+    assert f"class=artifact href='{href}'" in page.text and "artifact review_report v1" in page.text
+    with httpx.Client(base_url=server.url, cookies={"iterion_token": server.token}, timeout=30) as browser_like:
+        assert browser_like.get(href).content == _value_bytes(server.store, "review_report", 1)
+
     # the reads need the token, as every other read
     assert server.client(token="").get(f"/api/runs/{rid}/attachments/doc").status_code == 401
     assert server.client(token="").get(f"/api/runs/{rid}/artifacts/draft/1").status_code == 401
@@ -146,15 +155,16 @@ def test_artifacts_and_attachments_read_the_same_bytes_both_ways(served: tuple[S
 def test_binary_is_not_poured_onto_a_terminal(parked: tuple[Path, str]) -> None:
     project, rid = parked
     primary, secondary = pty.openpty()
+    env = {"ITERION_STORE_DIR": None}
     try:
-        proc = subprocess.run(iterion_cmd("attachments", "--run-id", rid, "doc"), cwd=project, stdout=secondary,
-                              stderr=subprocess.PIPE, env=cli_env({"ITERION_STORE_DIR": None}), timeout=60, check=False)
-        assert proc.returncode == 2
-        assert b"is binary" in proc.stderr and b"-o FILE" in proc.stderr
-        forced = subprocess.run(iterion_cmd("attachments", "--run-id", rid, "doc", "--force"), cwd=project,
-                                stdout=secondary, stderr=subprocess.PIPE, env=cli_env({"ITERION_STORE_DIR": None}),
-                                timeout=60, check=False)
-        assert forced.returncode == 0, forced.stderr
+        refused = start_cli("attachments", "--run-id", rid, "doc", cwd=project, env=env, stdout=secondary, text=False)
+        _, err = refused.communicate(timeout=60)
+        assert refused.returncode == 2
+        assert b"is binary" in err and b"-o FILE" in err
+        forced = start_cli("attachments", "--run-id", rid, "doc", "--force", cwd=project, env=env, stdout=secondary,
+                           text=False)
+        _, err = forced.communicate(timeout=60)
+        assert forced.returncode == 0, err
     finally:
         os.close(primary)
         os.close(secondary)
