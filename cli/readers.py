@@ -15,6 +15,7 @@ import typer
 from cli.errors import CliError
 from cli.output import echo, echo_bytes, echo_err, echo_json, output_width, stdout_is_terminal, table
 from cli.storeopts import NATS, STORE_DIR, open_swept
+from iterion.invocation import command
 
 if TYPE_CHECKING:
     from iterion.store import Store
@@ -84,7 +85,7 @@ def artifacts_cmd(
 
     if node is None and (version is not None or output is not None):
         raise CliError("--version and -o read one artifact: name its node with --node",
-                       hint="list them first: iterion artifacts --run-id " + run_id)
+                       hint=f"list them first: {command('artifacts', '--run-id', run_id)}")
     wanted = parse_version(version)
     store, rid = _open(store_dir, nats, run_id)
     if node is None:
@@ -132,7 +133,8 @@ def attachments_cmd(
     from iterion.store.readers import attachment_file, list_attachments
 
     if name is None and output is not None:
-        raise CliError("-o writes one attachment: name it", hint=f"iterion attachments --run-id {run_id} NAME -o FILE")
+        raise CliError("-o writes one attachment: name it",
+                       hint=command("attachments", "--run-id", run_id, "NAME", "-o", "FILE"))
     store, rid = _open(store_dir, nats, run_id)
     if name is None:
         records = list_attachments(store, rid)

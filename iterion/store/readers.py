@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrefs.ids import InvalidIdError, validate_id
+from iterion.invocation import command
 from iterion.store.errors import StoreError
 from persist.errors import ErrorCode
 
@@ -115,7 +116,7 @@ def read_artifact(store: Store, run_id: str, node: str, version: int | None = No
     """The entry and bytes of ``node``'s artifact at ``version`` (None: the newest live one)."""
     dead = _tombstones(store, run_id)
     docs = sorted(_of_node(_docs(store, run_id), node, run_id), key=lambda d: (d.created_at, d.name, d.version))
-    listing = f"iterion artifacts --run-id {run_id} --node {node}"
+    listing = command("artifacts", "--run-id", run_id, "--node", node)
     if version is None:
         live = [d for d in docs if d.version not in dead.get(d.name, ())]
         if not live:
