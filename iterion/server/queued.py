@@ -27,7 +27,7 @@ from persist.errors import ErrorCode
 if TYPE_CHECKING:
     from iterion.server.service import Service
 
-LAUNCH_FIELDS = {"file", "workspace", "vars", "preset", "backend", "script", "answers", "budget", "on_budget",
+LAUNCH_FIELDS = {"file", "workspace", "vars", "preset", "backend", "model", "script", "answers", "budget", "on_budget",
                  "repo_url", "ref", "request_id"}
 RESUME_FIELDS = {"answers", "budget", "force", "backend", "model", "expected_version", "request_id"}
 
@@ -90,7 +90,7 @@ def launch_queued(svc: Service, body: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "vars": {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw_vars.items()},
         "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
-        "script_file": body.get("script"), "budget": budget.model_dump(mode="json") if budget else None,
+        "model": svc.check_model(body.get("model")), "script_file": body.get("script"), "budget": budget.model_dump(mode="json") if budget else None,
         "on_budget": on_budget}
     request_id = _request_id(svc, body)
     run_id = new_id()

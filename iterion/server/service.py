@@ -449,7 +449,7 @@ class Service:
             from iterion.server.queued import launch_queued
 
             return launch_queued(self, body)
-        allowed = {"file", "workspace", "vars", "preset", "backend", "script", "answers", "attachments",
+        allowed = {"file", "workspace", "vars", "preset", "backend", "model", "script", "answers", "attachments",
                    "budget", "branch_name", "merge_into", "auto_merge", "on_budget"}
         unknown = sorted(set(body) - allowed)
         if unknown:
@@ -487,7 +487,7 @@ class Service:
             "action": "launch", "run_id": new_id(), "file": str(file), "workspace": str(workspace),
             "vars": {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_vars.items()},
             "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
-            "script_file": script,
+            "model": self.check_model(body.get("model")), "script_file": script,
             "attachments": {str(k): str(self.confine(v, f"attachment {k}"))
                             for k, v in (body.get("attachments") or {}).items()},
             "budget": budget.model_dump(mode="json") if budget else None,

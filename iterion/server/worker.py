@@ -90,6 +90,7 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
         if request["action"] == "launch":
             options = LaunchOptions(
                 vars=dict(request.get("vars") or {}), preset=request.get("preset"), backend=request.get("backend"),
+                model=request.get("model"),
                 script_file=request.get("script_file"), answers=dict(request.get("answers") or {}),
                 workspace=Path(request["workspace"]), branch_name=request.get("branch_name"),
                 merge_into=request.get("merge_into"), auto_merge=bool(request.get("auto_merge", True)),

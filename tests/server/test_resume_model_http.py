@@ -42,5 +42,13 @@ def test_http_and_remote_resume_carry_the_model(tmp_path: Path) -> None:
             wait_status(c, rid, {"finished"})
             assert [q["body"]["model"] for q in llm.requests] == ["test-model", "gpt-remote", "gpt-remote"]
             assert server.run_json(rid)["options"]["model"] == "gpt-remote"
+
+            # a launch over HTTP takes the model too (as `iterion run --model`)
+            llm.add(final("d"))
+            launched = c.post("/api/runs", json={"file": "flows/wf.bot", "model": "gpt-launch"})
+            assert launched.status_code == 201, launched.text
+            wait_status(c, launched.json()["run_id"], {"paused_waiting_human"})
+            assert llm.requests[-1]["body"]["model"] == "gpt-launch"
+            assert c.post("/api/runs", json={"file": "flows/wf.bot", "model": 7}).status_code == 422
         finally:
             server.stop()
