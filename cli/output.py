@@ -97,6 +97,31 @@ def echo_err(*parts: Part, nl: bool = True) -> None:
     _write(sys.stderr, parts, nl)
 
 
+def echo_bytes(data: bytes) -> None:
+    """``data`` on stdout exactly as it is (an artifact or attachment read back): no newline added."""
+    stream = sys.stdout
+    if stream is None or stream in _gone:
+        return
+    try:
+        stream.flush()
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:  # (a text-only stream, in-process tests): the bytes as UTF-8 text
+            stream.write(data.decode("utf-8", errors="replace"))
+        else:
+            buffer.write(data)
+            buffer.flush()
+        stream.flush()
+    except OSError:
+        _gone.add(stream)
+
+
+def stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except (OSError, ValueError):
+        return False
+
+
 def reader_gone() -> bool:
     """Has stdout's reader gone away (``| head`` exited, the terminal closed)?
 

@@ -49,6 +49,16 @@ def check_backend(backend: str | None) -> None:
         raise CliError(f"--backend: {exc.message}", hint="pick one of the known backends, or drop --backend") from None
 
 
+def check_model(model: str | None) -> str | None:
+    """``--model`` as given, refused (exit 2) when it cannot be a model name."""
+    from iterion.backends.choice import check_model_override
+
+    try:
+        return check_model_override(model)
+    except ValueError as exc:
+        raise CliError(f"--model: {exc}", hint="drop --model to keep the workflow's models") from None
+
+
 def check_script(script: Path | None) -> None:
     if script is None:
         return

@@ -274,6 +274,7 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
                answer: list[str] = typer.Option([], "--answer", help="Answer the paused gate (repeatable). Example: --answer approved=true"),
                answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object (types kept); --answer overrides its keys. Example: --answers-file a.json"),
                force: bool = typer.Option(False, "--force", help="Resume although the workflow source changed. Example: --force"),
+               model: str | None = typer.Option(None, "--model", help="Use this model for every LLM call from now on (kept by later resumes unless replaced). Example: --model openai/gpt-4o"),
                max_cost_usd: float | None = typer.Option(None, "--max-cost-usd", help="Raise/replace the cost cap (0 inherits). Example: --max-cost-usd 10"),
                max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise/replace the token cap (0 inherits). Example: --max-tokens 200000"),
                max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
@@ -305,6 +306,8 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
     body: dict[str, Any] = {"answers": answers, "force": force}
     if budget:
         body["budget"] = budget
+    if model is not None:
+        body["model"] = model
     if if_version is not None:
         body["expected_version"] = if_version
     client = Client(server, token_file)

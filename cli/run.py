@@ -24,7 +24,7 @@ from cli.parked import (
     resume_command,
     store_args,
 )
-from cli.preflight import check_backend, check_launch, check_run_writable, check_script
+from cli.preflight import check_backend, check_launch, check_model, check_run_writable, check_script
 from cli.progress import Progress, notices_only
 from cli.scaffold import merge_skipped_reason, scaffold
 from cli.storeopts import NATS, STORE_DIR, open_swept
@@ -131,6 +131,7 @@ def run_cmd(
     var: list[str] = typer.Option([], "--var", help="Set a workflow var: --var name=value (repeatable)."),
     preset: str | None = typer.Option(None, "--preset", help="A named preset of var values."),
     backend: str | None = typer.Option(None, "--backend", help="Use this backend for every LLM node (script, openai, claw, claude_code, codex)."),
+    model: str | None = typer.Option(None, "--model", help="Use this model for every LLM call (replaces the nodes' model:; kept by every resume unless replaced). Example: --model openai/gpt-4o-mini"),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend (default: <file>.script.yaml beside the workflow)."),
     answers_file: Path | None = typer.Option(None, "--answers-file", help='Human answers known up front: {"node": {"field": value}}, or {"field": value} when the workflow has one human node.'),
     attach: list[str] = typer.Option([], "--attach", help="Stage a declared attachment: --attach name=path (repeatable)."),
@@ -178,7 +179,7 @@ def run_cmd(
     announce_new_store(store, Path.cwd())
     answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
     raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
-    options = LaunchOptions(vars=key_values(var, "--var"), preset=preset, backend=backend,
+    options = LaunchOptions(vars=key_values(var, "--var"), preset=preset, backend=backend, model=check_model(model),
                             script_file=str(script.resolve()) if script else None, answers=answers,
                             workspace=workspace, branch_name=branch_name, merge_into=merge_into,
                             auto_merge=auto_merge, on_budget=on_budget.value,
@@ -233,6 +234,7 @@ def resume_cmd(
     force_stale: bool = typer.Option(False, "--force-stale", help="Take over a `running` run whose owner cannot be proven gone (another host, no start time recorded) once no event was flushed for 60 s; a run whose owner is provably dead on this host is taken over at once without it. Example: --force-stale"),
     auto_resume: int = typer.Option(0, "--auto-resume", min=0, help="Retry up to N times, with bounded exponential backoff, if it fails again with a code the failure table allows (transient; BUDGET_EXCEEDED only under a raised cap). Example: --auto-resume 3"),
     backend: str | None = typer.Option(None, "--backend", help="Re-apply a backend override. Example: --backend script"),
+    model: str | None = typer.Option(None, "--model", help="Use this model for every LLM call from now on (replaces the launch's --model and the nodes' model:; kept by later resumes unless replaced). Example: --model openai/gpt-4o"),
     script: Path | None = typer.Option(None, "--script", help="Answers file of the script backend. Example: --script demo.script.yaml"),
     max_cost_usd: float | None = typer.Option(None, "--max-cost-usd", help="Raise/replace the cost cap in USD (0 inherits; consumed spend stays charged). Example: --max-cost-usd 10"),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise/replace the token cap (0 inherits). Example: --max-tokens 200000"),
@@ -289,7 +291,8 @@ def resume_cmd(
     if answers_file is not None:
         answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
     answers.update(key_values(answer, "--answer", "approved=true"))  # explicit flags override the file
-    options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, force_stale=force_stale,
+    options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, model=check_model(model),
+                            force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
                             wait_workspace=not no_wait, on_wait=echo_err,
                             push_checkpoints="" if no_push_checkpoints else push_checkpoints, push_every=push_every,

@@ -121,3 +121,16 @@ def resolve_backend(env: Mapping[str, str], *, override: str | None = None, node
     if env.get(SCRIPT_ENV, "").strip():
         return Choice(SCRIPT, f"${SCRIPT_ENV} is set")
     return detect_backend(env) or Choice(CLAW, "nothing chose or detected one: the default")
+
+
+def check_model_override(value: object) -> str | None:
+    """A ``--model`` override (run, resume, HTTP, queue) as given, or None when absent; raises
+    ValueError naming the problem for anything that cannot be a model name (the one home of the
+    rule, so the CLI and the server refuse the same values)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("model must be a string, e.g. openai/gpt-4o")
+    if not value.strip() or value != value.strip() or any(c in value for c in "\n\r\t\0"):
+        raise ValueError(f"model {value!r} is not a model name: give one word such as openai/gpt-4o")
+    return value

@@ -29,6 +29,7 @@ Emit = Callable[[str, str | None, int | None, dict[str, Any]], None]
 @dataclass
 class RunOptions:
     backend: str | None = None        # --backend: overrides every node's backend
+    model: str | None = None          # --model: overrides every LLM call's model (node model:, interaction_model:)
     script_file: str | None = None    # the script backend's answers
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human answers known up front, per node
     watch: bool = True                # start the workspacetrack journal

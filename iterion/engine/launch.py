@@ -53,6 +53,7 @@ class LaunchOptions:
     vars: dict[str, str] = field(default_factory=dict)     # --var k=v (strings, coerced to the var's type)
     preset: str | None = None
     backend: str | None = None
+    model: str | None = None                                # --model: every LLM call's model
     script_file: str | None = None
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # human answers known up front
     workspace: Path | None = None                           # in-place workspace (default: cwd)
@@ -200,6 +201,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                  workflow_digest=src.digest, vars=values, inputs=dict(options.vars), budget=ask,
                  backend=options.backend,
                  options={"script_file": script_file, "backend": options.backend, "repo_dir": repo_dir,
+                          **({"model": options.model} if options.model else {}),
                           "merge_into": options.merge_into, "auto_merge": options.auto_merge,
                           "answers": options.answers, "on_budget": options.on_budget,
                           "permission_layers": layers, SANDBOX_OPTION: sandbox.summary(),
@@ -245,7 +247,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                                           "file": doc.file_path,
                                           "digest": src.digest, "workspace": str(run_workspace),
                                           "mode": mode.value, "mechanism": versioning.mechanism,
-                                          "sandbox": sandbox.summary()})
+                                          "sandbox": sandbox.summary(),
+                                          **({"model": options.model} if options.model else {})})
         for text in var_warnings:
             emit(ev.WARNING, None, None, {"message": text})
         def runs_on(node: Node) -> str:  # the resolution order, as the nodes will apply it (llmcall)
@@ -259,14 +262,15 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         llm_nodes = [n for n in wf.nodes.values() if n.kind in (NodeKind.AGENT, NodeKind.JUDGE)
                      or (n.kind is NodeKind.ROUTER and n.mode is RouterMode.LLM)]
         for gap in unpriced_warnings(llm_nodes, runs_on, ask.max_cost_usd,
-                                     lambda n: node_model(n, None, runs_on(n))):
+                                     lambda n: node_model(n, options.model, runs_on(n))):
             emit(ev.WARNING, gap["node"], None, gap)
         # nothing executed yet: a failure before the first boundary still has a restart point
         store.save_checkpoint(run_id, to_checkpoint(state, usage=budget.usage(), anchor=AnchorReason.ENTRY,
                                                     restart_node=wf.entry, restart_iteration=0))
         started = True
         emit(ev.CHECKPOINT_WRITTEN, wf.entry, 0, {"restart_node": wf.entry, "anchor": AnchorReason.ENTRY.value})
-        run_options = RunOptions(backend=options.backend, script_file=script_file, answers=options.answers,
+        run_options = RunOptions(backend=options.backend, model=options.model, script_file=script_file,
+                                 answers=options.answers,
                                  watch=options.watch, on_budget=options.on_budget, permission_layers=layers,
                                  sandbox=options.sandbox)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,

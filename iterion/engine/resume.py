@@ -70,6 +70,7 @@ class ResumeOptions:
     force: bool = False               # accept a changed workflow source
     budget: BudgetAsk | None = None   # --max-* overrides (0 = inherit)
     backend: str | None = None
+    model: str | None = None          # --model: every LLM call's model from now on (kept by later resumes)
     script_file: str | None = None
     force_stale: bool = False
     watch: bool = True
@@ -148,6 +149,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
             if options.backend:
                 d.backend = options.backend
                 d.options = {**d.options, "backend": options.backend}
+            if options.model:
+                d.options = {**d.options, "model": options.model}
             if options.script_file:
                 d.options = {**d.options, "script_file": options.script_file}
             if options.permission:  # rebuilt on every later resume too (each resume adds its layer)
@@ -180,9 +183,12 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
               "raised_caps": raised, "answers": bool(answers),
               "taken_over": admission.how if admission is not None else None,
               "sandbox": sandbox.summary(),
+              # the execution overrides this resume runs under (its own, or re-applied from the run)
+              "backend": doc.options.get("backend") or doc.backend, "model": doc.options.get("model"),
               **({"resumed_from": "recovery_pause", "recovery_code": cp.recovery_code}
                  if cp is not None and cp.recovery_pause else {})})
         run_options = RunOptions(backend=doc.options.get("backend") or doc.backend,
+                                 model=doc.options.get("model"),
                                  script_file=doc.options.get("script_file"),
                                  answers=dict(doc.options.get("answers") or {}), watch=options.watch,
                                  on_budget=str(doc.options.get("on_budget") or "fail"), permission_layers=layers,

@@ -52,6 +52,7 @@ class Delivery(VersionedModel):
     vars: dict[str, str] = Field(default_factory=dict)
     preset: str | None = None
     backend: str | None = None
+    model: str | None = None  # --model: every LLM call's model (launch, and a resume from then on)
     script_file: str | None = None
     answers: dict[str, Any] = Field(default_factory=dict)
     budget: dict[str, Any] | None = None

@@ -431,7 +431,7 @@ class Runner:
 
         file, workspace = self._paths(d, work)
         options = LaunchOptions(
-            vars=dict(d.vars), preset=d.preset, backend=d.backend, answers=dict(d.answers),
+            vars=dict(d.vars), preset=d.preset, backend=d.backend, model=d.model, answers=dict(d.answers),
             script_file=str(workspace / d.script_file) if (d.script_file and work) else d.script_file,
             workspace=workspace, budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
             # a local workspace serves one run at a time: a slot waits for it (a clone is never shared)
@@ -445,7 +445,7 @@ class Runner:
         from iterion.engine.resume import ResumeOptions, resume_run
 
         file = self._paths(d, work)[0] if work is not None else None
-        options = ResumeOptions(answers=dict(d.answers), file=file, force=d.force, backend=d.backend,
+        options = ResumeOptions(answers=dict(d.answers), file=file, force=d.force, backend=d.backend, model=d.model,
                                 budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
                                 wait_workspace=work is None, watch=False)
         return resume_run(store, d.run_id, options, token=token)

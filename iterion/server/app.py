@@ -24,7 +24,14 @@ from urllib.parse import urlencode
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 from iterion.server import web
@@ -36,6 +43,9 @@ from persist.errors import ErrorCode
 MAX_BODY_BYTES = 1024 * 1024
 PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                 "Content-Security-Policy": "frame-ancestors 'none'", "Referrer-Policy": "no-referrer"}
+# an artifact or attachment read back: never sniffed, framed or rendered as a page of this origin
+DOWNLOAD_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                    "Content-Security-Policy": "sandbox; default-src 'none'"}
 FOLLOW_POLL_S = 0.25
 FOLLOW_HEARTBEAT_S = 15.0
 
@@ -173,6 +183,29 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         q = request.query_params
         return await run_in_threadpool(service.files, request.path_params["run"], q.get("from"), q.get("to"))
 
+    async def artifacts(request: Request) -> Any:
+        node = request.path_params.get("node") or request.query_params.get("node") or None
+        return await run_in_threadpool(service.artifacts, request.path_params["run"], node)
+
+    async def artifact(request: Request) -> Any:
+        p = request.path_params
+        meta, data = await run_in_threadpool(service.artifact, p["run"], p["node"], p["version"])
+        headers = {**DOWNLOAD_HEADERS, "X-Iterion-Artifact": meta["name"],
+                   "X-Iterion-Artifact-Version": str(meta["version"]),
+                   "X-Iterion-Tombstoned": "true" if meta["tombstoned"] else "false"}
+        return Response(data, media_type="application/json", headers=headers)
+
+    async def attachments(request: Request) -> Any:
+        return await run_in_threadpool(service.attachments, request.path_params["run"])
+
+    async def attachment(request: Request) -> Any:
+        meta, path = await run_in_threadpool(service.attachment, request.path_params["run"],
+                                             request.path_params["name"])
+        # streamed from the staged copy, never rendered by the browser on this origin (it
+        # carries the cookie): a download, sniffing off, a sandbox for anything that renders
+        return FileResponse(path, media_type=meta["mime"], filename=meta["original_name"],
+                            headers={**DOWNLOAD_HEADERS, "X-Iterion-Sha256": meta["sha256"]})
+
     async def launch(request: Request) -> Any:
         return await run_in_threadpool(service.launch, await read_json(request))
 
@@ -243,6 +276,11 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         Route("/api/runs/{run}/events", api(events), methods=["GET"]),
         Route("/api/runs/{run}/commits", api(commits), methods=["GET"]),
         Route("/api/runs/{run}/files", api(files), methods=["GET"]),
+        Route("/api/runs/{run}/artifacts", api(artifacts), methods=["GET"]),
+        Route("/api/runs/{run}/artifacts/{node}", api(artifacts), methods=["GET"]),
+        Route("/api/runs/{run}/artifacts/{node}/{version}", api(artifact), methods=["GET"]),
+        Route("/api/runs/{run}/attachments", api(attachments), methods=["GET"]),
+        Route("/api/runs/{run}/attachments/{name}", api(attachment), methods=["GET"]),
         Route("/api/runs/{run}/resume", api(verb("resume"), status=202), methods=["POST"]),
         Route("/api/runs/{run}/cancel", api(verb("cancel")), methods=["POST"]),
         Route("/api/runs/{run}/pause", api(verb("pause")), methods=["POST"]),

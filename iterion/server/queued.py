@@ -27,9 +27,9 @@ from persist.errors import ErrorCode
 if TYPE_CHECKING:
     from iterion.server.service import Service
 
-LAUNCH_FIELDS = {"file", "workspace", "vars", "preset", "backend", "script", "answers", "budget", "on_budget",
+LAUNCH_FIELDS = {"file", "workspace", "vars", "preset", "backend", "model", "script", "answers", "budget", "on_budget",
                  "repo_url", "ref", "request_id"}
-RESUME_FIELDS = {"answers", "budget", "force", "backend", "expected_version", "request_id"}
+RESUME_FIELDS = {"answers", "budget", "force", "backend", "model", "expected_version", "request_id"}
 
 
 def _request_id(svc: Service, body: dict[str, Any]) -> str:
@@ -90,7 +90,7 @@ def launch_queued(svc: Service, body: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "vars": {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in raw_vars.items()},
         "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
-        "script_file": body.get("script"), "budget": budget.model_dump(mode="json") if budget else None,
+        "model": svc.check_model(body.get("model")), "script_file": body.get("script"), "budget": budget.model_dump(mode="json") if budget else None,
         "on_budget": on_budget}
     request_id = _request_id(svc, body)
     run_id = new_id()
@@ -122,9 +122,10 @@ def resume_queued(svc: Service, ref: str, body: dict[str, Any]) -> dict[str, Any
     if "force" in body and not isinstance(body["force"], bool):
         raise bad_input("force must be true or false")
     svc.check_backend(body.get("backend"))
+    model = svc.check_model(body.get("model"))
     budget = budget_from_wire(body.get("budget"))
     published = svc._guard(queue_resume, svc.store, svc.queue, doc.id, request_id=_request_id(svc, body),
-                           answers=answers, force=bool(body.get("force")), backend=body.get("backend"),
+                           answers=answers, force=bool(body.get("force")), backend=body.get("backend"), model=model,
                            budget=budget.model_dump(mode="json") if budget else None,
                            expected_version=doc.version)
     return {"run_id": doc.id, "resumed": False, "queued": True, "msg_id": published["msg_id"],

@@ -37,6 +37,7 @@ from iterion.store.errors import (
     StoreUnavailableError,
 )
 from iterion.store.ids import new_id
+from iterion.store.readers import ItemNotFoundError
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 from persist import UserError
@@ -80,7 +81,7 @@ def from_user_error(exc: BaseException) -> ApiError:
     message, hint = _one_line(exc.message or str(exc)) or "", _one_line(exc.hint)
     if isinstance(exc, StoreUnavailableError):  # the shared store did not answer: try again later
         return ApiError(503, message, hint=hint, exit_code=exc.exit_code)
-    if isinstance(exc, RunNotFoundError):
+    if isinstance(exc, (RunNotFoundError, ItemNotFoundError)):
         return ApiError(404, message, hint=hint, exit_code=exc.exit_code)
     if isinstance(exc, StaleWriteError):
         return ApiError(409, message, hint="reload the run and retry", exit_code=exc.exit_code,
@@ -212,6 +213,16 @@ class Service:
         except BackendError as exc:
             raise bad_input(f"--backend: {exc.message}", hint="pick one of the known backends, or drop --backend") from None
 
+    @staticmethod
+    def check_model(model: Any) -> str | None:
+        """A ``model`` override refused up front with the CLI's --model message."""
+        from iterion.backends.choice import check_model_override
+
+        try:
+            return check_model_override(model)
+        except ValueError as exc:
+            raise bad_input(f"--model: {exc}", hint="drop model to keep the workflow's models") from None
+
     def check_script(self, raw: Any) -> str | None:
         if raw is None:
             return None
@@ -336,6 +347,35 @@ class Service:
                            exit_code=ErrorCode.REFUSED) from None
         return {"run_id": doc.id, "from": a, "to": b, "files": changes, "diff": diff, "truncated": truncated}
 
+    # -- artifacts and attachments (what they return: iterion/store/readers.py) -------------------
+    def artifacts(self, ref: str, node: str | None = None) -> dict[str, Any]:
+        from iterion.store.readers import list_artifacts
+
+        rid = self.resolve(ref)
+        entries = self._guard(list_artifacts, self.store, rid, node)
+        return {"run_id": rid, "artifacts": [e.to_json() for e in entries]}
+
+    def artifact(self, ref: str, node: str, version: str) -> tuple[dict[str, Any], bytes]:
+        from iterion.store.readers import parse_version, read_artifact
+
+        rid = self.resolve(ref)
+        wanted = self._guard(parse_version, version)
+        entry, data = self._guard(read_artifact, self.store, rid, node, wanted)
+        return {"run_id": rid, **entry.to_json()}, data
+
+    def attachments(self, ref: str) -> dict[str, Any]:
+        from iterion.store.readers import list_attachments
+
+        rid = self.resolve(ref)
+        return {"run_id": rid, "attachments": self._guard(list_attachments, self.store, rid)}
+
+    def attachment(self, ref: str, name: str) -> tuple[dict[str, Any], Path]:
+        from iterion.store.readers import attachment_file
+
+        rid = self.resolve(ref)
+        record, path = self._guard(attachment_file, self.store, rid, name)
+        return {"run_id": rid, **record}, path
+
     # -- executions -----------------------------------------------------------------------------
     def _store_spec(self) -> dict[str, Any]:
         """How the worker opens this very store: the same JetStream server and prefix, or files
@@ -409,7 +449,7 @@ class Service:
             from iterion.server.queued import launch_queued
 
             return launch_queued(self, body)
-        allowed = {"file", "workspace", "vars", "preset", "backend", "script", "answers", "attachments",
+        allowed = {"file", "workspace", "vars", "preset", "backend", "model", "script", "answers", "attachments",
                    "budget", "branch_name", "merge_into", "auto_merge", "on_budget"}
         unknown = sorted(set(body) - allowed)
         if unknown:
@@ -447,7 +487,7 @@ class Service:
             "action": "launch", "run_id": new_id(), "file": str(file), "workspace": str(workspace),
             "vars": {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_vars.items()},
             "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
-            "script_file": script,
+            "model": self.check_model(body.get("model")), "script_file": script,
             "attachments": {str(k): str(self.confine(v, f"attachment {k}"))
                             for k, v in (body.get("attachments") or {}).items()},
             "budget": budget.model_dump(mode="json") if budget else None,
@@ -465,7 +505,7 @@ class Service:
             from iterion.server.queued import resume_queued
 
             return resume_queued(self, ref, body)
-        allowed = {"answers", "budget", "force", "file", "backend", "force_stale", "expected_version"}
+        allowed = {"answers", "budget", "force", "file", "backend", "model", "force_stale", "expected_version"}
         unknown = sorted(set(body) - allowed)
         if unknown:
             raise bad_input(f"unknown field {unknown[0]!r} (fields: {', '.join(sorted(allowed))})")
@@ -482,6 +522,7 @@ class Service:
         budget = budget_from_wire(body.get("budget"))
         request = {"action": "resume", "run_id": doc.id, "answers": answers, "force": bool(body.get("force")),
                    "force_stale": bool(body.get("force_stale")), "backend": body.get("backend"),
+                   "model": self.check_model(body.get("model")),
                    "file": str(self.confine(body["file"], "file")) if body.get("file") else None,
                    "budget": budget.model_dump(mode="json") if budget else None}
         answer = self._spawn(request)

@@ -68,6 +68,9 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
             # e.g. a tool_output_mismatch: shown on the execution it concerns
             open_rows[key].setdefault("warnings", []).append(
                 {"code": e.payload.get("code"), "message": e.payload.get("message")})
+        elif e.type == ev.ARTIFACT_PUBLISHED and key in open_rows:
+            # the artifact this execution published: the page links it (GET .../artifacts/NODE/VERSION)
+            open_rows[key]["artifact"] = {"name": e.payload.get("name"), "version": e.payload.get("version")}
         elif e.type in (ev.RUN_PAUSED, ev.HUMAN_INPUT_REQUESTED) and key in open_rows:
             open_rows[key]["status"] = "paused"
         elif e.type in (ev.RUN_CANCELLED, ev.RUN_FAILED, ev.RUN_REWOUND, ev.RUN_ORPHAN_PROMOTED):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 from typing import Any
+from urllib.parse import quote
 
 from iterion.server import timeline as tl
 
@@ -163,6 +164,11 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
                          for w in x.get("warnings") or [])
         preview = (f"<button class=preview data-node='{esc(x['node'])}'>preview rewind</button>"
                    if x.get("status") in ("finished", "failed", "paused") else "")
+        art = x.get("artifact")
+        if art and art.get("version") is not None:  # read through the API (the page's cookie is enough for a GET)
+            href = f"/api/runs/{quote(str(run['id']), safe='')}/artifacts/{quote(str(x['node']), safe='')}/{int(art['version'])}"
+            preview += (f" <a class=artifact href='{esc(href)}' target=_blank rel=noopener>"
+                        f"artifact {esc(art.get('name'))} v{esc(art['version'])}</a>")
         rows.append(f"<tr class=execution data-node='{esc(x['node'])}' data-iteration='{esc(x['iteration'])}'>"
                     f"<td>{i + 1}</td><td class=node>{esc(x['node'])}</td><td>{esc(x['iteration'])}</td>"
                     f"<td>{esc(x.get('kind'))}</td><td>{esc((x.get('start') or '')[11:23])}</td><td>{dur}</td>"

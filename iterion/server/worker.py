@@ -90,6 +90,7 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
         if request["action"] == "launch":
             options = LaunchOptions(
                 vars=dict(request.get("vars") or {}), preset=request.get("preset"), backend=request.get("backend"),
+                model=request.get("model"),
                 script_file=request.get("script_file"), answers=dict(request.get("answers") or {}),
                 workspace=Path(request["workspace"]), branch_name=request.get("branch_name"),
                 merge_into=request.get("merge_into"), auto_merge=bool(request.get("auto_merge", True)),
@@ -101,7 +102,8 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
             options_r = ResumeOptions(
                 answers=dict(request.get("answers") or {}),
                 file=Path(request["file"]) if request.get("file") else None, force=bool(request.get("force")),
-                backend=request.get("backend"), force_stale=bool(request.get("force_stale")),
+                backend=request.get("backend"), model=request.get("model"),
+                force_stale=bool(request.get("force_stale")),
                 wait_workspace=False, budget=_budget(request.get("budget")))
             result = resume_run(store, request["run_id"], options_r, token=token, listener=listener)
     except BaseException as exc:  # noqa: BLE001 - the one place this process turns errors into an answer

@@ -109,7 +109,7 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         from iterion.permissions import codex_flags
 
         flags = tuple(codex_flags(permission_policy(ctx), readonly=node.readonly))
-    model = node_model(node, model, canonical)
+    model = node_model(node, ctx.options.model or model, canonical)  # --model wins over the source
     request = BackendRequest(
         node_id=node.id, iteration=iteration, node_kind=node.kind,
         model=model,
