@@ -30,9 +30,8 @@ print("ALL BLOCKS RAN")
 """
 
 
-def test_every_python_block_of_the_doc_runs(tmp_path: Path) -> None:
-    blocks = BLOCK.findall(DOC.read_text(encoding="utf-8"))
-    assert len(blocks) >= 6, "the doc lost its examples"
+def _run_blocks(blocks: list[str], tmp_path: Path) -> tuple[Path, Path, str]:
+    """(the demo directory, the store, stdout) once ``blocks`` ran there in order."""
     work = tmp_path / "demo"
     shutil.copytree(REPO_ROOT / "fixtures" / "demo", work)
     store = tmp_path / "store"
@@ -42,8 +41,24 @@ def test_every_python_block_of_the_doc_runs(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ALL BLOCKS RAN" in proc.stdout
-    assert "approve ['approved', 'note']" in proc.stdout and "published: ship it" in proc.stdout
-    assert "approve -> write" in proc.stdout
+    return work, store, proc.stdout
+
+
+def test_the_readme_python_api_in_five_lines_runs(tmp_path: Path) -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    [block] = BLOCK.findall(section)
+    assert len(block.strip().splitlines()) == 5
+    _, _, out = _run_blocks([block], tmp_path)
+    assert out.startswith("finished ") and "demo-" in out
+
+
+def test_every_python_block_of_the_doc_runs(tmp_path: Path) -> None:
+    blocks = BLOCK.findall(DOC.read_text(encoding="utf-8"))
+    assert len(blocks) >= 6, "the doc lost its examples"
+    work, store, out = _run_blocks(blocks, tmp_path)
+    assert "approve ['approved', 'note']" in out and "published: ship it" in out
+    assert "approve -> write" in out
     # the runs the doc made are the CLI's runs: same store, same statuses
     listed = json.loads(run_cli("inspect", "--json", cwd=work, env={"ITERION_STORE_DIR": str(store)}).stdout)
     statuses = sorted(r["status"] for r in listed)
