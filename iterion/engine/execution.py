@@ -33,7 +33,9 @@ from iterion.store.errors import StoreUnavailableError
 
 def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:
     from iterion.builtins.vault import scrub
+    from iterion.telemetry import with_telemetry
 
+    listener = with_telemetry(run_id, listener)  # unchanged unless telemetry is on
     log = store.events(run_id)
     run_dir = store.run_dir(run_id)
     failed: list[str] = []  # one notice for the first lost event, not one per event

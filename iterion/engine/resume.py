@@ -177,7 +177,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         doc = store.update_run(run_id, claim)
         restart = state.next_node
         emit(ev.RUN_RESUMED, restart, state.iteration_of(restart) if restart else None,
-             {"run_id": run_id, "name": doc.name,
+             {"run_id": run_id, "name": doc.name, "workflow": doc.workflow_name,
               "restart_node": restart, "from_status": from_status.value, "forced": bool(digest_changed and options.force),
               "resumed_from": "human_pause" if state.pending is not None else from_status.value,
               "raised_caps": raised, "answers": bool(answers),

@@ -229,6 +229,22 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
             ready = {"ready": ready["ready"]}
         return JSONResponse(ready, status_code=200 if ready["ready"] else 503)
 
+    metrics: list[Any] = []  # the StoreMetrics, made at the first scrape (prometheus_client imported then)
+
+    async def metrics_endpoint(request: Request) -> Response:
+        # the token, as every read: run names, workflows and models are the store's business;
+        # a Prometheus scrape config sends it as `authorization: {credentials: TOKEN}`
+        if not authorized(request):
+            return error_response(ApiError(401, "missing or wrong token", hint="scrape with `Authorization: Bearer "
+                                           "TOKEN` (the token `iterion server` printed, or ITERION_SERVER_TOKEN)",
+                                           exit_code=ErrorCode.BAD_INPUT))
+        from iterion.server.metrics import CONTENT_TYPE, StoreMetrics
+
+        if not metrics:
+            metrics.append(StoreMetrics(service.store, service.queue))
+        body = await run_in_threadpool(metrics[0].scrape)
+        return Response(body, media_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})
+
     async def not_found(request: Request) -> Response:
         refused = refusal(request)
         if refused is not None:
@@ -267,7 +283,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         return web.run_page(detail, token)
 
     routes = [
-        Route("/healthz", healthz), Route("/readyz", readyz),
+        Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_endpoint),
         Route("/", page(index_page)), Route("/runs/{run}", page(run_page)),
         Route("/api/queue", api(queue), methods=["GET"]),
         Route("/api/runs", api(list_runs), methods=["GET"]),

@@ -134,14 +134,14 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         response = call_cancellable(lambda: backend.complete(request), ctx.token, check=ctx.duration_guard(node.id),
                                     on_abandon=request.processes.stop if request.processes is not None else None)
     except BackendError as exc:
-        _charge(ctx, node, iteration, name, model, exc.tokens_in + exc.tokens_out, exc.cost_usd)
+        _charge(ctx, node, iteration, name, model, exc.tokens_in, exc.tokens_out, exc.cost_usd)
         raise NodeFailure(exc.code, f"node {node.id} ({name} backend): {exc.message}", node=node.id,
                           origin="backend", retry_after_s=exc.retry_after_s) from None
     if response.session_id:
         with ctx.state.lock:
             ctx.state.sessions[node.id] = response.session_id
     if not response.raw.get("charged"):
-        _charge(ctx, node, iteration, name, model, response.tokens, response.cost_usd)
+        _charge(ctx, node, iteration, name, model, response.tokens_in, response.tokens_out, response.cost_usd)
     return response
 
 
@@ -211,7 +211,7 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
         return ShellResult(res.stdout, res.stderr, res.exit_code)
 
     def charge(model: str | None, tin: int, tout: int, cost: float) -> None:
-        _charge(ctx, node, iteration, name, model or node_model(node, None, CLAW), tin + tout, cost)
+        _charge(ctx, node, iteration, name, model or node_model(node, None, CLAW), tin, tout, cost)
 
     wf_servers = ctx.workflow.extra.get("mcp_server") or {}
     pending_ours = call is not None and call.pending is not None and call.pending.node == node.id \
@@ -226,9 +226,12 @@ def agent_host(ctx: ExecContext, node: Node, iteration: int, name: str, call: No
         protected_dirs=(ctx.store.root,))
 
 
-def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, model: str | None, tokens: int,
-            cost: float) -> None:
+def _charge(ctx: ExecContext, node: Node, iteration: int, name: str, model: str | None, tokens_in: int,
+            tokens_out: int, cost: float) -> None:
+    tokens = tokens_in + tokens_out
+    # input/output apart: telemetry's GenAI spans report both (iterion/telemetry/otel.py)
     ctx.emit("backend_call", node.id, iteration, {"backend": name, "model": model, "tokens": tokens,
+                                                  "input_tokens": tokens_in, "output_tokens": tokens_out,
                                                   "cost_usd": cost})
     try:
         ctx.budget.charge(tokens=tokens, cost_usd=cost)

@@ -1,0 +1,254 @@
+"""iterion's Python API: launch, resume, rewind and read runs from Python.
+
+The same engine functions the CLI calls (``launch_run``, ``resume_run``, ``rewind_run``, the
+store's documents), with typed results (``iterion.api.types``) and typed exceptions
+(``iterion.api.errors``) instead of printed lines and exit codes. docs/python-api.md shows it.
+
+    import iterion
+    r = iterion.run("demo.bot", vars={"topic": "rivers"})
+    if r.question:                                   # parked on a human gate: not an exception
+        r = iterion.resume(r.id, answers={"approved": True, "note": "ship it"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iterion.api.errors import (
+    EnvironmentProblemError,
+    InvalidWorkflowError,
+    IterionError,
+    RefusedError,
+    RewindRefusedError,
+    RunBusyError,
+    RunFailedError,
+    RunNotFoundError,
+    SourceChangedError,
+    StoreProblemError,
+    translate,
+)
+from iterion.api.types import Field, Question, RewindReport, Run, RunSummary
+from iterion.store.status import RunStatus
+
+if TYPE_CHECKING:
+    from iterion.engine.result import RunResult
+    from iterion.store import Event, Store
+
+__all__ = [
+    "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "Question", "RefusedError",
+    "RewindRefusedError", "Run", "RunBusyError", "RunFailedError", "RunNotFoundError", "RunStatus",
+    "RunSummary", "SourceChangedError", "StoreProblemError", "inspect", "resume", "rewind", "run", "runs",
+]
+
+OnEvent = Callable[["Event"], None]
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Every layer's refusal re-raised as the API's exception (a bug propagates unchanged)."""
+    try:
+        yield
+    except IterionError:
+        raise
+    except Exception as exc:
+        mapped = translate(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def _open(store: Store | str | Path | None, *, write: bool, skip: str | None = None) -> Store:
+    """The store: given, or found as the CLI finds it ($ITERION_NATS_URL, $ITERION_STORE_DIR, the
+    git repository or project of the current directory); stale `running` runs promoted first."""
+    from iterion.engine.stale import reconcile_orphans
+    from iterion.store import Store
+    from iterion.store.opener import open_store
+
+    st = store if isinstance(store, Store) else open_store(Path(store) if store is not None else None, cwd=Path.cwd())
+    if write:
+        from iterion.store.location import check_store_space, check_store_writable
+        from iterion.store.reserve import MIN_RESERVE_BYTES
+        from persist.writable import nearest_existing
+
+        check_store_writable(st.root, st.runs_dir)
+        check_store_space(nearest_existing(st.root), MIN_RESERVE_BYTES)
+    try:
+        reconcile_orphans(st, skip=st.resolve_run(skip) if skip is not None else None)
+    except Exception:  # noqa: BLE001 - as the CLI's sweep: never blocks the call (the call itself reports)
+        pass
+    return st
+
+
+def _var_text(value: Any) -> str:
+    """A var value as `--var` passes it (the engine coerces the text to the var's type)."""
+    import json
+
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value)
+
+
+def _load(st: Store, run_id: str, result: RunResult | None = None) -> Run:
+    doc = st.load_run(run_id)
+    cp = st.load_checkpoint(run_id)
+    pending = cp.pending_interaction if cp is not None else None
+    question = Question.of(pending.node, pending.kind, pending.questions) if pending is not None else None
+    usage = cp.accounting if cp is not None else None
+    return Run(
+        id=doc.id, name=doc.name, status=doc.status, workflow=doc.workflow_name,
+        failure_code=doc.failure_code, error=doc.error,
+        checkpoint_node=cp.restart_node if cp is not None else None,
+        question=question if doc.status is RunStatus.PAUSED_WAITING_HUMAN else None,
+        outputs=dict(cp.outputs) if cp is not None else {},
+        executed=tuple(f"{e.node}:{e.iteration}" for e in cp.executed) if cp is not None else (),
+        workspace=doc.workspace_dir or "", tokens=int(usage.tokens) if usage else 0,
+        cost_usd=float(usage.cost_usd) if usage else 0.0,
+        final_branch=doc.final_branch, final_commit=doc.final_commit,
+        merged_into=result.merged_into if result is not None else None, stored_in=st.run_dir(run_id),
+    )
+
+
+def run(workflow: str | Path, *, workspace: str | Path | None = None, vars: Mapping[str, Any] | None = None,
+        answers: Mapping[str, Mapping[str, Any]] | None = None, backend: str | None = None,
+        store: Store | str | Path | None = None, preset: str | None = None, script: str | Path | None = None,
+        attachments: Mapping[str, str | Path] | None = None, auto_resume: int = 0, wait: bool = True,
+        on_event: OnEvent | None = None) -> Run:
+    """Run ``workflow`` (a .bot file, a bundle directory or a .botz) from its entry node, as
+    ``iterion run`` does, and return the run once it finished, failed or parked.
+
+    ``workspace``: where it executes in place (default: the current directory). ``vars``: the
+    workflow's vars (values are coerced to their declared types). ``answers``: human answers known
+    up front, node-keyed ``{"approve": {"approved": True}}``. ``backend``: one backend for every
+    LLM node (``"script"``, ``"openai"``, ``"claw"``...); ``script``: the script backend's answers
+    file. ``store``: a ``Store``, or the store directory (default: found as the CLI finds it).
+    ``auto_resume``: resume a transient failure up to N times. ``wait=False``: refuse instead of
+    waiting while another run executes in the same workspace. ``on_event``: called with every
+    event the run appends (``iterion.store.Event``).
+    """
+    from iterion.engine.auto_resume import auto_resume as retry_automatically
+    from iterion.engine.cancel import CancelToken
+    from iterion.engine.launch import LaunchOptions, launch_run
+    from iterion.engine.resume import ResumeOptions, resume_run
+
+    with _errors():
+        st = _open(store, write=True)
+        script_file = str(Path(script).resolve()) if script is not None else None
+        options = LaunchOptions(
+            vars={k: _var_text(v) for k, v in (vars or {}).items()}, preset=preset, backend=backend,
+            script_file=script_file, answers={n: dict(a) for n, a in (answers or {}).items()},
+            workspace=Path(workspace) if workspace is not None else None, wait_workspace=wait,
+            attachments={k: Path(v) for k, v in (attachments or {}).items()})
+        token = CancelToken()
+        result = launch_run(st, Path(workflow), options, token=token, listener=on_event)
+        if auto_resume:
+            retry = ResumeOptions(backend=backend, script_file=script_file, wait_workspace=wait)
+            first = result
+            result = retry_automatically(st, result, auto_resume, token=token, listener=on_event,
+                                         resume=lambda: resume_run(st, first.run_id, retry, token=token,
+                                                                   listener=on_event))
+        return _load(st, result.run_id, result)
+
+
+def resume(run_id: str, *, answers: Mapping[str, Any] | None = None, force: bool = False,
+           store: Store | str | Path | None = None, file: str | Path | None = None, backend: str | None = None,
+           script: str | Path | None = None, auto_resume: int = 0, wait: bool = True,
+           on_event: OnEvent | None = None) -> Run:
+    """Continue a parked run (a question, a resumable failure, a cancel, an operator pause) from
+    its checkpoint under the same id, as ``iterion resume`` does.
+
+    ``run_id``: an id, a unique prefix or the run's name. ``answers``: the paused node's fields,
+    ``{"approved": True, "note": "ship it"}``, coerced to its output schema. ``force``: accept a
+    workflow source that changed since the run executed it (else ``SourceChangedError``).
+    ``file``: the source, when not where the run recorded it. Other parameters as ``run``.
+    """
+    from iterion.engine.auto_resume import auto_resume as retry_automatically
+    from iterion.engine.cancel import CancelToken
+    from iterion.engine.resume import ResumeOptions, resume_run
+
+    with _errors():
+        st = _open(store, write=True, skip=run_id)
+        script_file = str(Path(script).resolve()) if script is not None else None
+        source = Path(file) if file is not None else None
+        options = ResumeOptions(answers=dict(answers or {}), file=source, force=force, backend=backend,
+                                script_file=script_file, wait_workspace=wait)
+        token = CancelToken()
+        result = resume_run(st, run_id, options, token=token, listener=on_event)
+        if auto_resume:
+            retry = ResumeOptions(file=source, backend=backend, script_file=script_file, wait_workspace=wait)
+            first = result
+            result = retry_automatically(st, result, auto_resume, token=token, listener=on_event,
+                                         resume=lambda: resume_run(st, first.run_id, retry, token=token,
+                                                                   listener=on_event))
+        return _load(st, result.run_id, result)
+
+
+def rewind(run_id: str, *, node: str | None = None, auto: bool = False, dry_run: bool = False,
+           store: Store | str | Path | None = None, restore_scope: str | None = None,
+           file: str | Path | None = None) -> RewindReport:
+    """Move a parked run's checkpoint back onto a node it executed and restore the workspace to what
+    that node started from, as ``iterion rewind`` does; the next ``resume`` replays from there.
+
+    Give ``node`` (the node to replay from) or ``auto=True`` (after editing the workflow: the
+    earliest executed node the edit affects); neither finishes a rewind that was interrupted.
+    ``restore_scope``: ``"produced"``, ``"full"`` or ``"none"`` (default: the run's mechanism's).
+    ``dry_run``: report what would happen, change nothing.
+    """
+    from iterion.rewind.files import RestoreScope
+    from iterion.rewind.intent import has_intent
+    from iterion.rewind.rewind import RewindRequest, rewind_run
+
+    if node and auto:
+        raise RefusedError("give exactly one of node= or auto=True",
+                           hint="auto=True finds the node your edit affects; node= names it")
+    with _errors():
+        scope = RestoreScope(restore_scope) if restore_scope is not None else None
+        st = _open(store, write=not dry_run)
+        if not node and not auto and not has_intent(st, st.resolve_run(run_id)):
+            raise RefusedError("give exactly one of node= or auto=True",
+                               hint="auto=True finds the node your edit affects; node= names it")
+        req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=scope,
+                            file=Path(file) if file is not None else None, dry_run=dry_run)
+        r = rewind_run(st, req)
+        f = r.files
+        return RewindReport(run_id=r.run_id, from_node=r.from_node, to_node=r.to_node,
+                            dropped_nodes=tuple(r.dropped_nodes), status=r.status, dry_run=r.dry_run,
+                            restored=tuple(f.restored), removed=tuple(f.removed),
+                            left_in_place=tuple(f.left_in_place), warnings=tuple(r.warnings),
+                            detail=r.to_json())
+
+
+def inspect(run_id: str, *, store: Store | str | Path | None = None) -> Run:
+    """One run as the store holds it now (``run_id``: an id, a unique prefix or the run's name)."""
+    with _errors():
+        st = _open(store, write=False)
+        return _load(st, st.resolve_run(run_id))
+
+
+def runs(*, store: Store | str | Path | None = None, status: RunStatus | str | None = None,
+         limit: int | None = None) -> list[RunSummary]:
+    """The store's runs, newest first (a run whose document is damaged last, ``corrupt`` set);
+    ``status``: only runs in that status; ``limit``: at most that many."""
+    from iterion.store.docstore import CorruptRun
+
+    with _errors():
+        wanted = RunStatus(status) if status is not None else None
+        st = _open(store, write=False)
+        out: list[RunSummary] = []
+        for r in st.list_summaries():
+            if isinstance(r, CorruptRun):
+                if wanted is None:
+                    out.append(RunSummary(id=r.id, name="", status=None, workflow="", created_at=None,
+                                          corrupt=f"{r.detail} ({r.path})"))
+            elif wanted is None or r.status is wanted:
+                out.append(RunSummary(id=r.id, name=r.name, status=r.status, workflow=r.workflow_name,
+                                      created_at=r.created_at, failure_code=r.failure_code))
+    out.sort(key=lambda s: (s.created_at is not None, s.created_at.timestamp() if s.created_at else 0.0),
+             reverse=True)
+    return out[:limit] if limit is not None else out

@@ -1,0 +1,107 @@
+"""iterion.api: typed results and typed refusals over the engine the CLI runs, on the demo
+(script backend), in-process, with the store and the workspace in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import iterion
+from iterion import api
+from tests.conftest import REPO_ROOT, cli_env, store_fingerprint
+
+
+@pytest.fixture
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    work = tmp_path / "demo"
+    shutil.copytree(REPO_ROOT / "fixtures" / "demo", work)
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("ITERION_NATS_URL", raising=False)
+    return work
+
+
+def test_import_iterion_loads_neither_the_api_nor_the_engine() -> None:
+    code = "import json, sys, iterion; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True,
+                         check=True).stdout
+    loaded = set(json.loads(out))
+    assert {"iterion.api", "iterion.engine", "iterion.store", "pydantic"}.isdisjoint(loaded)
+    assert "iterion.api" in set(json.loads(subprocess.run(
+        [sys.executable, "-c", "import json, sys, iterion; iterion.run; print(json.dumps(sorted(sys.modules)))"],
+        env=cli_env(), capture_output=True, text=True, check=True).stdout))
+
+
+def test_a_parked_run_is_a_run_with_its_question_and_the_store_agrees(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store, vars={"topic": "lakes"})
+    assert r.status is iterion.RunStatus.PAUSED_WAITING_HUMAN and r.parked and not r.done
+    assert r.question is not None and r.question.node == "approve" and "lakes" in (r.question.text or "")
+    assert [(f.name, f.type) for f in r.question.fields] == [("approved", "bool"), ("note", "string")]
+    assert r.checkpoint_node == "approve" and r.tokens > 0 and r.stored_in == store / "runs" / r.id
+    assert r.raise_for_status() is r  # parked on a person is no failure
+    assert iterion.inspect(r.name, store=store) == r  # by name; the same snapshot
+    [listed] = iterion.runs(store=store)
+    assert (listed.id, listed.status, listed.workflow) == (r.id, r.status, "demo")
+
+
+def _state(store: Path) -> dict[str, str]:
+    """The store's documents (a lock file records its last holder: not the run's state)."""
+    return {k: v for k, v in store_fingerprint(store).items() if not k.endswith("/lock")}
+
+
+def test_refusals_are_typed_and_change_nothing(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    before = _state(store)
+    with pytest.raises(iterion.RunNotFoundError) as nf:
+        iterion.resume("zzzz-no-such-run", store=store)
+    assert nf.value.hint and isinstance(nf.value, iterion.RefusedError)
+    with pytest.raises(api.RefusedError, match="exactly one"):
+        api.rewind(r.id, node="write", auto=True, store=store)
+    with pytest.raises(api.RewindRefusedError):
+        api.rewind(r.id, node="no_such_node", store=store)
+    with pytest.raises(api.RefusedError, match="approve"):  # answers missing a required field's type
+        iterion.resume(r.id, answers={"approved": "maybe"}, store=store)
+    assert _state(store) == before
+    # an edited workflow: refused without force, accepted with it
+    bot = demo / "demo.bot"
+    bot.write_text(bot.read_text().replace("Publish it to", "Publish it now to"))
+    with pytest.raises(iterion.SourceChangedError) as changed:
+        iterion.resume(r.id, answers={"approved": True, "note": "n"}, store=store)
+    assert "force" in (changed.value.hint or changed.value.message)
+    assert iterion.inspect(r.id, store=store).status is iterion.RunStatus.PAUSED_WAITING_HUMAN
+    done = iterion.resume(r.id, answers={"approved": True, "note": "n"}, force=True, store=store)
+    assert done.status is iterion.RunStatus.FINISHED and done.done
+    with pytest.raises(api.RefusedError):
+        iterion.resume(r.id, store=store)  # finished: nothing to resume
+
+
+def test_a_failed_run_is_returned_and_raise_for_status_raises(demo: Path, tmp_path: Path) -> None:
+    (demo / "fails.bot").write_text('tool boom:\n  command: "exit 3"\n\nworkflow fails:\n  entry: boom\n'
+                                    "  boom -> done\n")
+    r = iterion.run(demo / "fails.bot", workspace=demo, store=tmp_path / "store")
+    assert r.status in (iterion.RunStatus.FAILED, iterion.RunStatus.FAILED_RESUMABLE) and r.failure_code
+    with pytest.raises(iterion.RunFailedError) as failed:
+        r.raise_for_status()
+    assert failed.value.run is r and r.id in failed.value.message
+
+
+def test_runs_filters_limits_and_lists_a_corrupt_run(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    parked = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    finished = iterion.run(demo / "demo.bot", workspace=demo, store=store,
+                           answers={"approve": {"approved": False, "note": "no"}})
+    assert [s.id for s in iterion.runs(store=store)] == [finished.id, parked.id]  # newest first
+    assert [s.id for s in iterion.runs(store=store, limit=1)] == [finished.id]
+    assert [s.id for s in iterion.runs(store=store, status="paused_waiting_human")] == [parked.id]
+    (store / "runs" / parked.id / "run.json").write_text("{not json")
+    listing = iterion.runs(store=store)
+    assert [(s.id, s.status) for s in listing] == [(finished.id, "finished"), (parked.id, None)]
+    assert listing[1].corrupt and "run.json" in listing[1].corrupt
+    with pytest.raises(api.StoreProblemError):
+        iterion.inspect(parked.id, store=store)
