@@ -131,4 +131,4 @@ def test_a_tool_output_mismatch_shows_on_its_execution(tmp_path: Path, ws: Path)
     assert "warnings" not in rows["after"]
     from iterion.server.web import run_page
 
-    assert "tool_output_mismatch: tool check: output does not match schema probe" in run_page(svc.get_run(rid))
+    assert "tool_output_mismatch: tool check: output does not match schema probe" in run_page(svc.get_run(rid), "t0ken")
