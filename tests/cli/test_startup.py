@@ -230,7 +230,7 @@ def test_listing_runs_imports_no_engine_dsl_workspace_tracking_git_or_http(tmp_p
     # coerce the command's parameters; cli/lazy.py uses only typer's public API, so that cost stays)
     assert "iterion.budget" not in modules
     assert "iterion.store.run_doc" not in modules and "iterion.store.events" not in modules
-    assert "persist.atomic" not in modules  # (the writers')
+    assert "gitrefs.persist.atomic" not in modules  # (the writers')
     engine = sorted(m for m in modules if m.startswith("iterion.engine."))
     assert engine == ["iterion.engine.stale"]  # the start-up orphan sweep, without the takeover machinery
     assert _heavy(modules) == ["iterion.engine", "iterion.engine.stale"]
