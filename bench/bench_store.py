@@ -5,7 +5,7 @@
 
 * event append (flock + tail check + write + fsync) vs a bare ``write + fsync`` of the same line
   to an O_APPEND file: the price of cross-process seq continuity and torn-tail repair.
-* ``save_run`` (flock + read/compare version + atomic write) vs ``persist.write_model`` of the
+* ``save_run`` (flock + read/compare version + atomic write) vs ``gitrefs.persist.write_model`` of the
   same document: the price of compare-and-swap.
 * first append of a fresh appender on a long log (tail read) vs a warm append: the cost a
   resuming process pays once.
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from iterion.store import EventLog, RunDoc, Store, new_id  # noqa: E402
 from iterion.store import events as ev  # noqa: E402
-from persist import write_model  # noqa: E402
+from gitrefs.persist import write_model  # noqa: E402
 
 
 def per_op(fn: Callable[[], object], n: int) -> float:

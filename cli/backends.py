@@ -8,10 +8,10 @@ import os
 import typer
 
 from cli.output import echo, echo_json
+from gitrefs.persist.text import one_line
 from iterion.backends import get_backend, known_backends
 from iterion.backends.choice import ORDER_TEXT, resolve_backend
 from iterion.backends.registry import canonical_or_none
-from persist.text import one_line
 
 
 def backends_cmd(

@@ -8,9 +8,9 @@ import typer
 
 from cli.errors import CliError
 from cli.output import echo, echo_err, echo_json
+from gitrefs.persist.atomic import atomic_write_bytes
 from iterion.dsl import Severity, load_workflow
 from iterion.dsl.pack import pack_bundle
-from persist.atomic import atomic_write_bytes
 
 bundle_app = typer.Typer(help="Bundles: a directory holding main.bot, prompts/, presets/ and manifest.yaml.\n\n"
                               "Example: iterion bundle pack my-bot -o my-bot.botz",

@@ -10,9 +10,9 @@ from typing import NoReturn
 
 from cli.exit_codes import ExitCode, cli_exit_code
 from cli.output import echo_err
-from persist import UserError
-from persist.oserror import environment_error
-from persist.text import one_line
+from gitrefs.persist import UserError
+from gitrefs.persist.oserror import environment_error
+from gitrefs.persist.text import one_line
 
 # The exit-code table lives in cli/exit_codes.py. A problem the command found (an invalid
 # workflow, a refused operation) is a refusal: ExitCode.REFUSED like bad input; 1 means a run failed.
@@ -44,7 +44,7 @@ def spelled(text: str) -> str:
 
 def report(exc: BaseException) -> int:
     """Print ``exc`` for a person and return the exit code to use."""
-    # Every layer derives its user-facing errors from persist.UserError: bad input or a
+    # Every layer derives its user-facing errors from gitrefs.persist.UserError: bad input or a
     # refusal, never a bug, so one line and a hint instead of a traceback.
     exc = environment_error(exc) or exc  # a full/read-only disk, a permission: one line, exit 2
     if isinstance(exc, UserError):

@@ -20,7 +20,7 @@ Every code means one thing, so a script can branch on it:
 
 ``ExitCode`` is the one home of these numbers: every command exits with one of its members,
 never a literal (tests/architecture/test_exit_codes.py greps for literals). Lower layers raise
-``persist.UserError`` with a ``persist.errors.ErrorCode`` (REFUSED 1, BAD_INPUT 2);
+``gitrefs.persist.UserError`` with a ``gitrefs.persist.errors.ErrorCode`` (REFUSED 1, BAD_INPUT 2);
 ``cli_exit_code`` is the one translation: at the CLI both are refusals and exit 2
 (``cli.errors.report``), since 1 is reserved for a run that failed.
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorCode
 
 
 class ExitCode(IntEnum):

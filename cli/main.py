@@ -114,11 +114,11 @@ def main() -> None:
     guard_std_streams()  # a closed stdout/stderr (`| head`) never stops a run: see cli/output.py
     fast = answer_without_typer(sys.argv[1:], COMMANDS, __version__)  # --version, --help: no typer
     if fast is not None:
-        from cli.exit_codes import ExitCode  # (enum and persist's error codes only)
+        from cli.exit_codes import ExitCode  # (enum and gitrefs.persist's error codes only)
 
         echo(fast)
         sys.exit(ExitCode.OK)
-    from cli.errors import run_guarded  # persist's errors only: no pydantic, no engine
+    from cli.errors import run_guarded  # gitrefs.persist's errors only: no pydantic, no engine
 
     plain = plain_validate(sys.argv[1:])  # `validate FILE... [--json]`: no typer either
     if plain is not None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.errors import CliError
+from gitrefs.persist.writable import nearest_existing, unwritable_reason
 from iterion.store import Store
 from iterion.store.location import check_store_space, check_store_writable
 from iterion.store.lock import check_lock_path, lock_path
 from iterion.store.reserve import MIN_RESERVE_BYTES, reserve_size
-from persist.writable import nearest_existing, unwritable_reason
 
 WRITABLE_HINT = "remount it read-write or fix its permissions, then retry"
 

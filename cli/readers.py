@@ -44,7 +44,7 @@ def is_binary(data: bytes) -> bool:
 
 def _deliver(data: bytes, output: Path | None, force: bool, what: str) -> None:
     if output is not None:
-        from persist import atomic_write_bytes
+        from gitrefs.persist import atomic_write_bytes
 
         try:
             atomic_write_bytes(output, data)

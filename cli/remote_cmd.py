@@ -20,7 +20,7 @@ import typer
 from cli.errors import CliError
 from cli.exit_codes import STATUS_EXIT, ExitCode
 from cli.output import echo, echo_err, echo_json, table
-from persist.text import one_line
+from gitrefs.persist.text import one_line
 
 ENV_SERVER = "ITERION_SERVER"
 ENV_TOKEN = "ITERION_SERVER_TOKEN"

@@ -12,6 +12,7 @@ from cli.errors import CliError
 from cli.output import echo, echo_json
 from cli.parked import store_args
 from cli.preflight import check_run_writable, open_store
+from gitrefs.persist.inputs import SOURCE_LIMIT, check_regular_file
 from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import RestoreScope
@@ -19,7 +20,6 @@ from iterion.rewind.intent import has_intent
 from iterion.rewind.rewind import RewindRequest, rewind_run
 from iterion.rewind.undo import undo_command, undo_rewind
 from iterion.store import Store, StoreError
-from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
 and restore the workspace to what that node started from. The next `iterion resume` replays

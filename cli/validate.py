@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from cli.errors import CliError
 from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, echo_json
+from gitrefs.persist.text import one_line
 from iterion.dsl import CompileResult, Severity, load_workflow
-from persist.text import one_line
 
 if TYPE_CHECKING:
     import typer

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from persist.lazyexports import lazy_exports
+from gitrefs.persist.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from gitrefs.bank_restore import restore_bank

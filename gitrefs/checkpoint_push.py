@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitrefs.gitcli import git_env
-from persist.envsettings import env_seconds
+from gitrefs.persist.envsettings import env_seconds
 
 TIMEOUT_ENV = "ITERION_PUSH_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0

@@ -1,12 +1,12 @@
 """The gitrefs error family: every failure a person can act on derives from GitRefsError.
 
-GitRefsError is a persist.UserError, so the CLI prints any of these as one ``error:`` line
+GitRefsError is a gitrefs.persist.UserError, so the CLI prints any of these as one ``error:`` line
 (plus a ``hint:``) instead of a traceback.
 """
 
 from __future__ import annotations
 
-from persist import UserError
+from gitrefs.persist import UserError
 
 
 class GitRefsError(UserError):

@@ -7,7 +7,7 @@ user can fix the id rather than guess.
 
 from __future__ import annotations
 
-from persist import UserError
+from gitrefs.persist import UserError
 
 # check-ref-format forbids these anywhere in a component; '/' would split the component.
 _FORBIDDEN = {" ": "space", "~": "'~'", "^": "'^'", ":": "':'", "?": "'?'", "*": "'*'",

@@ -78,10 +78,10 @@ import pygit2
 
 from gitrefs.errors import GitCommandFailed
 from gitrefs.gitcli import GitProcess, git_out, run_git
+from gitrefs.persist import VersionedModel, atomic_write_bytes, read_model
 from gitrefs.run_lock import file_lock
 from gitrefs.snapshot import ADD_ALL
 from gitrefs.workspace import Workspace
-from persist import VersionedModel, atomic_write_bytes, read_model
 
 # Coarser than any Linux filesystem's timestamp tick: an ignore source changed this shortly before
 # a boundary may have changed after git read it, so it is not trusted.

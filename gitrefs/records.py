@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitrefs.boundary import BoundaryLabel
-from persist import VersionedModel
+from gitrefs.persist import VersionedModel
 
 # --- persisted under <commondir>/iterion/runs/<run>/ ---------------------------------------
 

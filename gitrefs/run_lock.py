@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from persist import file_lock
+from gitrefs.persist import file_lock
 
 __all__ = ["file_lock", "run_lock"]
 

@@ -39,6 +39,7 @@ from gitrefs.errors import (
 )
 from gitrefs.gitcli import run_git
 from gitrefs.ids import validate_id
+from gitrefs.persist import read_model, write_model
 from gitrefs.private_index import snapshot_private, stage_reported_paths
 from gitrefs.produced_scope import ChainEntry, PivotNotRecorded, ProducedScope, produced_scope
 from gitrefs.records import (
@@ -56,7 +57,6 @@ from gitrefs.remotes import check_remote
 from gitrefs.run_lock import run_lock
 from gitrefs.workspace import Workspace, open_workspace
 from gitrefs.worktree_apply import apply_tree_diff, diff_path
-from persist import read_model, write_model
 
 # What a checkpoint push accepts: a label ("nodes:build:0"), a ref or commit, or a record.
 Pushable = str | BoundaryLabel | BoundaryRecord | BankRecord

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pygit2
 
-from persist.killpoint import kill_point
+from gitrefs.persist.killpoint import kill_point
 
 _GITLINK = 0o160000
 _LINK = 0o120000
@@ -115,7 +115,7 @@ def apply_tree_diff(repo: pygit2.Repository, root: Path, old_tree: str, new_tree
                     result.removed.append(old_path)
             else:
                 result.skipped.append(old_path)
-            kill_point("restore")  # test-only fault injection (persist/killpoint.py)
+            kill_point("restore")  # test-only fault injection (gitrefs/persist/killpoint.py)
     for d in deltas:
         if d.status == pygit2.enums.DeltaStatus.DELETED:
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from persist.lazyexports import lazy_exports
+from gitrefs.persist.lazyexports import lazy_exports
 
 __version__ = "0.1.0"
 

@@ -4,7 +4,7 @@ each caller wraps ``DataFileError`` into its own error type.
 
 Bounds, so no input can take the process down:
 
-* the file is a regular file of bounded size (``persist.inputs``: a FIFO, ``/dev/zero`` or a
+* the file is a regular file of bounded size (``gitrefs.persist.inputs``: a FIFO, ``/dev/zero`` or a
   directory is refused at once, not read);
 * nesting is at most ``MAX_DEPTH`` levels (checked before or while parsing, never by a
   RecursionError);
@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from persist.inputs import ANSWERS_LIMIT, InputFileError, Limit, read_bounded
+from gitrefs.persist.inputs import ANSWERS_LIMIT, InputFileError, Limit, read_bounded
 
 if TYPE_CHECKING:  # YAML is imported by the readers of YAML: a JSON answers file, a node's JSON
     # output (iterion.engine.coerce) and every command that never reads YAML start without it

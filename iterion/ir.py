@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from persist.text import one_line
+from gitrefs.persist.text import one_line
 
 DONE = "done"
 FAIL = "fail"

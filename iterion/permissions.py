@@ -47,7 +47,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from persist import UserError
+from gitrefs.persist import UserError
 
 if TYPE_CHECKING:
     from iterion.shellcommands import Analysis

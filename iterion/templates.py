@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.inputs import SOURCE_LIMIT, InputFileError, read_text_bounded
 from iterion.expr import (
     NAMESPACES,
     WORD_OPERATORS,
@@ -33,7 +34,6 @@ from iterion.expr import (
     resolve_reference,
 )
 from iterion.shellquote import RenderMode, UnquotableValue, substitute
-from persist.inputs import SOURCE_LIMIT, InputFileError, read_text_bounded
 
 OPEN = "{{"
 CLOSE = "}}"

@@ -32,8 +32,8 @@ import pygit2
 from pydantic import Field
 
 from gitrefs.commits import T_KIND, T_RUN, CommitSpec, create_commit
+from gitrefs.persist import VersionedModel, read_model, write_model
 from gitrefs.workspace import open_workspace
-from persist import VersionedModel, read_model, write_model
 from workspacetrack.gitsource import is_blob_id
 from workspacetrack.models import Manifest
 from workspacetrack.names import display, is_clean, to_bytes

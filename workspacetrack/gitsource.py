@@ -43,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from persist import sync_paths
+from gitrefs.persist import sync_paths
 from workspacetrack.errors import TrackError
 from workspacetrack.fastext import FAST
 from workspacetrack.models import CacheRow, StatKey
@@ -518,7 +518,7 @@ class GitSource:
 
     def _fsync_object(self, *oids: pygit2.Oid) -> None:
         """The loose objects among ``oids`` (a packed one is durable already), data and names, in
-        one batch (``persist.sync_paths``) whose commit file goes in the git dir's root, never
+        one batch (``gitrefs.persist.sync_paths``) whose commit file goes in the git dir's root, never
         inside objects/xx where git would take it for an object."""
         paths = [p for p in (self.common / "objects" / str(o)[:2] / str(o)[2:] for o in oids) if p.exists()]
         sync_paths([str(p) for p in paths], [str(p.parent) for p in paths], journal_dir=str(self.common),

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from persist import VersionedModel
+from gitrefs.persist import VersionedModel
 
 # One captured path: (content id of the file or of the link target, st_mode, size, symlink
 # target). The id is a blake3 (64 hex) or a git blob id (40 hex): ``Manifest.ids`` says which.

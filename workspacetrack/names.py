@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from persist.text import one_line
+from gitrefs.persist.text import one_line
 
 _WIRE = "\x00"
 V = TypeVar("V")
@@ -85,7 +85,7 @@ def list_from_wire(items: Iterable[str]) -> list[str]:
 def display(s: str) -> str:
     """``s`` as one printable line of UTF-8: bytes that are not UTF-8 shown as ``\\xNN``, and
     control characters (a newline in a file name, an escape sequence) escaped as
-    ``persist.text.one_line`` does, so a listing keeps one path per line."""
+    ``gitrefs.persist.text.one_line`` does, so a listing keeps one path per line."""
     return one_line(s if is_clean(s) else to_bytes(s).decode("utf-8", "backslashreplace"))
 
 

@@ -4,7 +4,7 @@ An object's name is the hash of its bytes (blake3, or git's blob id for runs who
 in a git repository: ``workspacetrack.gitsource``), so a write is idempotent and deduplicates
 across captures and runs. Objects of one capture are written without per-file fsync and made
 durable together by ``flush`` before anything that references them is committed: exactly the
-files and directories written since the last flush (``persist.sync_paths``), never the whole
+files and directories written since the last flush (``gitrefs.persist.sync_paths``), never the whole
 filesystem.
 
 Garbage collection (``iterion.store.gc``) deletes objects no kept run references. It holds
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import blake3
 
-from persist import atomic_write_bytes, sync_paths
+from gitrefs.persist import atomic_write_bytes, sync_paths
 from workspacetrack.bigfiles import copy_sparse, hasher
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.gitsource import GitSource, blob_hasher, blob_id, is_blob_id

@@ -11,7 +11,7 @@ Durability: the caller commits the bank (the disk state about to be changed) dur
 writes themselves are not fsynced one by one as they happen (that cost dominated a restore's
 wall time): each file is still replaced by an atomic rename, and the batch is made durable at
 the end, before the report is returned, by syncing exactly the files written and the directories
-whose entries changed, concurrently (``persist.sync_paths``; never ``syncfs``, which would wait
+whose entries changed, concurrently (``gitrefs.persist.sync_paths``; never ``syncfs``, which would wait
 for every other process's unflushed writes too). A crash mid-restore can therefore
 leave any written path old or new (or, on a filesystem that does not order data before a
 rename, empty); both the target and the pre-restore state are durable in the store, so running
@@ -31,8 +31,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from persist import VersionedModel, sync_paths
-from persist.killpoint import kill_point
+from gitrefs.persist import VersionedModel, sync_paths
+from gitrefs.persist.killpoint import kill_point
 from workspacetrack.bigfiles import STREAM_MIN
 from workspacetrack.changes import changed_paths
 from workspacetrack.errors import TrackError
@@ -441,7 +441,7 @@ def apply_restore(workspace: Path, objects: ObjectStore, plan: Plan, *, pivot: s
                         report.overwritten.append(a.path)
             except _Refused as r:
                 skipped[a.path] = r.reason
-            kill_point("restore")  # test-only fault injection (persist/killpoint.py)
+            kill_point("restore")  # test-only fault injection (gitrefs/persist/killpoint.py)
         # Emptied directories stay: manifests record files, not directories, so an empty
         # directory an earlier node made (`mkdir -p out`) cannot be told from one a dropped node
         # made; removing it would break the replay of every node that writes into it.

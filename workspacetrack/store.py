@@ -57,9 +57,9 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from gitrefs.ids import validate_id
-from persist import VersionedModel, atomic_write_bytes, file_lock, fsync_dir, read_model, write_model
-from persist.atomic import TMP_SUFFIX, is_temp_leftover
-from persist.killpoint import kill_point
+from gitrefs.persist import VersionedModel, atomic_write_bytes, file_lock, fsync_dir, read_model, write_model
+from gitrefs.persist.atomic import TMP_SUFFIX, is_temp_leftover
+from gitrefs.persist.killpoint import kill_point
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.fastext import FAST
 from workspacetrack.models import (

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from workspacetrack.bigfiles import STREAM_MIN
-from workspacetrack.fastext import FAST
+from workspacetrack.fastext import FAST, note_slow_path
 from workspacetrack.gitsource import IndexView
 from workspacetrack.ignore import RULE_FILES, IgnoreRules, Levels, Matcher, is_ignored
 from workspacetrack.models import (
@@ -71,6 +71,7 @@ class Scan:
                  old_rows: dict[str, CacheRow], store_id: tuple[int, int] | None,
                  on_dir: OnDir | None = None, old_dirs: dict[str, DirRecord] | None = None, *,
                  use_index: bool = True) -> None:
+        note_slow_path()  # once per process, when the C extension is not in use
         self.ws = workspace
         self.rules = rules
         self.objects = objects

@@ -69,9 +69,9 @@ def _open(store: Store | str | Path | None, *, write: bool, skip: str | None = N
 
     st = store if isinstance(store, Store) else open_store(Path(store) if store is not None else None, cwd=Path.cwd())
     if write:
+        from gitrefs.persist.writable import nearest_existing
         from iterion.store.location import check_store_space, check_store_writable
         from iterion.store.reserve import MIN_RESERVE_BYTES
-        from persist.writable import nearest_existing
 
         check_store_writable(st.root, st.runs_dir)
         check_store_space(nearest_existing(st.root), MIN_RESERVE_BYTES)

@@ -1,6 +1,6 @@
 """The exceptions of iterion's Python API: one hierarchy over the engine's refusals.
 
-Every layer raises its user-facing problems as ``persist.UserError`` subclasses (store, engine,
+Every layer raises its user-facing problems as ``gitrefs.persist.UserError`` subclasses (store, engine,
 rewind, sandbox); the API re-raises each as one of these, so a caller catches ``IterionError``
 (or a narrower class) without knowing which layer refused. The original is ``__cause__``.
 A run that stops (parked, failed, cancelled) is not an exception: it is a ``Run`` whose
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from persist.errors import UserError
+from gitrefs.persist.errors import UserError
 
 if TYPE_CHECKING:
     from iterion.api.types import Run
@@ -75,6 +75,7 @@ class RunFailedError(IterionError):
 def translate(exc: BaseException) -> IterionError | None:
     """The API error for ``exc`` (a layer's refusal or an environment problem), else None (a bug:
     the caller lets it propagate unchanged)."""
+    from gitrefs.persist.oserror import environment_error
     from iterion.engine.errors import InvalidWorkflow, SourceChanged
     from iterion.rewind.errors import RewindError
     from iterion.store.errors import (
@@ -87,7 +88,6 @@ def translate(exc: BaseException) -> IterionError | None:
         RunNotFoundError as StoreRunNotFound,
     )
     from iterion.store.workspace_lock import WorkspaceBusy
-    from persist.oserror import environment_error
 
     env = environment_error(exc)
     if env is not None:

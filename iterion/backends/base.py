@@ -100,10 +100,10 @@ class BackendError(Exception):
 
 
 def setting_seconds(name: str, default: float, *, zero_ok: bool = False) -> float:
-    """``$name`` in seconds, read through the one reader (persist/envsettings.py); a garbage value
+    """``$name`` in seconds, read through the one reader (gitrefs/persist/envsettings.py); a garbage value
     fails the node the way a missing API key does (BACKEND_UNAVAILABLE: a person fixes the
     setting, then resumes), with the one line naming the variable and the value."""
-    from persist.envsettings import EnvSettingError, env_seconds
+    from gitrefs.persist.envsettings import EnvSettingError, env_seconds
 
     try:
         return env_seconds(name, default, zero_ok=zero_ok)

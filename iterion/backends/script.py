@@ -34,12 +34,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist import file_lock
+from gitrefs.persist.inputs import SOURCE_LIMIT
 from iterion.backends.base import Backend, BackendError, BackendRequest, BackendResponse
 from iterion.backends.schema import check_output, selected_targets
 from iterion.datafile import DataFileError, read_mapping
 from iterion.failure_codes import FailureCode
-from persist import file_lock
-from persist.inputs import SOURCE_LIMIT
 
 SCRIPT_ENV = "ITERION_SCRIPT_FILE"
 _ENTRY_KEYS = frozenset({"output", "text", "tokens_in", "tokens_out", "cost_usd", "session_id", "ask_user",

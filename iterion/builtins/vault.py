@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from persist import VersionedModel, atomic_write_bytes, file_lock
+from gitrefs.persist import VersionedModel, atomic_write_bytes, file_lock
 
 VAULT_FILE = "pii_vault.json"
 TOKEN_RE = re.compile(r"PII_[0-9a-f]{8}")

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gitrefs.persist.inputs import InputFileError
 from iterion import __version__
 from iterion.datafile import DataFileError, loads_yaml
 from iterion.dsl import ast
@@ -28,7 +29,6 @@ from iterion.dsl.sources import SourceTree, display
 from iterion.dsl.unit import UnitFile, UnitRole
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
-from persist.inputs import InputFileError
 
 
 class Requires(BaseModel):

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gitrefs.persist.text import one_line
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
-from persist.text import one_line
 
 
 class Severity(StrEnum):

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gitrefs.persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded
 from iterion.dsl.errors import HintedError
 from iterion.dsl.loader import load_workflow
 from iterion.dsl.unit import PROGRAM_ROLES, Unit, UnitFile, UnitRole
-from persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded
 
 __all__ = ["DigestError", "DigestResult", "UnitFile", "UnitRole", "bare_digest", "canonical_order",
            "digest_of_files", "workflow_digest"]

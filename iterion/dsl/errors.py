@@ -3,7 +3,7 @@ and an optional hint, which the CLI prints as ``error:`` and ``hint:`` lines."""
 
 from __future__ import annotations
 
-from persist import UserError
+from gitrefs.persist import UserError
 
 
 class HintedError(UserError, ValueError):

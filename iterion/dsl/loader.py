@@ -11,7 +11,7 @@ repository holding the main file, else the main file's directory. Absolute paths
 ``..`` and symlinks are judged by where they land (the resolved path must stay under the
 resolved root). An import outside is L005 ("unsafe path"; no code names imports
 specifically), an include outside is L003 (an include failure, absolute paths among
-them): docs/language.md section 6. Every file is read through ``persist.inputs`` (regular
+them): docs/language.md section 6. Every file is read through ``gitrefs.persist.inputs`` (regular
 files only, bounded size): a FIFO or ``/dev/zero`` is an L001/L003 diagnostic, not a hang.
 """
 
@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from gitrefs.persist.inputs import SOURCE_LIMIT, InputFileError
 from iterion.dsl import ast
 from iterion.dsl.blocks import check_blocks
 from iterion.dsl.compiler import Compiler
@@ -42,7 +43,6 @@ from iterion.dsl.validate import validate
 from iterion.failure_codes import FailureCode
 from iterion.ir import Span
 from iterion.templates import relative_target
-from persist.inputs import SOURCE_LIMIT, InputFileError
 
 BOTZ_SUFFIX = ".botz"
 

@@ -19,9 +19,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitrefs.persist import UserError
+from gitrefs.persist.inputs import ARCHIVE_LIMIT, SOURCE_LIMIT, read_bounded
 from iterion.dsl.bundle import MAIN
-from persist import UserError
-from persist.inputs import ARCHIVE_LIMIT, SOURCE_LIMIT, read_bounded
 
 SKIPPED_DIRS = frozenset({"__pycache__"})
 

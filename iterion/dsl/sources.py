@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from persist.inputs import ARCHIVE_LIMIT, SOURCE_LIMIT, InputFileError, read_bounded, read_text_bounded
+from gitrefs.persist.inputs import (
+    ARCHIVE_LIMIT,
+    SOURCE_LIMIT,
+    InputFileError,
+    read_bounded,
+    read_text_bounded,
+)
 
 # a bundle's layout names (iterion/dsl/bundle.py reads the bundle): here so the loader tells a
 # bundle from a file without importing the bundle reader (YAML, pydantic) for a plain .bot
@@ -48,7 +54,7 @@ def display(path: Path) -> str:
 
 class FileSystemTree:
     def read_text(self, path: Path) -> str:
-        """A regular file of bounded size (persist.inputs), decoded as UTF-8."""
+        """A regular file of bounded size (gitrefs.persist.inputs), decoded as UTF-8."""
         return read_text_bounded(path, "workflow file", SOURCE_LIMIT)
 
     def exists(self, path: Path) -> bool:

@@ -15,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.engine.coerce import coerce_answers
 from iterion.engine.errors import AnswerError, EngineError
 from iterion.ir import FieldType, Schema
 from iterion.store import Store
 from iterion.store import events as ev
-from persist.errors import ErrorCode
 
 UPLOAD_PREFIX = "@"
 

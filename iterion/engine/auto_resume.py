@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gitrefs.persist.envsettings import env_seconds
 from iterion.engine.cancel import CancelToken
 from iterion.engine.notice import Listener, notifier
 from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode, Retry, auto_resume_decision, row_for
 from iterion.store import RunStatus, Store
 from iterion.store import events as ev
-from persist.envsettings import env_seconds
 
 BACKOFF_ENV = "ITERION_AUTO_RESUME_BACKOFF_S"
 _AXIS_FIELD = {"max_duration": "max_duration_s"}
@@ -44,7 +44,7 @@ class Backoff:
     def from_env(cls, env: str = BACKOFF_ENV, *, base_s: float | None = None,
                  max_s: float | None = None) -> Backoff:
         """This shape with ``base_s``/``max_s`` (default: the class's); ``$env`` (seconds >= 0)
-        overrides the base; a garbage value raises EnvSettingError (persist/envsettings.py)."""
+        overrides the base; a garbage value raises EnvSettingError (gitrefs/persist/envsettings.py)."""
         default = cls.base_s if base_s is None else base_s
         return cls(base_s=env_seconds(env, default), max_s=cls.max_s if max_s is None else max_s)
 

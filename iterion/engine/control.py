@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field
 
+from gitrefs.persist import VersionedModel, read_model, write_model
 from iterion.engine.cancel import CancelToken
 from iterion.engine.errors import OperatorPause
 from iterion.engine.preflight import check_event_log, check_run_dir
@@ -37,7 +38,6 @@ from iterion.store import AnchorReason, Command, RunStatus, Store, check_command
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel, read_model, write_model
 
 if TYPE_CHECKING:
     from iterion.engine.context import ExecContext

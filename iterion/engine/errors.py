@@ -1,17 +1,17 @@
 """The engine's exceptions, all of them, and where each one ends.
 
-Two kinds. A user-facing refusal derives from ``persist.UserError`` (one line, a hint, an
-``exit_code`` from ``persist.errors.ErrorCode``; the CLI prints it as ``error:``/``hint:`` and
+Two kinds. A user-facing refusal derives from ``gitrefs.persist.UserError`` (one line, a hint, an
+``exit_code`` from ``gitrefs.persist.errors.ErrorCode``; the CLI prints it as ``error:``/``hint:`` and
 exits with ``cli.exit_codes.cli_exit_code``). Every other exception is internal: a signal
 between two parts of the engine, always caught and translated before a person sees it. The
 tree, with the place each internal one is translated::
 
-    persist.UserError
+    gitrefs.persist.UserError
     ├── EngineError                 a refusal of launch/resume/fork (bad --var, unknown preset, ...)
     │   ├── InvalidWorkflow         the workflow has validation errors (the CLI prints the diagnostics)
     │   └── SourceChanged           resume: the source's digest moved since launch (--force overrides)
     ├── PreflightError              a command refused before writing anything (engine/preflight.py)
-    └── persist.envsettings.EnvSettingError   an ITERION_*_S number in the environment is garbage
+    └── gitrefs.persist.envsettings.EnvSettingError   an ITERION_*_S number in the environment is garbage
         └── GraceSettingError       $ITERION_TOOL_CHILD_GRACE_S is not a number nor `keep`
                                     -> toolproc.run_process: ToolLaunchError (the tool node fails)
 
@@ -47,10 +47,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gitrefs.persist import UserError
+from gitrefs.persist.envsettings import EnvSettingError
+from gitrefs.persist.errors import ErrorCode
 from iterion.failure_codes import FailureCode
-from persist import UserError
-from persist.envsettings import EnvSettingError
-from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
     from iterion.engine.recovery import Decision
@@ -154,7 +154,7 @@ class AnswerError(ValueError):
 
 class GraceSettingError(EnvSettingError):
     """``$ITERION_TOOL_CHILD_GRACE_S`` is neither a number of seconds nor ``keep`` (the shape of
-    every refused environment number, persist/envsettings.py; a tool node fails with it)."""
+    every refused environment number, gitrefs/persist/envsettings.py; a tool node fails with it)."""
 
 
 # Every internal exception class of the packages (dotted name) -> where it is caught and what
@@ -172,7 +172,7 @@ TRANSLATED: dict[str, str] = {
                                          "engine/nodes/human.py: NodeFailure SCHEMA_VALIDATION",
     "iterion.queue.delivery.UndecodableDelivery": "queue/jsqueue.py fetch: Claimed.undecodable; the runner terms it",
     "iterion.queue.lease.LeaseHeld": "runner/loop.py Runner.handle: a NAK after the lease TTL",
-    "persist.model.FormatVersionError": "iterion/store/store.py: CorruptDocumentError; "
+    "gitrefs.persist.model.FormatVersionError": "iterion/store/store.py: CorruptDocumentError; "
                                         "iterion/rewind/intent.py: RewindError",
     "gitrefs.produced_scope.PivotNotRecorded": "gitrefs/run_refs.py: UnknownBoundary; "
                                                "workspacetrack/tracker.py: UnknownSnapshotError",

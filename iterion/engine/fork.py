@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitrefs.persist import read_model, write_model
+from gitrefs.persist.errors import ErrorCode
 from iterion.engine.errors import EngineError
 from iterion.engine.state import to_checkpoint
 from iterion.store import AnchorReason, Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.status import Command, accepts
 from iterion.store.timeutil import utcnow
-from persist import read_model, write_model
-from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
     from iterion.engine.context import ExecContext

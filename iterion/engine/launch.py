@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.text import require_utf8_path
 from iterion.backends.choice import resolve_backend
 from iterion.backends.pricing import unpriced_warnings
 from iterion.backends.registry import canonical_or_none
@@ -42,8 +44,6 @@ from iterion.store import events as ev
 from iterion.store.errors import StoreFullError
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.placement import prepare_store
-from persist.errors import ErrorCode
-from persist.text import require_utf8_path
 
 SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from persist.envsettings import env_number
+from gitrefs.persist.envsettings import env_number
 
 INLINE_ENV = "ITERION_OUTPUT_INLINE_MAX"
 DEFAULT_INLINE = 1024 * 1024
@@ -103,7 +103,7 @@ def spill_text(text: str, path: Path, budget: int) -> Captured | None:
     None when it is within the budget."""
     if encoded_len(text) <= budget:
         return None
-    from persist.atomic import atomic_write_bytes
+    from gitrefs.persist.atomic import atomic_write_bytes
 
     data = text.encode("utf-8", "surrogateescape")
     path.parent.mkdir(parents=True, exist_ok=True)

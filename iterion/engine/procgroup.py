@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from gitrefs.persist.envsettings import EnvSettingError, env_seconds
 from iterion.engine.errors import GraceSettingError
-from persist.envsettings import EnvSettingError, env_seconds
 
 GRACE_ENV = "ITERION_TOOL_CHILD_GRACE_S"
 DEFAULT_GRACE_S = 2.0

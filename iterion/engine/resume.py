@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.inputs import SOURCE_LIMIT, check_regular_file
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
@@ -59,8 +61,6 @@ from iterion.store import (
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.placement import check_store_placement
-from persist.errors import ErrorCode
-from persist.inputs import SOURCE_LIMIT, check_regular_file
 
 
 @dataclass

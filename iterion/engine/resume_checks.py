@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.budget import Budget, BudgetAsk, BudgetExceeded, raised_axes
 from iterion.engine.errors import EngineError, PreflightError
 from iterion.engine.preflight import UNCHANGED, check_workspace
 from iterion.failure_codes import FailureCode
 from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
-from persist.errors import ErrorCode
 
 _FLAG = {"max_tokens": "--max-tokens", "max_cost_usd": "--max-cost-usd", "max_duration": "--max-duration",
          "max_duration_s": "--max-duration", "max_iterations": "--max-iterations",

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.inputs import SOURCE_LIMIT, check_regular_file, read_bounded
 from iterion.engine.errors import EngineError, InvalidWorkflow
 from iterion.ir import Workflow
-from persist.inputs import SOURCE_LIMIT, check_regular_file, read_bounded
 
 
 @dataclass

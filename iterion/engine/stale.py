@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitrefs.persist.envsettings import env_seconds
 from iterion.store.errors import StatusRefusedError
 from iterion.store.layout import RunPaths
 from iterion.store.liveness import Liveness, Verdict, owner_liveness
 from iterion.store.lock import read_owner
 from iterion.store.status import RunStatus
 from iterion.store.store import STALE_AFTER_S
-from persist.envsettings import env_seconds
 
 if TYPE_CHECKING:  # the sweep of every store-opening command (`inspect` too) imports no document model
     from iterion.store import RunDoc, RunLock, Store
@@ -55,7 +55,7 @@ STALE_ENV = "ITERION_STALE_AFTER_S"
 
 def stale_after_s() -> float:
     """The grace window: 60 s, or ``$ITERION_STALE_AFTER_S`` (tests only; seconds >= 0, garbage
-    refused: persist/envsettings.py)."""
+    refused: gitrefs/persist/envsettings.py)."""
     return env_seconds(STALE_ENV, STALE_AFTER_S, example="0")
 
 

@@ -27,12 +27,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitrefs.persist.envsettings import EnvSettingError
 from iterion.engine.cancel import CancelToken
 from iterion.engine.errors import Cancelled, GraceSettingError, ToolLaunchError
 from iterion.engine.outputcap import Captured, inline_cap, stream_file, take
 from iterion.engine.procgroup import ChildrenLeft, child_grace_s, end_group, settle_group
 from iterion.engine.tether import tethered
-from persist.envsettings import EnvSettingError
 
 # script languages -> the interpreter that runs a script file
 _INTERPRETERS: dict[str, list[str]] = {

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.engine.errors import EngineError
-from persist.errors import ErrorCode
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "iterion", "GIT_AUTHOR_EMAIL": "iterion@localhost",

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
+from gitrefs.persist.errors import UserError
 from iterion.dsl import Severity, load_source, parse
 from iterion.dsl.canonical import canonical_encoding
 from iterion.dsl.unparse import Unwritable, parts
-from persist.errors import UserError
 
 _COMMENT = re.compile(r"##.*$")
 

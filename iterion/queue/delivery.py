@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
+from gitrefs.persist import FormatVersionError, VersionedModel
 from iterion.store.timeutil import utcnow
-from persist import FormatVersionError, VersionedModel
 
 
 class Kind(StrEnum):

@@ -26,10 +26,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from gitrefs.persist.envsettings import env_number
 from iterion.failure_codes import row_for
 from iterion.queue.delivery import Delivery, Kind
 from iterion.store import RunStatus
-from persist.envsettings import env_number
 
 if TYPE_CHECKING:
     from iterion.engine.result import RunResult
@@ -73,7 +73,7 @@ class Claim:
 
 def delay_scale() -> float:
     """The factor on every re-offer delay (``$ITERION_QUEUE_DELAY_SCALE``, >= 0, default 1; garbage
-    refused: persist/envsettings.py)."""
+    refused: gitrefs/persist/envsettings.py)."""
     return env_number(DELAY_SCALE_ENV, 1.0, what="a factor", example="0.01")
 
 

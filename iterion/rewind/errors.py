@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from persist import UserError
-from persist.errors import ErrorCode
+from gitrefs.persist import UserError
+from gitrefs.persist.errors import ErrorCode
 
 
 class RewindError(UserError):

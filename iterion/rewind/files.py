@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.boundary import BoundaryLabel
+from gitrefs.persist import atomic_write_bytes
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.other_runs import CHANGED_SINCE, OTHER_RUN, attribute
-from persist import atomic_write_bytes
 from workspacetrack.models import SkipReason
 from workspacetrack.names import display, from_wire, raw_paths, to_wire
 from workspacetrack.reasons import describe

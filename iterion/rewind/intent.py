@@ -51,13 +51,13 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from gitrefs.persist import FormatVersionError, VersionedModel, atomic_write_bytes, fsync_dir
+from gitrefs.persist.errors import ErrorCode
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.marker import has_intent as has_intent  # its home; importers here keep working
 from iterion.store import Store
 from iterion.store.timeutil import utcnow
-from persist import FormatVersionError, VersionedModel, atomic_write_bytes, fsync_dir
-from persist.errors import ErrorCode
 
 
 class RewindIntent(VersionedModel):

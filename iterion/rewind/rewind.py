@@ -26,6 +26,8 @@ from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.errors import GitRefsError
+from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.killpoint import kill_point
 from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
 from iterion.engine.versioning import open_versioning
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
@@ -61,8 +63,6 @@ from iterion.rewind.undo import save_undo_record, undo_before
 from iterion.rewind.worktree import check_worktree, ensure_worktree
 from iterion.store import Checkpoint, Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
-from persist.errors import ErrorCode
-from persist.killpoint import kill_point
 from workspacetrack.errors import TrackError
 
 

@@ -35,14 +35,14 @@ from pydantic import Field
 
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.errors import GitRefsError
+from gitrefs.persist import VersionedModel, read_model, write_model
+from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.killpoint import kill_point
 from iterion.engine.versioning import open_versioning
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files import GITREFS, FilesReport
 from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
-from persist import VersionedModel, read_model, write_model
-from persist.errors import ErrorCode
-from persist.killpoint import kill_point
 from workspacetrack.models import SkipReason
 
 UNDO_FILE = "rewind-undo.json"

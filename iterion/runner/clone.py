@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist import UserError
 from iterion.store import Store
 from iterion.store import events as ev
 from iterion.store.jetstream.store import run_token
-from persist import UserError
 
 CLONE_TIMEOUT_S = 600.0
 

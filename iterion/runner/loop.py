@@ -37,6 +37,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist import UserError
+from gitrefs.persist.errors import ErrorCode
 from iterion.engine.cancel import CancelToken
 from iterion.queue import policy
 from iterion.queue.delivery import Delivery
@@ -48,8 +50,6 @@ from iterion.store import RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.errors import RunNotFoundError, StoreError
 from iterion.store.jetstream.bridge import StoreUnavailableError
-from persist import UserError
-from persist.errors import ErrorCode
 
 log = logging.getLogger("iterion.runner")
 

@@ -3,9 +3,9 @@ installed, a sandbox that would not start. Each is a one-line ``UserError`` nami
 
 from __future__ import annotations
 
+from gitrefs.persist import UserError
+from gitrefs.persist.errors import ErrorCode
 from iterion.failure_codes import FailureCode
-from persist import UserError
-from persist.errors import ErrorCode
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or run with --sandbox none"
 

@@ -34,11 +34,11 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.server import web
 from iterion.server.auth import COOKIE, matches
 from iterion.server.guard import MUTATING, cross_site_error, header_token, origin_refusal, parse_json_object
 from iterion.server.service import ApiError, Service, bad_input
-from persist.errors import ErrorCode
 
 MAX_BODY_BYTES = 1024 * 1024
 PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",

@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from persist import UserError, atomic_write_bytes
+from gitrefs.persist import UserError, atomic_write_bytes
 
 ENV_TOKEN = "ITERION_SERVER_TOKEN"
 MIN_TOKEN_CHARS = 16

@@ -18,9 +18,9 @@ from typing import Any
 
 from starlette.requests import Request
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.server.auth import matches
 from iterion.server.service import ApiError
-from persist.errors import ErrorCode
 
 TOKEN_HEADER = "x-iterion-token"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

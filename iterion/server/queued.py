@@ -20,9 +20,9 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.store import Command, RunStatus, check_command
 from iterion.store.ids import new_id
-from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
     from iterion.server.service import Service

@@ -24,6 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist import UserError
+from gitrefs.persist.envsettings import env_seconds
+from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.oserror import environment_error
 from iterion.budget import BudgetAsk, DurationError, parse_duration
 from iterion.server import timeline as tl
 from iterion.store import RunDoc, RunStatus, Store
@@ -40,15 +44,11 @@ from iterion.store.ids import new_id
 from iterion.store.readers import ItemNotFoundError
 from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
-from persist import UserError
-from persist.envsettings import env_seconds
-from persist.errors import ErrorCode
-from persist.oserror import environment_error
 
 BUDGET_FIELDS = ("max_cost_usd", "max_tokens", "max_duration", "max_iterations", "max_parallel_branches")
 def _handshake_timeout_s(env: str = "ITERION_SERVER_HANDSHAKE_S", default: float = 120.0) -> float:
     """``$env`` in seconds (> 0), else ``default``; a garbage value refuses the server's start (one
-    line, exit 2). Read when the Service is built, never at import (persist/envsettings.py)."""
+    line, exit 2). Read when the Service is built, never at import (gitrefs/persist/envsettings.py)."""
     return env_seconds(env, default, zero_ok=False)
 EVENTS_PAGE_MAX = 1000
 
@@ -624,7 +624,7 @@ class Service:
         return [p.to_json() for p in reconcile_orphans(self.store)]
 
     def ready(self) -> dict[str, Any]:
-        from persist.writable import nearest_existing, unwritable_reason
+        from gitrefs.persist.writable import nearest_existing, unwritable_reason
 
         root = self.store.root  # created by the first run: ready when it (or where it goes) is writable
         reason = unwritable_reason(nearest_existing(root))

@@ -32,6 +32,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist import UserError
+from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.oserror import environment_error
 from iterion.budget import BudgetAsk
 from iterion.engine.cancel import CancelToken
 from iterion.engine.errors import InvalidWorkflow
@@ -41,9 +44,6 @@ from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.store import Event
 from iterion.store import events as ev
 from iterion.store.opener import open_store
-from persist import UserError
-from persist.errors import ErrorCode
-from persist.oserror import environment_error
 
 
 class Handshake:

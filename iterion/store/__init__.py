@@ -19,7 +19,7 @@ records live in JetStream instead and the rest stays here (``iterion.store.docst
     workspaces/<hash>.lock       the workspace lock of an in-place workspace (workspace_lock.py)
     worktrees/<run>/             the git worktree of a `worktree: auto` run
 
-Names are imported on first use (PEP 562, as ``persist`` does): ``from iterion.store import Store``
+Names are imported on first use (PEP 562, as ``gitrefs.persist`` does): ``from iterion.store import Store``
 does not import the document models (pydantic), which the run list does not need (issue 14,
 point 10). ``tests/cli/test_startup.py`` pins which commands stay clear of pydantic.
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from persist.lazyexports import lazy_exports
+from gitrefs.persist.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from gitrefs.ids import validate_id
+from gitrefs.persist import VersionedModel, file_lock, read_model, write_model
 from iterion.store.errors import StoreError
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel, file_lock, read_model, write_model
 
 ARTIFACTS_DIR = "artifacts"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from pydantic import ConfigDict, Field
 
 from gitrefs.ids import validate_id
+from gitrefs.persist import VersionedModel, fsync_dir, read_model, write_model
 from iterion.store.errors import StoreError
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel, fsync_dir, read_model, write_model
 
 ATTACHMENTS_DIR = "attachments"
 

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gitrefs.persist import VersionedModel
 from iterion.budget import Usage
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel
 
 
 class AnchorReason(StrEnum):

@@ -31,8 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gitrefs.persist import atomic_write_bytes
 from iterion.store.timeutil import utcnow
-from persist import atomic_write_bytes
 
 EVENTS_FILE = "events.jsonl"
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gitrefs.persist.filelock import file_lock
 from iterion.store.docstore import CorruptRun
 from iterion.store.errors import (
     CorruptDocumentError,
@@ -33,7 +34,6 @@ from iterion.store.refs import unique_name
 from iterion.store.reserve import ensure_reserve, is_storage_error, reserve_size
 from iterion.store.summary import RunSummary, read_summary
 from iterion.store.timeutil import utcnow
-from persist.filelock import file_lock
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -54,7 +54,7 @@ def read_doc(path: Path, cls: type[M]) -> M:
     """read_model with a one-line CorruptDocumentError for an unreadable or too-new document."""
     from pydantic import ValidationError
 
-    from persist.model import FormatVersionError, read_model
+    from gitrefs.persist.model import FormatVersionError, read_model
 
     try:
         return read_model(path, cls)
@@ -298,7 +298,7 @@ class FsRunDocs:
 
 
 def _write_model(path: Path, model: BaseModel) -> None:
-    from persist.model import write_model
+    from gitrefs.persist.model import write_model
 
     write_model(path, model)
 

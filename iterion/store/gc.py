@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.gitcli import run_git
+from gitrefs.persist import UserError, atomic_write_bytes, file_lock
+from gitrefs.persist.killpoint import kill_point
 from iterion import durations
 from iterion.store.run_doc import RunDoc, WorkspaceMode
 from iterion.store.status import RunStatus
 from iterion.store.store import Store
-from persist import UserError, atomic_write_bytes, file_lock
-from persist.killpoint import kill_point
 from workspacetrack.gitsource import PIN_PREFIX
 from workspacetrack.models import EMPTY_DIR, Manifest
 from workspacetrack.objects import GC_GENERATION, GC_LOCK

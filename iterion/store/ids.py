@@ -13,8 +13,8 @@ import time
 from collections.abc import Collection
 
 from gitrefs.ids import validate_id
+from gitrefs.persist.text import one_line
 from iterion.store.errors import StoreError
-from persist.text import one_line
 
 _ADJECTIVES = (
     "amber", "brave", "calm", "clever", "crisp", "dapper", "eager", "fancy", "gentle", "glad",

@@ -13,13 +13,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from gitrefs.ids import validate_id
+from gitrefs.persist import VersionedModel, write_model
+from gitrefs.persist.errors import ErrorCode
 from iterion.store.checkpoint import InteractionKind
 from iterion.store.errors import StoreError
 from iterion.store.fsdocs import read_doc
 from iterion.store.ids import new_id
 from iterion.store.timeutil import utcnow
-from persist import VersionedModel, write_model
-from persist.errors import ErrorCode
 
 INTERACTIONS_DIR = "interactions"
 

@@ -120,7 +120,7 @@ def mark_store(root: Path) -> None:
     marker = Path(root) / STORE_MARKER
     if marker.is_file():
         return
-    from persist import atomic_write_bytes
+    from gitrefs.persist import atomic_write_bytes
 
     try:
         atomic_write_bytes(marker, MARKER_TEXT.encode("ascii"))

@@ -12,9 +12,9 @@ import errno
 import os
 from pathlib import Path
 
+from gitrefs.persist.inputs import file_kind
+from gitrefs.persist.writable import unwritable_reason
 from iterion.store.errors import StoreError, StoreFullError
-from persist.inputs import file_kind
-from persist.writable import unwritable_reason
 
 STORE_HINT = "pass --store-dir a directory (or set $ITERION_STORE_DIR to one)"
 

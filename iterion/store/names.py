@@ -73,7 +73,7 @@ class NameIndex:
             cand = name if n == 1 else f"{name}-{n}"
             owner = self._owner(cand)
             if owner is None or owner == run_id:
-                from persist.atomic import atomic_write_bytes
+                from gitrefs.persist.atomic import atomic_write_bytes
 
                 atomic_write_bytes(self.dir / cand, run_id.encode())
                 return cand

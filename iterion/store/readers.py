@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrefs.ids import InvalidIdError, validate_id
+from gitrefs.persist.errors import ErrorCode
 from iterion.invocation import command
 from iterion.store.errors import StoreError
-from persist.errors import ErrorCode
 
 if TYPE_CHECKING:
     from iterion.store.artifacts import ArtifactDoc

@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gitrefs.persist import VersionedModel
 from iterion.budget import BudgetAsk
 from iterion.store.liveness import process_start, this_host
 from iterion.store.status import RunStatus, check_transition
 from iterion.store.summary import RUN_DOC_FORMAT_VERSION
 from iterion.store.timeutil import as_utc, utcnow
-from persist import VersionedModel
 
 # Above this many UTF-8 bytes the unit's files are not all recorded (the main file alone is).
 SOURCES_CAP_BYTES = 1024 * 1024

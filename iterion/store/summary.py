@@ -28,7 +28,7 @@ from iterion.store.status import RunStatus
 if TYPE_CHECKING:
     from iterion.store.run_doc import RunDoc
 
-# RunDoc's FORMAT_VERSION (persist.model.VersionedModel); run_doc.py takes it from here
+# RunDoc's FORMAT_VERSION (gitrefs.persist.model.VersionedModel); run_doc.py takes it from here
 RUN_DOC_FORMAT_VERSION = 2  # 2: children (the run's live process groups)
 
 # the form a timezone-aware datetime takes in iterion's JSON (pydantic's dump of utcnow())

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gitrefs.persist.errors import ErrorCode
 from iterion.store.errors import StoreError
 from iterion.store.timeutil import utcnow
-from persist.errors import ErrorCode
 
 WORKSPACES_DIR = "workspaces"
 POLL_S = 0.2

@@ -22,7 +22,7 @@ def test_ci_fails_fast_and_checks_before_testing() -> None:
     assert "set -euo pipefail" in commands, "without -e a failing check would not fail CI"
     pytest_at = next(i for i, c in enumerate(commands) if " -m pytest" in c)
     ruff_at = next(i for i, c in enumerate(commands) if re.search(r"\bruff check\b", c))
-    mypy_at = next(i for i, c in enumerate(commands) if re.search(r"\bmypy persist gitrefs workspacetrack iterion cli\b", c))
+    mypy_at = next(i for i, c in enumerate(commands) if re.search(r"\bmypy gitrefs workspacetrack iterion cli\b", c))
     assert ruff_at < pytest_at and mypy_at < pytest_at
 
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-LAYERS = ("persist", "gitrefs", "workspacetrack", "iterion", "cli")
+LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
 EXTERNAL = re.compile(r"dsl\.md|resume-and-rewind\.md|\bthe spec\b|\bthe spec's\b", re.IGNORECASE)
 DOCS_REF = re.compile(r"docs/[\w./-]+\.md")
 

@@ -2,7 +2,7 @@
 
 Output to a person goes through ``cli/output.py``; what the engine must tell the person watching
 a run goes through the run's listener (``iterion/engine/notice.py``). Read with ``ast`` from
-every module of ``persist``, ``gitrefs``, ``workspacetrack`` and ``iterion``: a ``print`` call,
+every module of ``gitrefs.persist``, ``gitrefs``, ``workspacetrack`` and ``iterion``: a ``print`` call,
 a use of ``sys.stdout``/``sys.stderr`` (or their ``__`` originals) or a ``traceback.print_*``
 fails here, naming the place, unless it is one of the writers listed below with why.
 """
@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-BELOW_THE_CLI = ("persist", "gitrefs", "workspacetrack", "iterion")
+BELOW_THE_CLI = ("gitrefs", "workspacetrack", "iterion")
 STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}
 
 # module -> why it may write to a stream itself

@@ -4,7 +4,7 @@ The vocabulary lives in ``iterion/engine/errors.py``: its docstring draws the tr
 internal error becomes which ``UserError`` or run status, and where) and ``TRANSLATED`` lists
 every internal exception class of every package with the place it is caught. Each module of
 the packages is imported and its exception classes collected: one that does not derive from
-``persist.UserError`` and is not listed fails here, as does a listed one that no longer exists,
+``gitrefs.persist.UserError`` and is not listed fails here, as does a listed one that no longer exists,
 and an engine exception defined outside ``iterion.engine.errors``.
 """
 
@@ -15,9 +15,9 @@ import inspect
 import pkgutil
 
 from iterion.engine import errors
-from persist import UserError
+from gitrefs.persist import UserError
 
-LAYERS = ("persist", "gitrefs", "workspacetrack", "iterion", "cli")
+LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
 
 
 def exception_classes() -> dict[str, type[BaseException]]:
@@ -37,7 +37,7 @@ def exception_classes() -> dict[str, type[BaseException]]:
 def test_every_exception_is_a_user_error_or_listed_as_translated() -> None:
     classes = exception_classes()
     loose = sorted(n for n, c in classes.items() if not issubclass(c, UserError) and n not in errors.TRANSLATED)
-    assert not loose, ("derive these from persist.UserError, or catch and translate them and list them in "
+    assert not loose, ("derive these from gitrefs.persist.UserError, or catch and translate them and list them in "
                        "iterion.engine.errors.TRANSLATED (with where):\n" + "\n".join(loose))
     stale = sorted(n for n in errors.TRANSLATED if n not in classes)
     assert not stale, f"TRANSLATED lists exceptions that no longer exist: {stale}"

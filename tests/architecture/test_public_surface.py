@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-LAYERS = ("persist", "gitrefs", "workspacetrack", "iterion", "cli")
+LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
 PINNED = Path(__file__).with_name("public_surface.json")
 
 

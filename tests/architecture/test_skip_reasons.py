@@ -13,7 +13,7 @@ from pathlib import Path
 from workspacetrack.models import SkipReason
 
 REPO = Path(__file__).resolve().parents[2]
-LAYERS = ("persist", "gitrefs", "workspacetrack", "iterion", "cli")
+LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
 HOME = "workspacetrack/models.py"
 
 

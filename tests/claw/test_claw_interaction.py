@@ -11,7 +11,7 @@ import pytest
 from iterion.backends.claw.conversation import Conversation
 from iterion.store import RunStatus, Store
 from iterion.store.errors import StatusRefusedError
-from persist import read_model
+from gitrefs.persist import read_model
 
 from .conftest import agent_bot, calls, events, final, launch, resume, tool_errors, tool_results
 from .scripted_server import ScriptedLLM

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from persist import UserError
+from gitrefs.persist import UserError
 from tests.conftest import kill_process, make_checkout, run_cli, start_cli, write_bot
 from tests.natsserver import NatsServer
 
@@ -101,7 +101,7 @@ def test_a_workspace_whose_name_is_not_utf8_is_refused_and_leaves_nothing(tmp_pa
 
 
 def test_require_utf8_path() -> None:
-    from persist.text import require_utf8_path
+    from gitrefs.persist.text import require_utf8_path
 
     require_utf8_path("/tmp/caf\u00e9 et \u65e5\u672c", "workspace")  # any UTF-8 name is fine
     with pytest.raises(UserError, match=r"workspace /tmp/x\\udcff has a name that is not UTF-8"):
@@ -112,7 +112,7 @@ def test_require_utf8_path() -> None:
 def test_a_symlink_loop_or_a_dangling_link_is_named_as_such(tmp_path: Path) -> None:
     from iterion.engine.errors import EngineError
     from iterion.engine.source import compile_source
-    from persist.inputs import InputFileError
+    from gitrefs.persist.inputs import InputFileError
 
     (tmp_path / "a.bot").symlink_to("b.bot")
     (tmp_path / "b.bot").symlink_to("a.bot")
@@ -129,7 +129,7 @@ def test_a_symlink_loop_or_a_dangling_link_is_named_as_such(tmp_path: Path) -> N
 @pytest.mark.parametrize("raw", ["garbage", "-5", "0", "1e9", "\u0663"])
 def test_a_garbage_size_limit_is_refused_not_silently_the_default(monkeypatch: pytest.MonkeyPatch,
                                                                   raw: str) -> None:
-    from persist.inputs import SOURCE_LIMIT
+    from gitrefs.persist.inputs import SOURCE_LIMIT
 
     monkeypatch.setenv("ITERION_MAX_SOURCE_BYTES", raw)
     with pytest.raises(UserError, match=r"\$ITERION_MAX_SOURCE_BYTES=.* is not a positive whole number"):
@@ -451,8 +451,8 @@ def test_a_store_subdirectory_replaced_by_a_file_is_one_line_and_leaves_no_run(t
 
 
 def test_a_failed_atomic_write_names_the_file_not_its_temp_file(tmp_path: Path) -> None:
-    from persist.atomic import atomic_write_bytes
-    from persist.oserror import environment_error
+    from gitrefs.persist.atomic import atomic_write_bytes
+    from gitrefs.persist.oserror import environment_error
 
     (tmp_path / "afile").write_text("x")
     target = tmp_path / "afile" / "out.botz"  # under a file: ENOTDIR at the temp file's open

@@ -21,7 +21,7 @@ import pytest
 from cli import output
 from tests.conftest import REPO_ROOT, iterion_cmd, make_checkout, write_bot
 
-PACKAGES = ("persist", "gitrefs", "workspacetrack", "iterion", "cli")
+PACKAGES = ("gitrefs", "workspacetrack", "iterion", "cli")
 HELPER = REPO_ROOT / "cli" / "output.py"
 
 

@@ -120,7 +120,7 @@ def test_the_packaged_demo_is_the_fixture_demo() -> None:
 
 def test_init_works_from_an_installed_package_without_a_source_checkout(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    for pkg in ("cli", "iterion", "persist", "gitrefs", "workspacetrack"):
+    for pkg in ("cli", "iterion", "gitrefs", "workspacetrack"):
         shutil.copytree(REPO_ROOT / pkg, site / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     assert not (site / "fixtures").exists()
     env = {**os.environ, "PYTHONPATH": str(site)}

@@ -1,5 +1,5 @@
 """A diagnostic stays one `file:line:col: CODE severity: message` line whatever the file is named
-(a newline, an escape sequence, a byte that is not UTF-8): one_line (persist/text.py) escapes it."""
+(a newline, an escape sequence, a byte that is not UTF-8): one_line (gitrefs/persist/text.py) escapes it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from iterion.dsl import load_workflow
-from persist.text import one_line
+from gitrefs.persist.text import one_line
 
 
 def test_one_line_escapes_control_characters_and_undecodable_bytes_only() -> None:

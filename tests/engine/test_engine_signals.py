@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from iterion.store import RunStatus, Store
-from persist.atomic import is_temp_leftover
+from gitrefs.persist.atomic import is_temp_leftover
 
 from ..conftest import start_cli, wait_for_file
 from .conftest import events, labels, write_bot

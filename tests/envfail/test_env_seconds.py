@@ -1,4 +1,4 @@
-"""Numbers of seconds read from the environment: one reader (persist/envsettings.py), the same
+"""Numbers of seconds read from the environment: one reader (gitrefs/persist/envsettings.py), the same
 refusal everywhere. Garbage (`abc`, `nan`, `-1`, `1e999`, a unit suffix) is refused in one line
 naming the variable and the value as given, with a hint holding a value that works; unset or
 blank is the default; a valid value is the one used. Importing a module never reads them.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from persist import UserError
-from persist.envsettings import EnvSettingError, env_number, env_seconds
+from gitrefs.persist import UserError
+from gitrefs.persist.envsettings import EnvSettingError, env_number, env_seconds
 
 GARBAGE = ["abc", "nan", "-1", "1e999", "inf", "10s", "1e10", "0x10"]
 

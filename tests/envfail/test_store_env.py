@@ -138,7 +138,7 @@ def test_store_read_only_by_permissions(command: str) -> None:
 
 
 def test_unforeseen_write_failure_is_one_line(tmp_path: Path, mounts: Mounts) -> None:
-    """The last resort (persist/oserror.py): an OSError of the environment that no check foresaw
+    """The last resort (gitrefs/persist/oserror.py): an OSError of the environment that no check foresaw
     is one `error:` line naming the path, exit 2, not an internal error."""
     target = tmp_path / "ro"
     target.mkdir()

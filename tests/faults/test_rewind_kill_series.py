@@ -4,7 +4,7 @@ The run: an in-place run whose node `change` rewrites 1,990 files, retargets 10 
 deletes 1,000 files and creates 1,000 (modes changed on some), then `check` fails. The rewind
 to `change` is 4,000 file operations: 1,000 removals, then 3,000 writes. Each trial starts from
 the same byte-identical template and SIGKILLs the rewind at one point - after the n-th file
-operation (ITERION_TEST_KILL_AT=restore:<n>, the test-only hook of persist/killpoint.py) or after
+operation (ITERION_TEST_KILL_AT=restore:<n>, the test-only hook of gitrefs/persist/killpoint.py) or after
 one of the rewind's durable steps - then checks, with real CLI subprocesses:
 
 * `resume` refuses (exit 2, one `error:` line naming `iterion rewind --run-id R`), and the

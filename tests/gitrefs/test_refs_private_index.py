@@ -17,7 +17,7 @@ from .refs_helpers import git, gitdir_of, guarded_state, make_repo, reference_tr
 from gitrefs import RunRefs
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.private_index import PrivateIndexState
-from persist import read_model
+from gitrefs.persist import read_model
 
 
 def age(*paths: Path) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from persist import VersionedModel  # noqa: E402
+from gitrefs.persist import VersionedModel  # noqa: E402
 from tests.golden.registry import EVENT_LINE_VERSION, FORMATS, GOLDEN, Format  # noqa: E402
 
 ENV = dict(os.environ, GIT_AUTHOR_NAME="iterion-goldens", GIT_AUTHOR_EMAIL="goldens@iterion.invalid",

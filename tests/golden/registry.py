@@ -8,7 +8,7 @@ the old ones (``python tests/golden/make_goldens.py`` writes the missing ones fr
 ``test_golden.py`` then proves the current code still reads every version ever written
 (docs/technical/durability.md, "Persisted formats").
 
-Every ``persist.VersionedModel`` subclass of the packages must be listed (``test_golden.py``
+Every ``gitrefs.persist.VersionedModel`` subclass of the packages must be listed (``test_golden.py``
 fails on one that is not): a document nested in another (a push attempt inside the push log)
 is listed too, because it carries its own ``format_version``.
 

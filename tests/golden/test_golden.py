@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from persist import VersionedModel
+from gitrefs.persist import VersionedModel
 from tests.golden.registry import EVENT_LINE_V1, EVENT_LINE_VERSION, FORMATS, GOLDEN, Format, golden_version
 
 REPO = GOLDEN.parents[1]
-PACKAGES = ("persist", "gitrefs", "workspacetrack", "iterion", "cli")
+PACKAGES = ("gitrefs", "workspacetrack", "iterion", "cli")
 
 CASES = [(f, p) for f in FORMATS for p in f.goldens()]
 

@@ -1,4 +1,4 @@
-"""The one bounded reader (persist.inputs) and the data reader on top of it (iterion.datafile)."""
+"""The one bounded reader (gitrefs.persist.inputs) and the data reader on top of it (iterion.datafile)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from iterion.datafile import MAX_DEPTH, DataFileError, loads_json, loads_yaml, read_data
-from persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded
+from gitrefs.persist.inputs import SOURCE_LIMIT, InputFileError, read_bounded
 
 
 def test_regular_files_are_read_whole(tmp_path: Path) -> None:

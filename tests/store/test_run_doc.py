@@ -24,7 +24,7 @@ from iterion.store import (
 )
 from iterion.store.reserve import RESERVE_FILE
 from iterion.store.run_doc import set_sources
-from persist.atomic import is_temp_leftover
+from gitrefs.persist.atomic import is_temp_leftover
 
 from .helpers import spawn, wait_for
 

@@ -18,7 +18,7 @@ from iterion.failure_codes import FailureCode
 from iterion.store import RunDoc, RunStatus, Store, new_id
 from iterion.store.docstore import CorruptRun
 from iterion.store.summary import RUN_DOC_FORMAT_VERSION, RunSummary, read_summary
-from persist import FormatVersionError
+from gitrefs.persist import FormatVersionError
 
 
 def _written(store: Store, **fields: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The pins a capture seals are made durable in one batch (persist.sync_paths) whose short-lived
+"""The pins a capture seals are made durable in one batch (gitrefs.persist.sync_paths) whose short-lived
 commit file goes in the git dir's root - never inside .git/objects/xx or refs/iterion/pins, where
 git would take it for an object or a ref (workspacetrack/gitsource.py)."""
 

@@ -16,7 +16,7 @@ from tests.conftest import REPO_ROOT, run_cli
 
 from .track_helpers import L, write
 from gitrefs.produced_scope import produced_scope as compute_produced_scope
-from persist.killpoint import KILL_ENV
+from gitrefs.persist.killpoint import KILL_ENV
 from workspacetrack import TrackError, Tracker
 from workspacetrack import store as store_mod
 from workspacetrack.changes import changed_paths
@@ -192,9 +192,9 @@ def test_recorded_changes_give_the_produced_scope_the_manifests_give(tracker: Tr
 @pytest.mark.parametrize("method", ["batch", "fsync"])
 def test_captures_and_restores_sync_exactly_what_they_wrote(ws: Path, store: Path, method: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both durability methods (persist.sync_paths) leave the store and the workspace exactly as
+    """Both durability methods (gitrefs.persist.sync_paths) leave the store and the workspace exactly as
     written: no journal-commit probe file behind, every object readable."""
-    from persist.atomic import FSYNC_METHOD_ENV
+    from gitrefs.persist.atomic import FSYNC_METHOD_ENV
 
     monkeypatch.setenv(FSYNC_METHOD_ENV, method)
     t = Tracker(store, ws, "run-1")

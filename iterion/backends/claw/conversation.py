@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field
 
-from persist import VersionedModel, read_model, write_model
+from gitrefs.persist import VersionedModel, read_model, write_model
 
 
 class PendingCall(VersionedModel):

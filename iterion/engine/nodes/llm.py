@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gitrefs.persist.envsettings import EnvSettingError
 from iterion.engine.coerce import validate_output
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
 from iterion.engine.declared import runtime_fields, with_calibration
@@ -15,7 +16,6 @@ from iterion.engine.errors import NodeFailure
 from iterion.engine.nodes.llmcall import call_backend, interaction_mode
 from iterion.engine.outputcap import TRUNCATED_KEY, inline_cap, output_prefix, spill_text
 from iterion.failure_codes import FailureCode
-from persist.envsettings import EnvSettingError
 
 # questions a model answers for one node visit before the node must answer itself
 MAX_MODEL_ANSWERS = 8

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrefs.ids import validate_id
+from gitrefs.persist import atomic_write_bytes, write_model
 from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
 from iterion.store.attachments import AttachmentRecord, AttachmentStore
 from iterion.store.errors import StoreError
-from persist import atomic_write_bytes, write_model
 
 if TYPE_CHECKING:
     from iterion.store.jetstream.store import JetStreamStore

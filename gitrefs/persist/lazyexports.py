@@ -2,7 +2,7 @@
 ``__getattr__``/``__dir__``, so that importing a light name of a package does not import every
 module behind its other names (CLI start-up, issue 14 point 10).
 
-Imports nothing but ``importlib``: ``persist``'s own ``__init__`` uses it too.
+Imports nothing but ``importlib``: ``gitrefs.persist``'s own ``__init__`` uses it too.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def require_utf8_path(path: str, what: str) -> None:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        from persist.errors import UserError
+        from gitrefs.persist.errors import UserError
 
         raise UserError(f"{what} {one_line(path)} has a name that is not UTF-8 text, which a run cannot record",
                         hint="rename it (or a parent directory) to a UTF-8 name, then retry") from None

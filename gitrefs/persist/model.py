@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from persist.atomic import atomic_write_bytes
+from gitrefs.persist.atomic import atomic_write_bytes
 
 
 class FormatVersionError(ValueError):

@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from persist.errors import UserError
+from gitrefs.persist.errors import UserError
 
 MiB = 1024 * 1024
 

@@ -13,7 +13,7 @@ Units are not accepted: these variables are named for seconds (``_S``) or docume
 silent reading of ``10m`` as anything would be a guess. Callers read at *use* time, never at
 import time: importing a module must not fail because of the environment.
 
-This module sits in ``persist`` (the lowest layer) because ``gitrefs`` reads one too.
+This module sits in ``gitrefs.persist`` (the lowest layer) because ``gitrefs`` reads one too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import math
 import os
 from collections.abc import Mapping
 
-from persist.errors import UserError
+from gitrefs.persist.errors import UserError
 
 # Past this a timeout is "forever" anyway, and larger values overflow threading/select timeouts
 # (threading.TIMEOUT_MAX is ~9.2e9 s on Linux): refused rather than crashing at use.

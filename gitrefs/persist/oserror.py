@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 
-from persist.errors import UserError
+from gitrefs.persist.errors import UserError
 
 _HINTS = {
     errno.ENOSPC: "free space on that disk, then retry",
