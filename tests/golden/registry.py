@@ -85,6 +85,8 @@ FORMATS: tuple[Format, ...] = (
     Format("track_blob_cache", "workspacetrack.gitexport:BlobCache",
            "track/gitblobs.json (a cache: content id -> git blob id, written by a checkpoint export)"),
     Format("track_planned_restore", "workspacetrack.restore:PlannedRestore", "inside rewind_intent (files.tracked)"),
+    Format("pii_vault", "iterion.builtins.vault:VaultDoc",
+           "<store>/runs/<run>/pii_vault.json (mode 0600: privacy_filter's placeholders -> raw values)"),
     # worktree runs (gitrefs), under the repository's git directory
     Format("gitrefs_run", "gitrefs.records:RunRecord", "<git common dir>/iterion/runs/<run>/run.json"),
     Format("gitrefs_push_log", "gitrefs.records:PushLog", "<git common dir>/iterion/runs/<run>/pushes.json"),
