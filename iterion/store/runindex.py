@@ -262,12 +262,16 @@ class RunIndex:
         if not self.runs_dir.is_dir():
             self._recorded_runs_mtime = self._runs_mtime()
             return {}, False
-        log.warning("warning: the run index %s is %s; rebuilt from the run documents", self.path, why)
         self._recorded_runs_mtime = self._runs_mtime()
-        return self._rebuild(), True
+        rows = self._rebuild()
+        if set(rows) - set(self._pending()):  # (a new store's first run is no news)
+            log.warning("warning: the run index %s is %s; rebuilt from the run documents", self.path, why)
+        return rows, True
 
     def _save_locked(self, rows: dict[str, IndexRow]) -> None:
-        from persist.atomic import atomic_write_bytes  # (the writers' import: a listing that saves nothing skips it)
+        from persist.atomic import (
+            atomic_write_bytes,  # (the writers' import: a listing that saves nothing skips it)
+        )
 
         body = {"format_version": FORMAT_VERSION, "runs_mtime_ns": self._recorded_runs_mtime,
                 "rows": [list(rows[k]) for k in sorted(rows)]}
