@@ -4,15 +4,15 @@ A derived cache of the file store (``<store>/run-index.json``); the run document
 source of truth. docs/technical/durability.md ("Run index") states the write order and why a
 SIGKILL anywhere never loses a run from the list nor shows a wrong status:
 
-writer (``FsRunDocs.create_run`` / ``save_run``, under the run's ``cas.lock``):
+writer (``FsRunDocs.create_run`` / ``save_run``, under the run's ``.run.json.cas`` flock):
   1. ``mark_pending``: create ``run-index.pending/<run>`` and fsync that directory;
-  2. write ``run.json`` (durable);                         -- kill point ``run-index``
+  2. write ``run.json`` (durable);                         -- kill point ``run-index`` (persist/killpoint.py)
   3. ``record``: under ``run-index.lock``, set the run's row and replace the index (durable);
   4. remove the pending marker.
 reader (``RunIndex.rows``): load the index (missing, corrupt or of another format: rebuilt from
 the documents, with a warning); a changed ``runs/`` directory mtime (a run made or removed by
 anything but this code: gc, a copy, an older iterion) re-scans the directory names; every
-pending marker's run is re-read under its ``cas.lock`` and the marker removed. A row is
+pending marker's run is re-read under its ``.run.json.cas`` flock and the marker removed. A row is
 replaced only by one of a higher or equal document version, so a reader's repair never undoes
 a writer's newer row. The rows a listing shows are also checked against their run.json's
 (mtime, size) and re-read when it differs (an edit or damage from outside iterion; shown, not saved).
