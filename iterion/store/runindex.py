@@ -54,8 +54,8 @@ class IndexRow(NamedTuple):
     mode: str | None
     version: int
     parent: str | None  # the run it was forked from (options.forked_from.run_id)
-    mtime_ns: int  # of the run.json this row was read from
-    size: int
+    mtime_ns: int  # of the run.json this row was read from (JetStream: the document's KV revision)
+    size: int  # of that run.json (JetStream: 0)
 
     @property
     def corrupt(self) -> bool:

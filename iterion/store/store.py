@@ -180,6 +180,9 @@ class Store:
         files, from the documents elsewhere."""
         if isinstance(self.docs, FsRunDocs):
             return list(self.docs.index.rows().values())
+        rows = getattr(self.docs, "index_rows", None)  # JetStream: its summaries bucket
+        if rows is not None:
+            return list(rows())
         from iterion.store.runindex import corrupt_row, row_of_doc
 
         return [corrupt_row(e.id, e.detail, None) if isinstance(e, CorruptRun) else row_of_doc(e, None)
