@@ -82,8 +82,10 @@ def _list(store: Store, *, limit: int | None, status: list[str], workflow: str |
         since_at = parse_since(since) if since else None
     except ValueError as exc:
         raise CliError(f"--{exc}", hint="e.g. --since 2d or --since 2026-12-01") from None
-    page = store.run_page(status=set(status) or None, workflow=workflow, since=since_at, after=after, limit=limit)
-    ids = sorted(r.id for r in store.index_rows())
+    every = store.index_rows()
+    page = store.run_page(status=set(status) or None, workflow=workflow, since=since_at, after=after, limit=limit,
+                          rows=every)
+    ids = sorted(r.id for r in every)
     rows = []
     for r in reversed(page.rows):  # an unreadable run.json lists as `corrupt`
         rows.append(_list_row(_entry(store, r), store))

@@ -189,12 +189,13 @@ class Store:
                 for e in self.docs.list_entries()]
 
     def run_page(self, *, status: set[str] | None = None, workflow: str | None = None, since: datetime | None = None,
-                 after: str | None = None, limit: int | None = None) -> Page:
+                 after: str | None = None, limit: int | None = None, rows: list[IndexRow] | None = None) -> Page:
         """A page of the run list, newest first (``iterion.store.runindex.select``); the shown rows
-        are checked against their documents (an edit from outside iterion shows)."""
+        are checked against their documents (an edit from outside iterion shows). ``rows``: the
+        result of an ``index_rows`` call the caller already made."""
         from iterion.store.runindex import select
 
-        page = select(self.index_rows(), status=status, workflow=workflow, since=since, after=after, limit=limit)
+        page = select(self.index_rows() if rows is None else rows, status=status, workflow=workflow, since=since, after=after, limit=limit)
         if isinstance(self.docs, FsRunDocs):
             fresh = [self.docs.index.fresh(r) for r in page.rows]
             page = page._replace(rows=[r for r in fresh if r is not None])
