@@ -201,8 +201,9 @@ class RunIndex:
         try:
             with file_lock(self.lock_path):
                 rows, changed = self._load_locked()
-                if self._recorded_runs_mtime != runs_mtime:
-                    self._rescan(rows)
+                if self._recorded_runs_mtime != runs_mtime and self._rescan(rows):
+                    # saved only when a run came or went: a listing that finds nothing new writes
+                    # nothing (a refused command leaves the store as it was)
                     self._recorded_runs_mtime = runs_mtime
                     changed = True
                 if changed:
