@@ -259,7 +259,7 @@ class RunIndex:
         except FileNotFoundError:
             why = "missing"
         except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:
-            why = f"unreadable ({type(exc).__name__}: {str(exc)[:80]})"
+            why = f"damaged ({type(exc).__name__}: {str(exc)[:80]})"
         if not self.runs_dir.is_dir():
             self._recorded_runs_mtime = self._runs_mtime()
             return {}, False
