@@ -21,7 +21,7 @@ from cli import events_view
 from cli.errors import CliError
 from cli.output import echo, echo_json, styled
 from cli.parked import answer_command, field_line, resume_command, store_args
-from cli.runlist import add_short_ids, print_runs
+from cli.runlist import print_runs
 from cli.storeopts import NATS, STORE_DIR, open_swept
 from iterion.rewind.marker import has_intent
 from iterion.store.docstore import CorruptRun
@@ -30,7 +30,11 @@ from iterion.store.status import RunStatus
 
 if TYPE_CHECKING:
     from iterion.store import RunDoc, Store
+    from iterion.store.runindex import IndexRow
     from iterion.store.summary import RunSummary
+
+
+DEFAULT_LIMIT = 50  # the run list shows the newest 50 unless --limit or --all says otherwise
 
 
 def _owner_may_live(store: Store, run_id: str) -> bool:
@@ -64,6 +68,48 @@ def _list_row(r: RunSummary | CorruptRun, store: Store) -> dict[str, Any]:
     return {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
             "age": _age(r.created_at), "failure_code": r.failure_code,
             "rewind_interrupted": has_intent(store, r.id)}
+
+
+def _list(store: Store, *, limit: int | None, status: list[str], workflow: str | None, since: str | None,
+          after: str | None, as_json: bool, paged_json: bool) -> None:
+    """The run list: one page of the run index (iterion/store/runindex.py), shown oldest first as
+    it always was; ``paged_json``: --json is {"runs", "next", "total"} instead of the bare list."""
+    from iterion.store.runindex import parse_since, unique_prefix_length
+
+    _refuse_unknown(status, {s.value for s in RunStatus} | {"corrupt"}, lambda s: f"--status {s} is not a run status",
+                    "statuses: " + ", ".join(s.value for s in RunStatus))
+    try:
+        since_at = parse_since(since) if since else None
+    except ValueError as exc:
+        raise CliError(f"--{exc}", hint="e.g. --since 2d or --since 2026-12-01") from None
+    every = store.index_rows()
+    page = store.run_page(status=set(status) or None, workflow=workflow, since=since_at, after=after, limit=limit,
+                          rows=every)
+    ids = sorted(r.id for r in every)
+    rows = []
+    for r in reversed(page.rows):  # an unreadable run.json lists as `corrupt`
+        rows.append(_list_row(_entry(store, r), store))
+        rows[-1]["short_id"] = r.id[:unique_prefix_length(ids, r.id)]
+    if as_json:
+        echo_json({"runs": rows, "next": page.next, "total": page.total} if paged_json else rows)
+        return
+    if not rows:
+        echo(f"no runs in {store.where() if store.shared else store.root}" if not (status or workflow or since or after)
+             else "no runs match")
+        return
+    print_runs(rows)
+    if page.next:
+        echo(f"… {page.more} more run{'s' if page.more != 1 else ''}: --all or --after {page.next}")
+
+
+def _entry(store: Store, r: IndexRow) -> RunSummary | CorruptRun:
+    from iterion.store.summary import RunSummary
+
+    if r.corrupt:
+        where: Path | str = store.paths(r.id).run_json if not store.shared else f"{store.where()}/{r.id}"
+        return CorruptRun(r.id, where, r.error or "")
+    assert r.created is not None and r.name is not None and r.workflow is not None
+    return RunSummary(r.id, r.name, RunStatus(r.status), r.workflow, datetime.fromisoformat(r.created), r.failure_code)
 
 
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
@@ -136,8 +182,18 @@ def inspect_cmd(
     run_id: str | None = typer.Option(None, "--run-id", help="Show one run in detail (id, unique prefix or name)."),
     events: bool = typer.Option(False, "--events", help="With --run-id: also print the run's timeline "
                                 "(bookkeeping events hidden; see --all)."),
-    show_all: bool = typer.Option(False, "--all", help="With --events: include the bookkeeping events "
-                                  "(checkpoints, boundaries, captures, edges, backend calls)."),
+    show_all: bool = typer.Option(False, "--all", help="Without --run-id: list every run (no --limit). With "
+                                  "--events: include the bookkeeping events (checkpoints, boundaries, captures, "
+                                  "edges, backend calls)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Without --run-id: list the N newest runs "
+                                     f"(default {DEFAULT_LIMIT}). Example: --limit 20"),
+    status: list[str] = typer.Option([], "--status", help="Without --run-id: only runs with this status "
+                                     "(repeatable). Example: --status failed_resumable"),
+    workflow: str | None = typer.Option(None, "--workflow", help="Without --run-id: only runs of this workflow."),
+    since: str | None = typer.Option(None, "--since", help="Without --run-id: only runs created since a "
+                                     "duration ago or a date. Example: --since 2d, --since 2026-12-01"),
+    after: str | None = typer.Option(None, "--after", help="Without --run-id: the next page, from the cursor "
+                                     "the previous page printed."),
     event_type: list[str] = typer.Option([], "--type", help="With --events: only events of this type "
                                          "(repeatable). Example: --type node_failed"),
     event_node: list[str] = typer.Option([], "--node", help="With --events: only events of this node "
@@ -153,24 +209,21 @@ def inspect_cmd(
     Example: iterion inspect --run-id 01a2b3 --events --follow
     Example: iterion inspect --nats nats://127.0.0.1:4222 --run-id 01a2b3 --events
     """
-    events = events or follow or bool(event_type or event_node or show_all)
+    events = events or follow or bool(event_type or event_node or (show_all and run_id is not None))
     if follow and as_json:
         raise CliError("--follow streams lines for a person; it does not combine with --json",
                        hint="drop --json, or poll `iterion inspect --run-id R --events --json`")
     if run_id is None and events:
         raise CliError("--events, --follow, --type, --node and --all need --run-id",
                        hint="list the runs with `iterion inspect`, then pass --run-id")
+    paging = bool(limit or status or workflow or since or after or show_all)
+    if run_id is not None and (limit or status or workflow or since or after):
+        raise CliError("--limit, --status, --workflow, --since and --after filter the run list: "
+                       "they do not combine with --run-id", hint="drop --run-id to list runs")
     store = open_swept(store_dir, nats=nats)
     if run_id is None:
-        rows = [_list_row(r, store) for r in store.list_summaries()]  # an unreadable run.json lists as `corrupt`
-        add_short_ids(rows)
-        if as_json:
-            echo_json(rows)
-            return
-        if not rows:
-            echo(f"no runs in {store.where() if store.shared else store.root}")
-            return
-        print_runs(rows)
+        _list(store, limit=None if show_all else (limit or DEFAULT_LIMIT), status=status, workflow=workflow,
+              since=since, after=after, as_json=as_json, paged_json=paging)
         return
     rid = store.resolve_run(run_id)
     doc = store.load_run(rid)

@@ -133,13 +133,23 @@ def print_hint(hint: dict[str, Any]) -> None:
 @runs_app.command("list")
 def list_cmd(status: str | None = typer.Option(None, "--status", help="Only runs with this status. Example: --status paused_waiting_human"),
              workflow: str | None = typer.Option(None, "--workflow", help="Only runs of this workflow. Example: --workflow demo"),
-             limit: int | None = typer.Option(None, "--limit", min=1, help="At most N runs, newest first. Example: --limit 20"),
+             limit: int | None = typer.Option(None, "--limit", min=1, help="At most N runs, newest first (default 50). "
+                                              "Example: --limit 20"),
+             show_all: bool = typer.Option(False, "--all", help="Every run (no --limit)."),
+             since: str | None = typer.Option(None, "--since", help="Only runs created since a duration ago or a "
+                                              "date. Example: --since 2d"),
+             after: str | None = typer.Option(None, "--after", help="The next page, from the cursor the previous "
+                                              "page printed (`next` in --json)."),
              server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
     """List the server's runs, newest first.
 
     Example: iterion remote runs list --status paused_waiting_human
+    Example: iterion remote runs list --limit 20 --after 019af3c2d1e84b7a9c0d1e2f3a4b5c6d
     """
-    params = {k: v for k, v in (("status", status), ("workflow", workflow), ("limit", limit)) if v is not None}
+    params: dict[str, Any] = {k: v for k, v in (("status", status), ("workflow", workflow), ("limit", limit),
+                                                 ("since", since), ("after", after)) if v is not None}
+    if show_all:
+        params = {k: v for k, v in params.items() if k != "limit"} | {"all": "1"}
     body = Client(server, token_file).call("GET", "/api/runs", params=params)
     if as_json:
         echo_json(body)
@@ -151,6 +161,9 @@ def list_cmd(status: str | None = typer.Option(None, "--status", help="Only runs
                       [(r["id"], r["name"] or "-", r["status"], r["workflow"] or "-",
                         (r.get("created_at") or "-")[:19].replace("T", " ")) for r in body["runs"]]):
         echo(line)
+    if body.get("next"):
+        more = body.get("more") or 0
+        echo(f"… {more} more run{'s' if more != 1 else ''}: --all or --after {body['next']}")
 
 
 @runs_app.command("get")

@@ -13,6 +13,7 @@ The variable is read here and nowhere else. Sites in use:
 * ``restore``: after each file write or removal of a restore (workspacetrack and git);
 * ``rewind-intent``, ``rewind-files``, ``rewind-checkpoint``, ``rewind-parked``, ``rewind-event``:
   after each durable step of ``iterion rewind`` (see iterion/rewind/intent.py);
+* ``run-index``: after a run.json write, before its run index row (iterion/store/fsdocs.py);
 * ``gc``: after each run ``iterion gc`` collects and each object it deletes (iterion/store/gc.py).
 """
 

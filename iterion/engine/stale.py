@@ -238,7 +238,7 @@ def reconcile_orphans(store: Store, *, threshold_s: float | None = None, skip: s
     """Start-up reconciliation: promote every stale ``running`` run of the store.
 
     ``iterion run``, ``resume``, ``inspect`` and ``rewind`` call it when they open the store (and
-    ``iterion reconcile`` on demand). Cheap by construction: only documents that say ``running``
+    ``iterion reconcile`` on demand). Cheap by construction: only runs the run index says are ``running``
     are looked at, each with a read-only lock probe; a run whose document or timeline was written
     within the grace window is left alone unless its owner is provably dead (a launch between
     creating its document and taking its lock has a live owner, so it is left alone too).
@@ -255,7 +255,10 @@ def reconcile_orphans(store: Store, *, threshold_s: float | None = None, skip: s
         return []
     now = time.time()
     out: list[Promotion] = []
-    for d in sorted(store.runs_dir.iterdir()):
+    # the run index names the candidates (iterion/store/runindex.py: it is repaired before it
+    # answers, so a run whose last write says `running` is among them); each is re-read below
+    for rid in sorted(r.id for r in store.index_rows() if r.status == "running"):
+        d = store.runs_dir / rid
         run_json = RunPaths(d).run_json
         if d.name == skip or not _says_running(run_json):
             continue

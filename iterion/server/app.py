@@ -118,7 +118,9 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
     async def list_runs(request: Request) -> Any:
         q = request.query_params
         return await run_in_threadpool(service.list_runs, q.get("status") or None, q.get("workflow") or None,
-                                       int_param(request, "limit", None))
+                                       None if q.get("all") in ("1", "true") else int_param(request, "limit", 50),
+                                       q.get("since") or None,
+                                       q.get("after") or None)
 
     async def get_run(request: Request) -> Any:
         return await run_in_threadpool(service.get_run, request.path_params["run"])

@@ -42,7 +42,6 @@ from iterion.store.errors import (
 )
 from iterion.store.ids import new_id
 from iterion.store.readers import ItemNotFoundError
-from iterion.store.store import CorruptRun
 from iterion.workspace_checkpoint import recovery_hint
 
 BUDGET_FIELDS = ("max_cost_usd", "max_tokens", "max_duration", "max_iterations", "max_parallel_branches")
@@ -235,32 +234,33 @@ class Service:
         return str(script)
 
     # -- reads ----------------------------------------------------------------------------------
-    def list_runs(self, status: str | None = None, workflow: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    def list_runs(self, status: str | None = None, workflow: str | None = None, limit: int | None = None,
+                  since: str | None = None, after: str | None = None) -> dict[str, Any]:
+        """A page of the run index (iterion/store/runindex.py), newest first; ``next`` is the cursor
+        of the following page (None on the last), ``total`` how many runs match the filters, ``more``
+        how many of them come after this page."""
+        from iterion.store.runindex import parse_since
+
         if status is not None and status not in {s.value for s in RunStatus} | {"corrupt"}:
             raise bad_input(f"unknown status {status!r} (statuses: {', '.join(s.value for s in RunStatus)})")
         if limit is not None and limit < 1:
             raise bad_input(f"limit must be at least 1, got {limit}")
-        entries = self._guard(self.store.list_entries)
+        try:
+            since_at = parse_since(since) if since else None
+        except ValueError as exc:
+            raise bad_input(str(exc), hint="e.g. since=2d or since=2026-12-01") from None
+        page = self._guard(self.store.run_page, status={status} if status else None, workflow=workflow,
+                           since=since_at, after=after, limit=limit)
         rows: list[dict[str, Any]] = []
-        for r in entries:
-            if isinstance(r, CorruptRun):
-                row = {"id": r.id, "name": None, "status": r.status, "workflow": None, "created_at": None,
-                       "updated_at": None, "failure_code": None, "error": f"run.json is corrupt ({r.detail})"}
+        for r in page.rows:
+            if r.corrupt:
+                rows.append({"id": r.id, "name": None, "status": r.status, "workflow": None, "created_at": None,
+                             "updated_at": None, "failure_code": None, "error": f"run.json is corrupt ({r.error})"})
             else:
-                row = {"id": r.id, "name": r.name, "status": r.status.value, "workflow": r.workflow_name,
-                       "created_at": r.created_at.isoformat(), "updated_at": r.updated_at.isoformat(),
-                       "failure_code": r.failure_code, "error": r.error, "mode": r.workspace_mode.value,
-                       "version": r.version}
-            if status is not None and row["status"] != status:
-                continue
-            if workflow is not None and row["workflow"] != workflow:
-                continue
-            rows.append(row)
-        rows.sort(key=lambda r: r["created_at"] or "", reverse=True)
-        total = len(rows)
-        if limit is not None:
-            rows = rows[:limit]
-        return {"runs": rows, "total": total}
+                rows.append({"id": r.id, "name": r.name, "status": r.status, "workflow": r.workflow,
+                             "created_at": r.created, "updated_at": r.updated, "failure_code": r.failure_code,
+                             "error": r.error, "mode": r.mode, "version": r.version, "parent": r.parent})
+        return {"runs": rows, "total": page.total, "next": page.next, "more": page.more}
 
     def get_run(self, ref: str) -> dict[str, Any]:
         doc = self.load(ref)

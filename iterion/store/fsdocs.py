@@ -12,6 +12,7 @@ this module: listing runs (``list_summaries``) needs none of them (issue 14, poi
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitrefs.persist.filelock import file_lock
+from gitrefs.persist.killpoint import kill_point
 from iterion.store.docstore import CorruptRun
 from iterion.store.errors import (
     CorruptDocumentError,
@@ -32,6 +34,7 @@ from iterion.store.layout import RunPaths
 from iterion.store.names import NameIndex, indexable
 from iterion.store.refs import unique_name
 from iterion.store.reserve import ensure_reserve, is_storage_error, reserve_size
+from iterion.store.runindex import IndexRow, RunIndex, corrupt_row, row_of_doc
 from iterion.store.summary import RunSummary, read_summary
 from iterion.store.timeutil import utcnow
 
@@ -82,6 +85,7 @@ class FsRunDocs:
         self.runs_dir = self.root / RUNS_DIR
         self._logs: dict[str, EventLog] = {}
         self._logs_lock = threading.Lock()
+        self.index = RunIndex(self.root, self.runs_dir, self._index_row, lambda rid: self.paths(rid).cas_lock)
 
     def where(self) -> str:
         """Where the runs are, for messages."""
@@ -115,7 +119,7 @@ class FsRunDocs:
                     doc.name = unique_name(doc.name, self._names(exclude=doc.id))
                 doc.version = 1
                 doc.created_at = doc.updated_at = utcnow()
-                _write_model(paths.run_json, doc)
+                self._write_indexed(paths, doc)
             ensure_reserve(paths.dir, reserve_size(paths.run_json))
         except OSError as exc:
             if not is_storage_error(exc):
@@ -147,6 +151,7 @@ class FsRunDocs:
     def discard_run(self, run_id: str) -> None:
         """Remove a run that never started (its creation failed half-way): every file of it."""
         shutil.rmtree(self.paths(run_id).dir, ignore_errors=True)
+        self.index.forget(run_id)
 
     def load_run(self, run_id: str) -> RunDoc:
         from iterion.store.run_doc import RunDoc
@@ -180,9 +185,40 @@ class FsRunDocs:
             if found != expected_version:
                 raise StaleWriteError(doc.id, expected_version, found)
             new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
-            _write_model(paths.run_json, new)
+            self._write_indexed(paths, new)
         doc.version, doc.updated_at = new.version, new.updated_at
         return doc
+
+    def _write_indexed(self, paths: RunPaths, doc: RunDoc) -> None:
+        """run.json, then its index row (the order of iterion/store/runindex.py; the caller holds
+        the run's cas.lock)."""
+        self.index.mark_pending(doc.id)
+        _write_model(paths.run_json, doc)
+        kill_point("run-index")
+        try:
+            st: os.stat_result | None = os.stat(paths.run_json)
+        except OSError:
+            st = None
+        self.index.record(row_of_doc(doc, st))
+
+    def _index_row(self, run_id: str) -> IndexRow | None:
+        """The index row of run.json as it is on disk (None: no run.json)."""
+        run_json = self.paths(run_id).run_json
+        try:
+            st = os.stat(run_json)
+        except OSError:
+            try:
+                return corrupt_row(run_id, "not a regular file", os.lstat(run_json))  # a dangling link
+            except OSError:
+                return None
+        try:
+            return row_of_doc(self.load_run(run_id), st)
+        except CorruptDocumentError as exc:
+            return corrupt_row(run_id, exc.detail, st)
+        except IsADirectoryError:
+            return corrupt_row(run_id, "not a regular file", st)
+        except RunNotFoundError:
+            return None
 
     def update_run(self, run_id: str, mutate: Callable[[RunDoc], None], *, attempts: int = 5) -> RunDoc:
         return update_with_retry(self, run_id, mutate, attempts=attempts)

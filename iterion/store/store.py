@@ -40,7 +40,10 @@ from iterion.store.reserve import (
 )
 from iterion.store.summary import RunSummary
 
-if TYPE_CHECKING:  # the models (pydantic) are imported where a document is read or written
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    # the models (pydantic) are imported where a document is read or written
     from iterion.store.artifacts import ArtifactStore
     from iterion.store.attachments import AttachmentStore
     from iterion.store.checkpoint import Checkpoint
@@ -48,6 +51,7 @@ if TYPE_CHECKING:  # the models (pydantic) are imported where a document is read
     from iterion.store.events import Event
     from iterion.store.interactions import InteractionStore
     from iterion.store.run_doc import RunDoc
+    from iterion.store.runindex import IndexRow, Page
 
 STALE_AFTER_S = 60.0  # --force-stale guard (docs/user-guide.md "Locks and takeover"): no event flush for this long
 
@@ -171,6 +175,32 @@ class Store:
             return self.docs.list_summaries()
         return [e if isinstance(e, CorruptRun) else RunSummary.of(e) for e in self.docs.list_entries()]
 
+    def index_rows(self) -> list[IndexRow]:
+        """Every run's summary row (``iterion.store.runindex``), any order: from the run index on
+        files, from the documents elsewhere."""
+        if isinstance(self.docs, FsRunDocs):
+            return list(self.docs.index.rows().values())
+        rows = getattr(self.docs, "index_rows", None)  # JetStream: its summaries bucket
+        if rows is not None:
+            return list(rows())
+        from iterion.store.runindex import corrupt_row, row_of_doc
+
+        return [corrupt_row(e.id, e.detail, None) if isinstance(e, CorruptRun) else row_of_doc(e, None)
+                for e in self.docs.list_entries()]
+
+    def run_page(self, *, status: set[str] | None = None, workflow: str | None = None, since: datetime | None = None,
+                 after: str | None = None, limit: int | None = None, rows: list[IndexRow] | None = None) -> Page:
+        """A page of the run list, newest first (``iterion.store.runindex.select``); the shown rows
+        are checked against their documents (an edit from outside iterion shows). ``rows``: the
+        result of an ``index_rows`` call the caller already made."""
+        from iterion.store.runindex import select
+
+        page = select(self.index_rows() if rows is None else rows, status=status, workflow=workflow, since=since, after=after, limit=limit)
+        if isinstance(self.docs, FsRunDocs):
+            fresh = [self.docs.index.fresh(r) for r in page.rows]
+            page = page._replace(rows=[r for r in fresh if r is not None])
+        return page
+
     def corrupt_runs(self) -> list[CorruptRun]:
         return [r for r in self.list_entries() if isinstance(r, CorruptRun)]
 
@@ -186,8 +216,8 @@ class Store:
                 return ref
         except ValueError:  # not even a valid id: it can only be a (non-matching) name
             pass
-        entries = self.list_entries()  # a corrupt run still owns its id (its prefix is not "unique" elsewhere)
-        named = [r.id for r in entries if not isinstance(r, CorruptRun) and r.name == ref]
+        entries = self.index_rows()  # a corrupt run still owns its id (its prefix is not "unique" elsewhere)
+        named = [r.id for r in entries if not r.corrupt and r.name == ref]
         if len(named) == 1:
             return named[0]
         if named:  # names are unique since they are made so at creation; older stores may repeat one
@@ -198,7 +228,7 @@ class Store:
             raise RunNotFoundError(f"run id prefix {display_ref(ref)} is too short: "
                                    f"type at least {MIN_PREFIX} characters",
                                    hint="list runs and their short ids with `iterion inspect`")
-        hits = [r.id for r in entries if r.id.startswith(lowered)] if len(ref) >= MIN_PREFIX else []
+        hits = sorted(r.id for r in entries if r.id.startswith(lowered)) if len(ref) >= MIN_PREFIX else []
         if len(hits) == 1:
             return hits[0]
         if not hits:
@@ -212,7 +242,10 @@ class Store:
 
     def short_id(self, run_id: str) -> str:
         """``run_id``'s shortest unique prefix in this store (what listings highlight)."""
-        return short_ids([e.id for e in self.list_entries()] + [run_id]).get(run_id, run_id)
+        from iterion.store.runindex import unique_prefix_length
+
+        ids = sorted(r.id for r in self.index_rows() if r.id != run_id)
+        return run_id[:unique_prefix_length(ids, run_id)]
 
     # -- checkpoint -------------------------------------------------------------------------------
     def save_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:

@@ -55,6 +55,7 @@ from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachmen
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
 from iterion.store.run_doc import RunDoc
+from iterion.store.runindex import IndexRow, corrupt_row, row_of_doc
 from iterion.store.timeutil import utcnow
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -105,6 +106,8 @@ class JetStreamStore:
         self._names: Any = None
         self._artifacts: Any = None
         self._attachments: Any = None
+        self._summaries: Any = None
+        self._rows_cache: tuple[tuple[int, ...], list[IndexRow]] | None = None
         self._tails: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of its last known event
         self._read_marks: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of the last event read
         self._logs: dict[str, JetStreamEventLog] = {}
@@ -122,7 +125,8 @@ class JetStreamStore:
         self._ckpts = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_checkpoints", history=1,
                                                                storage=storage, max_value_size=-1))
         self._objects = await js.create_object_store(f"{self.prefix}_objects", storage=storage)
-        for attr, bucket in (("_names", "names"), ("_artifacts", "artifacts"), ("_attachments", "attachments")):
+        for attr, bucket in (("_names", "names"), ("_artifacts", "artifacts"), ("_attachments", "attachments"),
+                             ("_summaries", "summaries")):
             setattr(self, attr, await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_{bucket}", history=1,
                                                                          storage=storage)))
         # add_stream is idempotent for an identical config (a second process opening the store)
@@ -178,10 +182,12 @@ class JetStreamStore:
             doc.name = claimed or doc.name
             doc.version = 1
             doc.created_at = doc.updated_at = utcnow()
-            if await kv_create(self._runs, key, await self._encode(doc.model_dump_json().encode())) is None:
+            revision = await kv_create(self._runs, key, await self._encode(doc.model_dump_json().encode()))
+            if revision is None:
                 if claimed:
                     await self._release_name(claimed, doc.id)
                 raise RunExistsError(f"run {doc.id} already exists")
+            await self._put_summary(key, row_of_doc(doc, None), revision)
 
         self._bridge.call(go())
         return doc
@@ -255,7 +261,7 @@ class JetStreamStore:
                     await self._release_name(doc.name, run_id)
             except ValueError:
                 pass
-            for kv in (self._runs, self._ckpts):
+            for kv in (self._runs, self._ckpts, self._summaries):
                 try:
                     await kv.purge(run_token(run_id))
                 except KeyNotFoundError:
@@ -333,11 +339,12 @@ class JetStreamStore:
                 raise StaleWriteError(doc.id, expected_version, current.version)
             new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
             try:
-                await self._runs.update(run_token(doc.id), await self._encode(new.model_dump_json().encode()),
-                                        last=revision)
+                written = await self._runs.update(run_token(doc.id), await self._encode(new.model_dump_json().encode()),
+                                                  last=revision)
             except KeyWrongLastSequenceError:
                 latest, _ = await self._get_run(doc.id)
                 raise StaleWriteError(doc.id, expected_version, latest.version) from None
+            await self._put_summary(run_token(doc.id), row_of_doc(new, None), int(written))
             return new
 
         new = self._bridge.call(go())
@@ -362,6 +369,95 @@ class JetStreamStore:
                     continue
                 except CorruptDocumentError as exc:
                     out.append(CorruptRun(run_id, f"{self.url}/{self.prefix}_runs/{key}", exc.detail))
+            return out
+
+        return self._bridge.call(go())
+
+    # -- the run index: KV ``<prefix>_summaries`` ---------------------------------------------------
+    async def _put_summary(self, key: str, row: IndexRow, revision: int) -> None:
+        """The run's summary row, tagged with the revision of the document it summarises. Written
+        right after the document (NATS has no two-key transaction): a crash between the two
+        leaves the row behind its document's revision, which ``index_rows`` detects and repairs."""
+        try:
+            await self._summaries.put(key, json.dumps(list(row._replace(mtime_ns=revision, size=0))).encode())
+        except Exception:  # noqa: BLE001 - the document is written; the next listing repairs the row
+            pass
+
+    async def _entries(self, bucket: str, *, meta_only: bool) -> dict[str, tuple[int, bytes]]:
+        """key -> (revision, value) of every live key of KV ``<prefix>_<bucket>``: an ephemeral pull
+        consumer on the last message per key, fetched in large batches (a watch delivers one
+        message per await: seconds at 10,000 keys). ``meta_only``: values left empty."""
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        stream = f"KV_{self.prefix}_{bucket}"
+        head = f"$KV.{self.prefix}_{bucket}."
+        info = await self._bridge.js.stream_info(stream)
+        if info.state.messages == 0:
+            return {}
+        sub = await self._bridge.js.pull_subscribe(
+            f"{head}>", stream=stream,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE,
+                                  headers_only=meta_only, inactive_threshold=30.0))
+        out: dict[str, tuple[int, bytes]] = {}
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(batch=2000, timeout=self._bridge.timeout_s)
+                except NatsTimeout:
+                    break
+                pending = 0
+                for m in msgs:
+                    key = m.subject[len(head):]
+                    op = (m.headers or {}).get("KV-Operation")
+                    if op in ("DEL", "PURGE"):
+                        out.pop(key, None)
+                    else:
+                        out[key] = (m.metadata.sequence.stream, m.data)
+                    pending = m.metadata.num_pending
+                if not msgs or pending == 0:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    def index_rows(self) -> list[IndexRow]:
+        """Every run's summary row: one watch of the summaries (with values) and one of the
+        documents (revisions only); a row missing or behind its document's revision (a writer
+        killed between the two writes, an older iterion) is re-read from the document and saved."""
+        async def go() -> list[IndexRow]:
+            # unchanged streams (no write since the last listing: same last sequences) give the
+            # same rows: a long-lived reader (the server) pays two stream-info calls
+            stamp = tuple([(await self._bridge.js.stream_info(f"KV_{self.prefix}_{b}")).state.last_seq
+                           for b in ("runs", "summaries")])
+            if self._rows_cache is not None and self._rows_cache[0] == stamp:
+                return self._rows_cache[1]
+            docs = await self._entries("runs", meta_only=True)
+            rows: dict[str, IndexRow] = {}
+            for key, (_, value) in (await self._entries("summaries", meta_only=False)).items():
+                try:
+                    row = IndexRow(*json.loads(value))
+                except (ValueError, TypeError):
+                    continue
+                doc = docs.get(key)
+                if doc is not None and row.mtime_ns == doc[0]:
+                    rows[key] = row
+            for key, doc in docs.items():
+                if key in rows:
+                    continue
+                run_id = run_id_of(key)
+                try:
+                    got, revision = await self._get_run(run_id)
+                    row = row_of_doc(got, None)
+                except RunNotFoundError:
+                    continue
+                except CorruptDocumentError as exc:
+                    row, revision = corrupt_row(run_id, exc.detail, None), doc[0]
+                await self._put_summary(key, row, revision)
+                rows[key] = row._replace(mtime_ns=revision, size=0)
+            out = list(rows.values())
+            if len(docs) == len(out):  # (a repair wrote summaries: the next call re-reads them)
+                self._rows_cache = (stamp, out)
             return out
 
         return self._bridge.call(go())
