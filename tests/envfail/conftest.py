@@ -59,10 +59,26 @@ def store_hash(root: Path) -> dict[str, str]:
         for name in filenames:
             p = d / name
             st = p.lstat()
-            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "special"
+            digest = hashlib.sha256(_content(p)).hexdigest() if p.is_file() else "special"
             out[str(p.relative_to(root))] = f"{st.st_mode:o}:{digest}"
         dirnames.sort()
     return out
+
+
+def _content(p: Path) -> bytes:
+    """A file's bytes; the run index (iterion/store/runindex.py) without its stamp of the runs/
+    directory's mtime, which a run created and removed again moves on purpose (so the next
+    listing rescans): its rows must be as they were, the stamp may not."""
+    data = p.read_bytes()
+    if p.name != "run-index.json":
+        return data
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return data
+    if isinstance(doc, dict):
+        doc.pop("runs_mtime_ns", None)
+    return json.dumps(doc, sort_keys=True).encode()
 
 
 def error_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
