@@ -17,7 +17,6 @@ CLI's output.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import IO, Any, ClassVar
 
 from iterion.backends.base import Backend, BackendError, BackendRequest, setting_seconds
@@ -138,7 +137,7 @@ class CliAgentBackend(Backend):
             return _text(out_f), _text(err_f), proc.returncode
 
 
-@contextlib.contextmanager
+@contextmanager
 def _registered(request: BackendRequest, pgid: int, grace: float, what: str) -> Iterator[None]:
     """The CLI's group, known to the run while it lives (nothing when run outside a run)."""
     if request.processes is None:
