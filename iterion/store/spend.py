@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gitrefs.persist.filelock import file_lock
 from gitrefs.persist.model import VersionedModel, read_model, write_model
+from iterion.store.errors import CorruptDocumentError
 from iterion.store.timeutil import utcnow
 
 if TYPE_CHECKING:
@@ -60,6 +61,14 @@ def resets_at(day: str) -> datetime:
     return start + timedelta(days=1)
 
 
+def unreadable(where: str, exc: ValueError) -> CorruptDocumentError:
+    detail = str(exc).splitlines()[-1].strip() if str(exc) else type(exc).__name__
+    if "format_version" in str(exc) and "newer" in str(exc):
+        detail = "written by a newer iterion; upgrade iterion"
+    return CorruptDocumentError(f"the store's daily spend counter {where} is unreadable ({detail})",
+                                detail=detail, hint="upgrade iterion, or delete it to count today's spend from $0")
+
+
 def new_charge_id(run_id: str) -> str:
     return f"{run_id}:{uuid.uuid4().hex[:16]}"
 
@@ -86,6 +95,8 @@ class FileSpendCounter:
             return read_model(self._path(day), SpendDay)
         except FileNotFoundError:
             return SpendDay(day=day)
+        except ValueError as exc:
+            raise unreadable(str(self._path(day)), exc) from None
 
     def add(self, cost_usd: float, *, charge_id: str, now: datetime | None = None) -> SpendDay:
         if cost_usd < 0:

@@ -5,13 +5,17 @@ a resume is refused with the figures, and a raised cap resumes them."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
 
 from iterion.engine.errors import EngineError
 from iterion.store import RunStatus, Store
+from iterion.store.jetstream import JetStreamStore
+from iterion.store.jetstream.spend import JetStreamSpendCounter
 from iterion.store.spend import FileSpendCounter, resets_at, utc_day
+from tests.natsserver import NatsServer
 
 from ..conftest import run_cli
 from .conftest import agent_bot, calls, events, final, launch, resume
@@ -115,3 +119,35 @@ def test_a_garbage_cap_setting_is_refused_before_the_run_exists(tmp_path: Path, 
     assert proc.returncode == 2
     assert "$ITERION_DAILY_COST_CAP_USD='lots' is not an amount in USD >= 0" in proc.stderr
     assert not store.list_runs()
+
+
+def test_the_counter_is_shared_through_jetstream(tmp_path: Path, ws: Path, llm: ScriptedLLM, priced: None,
+                                                 nats_server: NatsServer) -> None:
+    """Two machines (own store directories, one JetStream prefix): the spend of one parks the run
+    of the other at its first charge, and the refusal there names the shared figures."""
+    (ws / "greet.txt").write_text("hello\n")
+    bot = agent_bot(tmp_path / "src", "openai")
+    read = calls(("read_file", {"path": "greet.txt"}))
+    prefix = "dc" + uuid.uuid4().hex[:8]
+    with JetStreamStore(nats_server.url, prefix=prefix, timeout_s=10) as docs1, \
+            JetStreamStore(nats_server.url, prefix=prefix, timeout_s=10) as docs2:
+        one, two = Store(tmp_path / "machine-1", docs=docs1), Store(tmp_path / "machine-2", docs=docs2)
+        llm.add(turn(read), turn(read), turn(read))
+        a = launch(one, bot, ws)
+        assert a.status is RunStatus.PAUSED_OPERATOR, a.error
+        llm.add(turn(read))
+        b = launch(two, bot, ws)
+        assert b.status is RunStatus.PAUSED_OPERATOR, b.error
+        assert events(two, b.run_id, "run_paused")[-1].payload["spent_today_usd"] == pytest.approx(4.0)
+        assert not (tmp_path / "machine-1" / "spend").exists()  # the counter is in JetStream
+        assert JetStreamSpendCounter.for_store(docs2).today().charges == 4
+        with pytest.raises(EngineError) as refused:
+            resume(two, a.run_id)
+        assert "$4 spent today" in refused.value.message
+        llm.add(turn(final("a done")))
+        assert resume(two, a.run_id, max_daily_cost_usd=6).status is RunStatus.FINISHED
+        llm.add(turn(final("b done")))  # $6 now: at a $6 cap the run would park again
+        with pytest.raises(EngineError):
+            resume(one, b.run_id, max_daily_cost_usd=5)
+        assert resume(one, b.run_id, max_daily_cost_usd=7).status is RunStatus.FINISHED
+        assert JetStreamSpendCounter.for_store(docs1).today().spent_usd == pytest.approx(6.0)

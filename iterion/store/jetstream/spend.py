@@ -20,7 +20,7 @@ from iterion.store.errors import StoreUnavailableError
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
 from iterion.store.jetstream.store import JetStreamStore
-from iterion.store.spend import SpendDay, utc_day
+from iterion.store.spend import SpendDay, unreadable, utc_day
 
 CAS_ATTEMPTS = 200  # lost races in a row before giving up (each loser re-reads: progress is global)
 TRANSIENT_WAIT_S = 0.2
@@ -58,7 +58,10 @@ class JetStreamSpendCounter:
             entry = await kv.get(day)
         except KeyNotFoundError:  # KeyDeletedError derives from it
             return SpendDay(day=day), None
-        return SpendDay.model_validate_json(entry.value), int(entry.revision)
+        try:
+            return SpendDay.model_validate_json(entry.value), int(entry.revision)
+        except ValueError as exc:
+            raise unreadable(f"{self.bridge.url} bucket {self.bucket} key {day}", exc) from None
 
     async def _add(self, cost_usd: float, charge_id: str, day: str) -> SpendDay:
         from nats.js.errors import KeyWrongLastSequenceError
