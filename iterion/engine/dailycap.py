@@ -12,6 +12,7 @@ refused while today's spend is still at or over the cap in effect.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,16 @@ def daily_cap(explicit: float | None = None) -> float | None:
         return explicit or None
     value = env_number(CAP_ENV, 0.0, what="an amount in USD", maximum=MAX_CAP, example="25")
     return value or None
+
+
+def export_cap(value: float | None) -> None:
+    """``iterion server`` / ``iterion runner --max-daily-cost-usd``: the setting of every run the
+    process executes, in this process or in the run processes it starts (they inherit it)."""
+    if value is None:
+        return
+    if value < 0 or value != value:
+        raise EngineError(f"{FLAG} must be a number >= 0, got {value}", hint=f"e.g. {FLAG} 25")
+    os.environ[CAP_ENV] = repr(float(value))
 
 
 def reset_text(day: SpendDay) -> str:
