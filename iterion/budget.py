@@ -8,6 +8,7 @@ what the checkpoint persists, so a resume restores it instead of starting a fres
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -143,6 +144,22 @@ def daily_cap_message(cap: float, spent: float, resets_at: str) -> str:
     """The one wording of a reached daily cap (the pause reason and the resume refusal)."""
     shown = f"${spent:.4f}".rstrip("0").rstrip(".")
     return f"daily spend cap ${cap:g} reached: {shown} spent today by the runs of this store (resets {resets_at})"
+
+
+_DAILY_RE = re.compile(r"daily spend cap \$([0-9.e+]+) reached: \$([0-9.e+]+) spent today")
+
+
+def raised_daily_cap(text: str | None) -> str | None:
+    """The ``--max-daily-cost-usd`` value to suggest for a reached daily cap named in ``text``
+    (twice today's spend, at least $1), or None when ``text`` names none."""
+    m = _DAILY_RE.search(text or "")
+    if not m:
+        return None
+    try:
+        spent = float(m.group(2))
+    except ValueError:
+        return None
+    return f"{max(1.0, spent * 2):.2f}".rstrip("0").rstrip(".")
 
 
 class DailyMeter(Protocol):

@@ -19,7 +19,7 @@ from typing import Any
 
 from gitrefs.persist.envsettings import env_number
 from gitrefs.persist.errors import ErrorCode
-from iterion.budget import DailyCapReached, daily_cap_message
+from iterion.budget import DailyCapReached, daily_cap_message, raised_daily_cap
 from iterion.engine.errors import EngineError
 from iterion.store import RunDoc, RunStatus
 from iterion.store import events as ev
@@ -101,14 +101,11 @@ def check_daily_cap(doc: RunDoc, events: list[ev.Event], counter: SpendCounter, 
     day = counter.today()
     if day.spent_usd < cap:
         return
-    raise EngineError(f"run {doc.id}: {daily_cap_message(cap, day.spent_usd, reset_text(day))}",
+    message = daily_cap_message(cap, day.spent_usd, reset_text(day))
+    raise EngineError(f"run {doc.id}: {message}",
                       hint=f"resume after the reset, or raise the cap: `iterion resume --run-id {doc.id} "
-                           f"{FLAG} {_suggest(day.spent_usd)}` (or ${CAP_ENV})",
+                           f"{FLAG} {raised_daily_cap(message)}` (or ${CAP_ENV})",
                       exit_code=ErrorCode.REFUSED)
-
-
-def _suggest(spent: float) -> str:
-    return f"{max(1.0, spent * 2):.2f}".rstrip("0").rstrip(".")
 
 
 def pause_payload(exc: DailyCapReached, restart: str | None) -> dict[str, Any]:

@@ -151,3 +151,26 @@ def test_the_counter_is_shared_through_jetstream(tmp_path: Path, ws: Path, llm: 
             resume(one, b.run_id, max_daily_cost_usd=5)
         assert resume(one, b.run_id, max_daily_cost_usd=7).status is RunStatus.FINISHED
         assert JetStreamSpendCounter.for_store(docs1).today().spent_usd == pytest.approx(6.0)
+
+
+def test_the_cli_parks_with_exit_8_prints_the_raising_resume_and_resumes_under_it(
+        tmp_path: Path, ws: Path, store: Store, llm: ScriptedLLM) -> None:
+    (ws / "greet.txt").write_text("hello\n")
+    bot = agent_bot(tmp_path / "src", "openai")
+    read = turn(calls(("read_file", {"path": "greet.txt"})))
+    env: dict[str, str | None] = {"OPENAI_BASE_URL": llm.openai_url, "ITERION_MODEL_PRICES": PRICES,
+                                  "ITERION_DAILY_COST_CAP_USD": "1.5", "ITERION_BACKEND": None,
+                                  "ITERION_DEFAULT_BACKEND": None}
+    llm.add(read, read)
+    run = run_cli("run", str(bot), "--json", store=store.root, cwd=ws, env=env)
+    assert run.returncode == 8, run.stderr
+    out = json.loads(run.stdout)
+    assert out["status"] == "paused_operator" and out["error"].startswith("daily spend cap $1.5 reached: $2 spent")
+    human = run_cli("inspect", "--run-id", out["run_id"], store=store.root, cwd=ws, env=env)
+    assert "--max-daily-cost-usd 4" in human.stdout + human.stderr  # twice today's spend
+    llm.add(turn(final("done")))
+    again = run_cli("resume", "--run-id", out["run_id"], "--max-daily-cost-usd", "4", "--json", store=store.root,
+                    cwd=ws, env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["status"] == "finished"
+    assert FileSpendCounter(store.root).today().spent_usd == pytest.approx(3.0)
