@@ -35,6 +35,11 @@ def test_the_server_flag_caps_the_runs_it_launches(tmp_path: Path) -> None:
             assert paused[-1]["payload"]["pause_reason"] == "daily_cap"
             assert paused[-1]["payload"]["cap_usd"] == 1.5
             assert FileSpendCounter(server.store).today().spent_usd == 2.0
+            # an HTTP resume is refused with the figures, the run left as it was
+            refused = c.post(f"/api/runs/{rid}/resume", json={})
+            assert refused.status_code >= 400, refused.text
+            assert "daily spend cap $1.5 reached: $2 spent today" in refused.json()["error"]
+            assert server.run_json(rid)["status"] == "paused_operator" and len(llm.requests) == 2
         finally:
             server.stop()
     bad = run_cli("server", "--port", "0", "--max-daily-cost-usd", "-1", cwd=project)
