@@ -17,7 +17,7 @@ from iterion.store.jetstream.spend import JetStreamSpendCounter
 from iterion.store.spend import FileSpendCounter, resets_at, utc_day
 from tests.natsserver import NatsServer
 
-from ..conftest import run_cli
+from ..conftest import make_checkout, run_cli, start_cli
 from .conftest import agent_bot, calls, events, final, launch, resume
 from .scripted_server import ScriptedLLM
 
@@ -174,3 +174,29 @@ def test_the_cli_parks_with_exit_8_prints_the_raising_resume_and_resumes_under_i
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["status"] == "finished"
     assert FileSpendCounter(store.root).today().spent_usd == pytest.approx(3.0)
+
+
+def test_two_concurrent_run_processes_both_park_and_no_charge_is_lost(tmp_path: Path, store: Store,
+                                                                       llm: ScriptedLLM) -> None:
+    """Two `iterion run` processes charging one store at the same time (each in its own checkout):
+    both park at the cap, and the counter holds exactly the calls both timelines record."""
+    bot = agent_bot(tmp_path / "src", "openai")
+    llm.add({**turn(calls(("read_file", {"path": "README"}))), "repeat": True})  # an agent that never ends
+    env: dict[str, str | None] = {"OPENAI_BASE_URL": llm.openai_url, "ITERION_MODEL_PRICES": PRICES,
+                                  "ITERION_DAILY_COST_CAP_USD": "6", "ITERION_BACKEND": None,
+                                  "ITERION_DEFAULT_BACKEND": None}
+    checkouts = [make_checkout(tmp_path / f"ws{i}") for i in range(2)]
+    procs = [start_cli("run", str(bot), "--json", "--store-dir", str(store.root), cwd=c, env=env) for c in checkouts]
+    outs = [p.communicate(timeout=120) for p in procs]
+    runs = []
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 8, err
+        runs.append(json.loads(out)["run_id"])
+    calls_made = sum(len(events(store, r, "backend_call")) for r in runs)
+    today = FileSpendCounter(store.root).today()
+    assert today.charges == calls_made == len(llm.requests)  # every call counted, none twice
+    assert today.spent_usd == pytest.approx(calls_made)
+    # the cap stops spending: past it, at most the call each run had in flight
+    assert 6 <= today.spent_usd <= 6 + 1
+    for r in runs:
+        assert events(store, r, "run_paused")[-1].payload["pause_reason"] == "daily_cap"
