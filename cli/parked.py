@@ -105,6 +105,11 @@ def resume_command(run_id: str, failure_code: str | None, error: str | None, sto
     """The `resume` command of a failed_resumable/cancelled/paused_operator run; for
     BUDGET_EXCEEDED with the ``--max-*`` flag raising the cap that stopped it."""
     extra = raised_cap(error) if failure_code == "BUDGET_EXCEEDED" else []
+    if not extra and error and error.startswith("daily spend cap"):  # parked by the store's daily cap
+        from iterion.budget import raised_daily_cap
+
+        value = raised_daily_cap(error)
+        extra = ["--max-daily-cost-usd", value] if value else []
     return command("resume", "--run-id", run_id, *store_args, *extra)
 
 

@@ -241,6 +241,7 @@ def resume_cmd(
     max_duration: str | None = typer.Option(None, "--max-duration", help="Raise/replace the active-time cap (0 inherits). Example: --max-duration 4h"),
     max_iterations: int | None = typer.Option(None, "--max-iterations", help="Raise/replace the node-execution cap (0 inherits). Example: --max-iterations 50"),
     max_parallel_branches: int | None = typer.Option(None, "--max-parallel-branches", help="Replace the concurrent fan-out branch cap (0 inherits). Example: --max-parallel-branches 4"),
+    max_daily_cost_usd: float | None = typer.Option(None, "--max-daily-cost-usd", min=0, help="The store's daily spend cap in USD for this resume (replaces $ITERION_DAILY_COST_CAP_USD; 0: no cap); a run parked by the daily cap resumes only under a cap above today's spend. Example: --max-daily-cost-usd 50"),
     permission: str | None = PERMISSION,
     permission_allow: list[str] = typer.Option([], "--permission-allow", help="Allow tool calls matching RULE (repeatable); added over the launch's rules, so it can authorize the call a run paused on. Example: --permission-allow 'bash(git push *)'"),
     permission_ask: list[str] = PERMISSION_ASK,
@@ -299,7 +300,8 @@ def resume_cmd(
                             budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
                                            max_parallel_branches),
                             permission=_permission("resume", permission, permission_allow, permission_ask,
-                                                   permission_deny), sandbox=sandbox_mode)
+                                                   permission_deny), sandbox=sandbox_mode,
+                            max_daily_cost_usd=max_daily_cost_usd)
     token = CancelToken()
     listener = notices_only if as_json else Progress()
     try:
@@ -309,7 +311,7 @@ def resume_cmd(
         raise
     # --auto-resume: later attempts re-read everything from the run (merged caps, re-stamped source)
     retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file,
-                          wait_workspace=not no_wait, on_wait=echo_err)
+                          wait_workspace=not no_wait, on_wait=echo_err, max_daily_cost_usd=max_daily_cost_usd)
     result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
                                                            listener=listener))

@@ -48,7 +48,9 @@ def runner_cmd(
     ack_wait: float = typer.Option(60.0, "--ack-wait", min=0.5, help="Seconds before an unacknowledged delivery is offered again (when this runner creates the queue). Example: --ack-wait 60"),
     max_deliver: int = typer.Option(8, "--max-deliver", min=1, help="Deliveries of one message before it is dead-lettered (when this runner creates the queue). Example: --max-deliver 8"),
     lease_ttl: float = typer.Option(30.0, "--lease-ttl", min=0.5, help="Seconds a run's lease outlives its last heartbeat (when this runner creates the queue). Example: --lease-ttl 30"),
+    max_daily_cost_usd: float | None = typer.Option(None, "--max-daily-cost-usd", min=0, help="The store's daily spend cap in USD for every run this runner executes (sets $ITERION_DAILY_COST_CAP_USD; 0: no cap). Example: --max-daily-cost-usd 50"),
 ) -> None:
+    from iterion.engine.dailycap import export_cap
     from iterion.engine.recovery import check_env_settings
     from iterion.queue.jsqueue import QueueSettings, WorkQueue
     from iterion.queue.policy import delay_scale
@@ -58,6 +60,7 @@ def runner_cmd(
     from iterion.store.location import check_store_dir
     from iterion.store.opener import nats_prefix, nats_url, open_store
 
+    export_cap(max_daily_cost_usd)
     # the environment numbers the loop reads later: garbage refuses the start, not a claim in flight
     check_env_settings()
     delay_scale()

@@ -56,8 +56,13 @@ def server_cmd(
     max_body: int = typer.Option(1024 * 1024, "--max-body", min=1024, help="Largest request body in bytes. Example: --max-body 1048576"),
     nats: str | None = typer.Option(None, "--nats", metavar="URL", help=NATS_HELP),
     queue: bool | None = typer.Option(None, "--queue/--no-queue", help="Queue launches and resumes for `iterion runner` instead of executing them here (default: on with a --nats store, off with the files). Example: --nats nats://127.0.0.1:4222 --no-queue"),
+    max_daily_cost_usd: float | None = typer.Option(None, "--max-daily-cost-usd", min=0, help="The store's daily spend cap in USD for every run this server executes (sets $ITERION_DAILY_COST_CAP_USD; 0: no cap; queued runs follow their runner's). Example: --max-daily-cost-usd 50"),
 ) -> None:
+    from iterion.engine.dailycap import daily_cap, export_cap
     from iterion.server.auth import is_loopback, load_token
+
+    export_cap(max_daily_cost_usd)
+    daily_cap()  # a garbage $ITERION_DAILY_COST_CAP_USD: refused at start, not in each run
 
     store = open_store(store_dir, write=True, nats=nats)
     work_queue = None

@@ -8,12 +8,13 @@ what the checkpoint persists, so a resume restores it instead of starting a fres
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -129,6 +130,45 @@ class BudgetExceeded(Exception):
         super().__init__(self.message)
 
 
+class DailyCapReached(Exception):
+    """The store's daily spend cap is reached (``$ITERION_DAILY_COST_CAP_USD``): the run parks
+    ``paused_operator`` at this charge point. ``resets_at`` is the next 00:00 UTC (ISO text)."""
+
+    def __init__(self, cap: float, spent: float, resets_at: str) -> None:
+        self.cap, self.spent, self.resets_at = cap, spent, resets_at
+        self.message = daily_cap_message(cap, spent, resets_at)
+        super().__init__(self.message)
+
+
+def daily_cap_message(cap: float, spent: float, resets_at: str) -> str:
+    """The one wording of a reached daily cap (the pause reason and the resume refusal)."""
+    shown = f"${spent:.4f}".rstrip("0").rstrip(".")
+    return f"daily spend cap ${cap:g} reached: {shown} spent today by the runs of this store (resets {resets_at})"
+
+
+_DAILY_RE = re.compile(r"daily spend cap \$([0-9.e+]+) reached: \$([0-9.e+]+) spent today")
+
+
+def raised_daily_cap(text: str | None) -> str | None:
+    """The ``--max-daily-cost-usd`` value to suggest for a reached daily cap named in ``text``
+    (twice today's spend, at least $1), or None when ``text`` names none."""
+    m = _DAILY_RE.search(text or "")
+    if not m:
+        return None
+    try:
+        spent = float(m.group(2))
+    except ValueError:
+        return None
+    return f"{max(1.0, spent * 2):.2f}".rstrip("0").rstrip(".")
+
+
+class DailyMeter(Protocol):
+    """The store's daily spend, charged by every run (iterion/engine/dailycap.py)."""
+
+    def record(self, cost_usd: float) -> None:
+        """Add ``cost_usd`` to today's spend; raise DailyCapReached once it reaches the cap."""
+
+
 class Budget:
     """Caps plus shared, thread-safe consumption of one run."""
 
@@ -142,6 +182,11 @@ class Budget:
         self._active_since = 0.0
         self._slots: threading.BoundedSemaphore | None = None
         self._set_slots()
+        self._daily: DailyMeter | None = None
+
+    def attach_daily(self, meter: DailyMeter | None) -> None:
+        """Charge the store's daily spend too, at every charge (None: only this run's caps)."""
+        self._daily = meter
 
     # -- caps -------------------------------------------------------------------------------------
     @property
@@ -176,14 +221,27 @@ class Budget:
             return self._usage.model_copy(update={"active_duration_s": self._elapsed_locked()})
 
     def charge(self, *, tokens: int = 0, cost_usd: float = 0.0) -> None:
-        """Record what a call consumed (always recorded: it was spent), then raise if over a cap."""
+        """Record what a call consumed (always recorded: it was spent), then raise if over a cap.
+
+        The charge point of the daily cap too: the store's counter is charged after this run's
+        usage (outside the lock: it is a write), and a reached daily cap is raised after this
+        run's own caps were checked (a BUDGET_EXCEEDED names the more specific cause)."""
         if tokens < 0 or cost_usd < 0:
             raise ValueError("a charge cannot be negative")
         with self._lock:
             self._usage.tokens += tokens
             self._usage.cost_usd += cost_usd
             self._usage.cumulative_cost_usd += cost_usd
+        daily: DailyCapReached | None = None
+        if self._daily is not None and cost_usd > 0:
+            try:
+                self._daily.record(cost_usd)
+            except DailyCapReached as exc:
+                daily = exc
+        with self._lock:
             self._check_locked()
+        if daily is not None:
+            raise daily
 
     def add_iteration(self, n: int = 1) -> None:
         """Count node executions against max_iterations; raises once the count passes the cap."""

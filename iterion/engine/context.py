@@ -38,6 +38,8 @@ class RunOptions:
     permission_layers: list[dict[str, Any]] = field(default_factory=list)
     # --sandbox auto|none of the launch, or of the resume that replaced it (None: the workflow decides)
     sandbox: str | None = None
+    # --max-daily-cost-usd of a resume (None: $ITERION_DAILY_COST_CAP_USD), iterion/engine/dailycap.py
+    daily_cap_usd: float | None = None
 
 
 @dataclass

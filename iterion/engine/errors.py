@@ -177,6 +177,7 @@ TRANSLATED: dict[str, str] = {
     "gitrefs.produced_scope.PivotNotRecorded": "gitrefs/run_refs.py: UnknownBoundary; "
                                                "workspacetrack/tracker.py: UnknownSnapshotError",
     "workspacetrack.restore._Refused": "workspacetrack/restore.py: a skipped path with its SkipReason",
+    "iterion.budget.DailyCapReached": "engine/runner.py Runner.run: Runner._daily_capped (`paused_operator`)",
     "iterion.budget.BudgetExceeded": "engine/runner.py, context.py, nodes/llmcall.py: NodeFailure "
                                      "BUDGET_EXCEEDED; engine/resume_checks.py: EngineError",
     "iterion.durations.DurationError": "cli/run.py, cli/parked.py: CliError; server/service.py: ApiError 422; dsl/values.py: None (C103); store/gc.py: GcError",

@@ -16,6 +16,7 @@ from iterion.engine.checkpoint_push import BANKED, after_stop, pusher_for
 from iterion.engine.children import RunChildren
 from iterion.engine.context import ExecContext, RunOptions
 from iterion.engine.control import watch_control
+from iterion.engine.dailycap import StoreDailyMeter, daily_cap
 from iterion.engine.edges import nodes_in_cycles
 from iterion.engine.errors import EngineError
 from iterion.engine.notice import Listener, notifier, notify
@@ -29,6 +30,7 @@ from iterion.ir import Workflow
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
 from iterion.store.errors import StoreUnavailableError
+from iterion.store.spend import spend_counter
 
 
 def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:
@@ -126,6 +128,8 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
         return out
 
     ctx.checkpoints = pusher_for(store, doc, versioning, emit=ctx.emit)
+    budget.attach_daily(StoreDailyMeter(spend_counter(store), daily_cap(options.daily_cap_usd), doc.id,
+                                        warn=lambda m: ctx.emit(ev.WARNING, None, None, {"message": m})))
     with signals_cancel(token), watch_control(store, doc.id, token):
         result = Runner(ctx, on_finish=on_finish).run(resumed=resumed, answers=answers)
         # parked: bank a failed/cancelled run, record final_branch/final_commit, push its state

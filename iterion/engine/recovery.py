@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from gitrefs.boundary import BoundaryKind
 from iterion.budget import OnBudget as OnBudget  # its home is iterion.budget (the CLI's flag type)
 from iterion.engine.auto_resume import Backoff
+from iterion.engine.dailycap import daily_cap
 from iterion.engine.errors import Cancelled, NodeFailure, RecoveryPause
 from iterion.engine.stop import Ask, Emit, Lost, Mark, Stop, stop_run
 from iterion.failure_codes import Origin, Pause, Retry, row_for
@@ -81,6 +82,7 @@ def check_env_settings(*, auto_resume: bool = False) -> None:
     resume in one line (EnvSettingError) before anything is written, instead of failing inside
     the run where the dispatcher is built."""
     RecoveryPolicy.from_env()
+    daily_cap()  # $ITERION_DAILY_COST_CAP_USD (iterion/engine/dailycap.py)
     if auto_resume:
         Backoff.from_env()
 

@@ -25,6 +25,7 @@ from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
 from iterion.engine.checkpoint_push import PushSetting, check_target
 from iterion.engine.coerce import coerce_answers
 from iterion.engine.context import RunOptions
+from iterion.engine.dailycap import check_daily_cap, daily_cap
 from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, SourceChanged
 from iterion.engine.execution import drive, make_emit, open_run_versioning
 from iterion.engine.notice import Listener
@@ -61,6 +62,7 @@ from iterion.store import (
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.placement import check_store_placement
+from iterion.store.spend import spend_counter
 
 
 @dataclass
@@ -80,6 +82,7 @@ class ResumeOptions:
     push_checkpoints: str | None = None  # replace the run's push remote ("" stops pushing; None keeps it)
     push_every: int | None = None        # replace its --push-every (0: only at stops)
     sandbox: str | None = None           # --sandbox auto|none: replaces the launch's (None keeps it)
+    max_daily_cost_usd: float | None = None  # this resume's daily cap (None: $ITERION_DAILY_COST_CAP_USD)
 
 
 def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, *,
@@ -183,6 +186,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
               "raised_caps": raised, "answers": bool(answers),
               "taken_over": admission.how if admission is not None else None,
               "sandbox": sandbox.summary(),
+              **({"daily_cap_usd": options.max_daily_cost_usd} if options.max_daily_cost_usd is not None else {}),
               # the execution overrides this resume runs under (its own, or re-applied from the run)
               "backend": doc.options.get("backend") or doc.backend, "model": doc.options.get("model"),
               **({"resumed_from": "recovery_pause", "recovery_code": cp.recovery_code}
@@ -192,7 +196,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                                  script_file=doc.options.get("script_file"),
                                  answers=dict(doc.options.get("answers") or {}), watch=options.watch,
                                  on_budget=str(doc.options.get("on_budget") or "fail"), permission_layers=layers,
-                                 sandbox=sandbox_flag)
+                                 sandbox=sandbox_flag, daily_cap_usd=options.max_daily_cost_usd)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, resumed=True, answers=answers, emit=emit)
     finally:
@@ -235,6 +239,8 @@ def _preflight(store: Store, run_id: str, options: ResumeOptions) -> tuple[RunDo
     cp = check_checkpoint(store, run_id)
     check_checkpoint_present(doc, cp, events, store.checkpoint_location(run_id))
     check_workspace_usable(doc)
+    # parked by the store's daily cap: refused while today's spend still reaches the cap in effect
+    check_daily_cap(doc, events, spend_counter(store), daily_cap(options.max_daily_cost_usd))
     return doc, cp
 
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
-from iterion.budget import BudgetExceeded
+from iterion.budget import BudgetExceeded, DailyCapReached
 from iterion.builtins.vault import scrub, scrub_model
 from iterion.engine.context import ExecContext, NodeCall, render_text
 from iterion.engine.control import park_operator, pause_point
+from iterion.engine.dailycap import pause_payload
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
 from iterion.engine.errors import Cancelled, CheckpointLost, NodeFailure, OperatorPause, RecoveryPause
@@ -120,6 +121,8 @@ class Runner:
             return self._cancelled(current, exc)
         except OperatorPause as exc:
             return park_operator(self, exc)
+        except DailyCapReached as exc:
+            return self._daily_capped(current, exc)
         except RecoveryPause as exc:
             return park_recovery(self, exc)
         except CheckpointLost:
@@ -206,6 +209,10 @@ class Runner:
             self.fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": FailureCode.CANCELLED.value, "error": "cancelled"})
             raise
+        except DailyCapReached as exc:  # interrupted at a charge point, like a cancel: re-executed on resume
+            self.fail_boundary(nid, it)
+            ctx.emit(ev.NODE_FAILED, nid, it, {"code": "DAILY_CAP", "error": exc.message})
+            raise
         except NodeFailure as exc:
             exc.node = exc.node or nid
             self.fail_boundary(nid, it)
@@ -276,6 +283,7 @@ class Runner:
         cap = ctx.budget.ask.max_parallel_branches or len(edges)
         failures: list[tuple[Edge, NodeFailure]] = []
         cancelled = False
+        capped: DailyCapReached | None = None
         with cf.ThreadPoolExecutor(max_workers=max(1, min(cap, len(edges))), thread_name_prefix="iterion-branch") as pool:
             futures = {pool.submit(self._branch, router.id, i, e, outcome, join): e for i, e in enumerate(edges)}
             pending = set(futures)
@@ -291,12 +299,16 @@ class Runner:
                 exc = fut.exception()
                 if isinstance(exc, Cancelled):
                     cancelled = True
+                elif isinstance(exc, DailyCapReached):
+                    capped = capped or exc
                 elif isinstance(exc, NodeFailure):
                     failures.append((edge, exc))
                 elif exc is not None:
                     failures.append((edge, NodeFailure(FailureCode.EXECUTION_FAILED, f"branch -> {edge.dst}: {exc}")))
         if cancelled or ctx.token.cancelled:
             raise Cancelled(ctx.token.reason or "cancelled")
+        if capped is not None:  # the whole fan-out re-executes on resume, as after a cancel
+            raise capped
         if failures:
             if mode is AwaitMode.BEST_EFFORT and len(failures) < len(edges):
                 for edge, f in failures:
@@ -513,6 +525,17 @@ class Runner:
             mark=Mark(BoundaryKind.FAIL, anchor, self._anchor_iteration(anchor)) if anchor else None,
             anchor=AnchorReason.CANCEL, restart=anchor, lost=Lost(code, exc.reason),
             events=lambda _: [Emit(ev.RUN_CANCELLED, anchor, None, {"reason": exc.reason, "restart_node": anchor})]))
+
+    def _daily_capped(self, current: str | None, exc: DailyCapReached) -> RunResult:
+        """Park ``paused_operator`` at the charge point that reached the store's daily cap: the node
+        in progress was interrupted (its ``fail:`` boundary written, as a cancel) and re-executes
+        on resume (iterion/engine/dailycap.py)."""
+        anchor = current if current and current not in TERMINALS else None
+        return stop_run(self, Stop(
+            RunStatus.PAUSED_OPERATOR, None, exc.message,
+            mark=Mark(BoundaryKind.FAIL, anchor, self._anchor_iteration(anchor)) if anchor else None,
+            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message),
+            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, None, pause_payload(exc, anchor))]))
 
 
 _PREVIEW_BYTES = 4096

@@ -250,13 +250,16 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     with ScriptedLLM(steps) as llm:
         crun = json.loads(iterion("run", work / "claw.bot", "--workspace", cws, "--store-dir", store,
                                   "--push-checkpoints", remote, "--json", cwd=cws,
-                                  extra={"OPENAI_BASE_URL": llm.openai_url, "ANTHROPIC_BASE_URL": llm.url}))
+                                  extra={"OPENAI_BASE_URL": llm.openai_url, "ANTHROPIC_BASE_URL": llm.url,
+                                         # priced: each call charges the store's daily spend counter
+                                         "ITERION_MODEL_PRICES": json.dumps({"golden-model": [1, 2]})}))
     assert crun["status"] == "paused_waiting_human", crun
     crd = store / "runs" / crun["run_id"]
     conv_path = next((crd / "conversations").glob("*.json"))
     take("claw_conversation", conv_path)
     take_json("claw_pending_call", json.loads(conv_path.read_bytes())["pending"])
     take("track_blob_cache", crd / "track" / "gitblobs.json")
+    take("spend_day", next((store / "spend").glob("*.json")))
     return out
 
 

@@ -67,6 +67,7 @@ FORMATS: tuple[Format, ...] = (
     Format("control_request", "iterion.engine.control:ControlRequest", "<store>/runs/<run>/control.json"),
     # the run queue (iterion/queue): one message of the work-queue stream
     Format("queue_delivery", "iterion.queue.delivery:Delivery", "JetStream stream <PREFIX>_QUEUE, one message"),
+    Format("spend_day", "iterion.store.spend:SpendDay", "<store>/spend/<YYYY-MM-DD>.json (JetStream: KV <prefix>_spend)"),
     Format("rewind_intent", "iterion.rewind.intent:RewindIntent", "<store>/runs/<run>/rewind-intent.json"),
     Format("rewind_undo", "iterion.rewind.undo:UndoRecord", "<store>/runs/<run>/rewind-undo.json"),
     # the claw agent (iterion/backends/claw)
