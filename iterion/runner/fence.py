@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.store.artifacts import ArtifactDoc, ArtifactStore
 from iterion.store.attachments import AttachmentRecord, AttachmentStore
 from iterion.store.docstore import CorruptRun, EventAppender, RunDocumentStore
@@ -43,7 +43,7 @@ class LeaseLostError(StoreError):
 
     def __init__(self, run_id: str, reason: str) -> None:
         super().__init__(f"run {run_id}: this runner lost its lease ({reason}); nothing more is written",
-                         exit_code=ErrorCode.REFUSED)
+                         kind=ErrorKind.REFUSED)
 
 
 def check(lease: Lease) -> None:
