@@ -32,7 +32,7 @@ from iterion.store.docstore import EventAppender, RunDocumentStore
 from iterion.store.interactions import InteractionStore
 from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.kvcreate import kv_create
-from iterion.store.jetstream.store import run_token
+from iterion.store.jetstream.tokens import run_token
 from tests.queue.conftest import Cluster, wait_for
 
 FENCES: dict[type, type] = {Store: FencedStore, RunDocumentStore: FencedDocs, ArtifactStore: FencedArtifacts,
