@@ -304,7 +304,8 @@ def inspect_cmd(
     last = events_view.show(timeline, **filters)
     if follow:
         events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
-                           lambda: _owner_may_live(store, rid), after=last, **filters)
+                           lambda: _owner_may_live(store, rid), after=last, locked=lambda: store.is_locked(rid),
+                           **filters)
 
 
 def truncation_lines(output: Any) -> list[str]:
