@@ -115,8 +115,9 @@ def _entry(store: Store, r: IndexRow) -> RunSummary | CorruptRun:
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
     from iterion.store import events as ev
 
-    return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
-            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
+    return [{"label": p.get("label"), "state": p.get("state"), "seq": e.seq}
+            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN
+            for p in [ev.payload(e, ev.BoundaryWrittenPayload)]]
 
 
 def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
