@@ -20,7 +20,7 @@ from iterion.store import Store, StoreError
 from iterion.store.layout import LEGACY
 
 if TYPE_CHECKING:  # the engine's operations are imported by the command that runs them
-    from iterion.engine.control import ControlOutcome
+    from iterion.engine.operator_verbs import ControlOutcome
 
 STORE_DIR = typer.Option(None, "--store-dir",
                          help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a "
@@ -117,7 +117,7 @@ def cancel_cmd(
 
     Example: iterion cancel --run-id 01a2b3
     """
-    from iterion.engine.control import cancel_run
+    from iterion.engine.operator_verbs import cancel_run
 
     store = open_store(store_dir, write=True)
     check_run_writable(store, run_id, workspace=False)  # a cancel never touches the workspace
@@ -137,7 +137,7 @@ def pause_cmd(
 
     Example: iterion pause --run-id 01a2b3 && iterion resume --run-id 01a2b3
     """
-    from iterion.engine.control import pause_run
+    from iterion.engine.operator_verbs import pause_run
 
     store = _store(store_dir)
     outcome = pause_run(store, run_id, wait_s=wait)

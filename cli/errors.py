@@ -8,9 +8,10 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from cli.exit_codes import ExitCode, cli_exit_code
+from cli.exit_codes import ExitCode, exit_for_kind
 from cli.output import echo_err
 from gitrefs.persist import UserError
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.oserror import environment_error
 from gitrefs.persist.text import one_line
 
@@ -19,7 +20,15 @@ from gitrefs.persist.text import one_line
 
 
 class CliError(UserError):
-    """A user-facing failure raised by the CLI itself: ``message`` one line, ``hint`` a second."""
+    """A user-facing failure raised by the CLI itself: ``message`` one line, ``hint`` a second,
+    ``exit_status`` the exit status the command chose (``exit_code=``: an ExitCode, never a kind)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = ExitCode.REFUSED) -> None:
+        status = ExitCode(exit_code)
+        # its kind, for a caller below the CLI that reads one: only an internal error is not a refusal
+        super().__init__(message, hint=hint,
+                         kind=ErrorKind.INTERNAL if status is ExitCode.INTERNAL else ErrorKind.BAD_INPUT)
+        self.exit_status = status
 
 
 def fail(message: str, *, hint: str | None = None, exit_code: int = ExitCode.REFUSED) -> NoReturn:
@@ -51,7 +60,7 @@ def report(exc: BaseException) -> int:
         echo_err(f"error: {one_line(spelled(str(exc.message or exc)))}")
         if exc.hint:
             echo_err(f"hint: {one_line(spelled(exc.hint))}")
-        return cli_exit_code(exc.exit_code)
+        return exc.exit_status if isinstance(exc, CliError) else exit_for_kind(exc.kind)
     echo_err(f"internal error: {type(exc).__name__}: {exc}")
     echo_err("hint: re-run with ITERION_DEBUG=1 for the traceback, and report it")
     return ExitCode.INTERNAL

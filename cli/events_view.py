@@ -26,7 +26,6 @@ BOOKKEEPING = frozenset({
     "checkpoint_written", "boundary_written", "run_workspace_checkpoint", "workspace_capture_skipped",
     "edge_selected", "backend_call",
 })
-POLL_S = 0.2
 STALL_S = 5.0
 
 
@@ -56,20 +55,26 @@ def show(events: Iterable[Any], *, show_all: bool, types: Sequence[str], nodes: 
 
 
 def follow(read_after: Callable[[int], list[Any]], status: Callable[[], str], held: Callable[[], bool],
-           *, after: int, show_all: bool, types: Sequence[str], nodes: Sequence[str]) -> str:
-    """Stream new events until the run leaves ``running``; return the status it ended in."""
-    last, quiet_since = after, time.monotonic()
-    while True:
-        now_status = status()  # read before the events: an event written before a status change is shown
-        new = read_after(last)
+           *, after: int, show_all: bool, types: Sequence[str], nodes: Sequence[str],
+           locked: Callable[[], bool] | None = None) -> str:
+    """Stream new events until the run parks (``iterion.store.follow``: the one follow loop, the
+    HTTP API's too); return the status it ended in. ``held``: whether an owner may still live
+    (for the stall note); ``locked``: whether this machine's lock is held (default ``held``)."""
+    from iterion.store.follow import Follower
+    from iterion.store.follow import follow as follow_run
+
+    follower: Follower[Any] = Follower(lambda seq: (read_after(seq), False), status, locked or held,
+                                       lambda e: int(e.seq), last=after)
+    quiet_since = time.monotonic()
+    for new in follow_run(follower):
         if new:
-            last = show(new, show_all=show_all, types=types, nodes=nodes)
+            show(new, show_all=show_all, types=types, nodes=nodes)
             quiet_since = time.monotonic()
-        if now_status != "running":
-            return now_status
+        if follower.ended is not None:
+            return follower.ended
         if reader_gone():  # `inspect --follow | head -1`: nobody reads on; stop, the run goes on
-            return now_status
+            return status()
         if time.monotonic() - quiet_since > STALL_S and not held():
             echo("(the run is marked running but no process holds it; `iterion reconcile` promotes it)")
-            return now_status
-        time.sleep(POLL_S)
+            return status()
+    return follower.ended or status()

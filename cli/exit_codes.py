@@ -19,17 +19,19 @@ Every code means one thing, so a script can branch on it:
 ====  =================================================================================
 
 ``ExitCode`` is the one home of these numbers: every command exits with one of its members,
-never a literal (tests/architecture/test_exit_codes.py greps for literals). Lower layers raise
-``gitrefs.persist.UserError`` with a ``gitrefs.persist.errors.ErrorCode`` (REFUSED 1, BAD_INPUT 2);
-``cli_exit_code`` is the one translation: at the CLI both are refusals and exit 2
-(``cli.errors.report``), since 1 is reserved for a run that failed.
+never a literal (tests/architecture/test_exit_codes.py greps for literals). Lower layers never
+choose an exit status: they raise ``gitrefs.persist.UserError`` with a kind
+(``gitrefs.persist.errors.ErrorKind``), and ``EXIT_FOR_KIND`` here is the one place a kind
+becomes an exit status (``cli.errors.report``): a refusal and bad input both exit 2, since 1 is
+reserved for a run that failed. The CLI's own ``cli.errors.CliError`` carries the status the
+command chose (an ExitCode, never a kind).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 
 
 class ExitCode(IntEnum):
@@ -60,6 +62,19 @@ EXIT_HELP = ("Exit status: 0 finished, 1 failed, 2 refused (bad input, invalid w
              "3 internal error, 4 waiting for answers, 5 failed_resumable, 6 cancelled, 8 paused_operator.")
 
 
-def cli_exit_code(user_error_code: int) -> int:
-    """The CLI's exit code for a lower layer's ``UserError.exit_code`` (REFUSED 1 -> 2)."""
-    return ExitCode.REFUSED if user_error_code == ErrorCode.REFUSED else user_error_code
+# the CLI's exit status for each kind of a lower layer's failure: the one mapping (tested by
+# tests/cli/test_exit_kinds.py; the README's table shows the result)
+EXIT_FOR_KIND: dict[ErrorKind, ExitCode] = {
+    ErrorKind.REFUSED: ExitCode.REFUSED,    # not ExitCode.FAILED: 1 means a run failed
+    ErrorKind.BAD_INPUT: ExitCode.REFUSED,
+    ErrorKind.INTERNAL: ExitCode.INTERNAL,
+}
+
+
+def exit_for_kind(kind: int | None) -> ExitCode:
+    """The exit status for a kind, also as a server sends it (``exit_code`` of an HTTP error body,
+    ``iterion remote``); a missing or unknown value is a refusal."""
+    try:
+        return EXIT_FOR_KIND[ErrorKind(kind)] if kind is not None else ExitCode.REFUSED
+    except ValueError:
+        return ExitCode.REFUSED

@@ -115,8 +115,9 @@ def _entry(store: Store, r: IndexRow) -> RunSummary | CorruptRun:
 def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
     from iterion.store import events as ev
 
-    return [{"label": e.payload.get("label"), "state": e.payload.get("state"), "seq": e.seq}
-            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN]
+    return [{"label": p.get("label"), "state": p.get("state"), "seq": e.seq}
+            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN
+            for p in [ev.payload(e, ev.BoundaryWrittenPayload)]]
 
 
 def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
@@ -304,7 +305,8 @@ def inspect_cmd(
     last = events_view.show(timeline, **filters)
     if follow:
         events_view.follow(lambda seq: store.read_events(rid, after_seq=seq), lambda: store.load_run(rid).status.value,
-                           lambda: _owner_may_live(store, rid), after=last, **filters)
+                           lambda: _owner_may_live(store, rid), after=last, locked=lambda: store.is_locked(rid),
+                           **filters)
 
 
 def truncation_lines(output: Any) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from cli.errors import CliError
-from cli.exit_codes import STATUS_EXIT, ExitCode
+from cli.exit_codes import STATUS_EXIT, ExitCode, exit_for_kind
 from cli.output import echo, echo_err, echo_json, table
 from gitrefs.persist.text import one_line
 
@@ -83,7 +83,7 @@ class Client:
         if resp.status_code >= 400:
             if isinstance(body, dict) and body.get("error"):
                 raise CliError(str(body["error"]), hint=body.get("hint"),
-                               exit_code=int(body.get("exit_code") or ExitCode.REFUSED))
+                               exit_code=exit_for_kind(body.get("exit_code")))
             raise CliError(f"the server answered HTTP {resp.status_code} for {method} {path}",
                            hint="see the server's log", exit_code=ExitCode.INTERNAL if resp.status_code >= 500 else ExitCode.REFUSED)
         return body
@@ -96,7 +96,7 @@ class Client:
                     resp.read()
                     body = resp.json()
                     raise CliError(str(body.get("error")), hint=body.get("hint"),
-                                   exit_code=int(body.get("exit_code") or ExitCode.REFUSED))
+                                   exit_code=exit_for_kind(body.get("exit_code")))
                 kind, data = "message", ""
                 for line in resp.iter_lines():
                     if line.startswith("event:"):
@@ -217,7 +217,7 @@ def events_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
                     echo_err(f"run {data['run_id']}: {data['status']}")
                 return
             if kind == "error":
-                raise CliError(str(data.get("error")), hint=data.get("hint"), exit_code=int(data.get("exit_code") or ExitCode.REFUSED))
+                raise CliError(str(data.get("error")), hint=data.get("hint"), exit_code=exit_for_kind(data.get("exit_code")))
             if as_json:
                 echo(json.dumps(data, ensure_ascii=False))
             else:

@@ -61,7 +61,9 @@ def merge_skipped_reason(store: object, run_id: str) -> str:
         events = []
     for e in reversed(events):
         if e.type == "run_finished":
-            reason = (e.payload or {}).get("merge_skipped")
+            from iterion.store.events import RunFinishedPayload, payload
+
+            reason = payload(e, RunFinishedPayload).get("merge_skipped")
             if reason:
                 return str(reason)
             break

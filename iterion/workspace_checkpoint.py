@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from iterion.store.events import RUN_WORKSPACE_CHECKPOINT, Event
+from iterion.store.events import RUN_WORKSPACE_CHECKPOINT, Event, RunWorkspaceCheckpointPayload, payload
 
 if TYPE_CHECKING:
     from iterion.store.store import Store
@@ -35,12 +35,12 @@ def hint_from_events(events: Iterable[Event]) -> dict[str, Any] | None:
     for ev in events:
         if ev.type != RUN_WORKSPACE_CHECKPOINT:
             continue
-        p = ev.payload
+        p = payload(ev, RunWorkspaceCheckpointPayload)
         if isinstance(p.get("ref"), str) and isinstance(p.get("commit"), str) and p["ref"] and p["commit"]:
             last = ev
     if last is None:
         return None
-    p = last.payload
+    p = payload(last, RunWorkspaceCheckpointPayload)
     ref, commit = p["ref"], p["commit"]
     remote = p.get("remote") if isinstance(p.get("remote"), str) and p.get("remote") else "origin"
     # the hint is run from a clone of the run's repository with that repository as origin (the

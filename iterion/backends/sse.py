@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from iterion.backends.base import BackendError
+from iterion.backends.httperrors import classify_http
 from iterion.failure_codes import FailureCode
 
 if TYPE_CHECKING:
@@ -90,11 +91,9 @@ def json_body(resp: httpx.Response, where: str) -> dict[str, Any]:
 def post_stream(client: httpx.Client, path: str, body: dict[str, Any], *, timeout: float, where: str,
                 credential: str, on_data: Callable[[dict[str, Any]], None]) -> dict[str, Any] | None:
     """POST ``body`` and feed each SSE ``data:`` object to ``on_data``; None when streamed, the
-    parsed JSON when the server answered without streaming. Errors as ``openai.post_json``;
+    parsed JSON when the server answered without streaming. Errors as ``httperrors.post_json``;
     ``timeout`` is the longest silence allowed (before the answer starts, or between chunks)."""
     import httpx
-
-    from iterion.backends.openai import classify_http
 
     try:
         with client.stream("POST", path, json=body, timeout=httpx.Timeout(timeout)) as resp:

@@ -504,7 +504,8 @@ class Compiler:
             node.cursors = self.blocks.node_block(p, owner) if isinstance(p.value, ast.Block) else {}
             if not isinstance(p.value, ast.Block):
                 self.err("C100", p.value.span, f"'cursors' of {owner} must be an indented block of 'CURSOR: value' lines")
-        elif name in ("provider", "interaction_model"):
+        elif name in ("provider", "interaction_model"):  # provider: the claw backend's wire format
+            # (anthropic, openai, auto, ...; docs/language.md 2.4); its one home is Node.provider
             v = p.value  # kept as written: `${...}` expands when the node runs (docs/language.md §1.7)
             if isinstance(v, ast.Ident) or (isinstance(v, ast.Literal) and isinstance(v.value, str)):
                 if isinstance(v, ast.Literal) and isinstance(v.value, str):  # C110, as for model
@@ -538,10 +539,6 @@ class Compiler:
             got = self.string(p, owner, idents=name != "model")
             if got:
                 setattr(node, name, got[0])
-        elif name == "provider":  # docs/language.md 2.4: the claw backend's wire format (anthropic, openai, auto, ...)
-            got = self.string(p, owner, idents=True)
-            if got:
-                node.extra["provider"] = got[0]
         elif name in ("command", "script", "message"):
             got = self.string(p, owner)
             if got:

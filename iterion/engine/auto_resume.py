@@ -62,8 +62,9 @@ def raised_since_failure(store: Store, run_id: str) -> bool:
     doc = store.load_run(run_id)
     for event in reversed(store.read_events(run_id)):
         if event.type == ev.BUDGET_EXCEEDED:
-            axis = str(event.payload.get("axis") or "")
-            cap = event.payload.get("cap")
+            exceeded = ev.payload(event, ev.BudgetExceededPayload)
+            axis = str(exceeded.get("axis") or "")
+            cap = exceeded.get("cap")
             now = getattr(doc.budget, _AXIS_FIELD.get(axis, axis), None)
             return isinstance(cap, (int, float)) and isinstance(now, (int, float)) and now > cap
     return False

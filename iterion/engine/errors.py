@@ -1,8 +1,8 @@
 """The engine's exceptions, all of them, and where each one ends.
 
-Two kinds. A user-facing refusal derives from ``gitrefs.persist.UserError`` (one line, a hint, an
-``exit_code`` from ``gitrefs.persist.errors.ErrorCode``; the CLI prints it as ``error:``/``hint:`` and
-exits with ``cli.exit_codes.cli_exit_code``). Every other exception is internal: a signal
+Two kinds. A user-facing refusal derives from ``gitrefs.persist.UserError`` (one line, a hint, a
+``kind`` from ``gitrefs.persist.errors.ErrorKind``; the CLI prints it as ``error:``/``hint:`` and
+exits with ``cli.exit_codes.EXIT_FOR_KIND[kind]``). Every other exception is internal: a signal
 between two parts of the engine, always caught and translated before a person sees it. The
 tree, with the place each internal one is translated::
 

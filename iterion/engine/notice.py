@@ -27,7 +27,7 @@ def unrecorded_warning(message: str) -> Event:
 
 
 def is_unrecorded(event: Event) -> bool:
-    return event.type == ev.WARNING and event.seq == 0 and event.payload.get("recorded") is False
+    return event.type == ev.WARNING and event.seq == 0 and ev.payload(event, ev.WarningPayload).get("recorded") is False
 
 
 def notify(listener: Listener | None, message: str) -> None:

@@ -9,7 +9,7 @@ from gitrefs.persist.errors import ErrorCode
 class RewindError(UserError):
     """A rewind the user asked for and iterion refused, with why and what would work."""
 
-    default_exit_code = ErrorCode.REFUSED
+    default_kind = ErrorCode.REFUSED
 
 
 class UnknownNodeError(RewindError):

@@ -121,8 +121,9 @@ def _has_ref(clone: Path, ref: str) -> bool:
 
 def recorded_base(store: Store, run_id: str) -> str | None:
     for e in store.read_events(run_id):
-        if e.type == ev.RUN_DELIVERY_CLAIMED and isinstance(e.payload.get("base"), str):
-            return str(e.payload["base"])
+        base = ev.payload(e, ev.RunDeliveryClaimedPayload).get("base")
+        if e.type == ev.RUN_DELIVERY_CLAIMED and isinstance(base, str):
+            return base
     return None
 
 
@@ -133,19 +134,21 @@ def _bank(store: Store, run_id: str) -> tuple[str, str, str] | None:
     if doc.final_commit:
         # an in-place run's death bank is its pushed export: find the ref it was pushed under
         for e in reversed(events):
-            if e.type == ev.RUN_WORKSPACE_CHECKPOINT and e.payload.get("commit") == doc.final_commit \
-                    and isinstance(e.payload.get("ref"), str):
-                return str(e.payload["ref"]), doc.final_commit, "final_commit"
+            pushed = ev.payload(e, ev.RunWorkspaceCheckpointPayload)
+            if e.type == ev.RUN_WORKSPACE_CHECKPOINT and pushed.get("commit") == doc.final_commit \
+                    and isinstance(pushed.get("ref"), str):
+                return str(pushed.get("ref")), doc.final_commit, "final_commit"
         if doc.final_branch:
             ref = doc.final_branch if doc.final_branch.startswith("refs/") else f"refs/heads/{doc.final_branch}"
             return ref, doc.final_commit, "final_branch"
-    last: Any = None
+    last: ev.RunWorkspaceCheckpointPayload | None = None
     for e in events:
-        if e.type == ev.RUN_WORKSPACE_CHECKPOINT and e.payload.get("ref") and e.payload.get("commit"):
-            last = e
+        pushed = ev.payload(e, ev.RunWorkspaceCheckpointPayload)
+        if e.type == ev.RUN_WORKSPACE_CHECKPOINT and pushed.get("ref") and pushed.get("commit"):
+            last = pushed
     if last is None:
         return None
-    return str(last.payload["ref"]), str(last.payload["commit"]), "checkpoint"
+    return str(last.get("ref")), str(last.get("commit")), "checkpoint"
 
 
 def reset_and_restore(store: Store, run_id: str, clone: Clone) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ Per claim (one thread per concurrent slot, each with its own pull subscription):
 5. the result is disposed of by ``policy.after_run``: ack, NAK with the table's delay, park on
    the dead-letter stream (the run marked DLQ_PARKED), each with its event on the run's timeline.
 
-The run's store writes go through :class:`FencedStore`: once the lease is lost (another runner
+The run's store writes go through ``iterion.runner.fence.FencedStore``: once the lease is lost (another runner
 took the run after ours expired), every further write is refused, so the stale execution stops at
 its next write (a node boundary at the latest) and never overwrites the new owner's state.
 
@@ -46,56 +46,13 @@ from iterion.queue.jsqueue import Claimed, WorkQueue
 from iterion.queue.lease import Lease, LeaseHeld
 from iterion.queue.policy import Action, Disposition, Verb
 from iterion.runner.clone import CloneError, RepoMissingError
+from iterion.runner.fence import FencedStore, LeaseLostError
 from iterion.store import RunStatus, Store
 from iterion.store import events as ev
 from iterion.store.errors import RunNotFoundError, StoreError
 from iterion.store.jetstream.bridge import StoreUnavailableError
 
 log = logging.getLogger("iterion.runner")
-
-
-class LeaseLostError(StoreError):
-    """A write refused because this runner no longer holds the run's lease."""
-
-    def __init__(self, run_id: str, reason: str) -> None:
-        super().__init__(f"run {run_id}: this runner lost its lease ({reason}); nothing more is written",
-                         exit_code=ErrorCode.REFUSED)
-
-
-_WRITES = frozenset({"create_run", "save_run", "update_run", "save_checkpoint", "append_event"})
-
-
-class FencedStore:
-    """``store`` with every run-document write refused once ``lease`` is lost (see the module doc)."""
-
-    def __init__(self, store: Store, lease: Lease) -> None:
-        self._store = store
-        self._lease = lease
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._store, name)
-        if name in _WRITES:
-            def fenced(*args: Any, **kwargs: Any) -> Any:
-                if self._lease.lost.is_set():
-                    raise LeaseLostError(self._lease.run_id, self._lease.lost_reason)
-                return attr(*args, **kwargs)
-            return fenced
-        if name == "events":  # the engine keeps the appender for the whole run: fence it too
-            return lambda run_id: _FencedAppender(attr(run_id), self._lease)
-        return attr
-
-
-class _FencedAppender:
-    def __init__(self, appender: Any, lease: Lease) -> None:
-        self._appender, self._lease = appender, lease
-
-    def append(self, *args: Any, **kwargs: Any) -> Any:
-        if self._lease.lost.is_set():
-            raise LeaseLostError(self._lease.run_id, self._lease.lost_reason)
-        return self._appender.append(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._appender, name)
 
 
 @dataclass

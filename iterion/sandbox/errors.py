@@ -4,7 +4,7 @@ installed, a sandbox that would not start. Each is a one-line ``UserError`` nami
 from __future__ import annotations
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.failure_codes import FailureCode
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or run with --sandbox none"
@@ -13,7 +13,7 @@ INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), 
 class SandboxError(UserError):
     """Base of the sandbox's refusals."""
 
-    default_exit_code = ErrorCode.REFUSED
+    default_kind = ErrorKind.REFUSED
 
 
 class SandboxConfigError(SandboxError):

@@ -39,6 +39,7 @@ from iterion.server import web
 from iterion.server.auth import COOKIE, matches
 from iterion.server.guard import MUTATING, cross_site_error, header_token, origin_refusal, parse_json_object
 from iterion.server.service import ApiError, Service, bad_input
+from iterion.store.follow import POLL_S, Follower
 
 MAX_BODY_BYTES = 1024 * 1024
 PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
@@ -46,7 +47,7 @@ PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
 # an artifact or attachment read back: never sniffed, framed or rendered as a page of this origin
 DOWNLOAD_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                     "Content-Security-Policy": "sandbox; default-src 'none'"}
-FOLLOW_POLL_S = 0.25
+FOLLOW_POLL_S = POLL_S  # the one follow timing (iterion.store.follow)
 FOLLOW_HEARTBEAT_S = 15.0
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -143,35 +144,34 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
     async def follow(run_id: str, after: int, stop_when_parked: bool) -> AsyncIterator[bytes]:
         """Server-sent events: one ``event: <type>`` per timeline event (``id`` = its seq); with
         ``until=parked`` (the default) an ``event: end`` carrying the status once the run no longer
-        executes and every event was sent."""
+        executes and every event was sent (``iterion.store.follow``: the loop `inspect --follow`
+        uses too; ``until=never`` follows on after that)."""
+        def read_after(seq: int) -> tuple[list[dict[str, Any]], bool]:
+            page = service.events(run_id, seq, 500)
+            return page["events"], bool(page["more"])
+
+        def status() -> str:
+            return service.load(run_id).status.value if stop_when_parked else "running"
+
+        def locked() -> bool:
+            return service.store.is_locked(run_id) if stop_when_parked else True
+
+        follower: Follower[dict[str, Any]] = Follower(read_after, status, locked, lambda e: int(e["seq"]), last=after)
         idle = 0.0
-        quiet_checks = 0
         while True:
             try:
-                page = await run_in_threadpool(service.events, run_id, after, 500)
-            except ApiError as exc:
+                events, more = await run_in_threadpool(follower.step)
+            except ApiError as exc:  # the run vanished or became unreadable mid-stream
                 yield _sse("error", exc.body())
                 return
-            for e in page["events"]:
+            for e in events:
                 yield _sse(e["type"], e, e["seq"])
-                after = e["seq"]
                 idle = 0.0
-            if page["more"]:
+            if follower.ended is not None:
+                yield _sse("end", {"run_id": run_id, "status": follower.ended, "last_seq": follower.last})
+                return
+            if more:
                 continue
-            if stop_when_parked:
-                try:
-                    doc = await run_in_threadpool(service.load, run_id)
-                    locked = await run_in_threadpool(service.store.is_locked, run_id)
-                except ApiError as exc:  # the run vanished or became unreadable mid-stream
-                    yield _sse("error", exc.body())
-                    return
-                if doc.status.value != "running" and not locked:
-                    quiet_checks += 1
-                    if quiet_checks >= 2:  # one more read after the lock is free: nothing is lost
-                        yield _sse("end", {"run_id": run_id, "status": doc.status.value, "last_seq": after})
-                        return
-                else:
-                    quiet_checks = 0
             await asyncio.sleep(FOLLOW_POLL_S)
             idle += FOLLOW_POLL_S
             if idle >= FOLLOW_HEARTBEAT_S:

@@ -100,7 +100,7 @@ class StoreMetrics:
                     outcome = "finished" if e.type == ev.NODE_FINISHED else "failed"
                     self.nodes.labels(workflow, e.node, outcome).observe(max(0.0, e.time.timestamp() - started))
             elif e.type == ev.BACKEND_CALL:
-                p = e.payload
+                p = ev.payload(e, ev.BackendCallPayload)
                 backend, model = str(p.get("backend") or ""), str(p.get("model") or "")
                 if "input_tokens" in p:
                     self.tokens.labels(backend, model, "input").inc(max(0, int(p.get("input_tokens") or 0)))

@@ -532,7 +532,7 @@ class Service:
 
     # -- operator verbs (in process: the engine's own functions) ----------------------------------
     def cancel(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
-        from iterion.engine.control import cancel_run
+        from iterion.engine.operator_verbs import cancel_run
 
         doc = self.load(ref)
         self.check_version(doc, body.get("expected_version"))
@@ -547,7 +547,7 @@ class Service:
         return self._guard(cancel_run, self.store, doc.id, wait_s=wait, reason=reason).to_json()
 
     def pause(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
-        from iterion.engine.control import pause_run
+        from iterion.engine.operator_verbs import pause_run
 
         doc = self.load(ref)
         self.check_version(doc, body.get("expected_version"))

@@ -35,10 +35,11 @@ def _iso(t: datetime) -> str:
 def boundaries(events: list[Event]) -> list[dict[str, Any]]:
     out = []
     for e in events:
-        if e.type == ev.BOUNDARY_WRITTEN and isinstance(e.payload.get("label"), str):
-            out.append({"label": e.payload["label"], "state": e.payload.get("state"), "seq": e.seq,
+        p = ev.payload(e, ev.BoundaryWrittenPayload)
+        if e.type == ev.BOUNDARY_WRITTEN and isinstance(p.get("label"), str):
+            out.append({"label": p.get("label"), "state": p.get("state"), "seq": e.seq,
                         "time": _iso(e.time), "node": e.node, "iteration": e.iteration,
-                        "mechanism": e.payload.get("mechanism")})
+                        "mechanism": p.get("mechanism")})
     return out
 
 
@@ -49,8 +50,10 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
     for e in events:
         key = (e.node, e.iteration)
         if e.type == ev.NODE_STARTED:
-            row = {"node": e.node, "iteration": e.iteration, "kind": e.payload.get("kind"), "start": _iso(e.time),
-                   "start_seq": e.seq, "end": None, "duration_s": None, "status": "running", "_t": e.time}
+            row: dict[str, Any] = {"node": e.node, "iteration": e.iteration,
+                                   "kind": ev.payload(e, ev.NodeStartedPayload).get("kind"), "start": _iso(e.time),
+                                   "start_seq": e.seq, "end": None, "duration_s": None, "status": "running",
+                                   "_t": e.time}
             stale = open_rows.pop(key, None)
             if stale is not None:
                 stale["status"] = "interrupted"
@@ -62,15 +65,17 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
             row["end"] = _iso(e.time)
             row["duration_s"] = round((e.time - row["_t"]).total_seconds(), 3)
             if e.type == ev.NODE_FAILED:
-                row["error"] = e.payload.get("error")
-                row["code"] = e.payload.get("code")
+                failed = ev.payload(e, ev.NodeFailedPayload)
+                row["error"] = failed.get("error")
+                row["code"] = failed.get("code")
         elif e.type == ev.WARNING and key in open_rows:
             # e.g. a tool_output_mismatch: shown on the execution it concerns
-            open_rows[key].setdefault("warnings", []).append(
-                {"code": e.payload.get("code"), "message": e.payload.get("message")})
+            warned = ev.payload(e, ev.WarningPayload)
+            open_rows[key].setdefault("warnings", []).append({"code": warned.get("code"), "message": warned.get("message")})
         elif e.type == ev.ARTIFACT_PUBLISHED and key in open_rows:
             # the artifact this execution published: the page links it (GET .../artifacts/NODE/VERSION)
-            open_rows[key]["artifact"] = {"name": e.payload.get("name"), "version": e.payload.get("version")}
+            published = ev.payload(e, ev.ArtifactPublishedPayload)
+            open_rows[key]["artifact"] = {"name": published.get("name"), "version": published.get("version")}
         elif e.type in (ev.RUN_PAUSED, ev.HUMAN_INPUT_REQUESTED) and key in open_rows:
             open_rows[key]["status"] = "paused"
         elif e.type in (ev.RUN_CANCELLED, ev.RUN_FAILED, ev.RUN_REWOUND, ev.RUN_ORPHAN_PROMOTED):

@@ -24,10 +24,11 @@ import fcntl
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -119,6 +120,170 @@ class Event(BaseModel):
     node: str | None = None
     iteration: int | None = None
     payload: dict[str, Any] = Field(default_factory=dict)
+
+
+# -- the payloads readers rely on ----------------------------------------------------------------
+# What the CLI, the server (its timeline, metrics, the web page's rows) and the runner read from
+# an event's payload, typed. ``total=False``: the timeline is tolerant, an event of an older
+# iterion may lack a field, so a reader still uses ``.get``; a writer may add fields a reader
+# does not need (a node failure's details). Read one with ``payload(event, NodeFailedPayload)``.
+# tests/store/test_event_payloads.py checks them against the golden timeline and real runs.
+
+class RunStartedPayload(TypedDict, total=False):
+    run_id: str
+    name: str
+    workflow: str
+    file: str
+    digest: str
+    workspace: str
+    mode: str
+    mechanism: str
+
+
+class RunResumedPayload(TypedDict, total=False):
+    run_id: str
+    name: str
+    workflow: str
+    restart_node: str | None
+    from_status: str
+    resumed_from: str  # the status resumed from, or human_pause / recovery_pause
+    forced: bool
+    answers: bool
+    raised_caps: Any
+    taken_over: str | None  # how a run whose process died was taken over (engine/takeover.py)
+
+
+class RunFinishedPayload(TypedDict, total=False):
+    outputs: list[str]  # the nodes whose outputs the run kept
+    merge_skipped: str  # why a worktree run did not fast-forward its target branch
+
+
+class NodeStartedPayload(TypedDict, total=False):
+    kind: str
+    resumed: bool
+
+
+class NodeFinishedPayload(TypedDict, total=False):
+    kind: str
+    output: Any
+    tokens: int
+    cost_usd: float
+
+
+class NodeFailedPayload(TypedDict, total=False):
+    code: str
+    error: str
+    fail_node: bool  # a `fail` node of the workflow (a deliberate failure)
+
+
+class NodeRetryScheduledPayload(TypedDict, total=False):
+    code: str
+    attempt: int
+    max_retries: int
+    delay_s: float
+
+
+class RecoveryPausedPayload(TypedDict, total=False):
+    code: str
+    error: str
+
+
+class WarningPayload(TypedDict, total=False):
+    message: str
+    code: str
+    recorded: bool  # False: the engine could not append it (iterion/engine/notice.py)
+
+
+class BoundaryWrittenPayload(TypedDict, total=False):
+    label: str
+    state: str
+    mechanism: str
+
+
+class ArtifactPublishedPayload(TypedDict, total=False):
+    name: str
+    version: int
+
+
+class BackendCallPayload(TypedDict, total=False):
+    backend: str
+    model: str
+    tokens: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+class BudgetExceededPayload(TypedDict, total=False):
+    axis: str
+    cap: float
+    consumed: float
+
+
+class RunWorkspaceCheckpointPayload(TypedDict, total=False):
+    ref: str
+    commit: str
+    remote: str
+    reason: str
+    tree: str
+    time: str
+
+
+class RunWorkspaceCheckpointFailedPayload(TypedDict, total=False):
+    ref: str | None  # None: the push failed before a ref was chosen
+    remote: str
+    reason: str
+    error: str
+    time: str
+
+
+class RunDeliveryClaimedPayload(TypedDict, total=False):
+    delivery: str
+    kind: str
+    action: str
+    runner: str
+    host: str
+    attempt: int
+    max_deliver: int
+    repo_url: str | None
+    ref: str | None
+    base: str | None  # the commit the run's clone started from
+
+
+class RunDeliveryDroppedPayload(TypedDict, total=False):
+    reason: str
+    kind: str
+    delivery: str
+    message: str
+    hint: str | None
+    failure_code: str
+    error: str
+
+
+class RunRewoundPayload(TypedDict, total=False):
+    rewind_id: str
+    from_node: str | None
+    to_node: str
+    to_iteration: int
+
+
+# the event type each payload belongs to
+PAYLOADS: dict[str, type[Mapping[str, Any]]] = {
+    RUN_STARTED: RunStartedPayload, RUN_RESUMED: RunResumedPayload, RUN_FINISHED: RunFinishedPayload, NODE_STARTED: NodeStartedPayload,
+    NODE_FINISHED: NodeFinishedPayload, NODE_FAILED: NodeFailedPayload, NODE_RETRY_SCHEDULED: NodeRetryScheduledPayload,
+    RECOVERY_PAUSED: RecoveryPausedPayload, WARNING: WarningPayload, BOUNDARY_WRITTEN: BoundaryWrittenPayload,
+    ARTIFACT_PUBLISHED: ArtifactPublishedPayload, BACKEND_CALL: BackendCallPayload, BUDGET_EXCEEDED: BudgetExceededPayload,
+    RUN_WORKSPACE_CHECKPOINT: RunWorkspaceCheckpointPayload, RUN_WORKSPACE_CHECKPOINT_FAILED: RunWorkspaceCheckpointFailedPayload,
+    RUN_DELIVERY_CLAIMED: RunDeliveryClaimedPayload, RUN_DELIVERY_DROPPED: RunDeliveryDroppedPayload, RUN_REWOUND: RunRewoundPayload,
+}
+
+P = TypeVar("P", bound=Mapping[str, Any])
+
+
+def payload(event: Event, kind: type[P]) -> P:
+    """``event``'s payload read as ``kind`` (one of the TypedDicts above): typed for the reader,
+    not checked at run time (the timeline is read tolerantly, see above)."""
+    return cast(P, event.payload)
 
 
 def events_path(run_dir: Path) -> Path:

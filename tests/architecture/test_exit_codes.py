@@ -1,5 +1,5 @@
 """Exit codes have one home each: ``cli.exit_codes.ExitCode`` (what a command exits with) and
-``gitrefs.persist.errors.ErrorCode`` (what a lower layer's ``UserError`` says; the CLI translates it).
+``gitrefs.persist.errors.ErrorKind`` (what kind of failure a lower layer's ``UserError`` is; the CLI maps it).
 
 Read with ``ast`` from every module of the packages: a literal number given as an exit code
 (``exit_code=1``, ``{"exit_code": 3}``, ``typer.Exit(7)``, ``sys.exit(130)``, a default of an
@@ -58,7 +58,7 @@ def test_no_literal_exit_code_anywhere_in_the_packages() -> None:
         for path in sorted((REPO / layer).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
             bad += [f"{rel}:{line}: {what}" for line, what in literal_exit_codes(ast.parse(path.read_bytes()))]
-    assert not bad, "name the member of cli.exit_codes.ExitCode or gitrefs.persist.errors.ErrorCode:\n" + "\n".join(bad)
+    assert not bad, "name the member of cli.exit_codes.ExitCode or gitrefs.persist.errors.ErrorKind:\n" + "\n".join(bad)
 
 
 def test_the_guard_sees_each_kind_of_literal() -> None:

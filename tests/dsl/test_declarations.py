@@ -55,6 +55,7 @@ def test_workflow_vars_override_and_attachments_merge() -> None:
     assert planner.provider == "${PLANNER_PROVIDER:-anthropic}"  # expanded when the node runs
     assert planner.interaction_prompt_ref == "escalate" and planner.interaction_prompt
     assert wf.nodes["pick"].provider == "openai" and wf.nodes["confirm"].interaction_model == "m-answer"
+    assert all("provider" not in n.extra for n in wf.nodes.values())  # one home: Node.provider
 
 
 def test_a_duplicate_attachment_across_both_blocks_is_c050() -> None:

@@ -11,7 +11,8 @@ import pytest
 from iterion.budget import BudgetAsk
 from iterion.engine.answers import stage_file_answers, upload_path
 from iterion.engine.auto_resume import Backoff, auto_resume, verdict_for
-from iterion.engine.control import Action, cancel_run, pause_run, read_request, write_request
+from iterion.engine.control import Action, read_request, write_request
+from iterion.engine.operator_verbs import cancel_run, pause_run
 from iterion.engine.errors import EngineError
 from iterion.engine.fork import fork_run, list_turns
 from iterion.engine.launch import LaunchOptions, launch_run

@@ -2,7 +2,7 @@
 calling, and the Anthropic messages API with tool_use blocks. Each turns the provider-neutral
 conversation (``conversation.py``) into a request body and a response into a ``Turn``.
 
-Transport and HTTP errors go through ``iterion.backends.openai.post_json`` (the one mapping to
+Transport and HTTP errors go through ``iterion.backends.httperrors.post_json`` (the one mapping to
 the failure-code table both backends share).
 
 Tool names on the wire must match ``^[a-zA-Z0-9_-]{1,64}$`` for both providers, so
@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 
 from iterion.backends.base import BackendError
+from iterion.backends.httperrors import post_json
 from iterion.backends.jsonout import Fallback, response_format, token_limit_field
 from iterion.backends.openai import DEFAULT_BASE_URL as OPENAI_DEFAULT_URL
-from iterion.backends.openai import cached_tokens, post_json
+from iterion.backends.openai import cached_tokens
 from iterion.backends.pricing import cost_usd
 from iterion.backends.sse import (
     AnthropicStream,

@@ -118,7 +118,7 @@ def call_backend(ctx: ExecContext, node: Node, iteration: int, *, system: str, u
         prior_question=prior[0] if prior else None, prior_answer=prior[1] if prior else None,
         allow_ask_user=interaction_mode(ctx, node) != "none" if allow_ask is None else allow_ask,
         choices=tuple(choices or ()), multi=node.multi, workspace_dir=str(ctx.workspace), run_id=ctx.run_id,
-        provider=expand_node(node.provider or node.extra.get("provider") or "", os.environ) or None, tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
+        provider=expand_node(node.provider or "", os.environ) or None, tool_max_steps=node.tool_max_steps, host=host, permission_flags=flags,
         wrap_argv=(lambda argv: ctx.wrap(argv, node.id, Role.AGENT_CLI, backend=canonical))
         if canonical in ("claude_code", "codex") else None,
     )

@@ -16,6 +16,7 @@ from gitrefs.persist import atomic_write_bytes, write_model
 from iterion.store.artifacts import ArtifactDoc, ArtifactNotFoundError, ArtifactStore
 from iterion.store.attachments import AttachmentRecord, AttachmentStore
 from iterion.store.errors import StoreError
+from iterion.store.jetstream.tokens import key_token, run_id_of, run_token
 
 if TYPE_CHECKING:
     from iterion.store.jetstream.store import JetStreamStore
@@ -28,8 +29,6 @@ class JetStreamArtifacts(ArtifactStore):
 
     def __init__(self, store: JetStreamStore, run_id: str, run_dir: Path) -> None:
         super().__init__(run_dir)
-        from iterion.store.jetstream.store import key_token, run_token
-
         self.js, self.run_tok, self._name_tok = store, run_token(run_id), key_token
 
     def _prefix(self, name: str) -> str:
@@ -45,8 +44,6 @@ class JetStreamArtifacts(ArtifactStore):
         return self.js._bridge.call(go())
 
     def names(self) -> list[str]:
-        from iterion.store.jetstream.store import run_id_of
-
         async def go() -> list[str]:
             keys = await self.js._keys(self.js._artifacts, f"{self.run_tok}.*.*")
             return sorted({run_id_of(k.split(".")[1]) for k in keys})
@@ -97,8 +94,6 @@ class JetStreamAttachments(AttachmentStore):
 
     def __init__(self, store: JetStreamStore, run_id: str, run_dir: Path) -> None:
         super().__init__(run_dir)
-        from iterion.store.jetstream.store import key_token, run_token
-
         self.js, self.run_tok, self._name_tok = store, run_token(run_id), key_token
 
     def _key(self, name: str) -> str:

@@ -50,33 +50,15 @@ from iterion.store.docstore import CorruptRun
 from iterion.store.errors import CorruptDocumentError, RunExistsError, RunNotFoundError, StaleWriteError
 from iterion.store.events import Event
 from iterion.store.fsdocs import update_with_retry
-from iterion.store.ids import validate_run_id
 from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
+from iterion.store.jetstream.tokens import key_token, run_id_of, run_token
 from iterion.store.run_doc import RunDoc
 from iterion.store.runindex import IndexRow, corrupt_row, row_of_doc
 from iterion.store.timeutil import utcnow
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-_PLAIN_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def run_token(run_id: str) -> str:
-    """The run id as one KV key and one subject token. Generated ids (hex) are used as they are;
-    any other valid id (dots, non-ASCII) becomes ``=`` + the hex of its UTF-8 bytes, which no
-    plain id can collide with (plain ids never contain ``=``)."""
-    validate_run_id(run_id)
-    return run_id if _PLAIN_ID_RE.match(run_id) else "=" + run_id.encode("utf-8").hex()
-
-
-def run_id_of(token: str) -> str:
-    return bytes.fromhex(token[1:]).decode("utf-8") if token.startswith("=") else token
-
-
-def key_token(text: str) -> str:
-    """Any non-empty string as one KV key token (a name, an artifact name): plain, or ``=`` + hex."""
-    return text if _PLAIN_ID_RE.match(text) else "=" + text.encode("utf-8").hex()
 
 _WRONG_LAST_SEQUENCE = (10071, 10164)
 APPEND_ATTEMPTS = 50
