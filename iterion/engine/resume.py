@@ -28,6 +28,13 @@ from iterion.engine.context import RunOptions
 from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, SourceChanged
 from iterion.engine.execution import drive, make_emit, open_run_versioning
 from iterion.engine.notice import Listener
+from iterion.engine.placeholder import (
+    PERMISSION_FIELD,
+    PERMISSION_PLACEHOLDER,
+    is_placeholder,
+    placeholder,
+    refusal,
+)
 from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
 from iterion.engine.recovery import ACK_FIELD, check_env_settings
 from iterion.engine.result import RunResult
@@ -46,6 +53,7 @@ from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.engine.takeover import record_takeover
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
+from iterion.invocation import command
 from iterion.ir import NodeKind
 from iterion.permissions import build_policy
 from iterion.store import (
@@ -122,7 +130,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # a fresh sandbox, never the last attempt's: refused here (the run keeps its status) when it cannot start
         sandbox_flag = options.sandbox or recorded_flag(doc.options)
         sandbox = build_sandbox(wf, Path(doc.workspace_dir), store.root, sandbox_flag, layers)
-        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None)
+        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None,
+                                 ref=doc.name or state.run_id)
         check_pending_uploads(state, wf, answers)
 
         push_option = _push_override(doc, options)  # checked before anything is claimed
@@ -253,7 +262,7 @@ def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:
 
 
 def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[str, Any], *,
-                   new_permission: bool = False) -> dict[str, Any] | None:
+                   new_permission: bool = False, ref: str | None = None) -> dict[str, Any] | None:
     """Answers are required for a human pause, refused otherwise, and coerced up front. A
     permission pause may instead be resumed with new --permission* rules (the agent re-decides
     the pending call under the rebuilt policy, and asks again if it still says ask)."""
@@ -268,9 +277,14 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
                                      hint=f"iterion resume --run-id {state.run_id} --answer approve=yes (or no), "
                                           "or add a rule: --permission-allow 'TOOL(PATTERN)'")
         if not answers:
-            fields = ", ".join(f.get("name", "?") for f in pending.questions.get("fields", [])) or "answer"
-            raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({fields})",
-                                     hint=f"iterion resume --run-id {state.run_id} --answer FIELD=VALUE ...")
+            fields = pending.questions.get("fields") or [{"name": "answer", "type": "string"}]
+            names = ", ".join(str(f.get("name", "?")) for f in fields)
+            words = [w for f in fields for w in ("--answer", f"{f.get('name')}={placeholder(f.get('type'), f.get('enum'))}")]
+            raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({names})",
+                                     hint=command("resume", "--run-id", ref or state.run_id, *words))
+        if pending.questions.get("permission") and is_placeholder(answers.get(PERMISSION_FIELD), None,
+                                                                  ("yes", "no")):
+            raise EngineError(refusal(PERMISSION_FIELD, PERMISSION_PLACEHOLDER), exit_code=ErrorCode.BAD_INPUT)
         if pending.kind == "recovery" and ACK_FIELD not in answers:
             code = pending.questions.get("recovery_code")
             raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "

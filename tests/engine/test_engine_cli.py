@@ -38,7 +38,8 @@ def test_demo_runs_to_its_gate_then_resume_answers_and_finishes(tmp_path: Path, 
     assert p.returncode == 4, p.stderr
     assert "paused_waiting_human" in p.stderr
     line = next(ln for ln in p.stderr.splitlines() if "answer with:" in ln)
-    assert "--answer approved=true" in line and "--answer note=..." in line
+    # placeholders, never a default answer (issue 34 point 3)
+    assert "--answer 'approved=<true|false>'" in line and "--answer 'note=<text>'" in line
     listing = json.loads(cli("inspect", "--store-dir", store, "--json", cwd=ws).stdout)
     (run,) = listing
     assert run["status"] == "paused_waiting_human" and run["workflow"] == "demo"
