@@ -26,6 +26,7 @@ from cli.parked import (
 )
 from cli.preflight import check_backend, check_launch, check_model, check_run_writable, check_script
 from cli.progress import Progress, notices_only
+from cli.prompting import NO_INPUT, answer_at_terminal, ask_before_resume
 from cli.scaffold import merge_skipped_reason, scaffold
 from cli.storeopts import NATS, STORE_DIR, open_swept
 from iterion.budget import BudgetAsk, DurationError, OnBudget, parse_duration
@@ -153,6 +154,7 @@ def run_cmd(
     store_dir: Path | None = STORE_DIR,
     nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
+    no_input: bool = NO_INPUT,
     as_json: bool = JSON,
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
@@ -209,6 +211,7 @@ def run_cmd(
     result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry, token=token,
                                                            listener=listener))
+    result = answer_at_terminal(store, result, retry, token=token, listener=listener, no_input=no_input or as_json)
     _finish(result, store, as_json)
 
 
@@ -252,6 +255,7 @@ def resume_cmd(
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
+    no_input: bool = NO_INPUT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
@@ -291,6 +295,8 @@ def resume_cmd(
     if answers_file is not None:
         answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
     answers.update(key_values(answer, "--answer", "approved=true"))  # explicit flags override the file
+    if not answers and not (permission or permission_allow or permission_ask or permission_deny):
+        answers.update(ask_before_resume(store, run_id, no_input=no_input or as_json))  # on a terminal
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, model=check_model(model),
                             force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
@@ -313,6 +319,8 @@ def resume_cmd(
     result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
                                                            listener=listener))
+    result = answer_at_terminal(store, result, retry_options, token=token, listener=listener,
+                                no_input=no_input or as_json)
     _finish(result, store, as_json)
 
 
