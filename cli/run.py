@@ -27,7 +27,7 @@ from cli.parked import (
 from cli.preflight import check_backend, check_launch, check_model, check_run_writable, check_script
 from cli.progress import Progress, notices_only
 from cli.prompting import NO_INPUT, answer_at_terminal, ask_before_resume
-from cli.scaffold import merge_skipped_reason, scaffold
+from cli.scaffold import merge_skipped_reason, next_step, scaffold
 from cli.storeopts import NATS, STORE_DIR, open_swept
 from iterion.budget import BudgetAsk, DurationError, OnBudget, parse_duration
 from iterion.store import RunStatus, Store
@@ -349,10 +349,7 @@ def init_cmd(
         echo_json({"directory": str(directory.resolve()), "files": copied})
         return
     echo(f"created {directory}: {', '.join(copied)}")
-    from iterion.invocation import command
-    from iterion.shellquote import printed_word
-
-    echo(f"next: cd {printed_word(str(directory))} && {command('run', 'demo.bot')}")  # pastes as printed
+    echo(f"next: {next_step(directory)}")  # pastes as printed, after its own cd too
 
 
 def register(app: typer.Typer) -> None:
