@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import cli_env
 
@@ -32,3 +36,30 @@ def test_init_next_step_runs_after_its_own_cd_when_invoked_by_a_relative_path(tm
     ran = _sh(step, tmp_path)
     assert ran.returncode == 4, ran.stderr  # the demo parks at its gate: it ran
     assert "paused_waiting_human" in ran.stderr
+
+
+def test_the_live_timer_of_a_running_node_moves_without_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It stayed at 0.0s for the whole node: lines were redrawn only when an event arrived."""
+    from types import SimpleNamespace
+
+    from cli.progress import Progress
+
+    monkeypatch.setenv("COLUMNS", "80")
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    now = [100.0]  # a clock the test moves: nothing here depends on the wall clock's speed
+    progress = Progress(live=True, clock=lambda: now[0], tick_s=0.01)
+    progress(SimpleNamespace(type="node_started", node="slow", iteration=0, payload={"kind": "tool"}))
+    assert "slow (tool, iteration 0) 0.0s" in err.getvalue()
+    now[0] = 142.0  # 42 s into the node, and no event since it started
+    deadline = time.monotonic() + 30
+    while "slow (tool, iteration 0) 42.0s" not in err.getvalue():
+        assert time.monotonic() < deadline, err.getvalue()
+        time.sleep(0.01)
+    progress(SimpleNamespace(type="node_finished", node="slow", iteration=0, payload={}))
+    assert "✓ slow 42.00s" in err.getvalue()
+    ticker = progress.ticker
+    deadline = time.monotonic() + 30
+    while ticker is not None and ticker.is_alive():  # no node runs: the ticker ends by itself
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
