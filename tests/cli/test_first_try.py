@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.conftest import FIXTURES, cli_env, run_cli
 
 SCRIPT = Path(sys.executable).parent / "iterion"
 
@@ -63,3 +65,38 @@ def test_the_live_timer_of_a_running_node_moves_without_events(monkeypatch: pyte
     while ticker is not None and ticker.is_alive():  # no node runs: the ticker ends by itself
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+def test_inspect_shows_times_rewinds_no_raw_none_and_summarises_boundaries(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", demo)
+    store = str(tmp_path / "store")
+    assert run_cli("run", str(demo / "demo.bot"), "--workspace", str(demo), "--store-dir", store,
+                   cwd=tmp_path).returncode == 4
+    (run,) = json.loads(run_cli("inspect", "--store-dir", store, "--json", cwd=tmp_path).stdout)
+    r = run_cli("rewind", "--run-id", run["id"], "--node", "review", "--store-dir", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = run_cli("inspect", "--run-id", run["id"], "--store-dir", store, cwd=tmp_path).stdout
+    assert "None" not in text, text
+    assert re.search(r"^started: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", text, re.MULTILINE), text
+    assert re.search(r"^ended: - \(not ended: \w+\), \S+ so far$", text, re.MULTILINE), text
+    assert re.search(r"^rewinds: 1, the last to review at ", text, re.MULTILINE), text
+    line = next(ln for ln in text.splitlines() if ln.startswith("boundaries: "))
+    detail = json.loads(run_cli("inspect", "--run-id", run["id"], "--store-dir", store, "--json",
+                                cwd=tmp_path).stdout)
+    labels = [b["label"] for b in detail["boundaries"]]
+    assert len(labels) > 6 and line.startswith(f"boundaries: {len(labels)}: ") and "--boundaries" in line
+    assert labels[len(labels) // 2] not in line.split()  # summarised: the middle is left out
+    every = run_cli("inspect", "--run-id", run["id"], "--store-dir", store, "--boundaries", cwd=tmp_path).stdout
+    line = next(ln for ln in every.splitlines() if ln.startswith("boundaries: "))
+    assert line == f"boundaries: {len(labels)}: " + " ".join(labels)
+    assert detail["started_at"] and detail["ended_at"] is None and detail["duration_s"] >= 0
+    assert [x["to_node"] for x in detail["rewinds"]] == ["review"]
+    # a run that ended: its end and total (the rewound run replays to the gate, then is answered)
+    assert run_cli("resume", "--run-id", run["id"], "--store-dir", store, cwd=tmp_path).returncode == 4
+    r = run_cli("resume", "--run-id", run["id"], "--store-dir", store, "--answers-file",
+                str(demo / "answers.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = run_cli("inspect", "--run-id", run["id"], "--store-dir", store, cwd=tmp_path).stdout
+    assert re.search(r"^ended: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, took \S+$", text, re.MULTILINE), text
+    assert "None" not in text, text

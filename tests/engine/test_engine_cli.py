@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def test_demo_runs_to_its_gate_then_resume_answers_and_finishes(tmp_path: Path, 
     assert detail["executed"].count("write:0") == 1 and "write:1" in detail["executed"]
     assert any(e["type"] == "run_resumed" for e in detail["events"])
     human = cli("inspect", "--run-id", run["id"], "--store-dir", store, cwd=ws)
-    assert human.returncode == 0 and "boundaries: pre:gather:0" in human.stdout
+    assert human.returncode == 0 and re.search(r"^boundaries: \d+: pre:gather:0 ", human.stdout, re.MULTILINE)
 
 
 def test_run_json_and_answers_file(tmp_path: Path, ws: Path) -> None:
