@@ -100,3 +100,21 @@ def test_inspect_shows_times_rewinds_no_raw_none_and_summarises_boundaries(tmp_p
     text = run_cli("inspect", "--run-id", run["id"], "--store-dir", store, cwd=tmp_path).stdout
     assert re.search(r"^ended: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, took \S+$", text, re.MULTILINE), text
     assert "None" not in text, text
+
+
+def test_at_80_columns_the_coloured_list_cuts_the_id_never_the_name_nor_its_prefix(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import cli.runlist as runlist
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(runlist, "colour_enabled", lambda stream: True)  # the terminal layout
+    rows = [{"id": "01a250c34cd933cef4eac988c0df1c69", "name": "a-rather-long-workflow-keen-zephyr",
+             "status": "paused_waiting_human", "workflow": "a-rather-long-workflow", "age": "3m"},
+            {"id": "01b7e0c34cd933cef4eac988c0df1c70", "name": "a-rather-long-workflow-calm-river",
+             "status": "finished", "workflow": "a-rather-long-workflow", "age": "1d"}]
+    runlist.add_short_ids(rows)
+    runlist.print_runs(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), lines
+    for r, line in zip(rows, lines[1:]):
+        assert r["name"] in line and line.startswith(r["short_id"]) and r["id"] not in line, line
