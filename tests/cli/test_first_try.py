@@ -118,3 +118,19 @@ def test_at_80_columns_the_coloured_list_cuts_the_id_never_the_name_nor_its_pref
     assert all(len(ln) <= 80 for ln in lines), lines
     for r, line in zip(rows, lines[1:]):
         assert r["name"] in line and line.startswith(r["short_id"]) and r["id"] not in line, line
+
+
+def test_gc_reports_only_what_it_removed(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", demo)
+    store = str(tmp_path / "store")
+    done = run_cli("run", str(demo / "demo.bot"), "--workspace", str(demo), "--store-dir", store,
+                   "--answers-file", str(demo / "answers.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    first = run_cli("gc", "--store-dir", store, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("collected run ") and lines[-1].startswith("gc: freed ")
+    assert not re.search(r"\b0 (refs?|objects?|runs?|B)\b|kept", first.stdout), first.stdout  # no zero part
+    again = run_cli("gc", "--store-dir", store, cwd=tmp_path)
+    assert again.stdout == "gc: nothing to free (0 runs kept)\n", again.stdout
