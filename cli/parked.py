@@ -105,6 +105,15 @@ def resume_command(run_id: str, failure_code: str | None, error: str | None, sto
     return command("resume", "--run-id", run_id, *store_args, *extra)
 
 
+def stored_in(store: Any, run_id: str) -> str:
+    """Where the run is kept, for the `stored in:` line: its directory; for a JetStream store the
+    NATS store first (its documents and events live there), then this machine's part."""
+    local = store.run_dir(run_id)
+    if getattr(store, "shared", False):
+        return f"{store.where()}, run {run_id}; this machine's part: {local}"
+    return str(local)
+
+
 def inspect_command(run_id: str, store_args: list[str]) -> str:
     return command("inspect", "--run-id", run_id, *store_args)
 

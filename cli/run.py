@@ -23,6 +23,7 @@ from cli.parked import (
     inspect_command,
     resume_command,
     store_args,
+    stored_in,
 )
 from cli.preflight import check_backend, check_launch, check_model, check_run_writable, check_script
 from cli.progress import Progress, notices_only
@@ -105,7 +106,7 @@ def _summary(result: RunResult, store: Store) -> None:
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
         echo_err(f"  resume with: {resume_command(ref, result.failure_code, result.error, where)}")
     echo_err(f"  details: {inspect_command(ref, where)}")
-    echo_err(f"  stored in: {store.run_dir(result.run_id)}")
+    echo_err(f"  stored in: {stored_in(store, result.run_id)}")
 
 
 def _finish(result: RunResult, store: Store, as_json: bool) -> None:

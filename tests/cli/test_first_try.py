@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, cli_env, run_cli
+from tests.natsserver import NatsServer
 
 SCRIPT = Path(sys.executable).parent / "iterion"
 
@@ -134,3 +135,17 @@ def test_gc_reports_only_what_it_removed(tmp_path: Path) -> None:
     assert not re.search(r"\b0 (refs?|objects?|runs?|B)\b|kept", first.stdout), first.stdout  # no zero part
     again = run_cli("gc", "--store-dir", store, cwd=tmp_path)
     assert again.stdout == "gc: nothing to free (0 runs kept)\n", again.stdout
+
+
+def test_with_nats_stored_in_names_the_nats_store(tmp_path: Path, nats_server: NatsServer) -> None:
+    import uuid
+
+    demo = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", demo)
+    prefix = "s" + uuid.uuid4().hex[:10]
+    p = run_cli("run", str(demo / "demo.bot"), "--workspace", str(demo), "--nats", nats_server.url,
+                "--store-dir", str(tmp_path / "store"), cwd=tmp_path, env={"ITERION_NATS_PREFIX": prefix})
+    assert p.returncode == 4, p.stderr
+    line = next(ln for ln in p.stderr.splitlines() if "stored in:" in ln)
+    assert f"the run store at {nats_server.url} (prefix {prefix})" in line, line
+    assert "this machine's part: " + str(tmp_path / "store") in line
