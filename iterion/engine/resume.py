@@ -274,8 +274,9 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
         if not answers and pending.questions.get("permission"):
             raise StatusRefusedError(f"run {state.run_id} is waiting for a permission decision on node "
                                      f"{pending.node} ({pending.questions['permission'].get('tool')})",
-                                     hint=f"iterion resume --run-id {state.run_id} --answer approve=yes (or no), "
-                                          "or add a rule: --permission-allow 'TOOL(PATTERN)'")
+                                     hint=command("resume", "--run-id", ref or state.run_id, "--answer",
+                                                  f"{PERMISSION_FIELD}={PERMISSION_PLACEHOLDER}")
+                                     + f" (or add a rule: --permission-allow '{pending.questions['permission'].get('tool')}(...)')")
         if not answers:
             fields = pending.questions.get("fields") or [{"name": "answer", "type": "string"}]
             names = ", ".join(str(f.get("name", "?")) for f in fields)
@@ -289,7 +290,7 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
             code = pending.questions.get("recovery_code")
             raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "
                               f"answer {ACK_FIELD} once the cause is fixed",
-                              hint=f"iterion resume --run-id {state.run_id} --answer {ACK_FIELD}=true",
+                              hint=command("resume", "--run-id", ref or state.run_id, "--answer", f"{ACK_FIELD}=true"),
                               exit_code=ErrorCode.BAD_INPUT)
         if node is not None and node.kind is NodeKind.HUMAN and pending.kind != "recovery":
             try:
