@@ -25,7 +25,14 @@ from cli.parked import (
     store_args,
     stored_in,
 )
-from cli.preflight import check_backend, check_launch, check_model, check_run_writable, check_script
+from cli.preflight import (
+    check_backend,
+    check_backends_usable,
+    check_launch,
+    check_model,
+    check_run_writable,
+    check_script,
+)
 from cli.progress import Progress, notices_only
 from cli.prompting import NO_INPUT, answer_at_terminal, ask_before_resume
 from cli.scaffold import merge_skipped_reason, next_step, scaffold
@@ -198,6 +205,7 @@ def run_cmd(
     except InvalidWorkflow as exc:
         _print_invalid(exc, as_json)
         raise
+    check_backends_usable(compiled.workflow, file, backend, script)  # before the run exists
     if raw_answers is not None:
         humans = [n.id for n in compiled.workflow.nodes.values() if n.kind is NodeKind.HUMAN]
         answers.update(answers_for_launch(raw_answers, humans, str(answers_file)))

@@ -149,3 +149,48 @@ def test_with_nats_stored_in_names_the_nats_store(tmp_path: Path, nats_server: N
     line = next(ln for ln in p.stderr.splitlines() if "stored in:" in ln)
     assert f"the run store at {nats_server.url} (prefix {prefix})" in line, line
     assert "this machine's part: " + str(tmp_path / "store") in line
+
+
+OPENAI_AGENT = """
+schema note:
+  text: string
+
+agent write:
+  backend: "openai"
+  model: "gpt-4o-mini"
+  output: note
+  user: "write"
+
+workflow w:
+  entry: write
+  write -> done
+"""
+
+NO_CREDENTIALS = {k: None for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                                    "ITERION_BACKEND", "ITERION_DEFAULT_BACKEND", "ITERION_SCRIPT_FILE")}
+
+
+def test_a_run_without_credentials_for_its_backend_is_refused_before_it_exists(tmp_path: Path) -> None:
+    from tests.conftest import make_checkout, write_bot
+
+    ws = make_checkout(tmp_path / "ws")
+    store = tmp_path / "store"
+    bot = write_bot(tmp_path / "src", OPENAI_AGENT)
+    p = run_cli("run", str(bot), "--store-dir", str(store), cwd=ws, env=NO_CREDENTIALS)
+    assert p.returncode == 2, p.stderr
+    first = p.stderr.splitlines()[0]
+    assert first.startswith("error: cannot start: node write runs on openai (node write's backend:), unusable "
+                            "here: no $OPENAI_API_KEY"), p.stderr
+    assert "no run was created" in first and "iterion backends" in p.stderr
+    runs = store / "runs"
+    assert not runs.exists() or not any(runs.iterdir())  # nothing in the store
+    assert run_cli("inspect", "--store-dir", str(store), "--json", cwd=ws).stdout.strip() == "[]"
+    # validate says so as a warning (exit 0: the file itself is valid)
+    v = run_cli("validate", str(bot), cwd=ws, env=NO_CREDENTIALS)
+    assert v.returncode == 0, v.stderr
+    assert "warning: " in v.stderr and "node write runs on openai" in v.stderr and "no $OPENAI_API_KEY" in v.stderr
+    vj = json.loads(run_cli("validate", str(bot), "--json", cwd=ws, env=NO_CREDENTIALS).stdout)
+    assert vj["ok"] and len(vj["files"][0]["unusable_backends"]) == 1
+    # with the credential (an endpoint) set, nothing is said and the run is allowed to start
+    ok = run_cli("validate", str(bot), cwd=ws, env={**NO_CREDENTIALS, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert ok.returncode == 0 and "warning:" not in ok.stderr, ok.stderr
