@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cli.output import echo, styled
+from gitrefs.persist import UserError
 
 if TYPE_CHECKING:
     from iterion.engine.result import RunResult
@@ -44,8 +45,9 @@ YES = ("y", "yes")
 NO = ("n", "no")
 
 
-class Stop(Exception):
-    """The person stopped answering (Ctrl-D, Ctrl-C): the run stays parked."""
+class Stop(UserError):
+    """The person stopped answering (Ctrl-D, Ctrl-C): the run stays parked (caught in this
+    module: the summary and exit 4 follow, never an error line)."""
 
 
 def interactive(no_input: bool) -> bool:
@@ -63,7 +65,7 @@ def _read(prompt: str) -> str:
         return input(prompt)
     except (EOFError, KeyboardInterrupt):
         echo()
-        raise Stop from None
+        raise Stop("not answered: the run stays parked") from None
 
 
 def _yes_no(prompt: str) -> bool:
@@ -181,7 +183,7 @@ def ask(pending: dict[str, Any]) -> dict[str, Any]:
     fields = list(pending.get("fields") or [{"name": "answer", "type": "string"}])
     if [f.get("name") for f in fields] == [ACK_FIELD]:
         if not _yes_no("  is the cause fixed (retry the node)?"):
-            raise Stop
+            raise Stop("not answered: the run stays parked")
         return {ACK_FIELD: "true"}
     echo(styled("  (Ctrl-D leaves the run parked)", "dim"))
     return {str(f.get("name")): ask_field(_schema_field(f)) for f in fields}
