@@ -283,9 +283,15 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
             words = [w for f in fields for w in ("--answer", f"{f.get('name')}={placeholder(f.get('type'), f.get('enum'))}")]
             raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({names})",
                                      hint=command("resume", "--run-id", ref or state.run_id, *words))
-        if pending.questions.get("permission") and is_placeholder(answers.get(PERMISSION_FIELD), None,
-                                                                  ("yes", "no")):
-            raise EngineError(refusal(PERMISSION_FIELD, PERMISSION_PLACEHOLDER), exit_code=ErrorCode.BAD_INPUT)
+        # a printed placeholder pasted unchanged answers nothing, whatever the pause (a gate's
+        # schema refuses it too; an agent's question or a permission has no schema to)
+        asked: list[dict[str, Any]] = (
+            [{"name": PERMISSION_FIELD, "enum": ["yes", "no"]}] if pending.questions.get("permission")
+            else pending.questions.get("fields") or [{"name": "answer", "type": "string"}])
+        for f in asked:
+            value = answers.get(str(f.get("name")))
+            if is_placeholder(value, f.get("type"), f.get("enum")):
+                raise EngineError(refusal(str(f.get("name")), str(value).strip()), exit_code=ErrorCode.BAD_INPUT)
         if pending.kind == "recovery" and ACK_FIELD not in answers:
             code = pending.questions.get("recovery_code")
             raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "
