@@ -49,14 +49,26 @@ def gc_cmd(
     if as_json:
         echo_json({"store": str(store.root), **report.to_json()})
         return
+    # only what was removed (or would be): a zero part, a run that freed nothing, the kept runs
+    # are not reported as if gc had done something to them
     verb = "would free" if dry_run else "freed"
-    for run in report.collected:
-        echo(f"{'would collect' if dry_run else 'collected'} run {run.run_id} ({run.name}): "
-             f"{human_size(run.snapshot_bytes + run.worktree_bytes)}, {len(run.refs)} ref(s)")
+    removed = [r for r in report.collected if r.snapshot_bytes + r.worktree_bytes or r.refs]
+    for run in removed:
+        parts = [human_size(run.snapshot_bytes + run.worktree_bytes)] if run.snapshot_bytes + run.worktree_bytes else []
+        parts += [_count(len(run.refs), "ref")] if run.refs else []
+        echo(f"{'would collect' if dry_run else 'collected'} run {run.run_id} ({run.name}): {', '.join(parts)}")
     for warning in report.warnings:
         echo(f"warning: {warning}")
-    echo(f"gc: {verb} {human_size(report.freed_bytes)} ({report.freed_bytes} bytes): "
-         f"{len(report.collected)} run(s), {report.objects_removed} object(s); kept {report.kept_runs} run(s)")
+    if not report.freed_bytes and not removed:
+        echo(f"gc: nothing to free ({_count(report.kept_runs, 'run')} kept)")
+        return
+    what = [_count(len(removed), "run")] if removed else []
+    what += [_count(report.objects_removed, "object")] if report.objects_removed else []
+    echo(f"gc: {verb} {human_size(report.freed_bytes)} ({report.freed_bytes} bytes): {', '.join(what)}")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def register(app: typer.Typer) -> None:

@@ -112,12 +112,63 @@ def _entry(store: Store, r: IndexRow) -> RunSummary | CorruptRun:
     return RunSummary(r.id, r.name, RunStatus(r.status), r.workflow, datetime.fromisoformat(r.created), r.failure_code)
 
 
-def _boundaries(store: Store, doc: Any) -> list[dict[str, Any]]:
+BOUNDARIES_SHOWN = 6  # the text view names this many boundaries (the first and last), --boundaries all
+
+
+def _boundaries_and_rewinds(store: Store, doc: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run's boundaries and its rewinds (to which node, when), from one read of its events."""
     from iterion.store import events as ev
 
-    return [{"label": p.get("label"), "state": p.get("state"), "seq": e.seq}
-            for e in store.read_events(doc.id) if e.type == ev.BOUNDARY_WRITTEN
-            for p in [ev.payload(e, ev.BoundaryWrittenPayload)]]
+    boundaries, rewinds = [], []
+    for e in store.read_events(doc.id):
+        if e.type == ev.BOUNDARY_WRITTEN:
+            p = ev.payload(e, ev.BoundaryWrittenPayload)
+            boundaries.append({"label": p.get("label"), "state": p.get("state"), "seq": e.seq})
+        elif e.type == ev.RUN_REWOUND:
+            rewinds.append({"to_node": e.node, "iteration": e.iteration, "time": e.time.isoformat(), "seq": e.seq})
+    return boundaries, rewinds
+
+
+def _stamp(at: datetime | None) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at is not None else "-"
+
+
+def _span(seconds: float) -> str:
+    """``1h02m``, ``3m05s``, ``4.2s``: a duration for a person."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    secs = int(seconds)
+    if secs < 3600:
+        return f"{secs // 60}m{secs % 60:02d}s"
+    return f"{secs // 3600}h{secs % 3600 // 60:02d}m"
+
+
+def _timing(doc: RunDoc) -> dict[str, Any]:
+    """Start, end (None while the run can go on) and the total from start to end (or to now)."""
+    end = doc.finished_at if doc.status.is_terminal else None
+    total = ((end or datetime.now(UTC)) - doc.created_at).total_seconds()
+    return {"started_at": doc.created_at.isoformat(), "ended_at": end.isoformat() if end else None,
+            "duration_s": round(max(0.0, total), 3)}
+
+
+def _time_lines(doc: RunDoc, timing: dict[str, Any]) -> list[str]:
+    end = doc.finished_at if doc.status.is_terminal else None
+    total = _span(timing["duration_s"])
+    return [f"started: {_stamp(doc.created_at)}",
+            f"ended: {_stamp(end)}, took {total}" if end is not None
+            else f"ended: - (not ended: {doc.status.value}), {total} so far"]
+
+
+def _boundary_line(boundaries: list[dict[str, Any]], every: bool) -> str:
+    """``boundaries: 24 (pre:gather:0 pre:plan:0 … pause:approve:0)``; ``every``: all of them."""
+    labels = [str(b["label"]) for b in boundaries]
+    if not labels:
+        return "boundaries: -"
+    if every or len(labels) <= BOUNDARIES_SHOWN:
+        return f"boundaries: {len(labels)}: " + " ".join(labels)
+    half = BOUNDARIES_SHOWN // 2
+    return (f"boundaries: {len(labels)}: " + " ".join(labels[:half]) + " … " + " ".join(labels[-half:])
+            + " (--boundaries lists all)")
 
 
 def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
@@ -201,6 +252,8 @@ def inspect_cmd(
                                          "(repeatable). Example: --node review"),
     follow: bool = typer.Option(False, "--follow", "-f", help="With --run-id: print the timeline, then stream "
                                 "new events until the run parks or ends."),
+    show_boundaries: bool = typer.Option(False, "--boundaries", help="With --run-id: list every boundary "
+                                         "(the summary names the first and last few). Example: --boundaries"),
     store_dir: Path | None = STORE_DIR,
     nats: str | None = NATS,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -229,6 +282,7 @@ def inspect_cmd(
     rid = store.resolve_run(run_id)
     doc = store.load_run(rid)
     cp = store.load_checkpoint(rid)
+    boundaries, rewinds = _boundaries_and_rewinds(store, doc)
     detail: dict[str, Any] = {
         "id": doc.id, "name": doc.name, "status": doc.status.value, "workflow": doc.workflow_name,
         "file": doc.file_path, "digest": doc.workflow_digest, "failure_code": doc.failure_code, "error": doc.error,
@@ -240,7 +294,9 @@ def inspect_cmd(
         "outputs": cp.outputs if cp else {},
         "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
         "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
-        "boundaries": _boundaries(store, doc),
+        "boundaries": boundaries,
+        "rewinds": rewinds,
+        **_timing(doc),
         "continue_with": _continue_with(doc, cp, store_args(store)),
         # process groups the run recorded as alive (a takeover ends those still running)
         "processes": [c.model_dump(mode="json") for c in doc.children],
@@ -267,12 +323,19 @@ def inspect_cmd(
         echo_json(detail)
         return
     echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
+    for line in _time_lines(doc, detail):
+        echo(line)
     if doc.failure_code or doc.error:
-        echo(f"failure: {doc.failure_code}: {doc.error}")
+        echo("failure: " + ": ".join(str(x) for x in (doc.failure_code, doc.error) if x))
     if interrupted:
         echo(interrupted)
-    echo(f"workspace: {doc.workspace_dir} ({doc.workspace_mode.value})")
-    echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})")
+    if rewinds:
+        latest = rewinds[-1]
+        echo(f"rewinds: {len(rewinds)}, the last to {latest['to_node']} at "
+             f"{_stamp(datetime.fromisoformat(latest['time']))}")
+    echo(f"workspace: {doc.workspace_dir or '-'} ({doc.workspace_mode.value})")
+    echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})" if detail["checkpoint_node"]
+         else "checkpoint node: - (" + (detail["anchor"] or "no checkpoint yet") + ")")
     if detail["pending"]:
         echo(f"waiting on: {detail['pending']['node']} ({detail['pending']['kind']})")
         asks = (detail["pending"].get("questions") or {}).get("instructions")
@@ -289,7 +352,7 @@ def inspect_cmd(
     consumed = detail["budget"]["consumed"] or {}
     echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
               f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
-    echo("boundaries: " + (" ".join(b["label"] for b in detail["boundaries"]) or "-"))
+    echo(_boundary_line(boundaries, show_boundaries))
     if doc.final_commit:
         echo(f"final state: {doc.final_commit}" + (f" on branch {doc.final_branch}" if doc.final_branch else ""))
     if hint is not None:

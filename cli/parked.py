@@ -2,8 +2,9 @@
 
 Shared by the `run`/`resume` summary and `inspect --run-id`, so both print the same commands.
 Every command is built by ``iterion.invocation.command`` (the program as invoked, arguments
-quoted), so it runs pasted as printed; the example values are valid for each field's type
-(an answer of ``...`` is a string, ``true`` a bool, ``0`` a number), to be replaced by yours.
+quoted), so it runs pasted as printed once each field's placeholder (``'<true|false>'``,
+``'<low|high>'``, ``'<text>'``) is replaced by an answer; pasted unchanged it is refused, so no
+printed default ever answers (approves) for a person (iterion/engine/placeholder.py).
 """
 
 from __future__ import annotations
@@ -21,20 +22,13 @@ _CAP = re.compile(r"budget exceeded: (max_[a-z_]+) cap \$?(\S+) reached")
 
 
 def _example(field: dict[str, Any]) -> str:
-    name, kind = str(field.get("name")), str(field.get("type") or "string")
-    if field.get("enum"):
-        return str(field["enum"][0])
-    if name == ACK_FIELD or kind == "bool":
+    """The field's placeholder (refused if pasted unchanged: iterion/engine/placeholder.py); the
+    recovery acknowledgement alone keeps ``true``: it retries a node, it approves nothing."""
+    from iterion.engine.placeholder import placeholder
+
+    if field.get("name") == ACK_FIELD:
         return "true"
-    if kind in ("int", "float"):
-        return "0"
-    if kind == "string[]":
-        return "a,b"
-    if kind == "json":
-        return "{}"
-    if kind == "file":
-        return "@./FILE"
-    return "..."
+    return placeholder(str(field.get("type") or "string"), field.get("enum"))
 
 
 def field_line(field: dict[str, Any]) -> str:
@@ -69,8 +63,11 @@ def answer_command(run_id: str, pending: dict[str, Any], store_args: list[str]) 
     """The `resume` command answering ``pending`` (its questions' fields, example values)."""
     if pending.get("permission"):  # an agent's tool call waiting for a permission decision
         tool = str(pending["permission"].get("tool") or "TOOL")
-        return (command("resume", "--run-id", run_id, *store_args, "--answer", "approve=yes")
-                + f"   (or approve=no, or --permission-allow '{tool}(...)')")
+        from iterion.engine.placeholder import PERMISSION_FIELD, PERMISSION_PLACEHOLDER
+
+        return (command("resume", "--run-id", run_id, *store_args, "--answer",
+                        f"{PERMISSION_FIELD}={PERMISSION_PLACEHOLDER}")
+                + f"   (or --permission-allow '{tool}(...)')")
     fields = list(pending.get("fields") or (pending.get("questions") or {}).get("fields") or [])
     words: list[str] = []
     for f in fields or [{"name": "answer", "type": "string"}]:
@@ -111,6 +108,15 @@ def resume_command(run_id: str, failure_code: str | None, error: str | None, sto
         value = raised_daily_cap(error)
         extra = ["--max-daily-cost-usd", value] if value else []
     return command("resume", "--run-id", run_id, *store_args, *extra)
+
+
+def stored_in(store: Any, run_id: str) -> str:
+    """Where the run is kept, for the `stored in:` line: its directory; for a JetStream store the
+    NATS store first (its documents and events live there), then this machine's part."""
+    local = store.run_dir(run_id)
+    if getattr(store, "shared", False):
+        return f"{store.where()}, run {run_id}; this machine's part: {local}"
+    return str(local)
 
 
 def inspect_command(run_id: str, store_args: list[str]) -> str:

@@ -109,3 +109,21 @@ def check_run_writable(store: Store, run_ref: str, *, workspace: bool = True) ->
             if reason is not None:
                 raise CliError(f"workspace {where} of run {run_id} cannot be written: {reason}", hint=WRITABLE_HINT)
     return run_id
+
+
+def check_backends_usable(workflow: object, source: Path, backend: str | None, script: Path | None) -> None:
+    """`iterion run`: every LLM node's backend (as the run would resolve it) is usable on this
+    machine (credentials, CLI), else refused (exit 2) before the run is created: a run that could
+    only fail at its first LLM node is not started. (`resume` re-checks nothing here: a parked
+    run's node fails BACKEND_UNAVAILABLE, resumable once fixed.)"""
+    import os
+
+    from iterion.backends.script import find_script_file
+    from iterion.backends.usable import unusable_nodes
+
+    script_file = str(script.resolve()) if script else find_script_file(source)
+    bad = unusable_nodes(workflow, os.environ, override=backend, script_file=script_file)
+    if bad:
+        more = f" (and {len(bad) - 1} more node(s))" if len(bad) > 1 else ""
+        raise CliError(f"cannot start: {bad[0].message()}{more}; no run was created",
+                       hint="configure it (`iterion backends` says what each needs), or pick another with --backend")

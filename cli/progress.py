@@ -5,7 +5,8 @@ single line when it ends: ``✓ node  1.20s · 3 nodes · 4.5s elapsed · 610 to
 (failures, questions, retries and warnings as their own lines).
 
 On a terminal, every node still running has one live line at the bottom (``▶ node (kind) 0.8s``),
-redrawn in place as events arrive, so a 30-node run leaves 30 lines, not 60. Off a terminal
+redrawn in place as events arrive and every ``TICK_S`` between them (a ticker thread, alive only
+while a node runs), so a long node's timer moves, and a 30-node run leaves 30 lines, not 60. Off a terminal
 (a pipe, a file, CI logs), or with NO_COLOR or TERM=dumb, nothing is redrawn: each event is a plain line appended, the started
 line included, and no escape code is written. User text (node names, messages) is printed
 literally through cli/output.py; a closed stderr never stops the run.
@@ -15,12 +16,16 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from cli.output import Part, echo_err, fit, styled, terminal_width
 
 STREAM_LINE_EVERY_S = 10.0  # off a terminal, a streamed answer's progress line at most this often
+TICK_S = 0.5  # the live lines' redraw while no event arrives (the running nodes' timers move)
 CLEAR_UP = "\x1b[{n}F\x1b[J"  # cursor to the start of the line n lines up, then clear to the end
 
 
@@ -47,9 +52,13 @@ def notices_only(e: Any) -> None:
 class Progress:
     """A run listener (called with every event the engine appends; an unrecorded warning too)."""
 
-    def __init__(self, live: bool | None = None) -> None:
+    def __init__(self, live: bool | None = None, *, clock: Callable[[], float] = time.monotonic,
+                 tick_s: float = TICK_S) -> None:
         self.live = _is_tty() if live is None else live
-        self.t0 = time.monotonic()
+        self.clock, self.tick_s = clock, tick_s
+        self.t0 = clock()
+        self.lock = threading.RLock()  # events (engine threads) and the ticker draw one at a time
+        self.ticker: threading.Thread | None = None
         self.running: dict[tuple[str | None, int | None], tuple[float, str]] = {}
         self.done = 0
         self.drawn = 0  # live lines currently on screen
@@ -67,7 +76,7 @@ class Progress:
     def _redraw(self) -> None:
         if not self.live:
             return
-        width, now = terminal_width(), time.monotonic()
+        width, now = terminal_width(), self.clock()
         for (node, iteration), (start, kind) in self.running.items():
             rest = f"({kind}, iteration {iteration})"
             took = f" {now - start:.1f}s"
@@ -90,11 +99,32 @@ class Progress:
         self._redraw()
 
     def _stats(self, p: dict[str, Any]) -> str:
-        return (f"{self.done} node{'s' if self.done != 1 else ''} · {time.monotonic() - self.t0:.1f}s elapsed · "
+        return (f"{self.done} node{'s' if self.done != 1 else ''} · {self.clock() - self.t0:.1f}s elapsed · "
                 f"{p.get('tokens', 0)} tokens, ${float(p.get('cost_usd') or 0):.4f}")
+
+    # -- the ticker --------------------------------------------------------------------------
+    def _start_ticker(self) -> None:
+        if not self.live or self.ticker is not None:  # (cleared by the ticker's last tick, under the lock)
+            return
+        self.ticker = threading.Thread(target=_tick, args=(weakref.ref(self),), name="progress-ticker", daemon=True)
+        self.ticker.start()
+
+    def tick(self) -> bool:
+        """Redraw the live lines (their timers); False once no node runs (the ticker then ends)."""
+        with self.lock:
+            if not self.running:
+                self.ticker = None
+                return False
+            self._clear()
+            self._redraw()
+            return True
 
     # -- events ------------------------------------------------------------------------------
     def __call__(self, e: Any) -> None:
+        with self.lock:
+            self._event(e)
+
+    def _event(self, e: Any) -> None:
         p = e.payload or {}
         key = (e.node, e.iteration)
         kind = e.type
@@ -105,18 +135,19 @@ class Progress:
             self._line(styled("↻", "cyan"), f" resuming at {p.get('restart_node')}")
             self._line("run ", styled(str(p.get("name")), "bold"), f" ({p.get('run_id')})")
         elif kind == "node_started":
-            self.running[key] = (time.monotonic(), str(p.get("kind")))
+            self.running[key] = (self.clock(), str(p.get("kind")))
+            self._start_ticker()
             if self.live:
                 self._clear()
                 self._redraw()
             else:
                 echo_err(styled("▶", "cyan"), f" {e.node} ", styled(f"({p.get('kind')}, iteration {e.iteration})", "dim"))
         elif kind == "node_finished":
-            start, _ = self.running.pop(key, (time.monotonic(), ""))
+            start, _ = self.running.pop(key, (self.clock(), ""))
             self.streams.pop(key, None)
             self.done += 1
             self._line(styled("✓", "green"), f" {e.node} ",
-                       styled(f"{time.monotonic() - start:.2f}s · {self._stats(p)}", "dim"))
+                       styled(f"{self.clock() - start:.2f}s · {self._stats(p)}", "dim"))
         elif kind == "node_failed":
             self.running.pop(key, None)
             self._line(styled("✗", "red"), f" {e.node} ", styled(str(p.get("code")), "red"), f": {p.get('error')}")
@@ -168,3 +199,19 @@ class Progress:
         elif kind in ("run_finished", "run_failed", "run_paused", "run_cancelled"):
             self.running.clear()
             self._clear()
+
+
+def _tick(ref: weakref.ref[Progress]) -> None:
+    """The ticker: redraws every ``tick_s`` while a node runs; holds its Progress only weakly, so
+    a display dropped mid-run (a test, a crash) stops it too."""
+    while True:
+        progress = ref()
+        if progress is None:
+            return
+        wait = progress.tick_s
+        del progress
+        time.sleep(wait)
+        progress = ref()
+        if progress is None or not progress.tick():
+            return
+        del progress

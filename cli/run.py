@@ -23,10 +23,19 @@ from cli.parked import (
     inspect_command,
     resume_command,
     store_args,
+    stored_in,
 )
-from cli.preflight import check_backend, check_launch, check_model, check_run_writable, check_script
+from cli.preflight import (
+    check_backend,
+    check_backends_usable,
+    check_launch,
+    check_model,
+    check_run_writable,
+    check_script,
+)
 from cli.progress import Progress, notices_only
-from cli.scaffold import merge_skipped_reason, scaffold
+from cli.prompting import NO_INPUT, answer_at_terminal, ask_before_resume
+from cli.scaffold import merge_skipped_reason, next_step, scaffold
 from cli.storeopts import NATS, STORE_DIR, open_swept
 from iterion.budget import BudgetAsk, DurationError, OnBudget, parse_duration
 from iterion.store import RunStatus, Store
@@ -104,7 +113,7 @@ def _summary(result: RunResult, store: Store) -> None:
     elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
         echo_err(f"  resume with: {resume_command(ref, result.failure_code, result.error, where)}")
     echo_err(f"  details: {inspect_command(ref, where)}")
-    echo_err(f"  stored in: {store.run_dir(result.run_id)}")
+    echo_err(f"  stored in: {stored_in(store, result.run_id)}")
 
 
 def _finish(result: RunResult, store: Store, as_json: bool) -> None:
@@ -153,6 +162,7 @@ def run_cmd(
     store_dir: Path | None = STORE_DIR,
     nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
+    no_input: bool = NO_INPUT,
     as_json: bool = JSON,
 ) -> None:
     """Run a workflow from its entry node, checkpointing after every node.
@@ -195,6 +205,7 @@ def run_cmd(
     except InvalidWorkflow as exc:
         _print_invalid(exc, as_json)
         raise
+    check_backends_usable(compiled.workflow, file, backend, script)  # before the run exists
     if raw_answers is not None:
         humans = [n.id for n in compiled.workflow.nodes.values() if n.kind is NodeKind.HUMAN]
         answers.update(answers_for_launch(raw_answers, humans, str(answers_file)))
@@ -209,6 +220,7 @@ def run_cmd(
     result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry, token=token,
                                                            listener=listener))
+    result = answer_at_terminal(store, result, retry, token=token, listener=listener, no_input=no_input or as_json)
     _finish(result, store, as_json)
 
 
@@ -253,6 +265,7 @@ def resume_cmd(
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Run store directory (default: $ITERION_STORE_DIR, else .git/iterion/store in a git repository, else <project>/.iterion). Example: --store-dir /var/tmp/iterion-store"),
     nats: str | None = NATS,
     no_wait: bool = NO_WAIT,
+    no_input: bool = NO_INPUT,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no progress display). Example: --json"),
 ) -> None:
     """Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id).
@@ -292,6 +305,8 @@ def resume_cmd(
     if answers_file is not None:
         answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
     answers.update(key_values(answer, "--answer", "approved=true"))  # explicit flags override the file
+    if not answers and not (permission or permission_allow or permission_ask or permission_deny):
+        answers.update(ask_before_resume(store, run_id, no_input=no_input or as_json))  # on a terminal
     options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, model=check_model(model),
                             force_stale=force_stale,
                             script_file=str(script.resolve()) if script else None,
@@ -315,6 +330,8 @@ def resume_cmd(
     result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
                                  resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
                                                            listener=listener))
+    result = answer_at_terminal(store, result, retry_options, token=token, listener=listener,
+                                no_input=no_input or as_json)
     _finish(result, store, as_json)
 
 
@@ -343,10 +360,7 @@ def init_cmd(
         echo_json({"directory": str(directory.resolve()), "files": copied})
         return
     echo(f"created {directory}: {', '.join(copied)}")
-    from iterion.invocation import command
-    from iterion.shellquote import printed_word
-
-    echo(f"next: cd {printed_word(str(directory))} && {command('run', 'demo.bot')}")  # pastes as printed
+    echo(f"next: {next_step(directory)}")  # pastes as printed, after its own cd too
 
 
 def register(app: typer.Typer) -> None:

@@ -52,6 +52,15 @@ def scaffold(directory: Path) -> list[str]:
     return names
 
 
+def next_step(directory: Path) -> str:
+    """``cd DIR && iterion run demo.bot``, pasting as printed: the program named so that it is
+    still found after that ``cd`` (a relative ``.venv/bin/iterion`` printed absolute)."""
+    from iterion.invocation import command
+    from iterion.shellquote import printed_word
+
+    return f"cd {printed_word(str(directory))} && {command('run', 'demo.bot', anywhere=True)}"
+
+
 def merge_skipped_reason(store: object, run_id: str) -> str:
     """Why a finished worktree run did not fast-forward its target branch (from its run_finished
     event), or a generic line when the reason was not recorded."""

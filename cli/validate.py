@@ -25,22 +25,42 @@ def _counts(result: CompileResult) -> tuple[int, int]:
     return errors, len(result.diagnostics) - errors
 
 
+def unusable_here(f: Path, result: CompileResult) -> list[str]:
+    """The compiled workflow's LLM nodes whose backend is unusable on this machine, one message
+    each: what `iterion run` would refuse here (iterion/backends/usable.py; machine-dependent, so
+    a separate warning, never a diagnostic of the file)."""
+    if result.workflow is None:
+        return []
+    import os
+
+    from iterion.backends.script import find_script_file
+    from iterion.backends.usable import llm_nodes, unusable_nodes
+
+    if not llm_nodes(result.workflow):  # (no backend is even imported for a workflow without one)
+        return []
+    return [u.message() for u in unusable_nodes(result.workflow, os.environ, script_file=find_script_file(f))]
+
+
 def check(files: list[Path], as_json: bool) -> ExitCode:
     """`iterion validate`: every diagnostic of every file (JSON with ``as_json``); REFUSED when
-    any file has an error, else OK."""
+    any file has an error, else OK. Nodes whose backend is unusable on this machine are warned
+    about (``unusable_backends`` in JSON), without changing the exit status."""
     results = [(f, load_workflow(f)) for f in files]
     failed = any(not r.ok for _, r in results)
     if as_json:
         payload = {
             "ok": not failed,
             "files": [{"path": str(f), "ok": r.ok, "errors": _counts(r)[0], "warnings": _counts(r)[1],
-                       "diagnostics": [d.to_json() for d in r.diagnostics]} for f, r in results],
+                       "diagnostics": [d.to_json() for d in r.diagnostics],
+                       "unusable_backends": unusable_here(f, r)} for f, r in results],
         }
         echo_json(payload)
     else:
         for f, r in results:
             for d in r.diagnostics:
                 echo(d.format())
+            for message in unusable_here(f, r):
+                echo_err(f"warning: {one_line(str(f))}: {message} (`iterion run` would refuse it here)")
             errors, warnings = _counts(r)
             status = "ok" if r.ok else "invalid"
             echo_err(f"{one_line(str(f))}: {status} ({errors} error(s), {warnings} warning(s))")

@@ -27,8 +27,9 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def program() -> str:
-    """The program as a person types it (shell text, already quoted)."""
+def program(*, anywhere: bool = False) -> str:
+    """The program as a person types it (shell text, already quoted); ``anywhere``: a relative
+    path made absolute, for a command printed after a ``cd`` (`iterion init`'s next step)."""
     # shellquote pulls in the expression evaluator: imported when a hint is printed, not at start-up
     from iterion.shellquote import printed_word
 
@@ -42,11 +43,11 @@ def program() -> str:
     found = shutil.which(name)
     if found and (os.sep not in argv0 or _same_file(found, argv0)):
         return printed_word(name)
-    return printed_word(argv0)
+    return printed_word(os.path.abspath(argv0) if anywhere else argv0)
 
 
-def command(*words: str) -> str:
+def command(*words: str, anywhere: bool = False) -> str:
     """``program() word...`` with each word quoted for the shell when it needs it."""
     from iterion.shellquote import printed_word
 
-    return " ".join([program(), *(printed_word(str(w)) for w in words)])
+    return " ".join([program(anywhere=anywhere), *(printed_word(str(w)) for w in words)])

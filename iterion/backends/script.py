@@ -50,6 +50,20 @@ def _unavailable(message: str) -> BackendError:
     return BackendError(FailureCode.BACKEND_UNAVAILABLE, message)
 
 
+SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
+
+
+def find_script_file(source: Path) -> str | None:
+    """``demo.bot`` -> ``demo.script.yaml`` beside it (the script backend's answers), if present.
+    (Here, not in the engine: `iterion validate` asks it without loading the engine.)"""
+    base = source / "main" if source.is_dir() else source.with_suffix("")
+    for suffix in SCRIPT_SUFFIXES:
+        cand = base.parent / (base.name + suffix)
+        if cand.is_file():
+            return str(cand.resolve())
+    return None
+
+
 class ScriptBackend(Backend):
     name = "script"
 

@@ -9,6 +9,7 @@ from typing import Any
 from iterion.backends.schema import enum_ok
 from iterion.datafile import DataFileError, loads_json
 from iterion.engine.errors import AnswerError, NodeFailure
+from iterion.engine.placeholder import is_placeholder, refusal
 from iterion.failure_codes import FailureCode
 from iterion.ir import FieldType, Schema, SchemaField
 
@@ -112,7 +113,8 @@ def _short(raw: str) -> str:
 
 
 def coerce_answers(node: str, schema: Schema | None, answers: dict[str, Any]) -> dict[str, Any]:
-    """Answers coerced to the human node's output schema; unknown keys and missing fields refused."""
+    """Answers coerced to the human node's output schema; unknown keys, missing fields and a
+    printed placeholder pasted unchanged (iterion/engine/placeholder.py) refused."""
     if schema is None:
         return dict(answers)
     unknown = sorted(set(answers) - {f.name for f in schema.fields})
@@ -122,6 +124,8 @@ def coerce_answers(node: str, schema: Schema | None, answers: dict[str, Any]) ->
     out: dict[str, Any] = {}
     for f in schema.fields:
         if f.name in answers:
+            if is_placeholder(answers[f.name], f.type.value, f.enum):  # pasted unchanged: nobody decided
+                raise AnswerError(refusal(f.name, str(answers[f.name]).strip()))
             out[f.name] = coerce_value(f, answers[f.name])
     problems = schema_problems(schema, out)
     if problems:

@@ -16,6 +16,7 @@ from gitrefs.persist.text import require_utf8_path
 from iterion.backends.choice import resolve_backend
 from iterion.backends.pricing import unpriced_warnings
 from iterion.backends.registry import canonical_or_none
+from iterion.backends.script import find_script_file
 from iterion.budget import Budget, BudgetAsk, merge_ask
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
@@ -44,8 +45,6 @@ from iterion.store import events as ev
 from iterion.store.errors import StoreFullError
 from iterion.store.ids import friendly_name, new_id
 from iterion.store.placement import prepare_store
-
-SCRIPT_SUFFIXES = (".script.yaml", ".script.yml", ".script.json")
 
 
 @dataclass
@@ -127,16 +126,6 @@ def check_attachments(wf: Workflow, given: dict[str, Path]) -> None:
     if missing:
         raise EngineError(f"attachment {', '.join(missing)} is required and was not given",
                           hint=" ".join(f"--attach {m}=PATH" for m in missing))
-
-
-def find_script_file(source: Path) -> str | None:
-    """``demo.bot`` -> ``demo.script.yaml`` beside it (the script backend's answers), if present."""
-    base = source / "main" if source.is_dir() else source.with_suffix("")
-    for suffix in SCRIPT_SUFFIXES:
-        cand = base.parent / (base.name + suffix)
-        if cand.is_file():
-            return str(cand.resolve())
-    return None
 
 
 def _queued_doc(store: Store, run_id: str) -> RunDoc:

@@ -29,6 +29,13 @@ from iterion.engine.dailycap import check_daily_cap, daily_cap
 from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, SourceChanged
 from iterion.engine.execution import drive, make_emit, open_run_versioning
 from iterion.engine.notice import Listener
+from iterion.engine.placeholder import (
+    PERMISSION_FIELD,
+    PERMISSION_PLACEHOLDER,
+    is_placeholder,
+    placeholder,
+    refusal,
+)
 from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
 from iterion.engine.recovery import ACK_FIELD, check_env_settings
 from iterion.engine.result import RunResult
@@ -47,6 +54,7 @@ from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.engine.takeover import record_takeover
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
+from iterion.invocation import command
 from iterion.ir import NodeKind
 from iterion.permissions import build_policy
 from iterion.store import (
@@ -125,7 +133,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         # a fresh sandbox, never the last attempt's: refused here (the run keeps its status) when it cannot start
         sandbox_flag = options.sandbox or recorded_flag(doc.options)
         sandbox = build_sandbox(wf, Path(doc.workspace_dir), store.root, sandbox_flag, layers)
-        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None)
+        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None,
+                                 ref=doc.name or state.run_id)
         check_pending_uploads(state, wf, answers)
 
         push_option = _push_override(doc, options)  # checked before anything is claimed
@@ -259,7 +268,7 @@ def _recompile(doc: Any, options: ResumeOptions) -> CompiledSource:
 
 
 def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[str, Any], *,
-                   new_permission: bool = False) -> dict[str, Any] | None:
+                   new_permission: bool = False, ref: str | None = None) -> dict[str, Any] | None:
     """Answers are required for a human pause, refused otherwise, and coerced up front. A
     permission pause may instead be resumed with new --permission* rules (the agent re-decides
     the pending call under the rebuilt policy, and asks again if it still says ask)."""
@@ -271,17 +280,29 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
         if not answers and pending.questions.get("permission"):
             raise StatusRefusedError(f"run {state.run_id} is waiting for a permission decision on node "
                                      f"{pending.node} ({pending.questions['permission'].get('tool')})",
-                                     hint=f"iterion resume --run-id {state.run_id} --answer approve=yes (or no), "
-                                          "or add a rule: --permission-allow 'TOOL(PATTERN)'")
+                                     hint=command("resume", "--run-id", ref or state.run_id, "--answer",
+                                                  f"{PERMISSION_FIELD}={PERMISSION_PLACEHOLDER}")
+                                     + f" (or add a rule: --permission-allow '{pending.questions['permission'].get('tool')}(...)')")
         if not answers:
-            fields = ", ".join(f.get("name", "?") for f in pending.questions.get("fields", [])) or "answer"
-            raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({fields})",
-                                     hint=f"iterion resume --run-id {state.run_id} --answer FIELD=VALUE ...")
+            fields = pending.questions.get("fields") or [{"name": "answer", "type": "string"}]
+            names = ", ".join(str(f.get("name", "?")) for f in fields)
+            words = [w for f in fields for w in ("--answer", f"{f.get('name')}={placeholder(f.get('type'), f.get('enum'))}")]
+            raise StatusRefusedError(f"run {state.run_id} is waiting for answers to node {pending.node} ({names})",
+                                     hint=command("resume", "--run-id", ref or state.run_id, *words))
+        # a printed placeholder pasted unchanged answers nothing, whatever the pause (a gate's
+        # schema refuses it too; an agent's question or a permission has no schema to)
+        asked: list[dict[str, Any]] = (
+            [{"name": PERMISSION_FIELD, "enum": ["yes", "no"]}] if pending.questions.get("permission")
+            else pending.questions.get("fields") or [{"name": "answer", "type": "string"}])
+        for f in asked:
+            value = answers.get(str(f.get("name")))
+            if is_placeholder(value, f.get("type"), f.get("enum")):
+                raise EngineError(refusal(str(f.get("name")), str(value).strip()), exit_code=ErrorCode.BAD_INPUT)
         if pending.kind == "recovery" and ACK_FIELD not in answers:
             code = pending.questions.get("recovery_code")
             raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "
                               f"answer {ACK_FIELD} once the cause is fixed",
-                              hint=f"iterion resume --run-id {state.run_id} --answer {ACK_FIELD}=true",
+                              hint=command("resume", "--run-id", ref or state.run_id, "--answer", f"{ACK_FIELD}=true"),
                               exit_code=ErrorCode.BAD_INPUT)
         if node is not None and node.kind is NodeKind.HUMAN and pending.kind != "recovery":
             try:

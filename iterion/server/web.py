@@ -80,8 +80,14 @@ def index_page(runs: list[dict[str, Any]]) -> str:
 
 def _field_input(f: dict[str, Any]) -> str:
     name, typ = esc(f.get("name")), str(f.get("type") or "string")
-    if typ == "bool":
-        control = (f"<select name='{name}' data-type=bool><option value=true>true</option>"
+    # a bool or an enum starts on no value and must be picked: a form submitted as it loaded
+    # never approves for the person (issue 34 point 3); `required` stops it in the browser
+    blank = "<option value='' selected disabled>choose…</option>"
+    if f.get("enum"):
+        choices = "".join(f"<option value='{esc(v)}'>{esc(v)}</option>" for v in f["enum"])
+        control = f"<select name='{name}' data-type='{esc(typ)}' required>{blank}{choices}</select>"
+    elif typ == "bool":
+        control = (f"<select name='{name}' data-type=bool required>{blank}<option value=true>true</option>"
                    "<option value=false>false</option></select>")
     elif typ in ("int", "float"):
         control = f"<input name='{name}' data-type='{esc(typ)}' type=number step=any>"
@@ -239,7 +245,10 @@ function bind(){
   if (form) form.onsubmit = function(ev){
     ev.preventDefault();
     var answers = {}, els = form.querySelectorAll('[name]');
-    for (var i = 0; i < els.length; i++) answers[els[i].name] = coerce(els[i]);
+    for (var i = 0; i < els.length; i++) {
+      if (els[i].tagName === 'SELECT' && els[i].value === '') continue;  // not picked: the server names it missing
+      answers[els[i].name] = coerce(els[i]);
+    }
     var out = document.getElementById('answer-result');
     show(out, 'resuming…'); out.id = 'answer-busy';
     post('/resume', {answers:answers, expected_version:version()}).then(function(r){

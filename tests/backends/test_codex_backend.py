@@ -290,7 +290,7 @@ def test_a_workflow_naming_codex_runs_through_the_cli(fake_codex: Path, tmp_path
     assert Path(review["cwd"]).resolve() == ws.resolve()
 
 
-def test_a_workflow_naming_codex_without_the_cli_fails_the_node_with_the_hint(tmp_path: Path) -> None:
+def test_a_workflow_naming_codex_without_the_cli_is_refused_with_the_hint(tmp_path: Path) -> None:
     bot = tmp_path / "review.bot"
     bot.write_text(WORKFLOW)
     ws = tmp_path / "ws"
@@ -299,12 +299,13 @@ def test_a_workflow_naming_codex_without_the_cli_fails_the_node_with_the_hint(tm
     env["ITERION_CODEX_BIN"] = str(tmp_path / "missing" / "codex")
     proc = run_cli("run", str(bot), "--workspace", str(ws), "--json", cwd=tmp_path, env=env,
                    store=tmp_path / "store")
-    result = json.loads(proc.stdout)
-    assert proc.returncode != 0 and result["status"] != "finished"
-    assert result["failure_code"] == FailureCode.BACKEND_UNAVAILABLE.value
-    error = result["error"]
-    assert "\n" not in error and "node review (codex backend)" in error
-    assert "not installed" in error and "npm install -g @openai/codex" in error and "$ITERION_CODEX_BIN" in error
+    # refused before the run exists (issue 34 point 4): exit 2, one line with the install hint
+    assert proc.returncode == 2, proc.stderr
+    error = proc.stderr.splitlines()[0]
+    assert "cannot start: node review runs on codex" in error and "no run was created" in error
+    assert "npm install -g @openai/codex" in error and "$ITERION_CODEX_BIN" in error
+    runs = tmp_path / "store" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
 
 
 def test_the_workflows_permission_rules_are_named_as_not_passed_to_codex() -> None:

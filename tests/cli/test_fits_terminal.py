@@ -38,8 +38,13 @@ def test_the_run_list_fits_80_columns_and_cuts_end_with_an_ellipsis(tmp_path: Pa
     run_id = json.loads(done.stdout)["run_id"]
     narrow = run_cli("inspect", cwd=ws, env=_env(tmp_path, 80)).stdout.splitlines()
     assert all(_cols(line) <= 80 for line in narrow), narrow
-    row = next(line for line in narrow if run_id in line)  # the id itself is never cut
-    assert "…" in row and "a_workflow_with_a_rather_long_name_that_cannot_fit_in_eighty_columns" not in row
+    # issue 34: the id is cut first (its short prefix, the ref, stays whole); a name too long
+    # for any line (it holds this workflow's name) is cut only after it
+    listed = json.loads(run_cli("inspect", "--json", cwd=ws, env=_env(tmp_path)).stdout)[0]
+    row = next(line for line in narrow if line.startswith(listed["short_id"] + " "))
+    assert run_id not in row and listed["name"][:20] in row
+    assert row.split()[1].startswith(listed["short_id"]) and row.split()[1].endswith("…")
+    assert "a_workflow_with_a_rather_long_name_that_cannot_fit_in_eighty_columns" not in row
     wide = run_cli("inspect", cwd=ws, env=_env(tmp_path, 400)).stdout
     assert "a_workflow_with_a_rather_long_name_that_cannot_fit_in_eighty_columns" in wide and "…" not in wide
 

@@ -113,11 +113,11 @@ def test_inspect_list_detail_and_events_print_user_text_literally(tmp_path: Path
     assert row.split()[1:5] == [run_id, json.loads(cli("inspect", "--json", cwd=ws, store=store).out)[0]["name"],
                                "paused_waiting_human", "w"]
 
-    detail = cli("inspect", "--run-id", run_id, cwd=ws, store=store)
+    detail = cli("inspect", "--run-id", run_id, "--boundaries", cwd=ws, store=store)  # every boundary
     assert detail.code == 0, detail.err
     detail.assert_literal()
     labels = " ".join(f"pre:{n}:0 nodes:{n}:0" for n in NODES)
-    assert detail.has(f"boundaries: {labels} pre:gate:0 pause:gate:0\n", "out")
+    assert detail.has(f"boundaries: {2 * len(NODES) + 2}: {labels} pre:gate:0 pause:gate:0\n", "out")
     assert detail.has("executed: ok:0 a:0 fire:0 smile:0\n", "out")
     assert detail.has(f"  asks: {INSTRUCTIONS}\n", "out")
 

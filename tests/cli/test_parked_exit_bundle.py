@@ -61,9 +61,13 @@ def test_inspect_of_a_waiting_run_shows_fields_types_enum_and_the_command(tmp_pa
     assert "level: string, one of low, high" in i.stdout and "ok: bool" in i.stdout
     name = json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path).stdout)["name"]
     cmd = re.search(r"^continue with: (.+)$", i.stdout, re.MULTILINE)  # hints name the run by its name
-    assert cmd and f"resume --run-id {name} --answer level=low --answer ok=true" in cmd.group(1)
+    assert cmd and f"resume --run-id {name} --answer 'level=<low|high>' --answer 'ok=<true|false>'" in cmd.group(1)
     assert json.loads(run_cli("inspect", "--run-id", rid, "--json", cwd=tmp_path, env=PROG).stdout)["continue_with"] == cmd.group(1)
-    done = subprocess.run(["sh", "-c", cmd.group(1)], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120)
+    # pasted unchanged, the placeholders answer nothing (issue 34 point 3): refused, the run still waits
+    refused = subprocess.run(["sh", "-c", cmd.group(1)], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "placeholder of the printed command" in refused.stderr, refused.stderr
+    filled = cmd.group(1).replace("<low|high>", "low").replace("<true|false>", "true")
+    done = subprocess.run(["sh", "-c", filled], cwd=tmp_path, check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
 

@@ -81,7 +81,15 @@ def test_every_printed_hint_runs_as_printed(tmp_path: Path, how: str) -> None:
     assert "--store-dir" in cont.group(1)
     again = sh(cont.group(1), cwd, env)
     assert again.returncode == 4, again.stderr
-    # the answer command printed by that resume runs as printed and finishes the run
-    final = sh(printed(again.stderr, "answer with"), cwd, env)
+    # the answer command printed by that resume is refused pasted unchanged (its placeholders
+    # answer nothing: issue 34 point 3), and nothing moves; with the placeholders replaced, it
+    # runs as printed and finishes the run
+    printed_answer = printed(again.stderr, "answer with")
+    refused = sh(printed_answer, cwd, env)
+    assert refused.returncode == 2, refused.stderr
+    assert "is the placeholder of the printed command" in refused.stderr
+    assert "paused_waiting_human" in sh(details, cwd, env).stdout
+    filled = printed_answer.replace("<true|false>", "true").replace("<text>", "ship it")
+    final = sh(filled, cwd, env)
     assert final.returncode == 0, final.stderr
     assert "finished" in final.stderr

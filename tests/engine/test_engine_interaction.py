@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from iterion.engine.errors import EngineError
 from iterion.store import RunStatus, Store
 
 from .conftest import events, labels, launch, resume, write_bot
@@ -32,6 +35,9 @@ def test_agent_ask_user_parks_the_node_and_resume_reinvokes_it(tmp_path: Path, w
     assert cp.pending_interaction.kind == "ask_user" and cp.backend_sessions == {"planner": "sess-1"}
     assert "planner" not in cp.outputs  # the node has not completed
     assert events(store, r.run_id, "ask_user_requested")
+    # the printed command's placeholder is no answer (issue 34 point 3), even without a schema
+    with pytest.raises(EngineError, match="placeholder of the printed command"):
+        resume(store, r.run_id, answers={"answer": "<text>"})
     r2 = resume(store, r.run_id, answers={"answer": "release"})
     assert r2.status is RunStatus.FINISHED, r2.error
     # the session the backend kept rides along as the runtime field _session_id (dsl.md §5.1)

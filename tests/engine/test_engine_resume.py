@@ -50,8 +50,14 @@ def test_human_gate_pauses_then_answers_become_its_output(tmp_path: Path, ws: Pa
     assert cp.pending_interaction is not None and cp.pending_interaction.node == "approve"
     assert labels(store, r.run_id)[-2:] == ["pre:approve:0", "pause:approve:0"]
 
-    with pytest.raises(StoreError, match="waiting for answers to node approve"):
+    with pytest.raises(StoreError, match="waiting for answers to node approve") as refused:
         resume(store, r.run_id)
+    # the hint names the run by its name and every known field, never FIELD (issue 34 point 4)
+    hint = str(refused.value.hint)
+    assert store.load_run(r.run_id).name in hint and "FIELD" not in hint
+    assert "'approved=<true|false>'" in hint and "'note=<text>'" in hint
+    with pytest.raises(EngineError, match="placeholder of the printed command"):
+        resume(store, r.run_id, answers={"approved": "<true|false>", "note": "x"})
     with pytest.raises(EngineError, match="not a bool"):
         resume(store, r.run_id, answers={"approved": "perhaps", "note": "x"})
 

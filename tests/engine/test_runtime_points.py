@@ -79,7 +79,8 @@ def test_previous_output_lags_one_crossing(tmp_path: Path, ws: Path) -> None:
 
 def test_two_mutating_fan_out_branches_are_refused_before_any_runs(tmp_path: Path, ws: Path) -> None:
     """Point 6 (dsl.md 3.4): WORKSPACE_SAFETY, failed_resumable, the branches named."""
-    bot = WORKFLOWS / "run_fanout_safety.bot"
+    # (a script file: a run whose backend is unusable here is refused before it exists, issue 34)
+    bot = write_bot(tmp_path / "src", (WORKFLOWS / "run_fanout_safety.bot").read_text(), {"*": {"*": {"output": {}}}})
     code, detail = _run(bot, tmp_path, ws, "--backend", "script")
     assert code == 5, detail.get("error")
     assert detail["status"] == "failed_resumable" and detail["failure_code"] == "WORKSPACE_SAFETY"

@@ -117,7 +117,7 @@ def test_gc_killed_mid_sweep_loses_nothing_a_kept_run_needs(store: Store, repo: 
     out = json.loads(done.stdout)
     assert out["dry_run"] is False and out["kept_runs"] == 1 and isinstance(out["freed_bytes"], int)
     text = run_cli("gc", "--dry-run", "--store-dir", str(store.root), cwd=repo)
-    assert text.returncode == 0 and "would free 0 B" in text.stdout
+    assert text.returncode == 0 and "gc: nothing to free (1 run kept)" in text.stdout  # only what it removes
     rewind_run(store, RewindRequest(run_id=parked, node="apply"))
     assert (repo / "a.txt").read_bytes() == base and not (repo / "c.txt").exists()
     bad = run_cli("gc", "--older-than", "later", "--store-dir", str(store.root), cwd=repo)

@@ -91,8 +91,15 @@ def test_run_page_timeline_preview_and_answer(served: tuple[Server, str], browse
 
     # the pending question's form answers the gate; the page follows the run live to its end
     assert "Publish it to demo-out/published.md?" in page.locator("#question .asks").inner_text()
-    page.select_option("#answer-form select[name='approved']", "true")
+    # nothing pre-selected (issue 34 point 3): submitted as loaded, the browser stops it, nothing moves
+    approved = "#answer-form select[name='approved']"
+    assert page.locator(approved).input_value() == ""
     page.fill("#answer-form input[name='note']", "ship it <b>now</b>")
+    page.click("#answer-submit")
+    assert page.evaluate(f"document.querySelector(\"{approved}\").validity.valueMissing")
+    assert page.locator("#answer-busy").count() == 0
+    assert server.run_json(run_id)["status"] == "paused_waiting_human"
+    page.select_option(approved, "true")
     page.click("#answer-submit")
     page.wait_for_function("document.querySelector('#status') && "
                            "document.querySelector('#status').textContent.includes('finished')", timeout=90_000)
@@ -100,3 +107,18 @@ def test_run_page_timeline_preview_and_answer(served: tuple[Server, str], browse
     published = server.project / "demo-out" / "published.md"
     assert published.is_file()
     page.close()
+
+
+def test_the_answer_form_preselects_no_bool_and_no_enum_value() -> None:
+    from iterion.server.web import live_section
+
+    detail = {"run": {"id": "r1", "name": "n", "status": "paused_waiting_human", "workflow": "w", "version": 3},
+              "pending": {"node": "ask", "questions": {"instructions": "Pick", "fields": [
+                  {"name": "ok", "type": "bool"}, {"name": "level", "type": "string", "enum": ["low", "high"]}]}}}
+    html = live_section(detail)
+    for name, values in (("ok", ["true", "false"]), ("level", ["low", "high"])):
+        select = html[html.index(f"<select name='{name}'"):]
+        select = select[:select.index("</select>")]
+        assert "required" in select and "<option value='' selected disabled>" in select
+        assert all(f"value='{v}' selected" not in select and f"value={v} selected" not in select for v in values)
+        assert all(v in select for v in values)
