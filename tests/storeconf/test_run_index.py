@@ -150,8 +150,18 @@ def test_jetstream_snapshot_plus_tail_equals_a_full_scan(jetstream: Backends, mo
     ids += [store.create_run(RunDoc(id=new_id(), name=f"t{i}", workflow_name="b", workspace_dir="/w")).id
             for i in range(3)]
     want = sorted((e.id, e.status.value) for e in store.list_runs())
+    starts: list[int] = []
+    real = js_store.JetStreamStore._entries
+
+    async def spy(self: object, bucket: str, **kw: object) -> object:
+        if bucket == "summaries":
+            starts.append(int(kw.get("start_seq") or 0))  # type: ignore[call-overload]
+        return await real(self, bucket, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(js_store.JetStreamStore, "_entries", spy)
     for _ in range(2):  # the second listing reads the snapshot the first one rewrote
         assert sorted((r.id, r.status) for r in backend.open().run_page(limit=None).rows) == want
+    assert starts and all(s > 0 for s in starts)  # only the summaries after the snapshot were read
 
 
 def test_jetstream_a_document_written_without_summary_or_marker_is_seen(jetstream: Backends) -> None:

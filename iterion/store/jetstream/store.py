@@ -530,13 +530,14 @@ class JetStreamStore:
             if pending.state.subjects:
                 await self._repair_pending(list(pending.state.subjects))
             runs = (await js.stream_info(f"KV_{self.prefix}_runs")).state
-            sums = (await js.stream_info(f"KV_{self.prefix}_summaries")).state
+            sums_info = await js.stream_info(f"KV_{self.prefix}_summaries")
+            sums = sums_info.state
             # unchanged streams (no write since the last listing: same last sequences) give the
             # same rows: a long-lived reader (the server) pays three stream-info calls
             stamp = (runs.last_seq, sums.last_seq)
             if self._rows_cache is not None and self._rows_cache[0] == stamp:
                 return self._rows_cache[1]
-            rows = await self._summary_rows(sums)
+            rows = await self._summary_rows(sums, str(sums_info.created))
             newest = max((r.mtime_ns for r in rows.values()), default=0)
             # (runs and summaries are written and purged together: one message per key in each)
             if runs.messages != sums.messages or (runs.last_seq > newest
@@ -549,13 +550,14 @@ class JetStreamStore:
 
         return self._bridge.call(go())
 
-    async def _summary_rows(self, sums: Any) -> dict[str, IndexRow]:
+    async def _summary_rows(self, sums: Any, created: str) -> dict[str, IndexRow]:
         """key -> row of the summaries bucket (``sums``: its stream state): the snapshot object
         ``index/summaries`` (every row as of a stream sequence) plus the summaries written after
         it. Reading 10,000 rows as one object costs milliseconds where 10,000 messages cost most
         of a second in the client; a listing that finds more than SNAPSHOT_EVERY rows past the
         snapshot writes a new one (any listing may: each snapshot is exact as of its sequence, so
-        racing writers are all right). A snapshot that cannot be read is ignored (all rows read)."""
+        racing writers are all right). A snapshot that cannot be read, or of another incarnation of
+        the bucket (``created``: its stream's creation time), is ignored (all rows read)."""
         base: dict[str, list[Any]] = {}
         upto = 0
         if sums.messages > SNAPSHOT_EVERY:
@@ -563,7 +565,7 @@ class JetStreamStore:
                 import zlib
 
                 body = json.loads(zlib.decompress(bytes((await self._objects.get(SNAPSHOT)).data or b"")))
-                if body["format_version"] == 1 and sums.first_seq - 1 <= int(body["upto"]) <= sums.last_seq:
+                if body["format_version"] == 1 and body["stream"] == created and int(body["upto"]) <= sums.last_seq:
                     base, upto = dict(body["rows"]), int(body["upto"])
             except Exception:  # noqa: BLE001 - missing, damaged, or replaced while read: read every row
                 base, upto = {}, 0
@@ -591,7 +593,7 @@ class JetStreamStore:
 
             from nats.js.api import ObjectMeta, ObjectMetaOptions
 
-            snap = {"format_version": 1, "upto": last, "rows": {k: list(r) for k, r in rows.items()}}
+            snap = {"format_version": 1, "stream": created, "upto": last, "rows": {k: list(r) for k, r in rows.items()}}
             # compressed, in chunks under the server's 1 MiB message limit: 10,000 rows are one
             # ~270 KB chunk (nats-py reads an object's chunks one message at a time)
             meta = ObjectMeta(name=SNAPSHOT, options=ObjectMetaOptions(max_chunk_size=SNAPSHOT_CHUNK))
