@@ -116,6 +116,7 @@ class Server:
 
 def measure(kind: str, n: int, where: list[str], project: Path, reps: int) -> dict[str, float]:
     name = f"bench-{n // 2}"
+    cli("inspect", *where)  # (JetStream: the first listing of a filled store writes the summaries snapshot)
     out = {"inspect": median_ms(lambda: cli("inspect", *where), reps),
            "resolve": median_ms(lambda: cli("inspect", "--run-id", name, "--json", *where), reps)}
     server = Server(where, project)

@@ -30,7 +30,8 @@ def gc_cmd(
     """Delete the snapshots, objects, worktrees and refs that only finished or deleted runs need.
 
     Parked (paused_*), failed_resumable, cancelled, failed, running and queued runs keep
-    everything: a later resume or rewind of them restores byte-identical. A collected run's
+    everything: a later resume or rewind of them restores byte-identical. The worktrees they
+    keep are listed with their size (a finished run's worktree is removed when it finishes). A collected run's
     document, events and artifacts stay (`iterion inspect` still shows it). Runs under the
     store's lock, so it is safe while other runs execute.
 
@@ -57,6 +58,9 @@ def gc_cmd(
         parts = [human_size(run.snapshot_bytes + run.worktree_bytes)] if run.snapshot_bytes + run.worktree_bytes else []
         parts += [_count(len(run.refs), "ref")] if run.refs else []
         echo(f"{'would collect' if dry_run else 'collected'} run {run.run_id} ({run.name}): {', '.join(parts)}")
+    # issue 30: the worktrees gc keeps (failed, parked runs) are named, so their size is visible
+    for kept in report.kept_worktrees:
+        echo(f"kept worktree of run {kept.run_id} ({kept.name}, {kept.status}): {human_size(kept.bytes)} at {kept.path}")
     for warning in report.warnings:
         echo(f"warning: {warning}")
     if not report.freed_bytes and not removed:

@@ -25,7 +25,7 @@ from iterion.engine.runner import Runner
 from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.state import RunState
 from iterion.engine.versioning import Versioning, open_versioning
-from iterion.engine.worktree import finalize_worktree
+from iterion.engine.worktree import finalize_worktree, release_finished_worktree
 from iterion.ir import Workflow
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
@@ -135,6 +135,11 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
         # parked: bank a failed/cancelled run, record final_branch/final_commit, push its state
         after_stop(store, doc, result.status, versioning, emit=ctx.emit, pusher=ctx.checkpoints,
                    final=finished)
+        if result.status is RunStatus.FINISHED:  # its commits are recorded: the checkout goes
+            with contextlib.suppress(Exception):  # best effort; `iterion gc` removes it otherwise
+                warning = release_finished_worktree(store, doc.id)
+                if warning:
+                    ctx.emit(ev.WARNING, None, None, {"message": warning})
         if result.status in (*BANKED, RunStatus.FINISHED):  # (a paused run's bank is an earlier one)
             with contextlib.suppress(Exception):  # display only; the run's outcome stands
                 fresh = store.load_run(doc.id)

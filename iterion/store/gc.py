@@ -6,6 +6,10 @@ git pin (``refs/iterion/pins/<run>``), and for worktree runs its worktree
 (``<store>/worktrees/<run>``) and boundary refs (``refs/iterion/runs/<run>/...``). The run
 document, its events and artifacts stay: ``inspect`` still shows a collected run.
 
+Reported, not collected: the worktrees that stay (``kept_worktrees``): a parked, failed or
+cancelled run's (a resume or rewind runs there; a finished run's is removed as it finishes,
+iterion/engine/worktree.py), or a finished one kept by the options.
+
 Collected: ``finished`` runs (no command can resume or rewind one), minus the ``--keep-last``
 most recently finished, minus those finished less than ``--older-than`` ago, minus a sub-bot
 child of a run that is kept anyway. Deleted runs (their directory removed) hold nothing but
@@ -89,9 +93,25 @@ class CollectedRun:
 
 
 @dataclass
+class KeptWorktree:
+    """A worktree iterion made that stays: its run may resume or rewind there (or gc keeps it)."""
+
+    run_id: str
+    name: str
+    status: str
+    path: str
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "name": self.name, "status": self.status, "path": self.path,
+                "bytes": self.bytes}
+
+
+@dataclass
 class GcReport:
     dry_run: bool
     collected: list[CollectedRun] = field(default_factory=list)
+    kept_worktrees: list[KeptWorktree] = field(default_factory=list)
     kept_runs: int = 0
     objects_removed: int = 0
     object_bytes: int = 0
@@ -104,7 +124,8 @@ class GcReport:
     def to_json(self) -> dict[str, Any]:
         return {"dry_run": self.dry_run, "freed_bytes": self.freed_bytes, "kept_runs": self.kept_runs,
                 "objects_removed": self.objects_removed, "object_bytes": self.object_bytes,
-                "runs": [r.to_json() for r in self.collected], "warnings": self.warnings}
+                "runs": [r.to_json() for r in self.collected],
+                "kept_worktrees": [w.to_json() for w in self.kept_worktrees], "warnings": self.warnings}
 
 
 def _finished_at(doc: RunDoc) -> datetime:
@@ -112,13 +133,16 @@ def _finished_at(doc: RunDoc) -> datetime:
 
 
 def choose(store: Store, *, keep_last: int = 0, older_than: timedelta | None = None,
-           now: datetime | None = None) -> tuple[list[RunDoc], int]:
-    """(finished runs to collect, number of run directories whose versions are kept)."""
+           now: datetime | None = None, docs_out: list[RunDoc] | None = None) -> tuple[list[RunDoc], int]:
+    """(finished runs to collect, number of run directories whose versions are kept);
+    ``docs_out``: filled with every readable run document."""
     if keep_last < 0:
         raise GcError(f"--keep-last must be >= 0, got {keep_last}")
     now = now or datetime.now(UTC)
     entries = store.list_entries()
     docs = [e for e in entries if isinstance(e, RunDoc)]
+    if docs_out is not None:
+        docs_out.extend(docs)
     finished = sorted((d for d in docs if d.status is RunStatus.FINISHED), key=_finished_at, reverse=True)
     candidates = [d for d in finished[keep_last:] if not (store.run_dir(d.id) / COLLECTED_MARK).exists()]
     if older_than is not None:
@@ -152,8 +176,10 @@ def collect(store: Store, *, keep_last: int = 0, older_than: timedelta | None = 
     if not store.runs_dir.is_dir():
         return report
     with file_lock(objects_dir / GC_LOCK):
-        runs, report.kept_runs = choose(store, keep_last=keep_last, older_than=older_than, now=now)
+        every: list[RunDoc] = []
+        runs, report.kept_runs = choose(store, keep_last=keep_last, older_than=older_than, now=now, docs_out=every)
         gone = {d.id for d in runs}
+        report.kept_worktrees = _kept_worktrees(store, [d for d in every if d.id not in gone])
         for doc in runs:
             report.collected.append(_drop_run(store, doc, dry_run, report.warnings))
             if not dry_run:
@@ -185,10 +211,7 @@ def _drop_run(store: Store, doc: RunDoc, dry_run: bool, warnings: list[str]) -> 
     repo = _repo_of(doc)
     if repo is not None:
         out.refs = _run_refs(repo, doc.id)
-    wt = doc.worktree.path if doc.worktree is not None else None
-    worktree = Path(wt) if wt else None
-    if worktree is not None and not worktree.resolve().is_relative_to((store.root / "worktrees").resolve()):
-        worktree = None  # a worktree iterion did not create under its store is never removed
+    worktree = _own_worktree(store, doc)  # a worktree iterion did not create under its store is never removed
     if worktree is not None and worktree.exists():
         out.worktree_bytes = _tree_bytes(worktree)
     if dry_run:
@@ -196,12 +219,31 @@ def _drop_run(store: Store, doc: RunDoc, dry_run: bool, warnings: list[str]) -> 
     if repo is not None and out.refs:
         _delete_refs(repo, out.refs, warnings)
     if worktree is not None and worktree.exists():
-        _remove_worktree(worktree, warnings)
+        remove_worktree(worktree, warnings)
     if track.exists():
         shutil.rmtree(trash, ignore_errors=True)
         os.rename(track, trash)  # one step: the run stops having snapshots at once
     shutil.rmtree(trash, ignore_errors=True)
     atomic_write_bytes(store.run_dir(doc.id) / COLLECTED_MARK, b"")  # last: a killed drop is redone
+    return out
+
+
+def _own_worktree(store: Store, doc: RunDoc) -> Path | None:
+    """The run's worktree if iterion made it under this store (never any other directory)."""
+    wt = doc.worktree.path if doc.worktree is not None else None
+    if not wt or not Path(wt).resolve().is_relative_to((store.root / "worktrees").resolve()):
+        return None
+    return Path(wt)
+
+
+def _kept_worktrees(store: Store, docs: list[RunDoc]) -> list[KeptWorktree]:
+    """The worktrees that stay (a finished run's is removed when it finishes: one left here is
+    kept by --keep-last/--older-than, or its removal failed), with their size."""
+    out = []
+    for doc in docs:
+        path = _own_worktree(store, doc)
+        if path is not None and path.is_dir():
+            out.append(KeptWorktree(doc.id, doc.name, doc.status.value, str(path), _tree_bytes(path)))
     return out
 
 
@@ -232,7 +274,8 @@ def _delete_refs(git_dir: Path, refs: list[str], warnings: list[str]) -> None:
         warnings.append(f"could not delete refs in {git_dir}: {err}")
 
 
-def _remove_worktree(path: Path, warnings: list[str]) -> None:
+def remove_worktree(path: Path, warnings: list[str]) -> None:
+    """``git worktree remove`` (registration and checkout), else the directory; pruned after."""
     code, common, _ = _git(path, "rev-parse", "--path-format=absolute", "--git-common-dir")
     if code == 0:
         rc, _, err = _git(Path(common), "worktree", "remove", "--force", "--force", str(path))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitrefs import RunRefs
-from iterion.engine.execution import open_run_versioning
 from iterion.store import RunStatus, Store
+from iterion.store.gc import collect
 from workspacetrack.tracker import Tracker
 
+from ..conftest import run_cli
 from .conftest import git, launch, labels, write_bot
 
 THREE = """
@@ -73,20 +74,28 @@ def test_worktree_run_boundaries_final_branch_and_fast_forward(tmp_path: Path, w
     doc = store.load_run(r.run_id)
     assert doc.workspace_mode.value == "worktree" and doc.worktree is not None
     wt = Path(doc.worktree.path)
-    assert wt.is_relative_to(store.root) and (wt / "three.txt").exists()
+    assert wt.is_relative_to(store.root)
+    # finished, its commits recorded: the checkout is removed and recorded released
+    assert doc.worktree.released and not wt.exists()
+    assert wt.name not in git(ws, "worktree", "list", "--porcelain")
     assert doc.worktree.branch == f"iterion/run/{doc.name}" and doc.worktree.base_commit == base
-    refs = RunRefs(wt, r.run_id)
+    refs = RunRefs(ws, r.run_id)  # the boundaries live in the repository's common git directory
     assert [str(b.label) for b in refs.boundaries()] == EXPECTED
     assert labels(store, r.run_id) == EXPECTED
     # finished: the final tree is committed on the run's branch and main fast-forwarded to it
     assert r.final_branch == doc.worktree.branch and r.merged_into == "main"
     tip = git(ws, "rev-parse", doc.worktree.branch).strip()
+    assert doc.final_commit == tip
     assert git(ws, "rev-parse", "main").strip() == tip
     assert git(ws, "show", f"{tip}:three.txt") == "three\n"
     assert (ws / "three.txt").read_text() == "three\n"  # the operator's checkout got the fast-forward
     assert (ws / ".git" / "index").read_bytes() != index_before  # (the ff-merge is the one index change)
-    versioning = open_run_versioning(store, doc, start=False, watch=False)
-    assert versioning.mechanism == "gitrefs" and versioning.labels() == EXPECTED
+    # nothing the run produced became unreachable: an aggressive gc keeps every boundary commit
+    git(ws, "reflog", "expire", "--expire=now", "--all")
+    git(ws, "gc", "-q", "--prune=now")
+    for b in RunRefs(ws, r.run_id).boundaries():
+        assert git(ws, "cat-file", "-t", str(b.commit)).strip() == "commit"
+    assert git(ws, "show", f"{doc.worktree.branch}:sub/two.txt") == "two\n"
 
 
 def test_worktree_run_with_no_auto_merge_leaves_the_branch_alone(tmp_path: Path, ws: Path) -> None:
@@ -128,16 +137,40 @@ def test_worktree_run_pauses_and_resumes_in_its_worktree(tmp_path: Path, ws: Pat
     """)
     r = launch(store, bot, ws)
     assert r.status is RunStatus.PAUSED_WAITING_HUMAN
-    wt = Path(store.load_run(r.run_id).worktree.path)
+    parked = store.load_run(r.run_id)
+    wt = Path(parked.worktree.path)
+    assert wt.is_dir() and not parked.worktree.released  # a parked run keeps its worktree
     (wt / "person.txt").write_text("edited during the pause\n")  # a person's edit while parked
     r2 = resume(store, r.run_id, answers={"go": "true"})
     assert r2.status is RunStatus.FINISHED, r2.error
-    labs = [str(b.label) for b in RunRefs(wt, r.run_id).boundaries()]
+    assert not wt.exists()  # finished: released (tests above)
+    labs = [str(b.label) for b in RunRefs(ws, r.run_id).boundaries()]
     assert labs == ["pre:one:0", "nodes:one:0", "pre:gate:0", "pause:gate:0", "resume:gate:0", "nodes:gate:0",
                     "pre:two:0", "nodes:two:0"]
-    scope = RunRefs(wt, r.run_id).produced_scope(RunRefs(wt, r.run_id).boundaries()[2].label)
+    scope = RunRefs(ws, r.run_id).produced_scope(RunRefs(ws, r.run_id).boundaries()[2].label)
     assert "two.txt" in scope.paths and "person.txt" not in scope.paths  # the pause interval is excluded
     assert git(ws, "show", "main:two.txt") == "two\n"
+
+
+def test_a_failed_worktree_run_keeps_its_worktree(tmp_path: Path, ws: Path) -> None:
+    store = Store.open(None, ws)
+    bot = write_bot(tmp_path / "src", THREE.replace("  entry: one", "  entry: one\n  worktree: auto")
+                    .replace('echo three > three.txt"', 'echo three > three.txt && exit 3"'))
+    r = launch(store, bot, ws)
+    assert r.status in (RunStatus.FAILED, RunStatus.FAILED_RESUMABLE), r.status
+    doc = store.load_run(r.run_id)
+    assert doc.worktree is not None and not doc.worktree.released
+    assert (Path(doc.worktree.path) / "three.txt").read_text() == "three\n"  # a resume or rewind runs there
+    done = launch(store, write_bot(tmp_path / "src2", THREE.replace("  entry: one", "  entry: one\n  worktree: auto")),
+                  ws, branch_name="feature/done")
+    assert done.status is RunStatus.FINISHED, done.error
+    # `iterion gc` reports the worktree that stays (the finished run's is gone already)
+    report = collect(store, dry_run=True)
+    assert [(k.run_id, k.status, k.path) for k in report.kept_worktrees] == [(r.run_id, doc.status.value,
+                                                                              doc.worktree.path)]
+    assert report.kept_worktrees[0].bytes > 0 and not report.collected[0].worktree_bytes
+    out = run_cli("gc", "--dry-run", "--store-dir", str(store.root), cwd=ws)
+    assert out.returncode == 0 and f"kept worktree of run {r.run_id}" in out.stdout, out.stderr
 
 
 def test_in_place_run_in_a_directory_that_is_not_a_repository(tmp_path: Path, store: Store) -> None:

@@ -66,10 +66,13 @@ def store_hash(root: Path) -> dict[str, str]:
 
 
 def _content(p: Path) -> bytes:
-    """A file's bytes; the run index (iterion/store/runindex.py) without its stamp of the runs/
-    directory's mtime, which a run created and removed again moves on purpose (so the next
-    listing rescans): its rows must be as they were, the stamp may not."""
+    """A file's bytes; the run index (iterion/store/runindex.py) as the rows it says: its log
+    (``run-index.log``) merged in, as a reader merges it (a write may merge the log into the
+    index: the same rows), and without its stamp of the runs/ directory's mtime, which a run
+    created and removed again moves on purpose (so the next listing rescans)."""
     data = p.read_bytes()
+    if p.name == "run-index.log":
+        return b"(merged into run-index.json)"
     if p.name != "run-index.json":
         return data
     try:
@@ -78,6 +81,17 @@ def _content(p: Path) -> bytes:
         return data
     if isinstance(doc, dict):
         doc.pop("runs_mtime_ns", None)
+        rows = {r[0]: r for r in doc.get("rows", [])}
+        log = p.with_name("run-index.log")
+        for line in (log.read_bytes() if log.exists() else b"").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                break
+            old = rows.get(row[0])
+            if old is None or row[9] >= old[9] or old[2] == "corrupt":  # (IndexRow: version, status)
+                rows[row[0]] = row
+        doc["rows"] = [rows[k] for k in sorted(rows)]
     return json.dumps(doc, sort_keys=True).encode()
 
 

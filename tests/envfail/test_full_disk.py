@@ -18,11 +18,11 @@ from .conftest import Mounts, assert_one_error, launch_paused, status_of, store_
 def _fill(mount: Path, leave: int) -> Path:
     """Fill the tmpfs at ``mount``, then give back ``leave`` bytes."""
     filler = mount / "filler"
-    with filler.open("wb") as f:
+    # unbuffered: a buffered file's close flushes what the last write left and raises ENOSPC again
+    with filler.open("wb", buffering=0) as f:
         try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
+            while f.write(b"\0" * 65536):
+                pass
         except OSError:
             pass
     size = filler.stat().st_size

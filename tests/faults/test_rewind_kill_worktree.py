@@ -79,8 +79,12 @@ class Fixture:
     final: str
 
 
-def _head_tree(wt: Path) -> str:
-    return git(wt, "rev-parse", "HEAD^{tree}").strip()
+def _final_tree(repo: Path, store: Path, run_id: str, wt: Path) -> str:
+    """The finished run's final tree: its worktree is removed once finished (its final commit
+    recorded), so the tree is read from that commit."""
+    doc = Store(store).load_run(run_id)
+    assert doc.status.value == "finished" and doc.final_commit and not wt.exists()
+    return git(repo, "rev-parse", f"{doc.final_commit}^{{tree}}").strip()
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +113,7 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fixture]:
         reference = tree_hash(wt, skip=(".git",))
         assert git(wt, "status", "--porcelain") == ""
         assert cli(repo, store, "resume", "--run-id", run_id).returncode == 0
-        final = tree_hash(wt, skip=(".git",))
+        final = _final_tree(repo, store, run_id, wt)
         restore_template(template, live)
         yield Fixture(live, template, repo, store, run_id, wt, reference, final)
 
@@ -138,5 +142,4 @@ def test_worktree_rewind_killed_at_point_is_finished_by_rewind(fx: Fixture, poin
     assert sum(1 for e in Store(fx.store).read_events(run_id) if e.type == "run_rewound") == 1
     resumed = cli(fx.repo, fx.store, "resume", "--run-id", run_id)
     assert resumed.returncode == 0, resumed.stderr
-    assert tree_hash(fx.wt, skip=(".git",)) == fx.final, point
-    assert _head_tree(fx.wt)
+    assert _final_tree(fx.repo, fx.store, run_id, fx.wt) == fx.final, point

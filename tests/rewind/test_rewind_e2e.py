@@ -168,4 +168,6 @@ def test_worktree_bot_author_loop(repo: Path, tmp_path: Path) -> None:
     done = cli_json(repo, store, "resume", "--run-id", run_id, "--force")
     assert done["status"] == "finished", done
     assert replayed_nodes(store, run_id) == ["draft", "apply"]
-    assert (ws / "c.txt").read_text() == "good\n"
+    final = Store(store).load_run(run_id).final_commit
+    assert not ws.exists() and final  # finished: the worktree is removed, its commits stay
+    assert git(repo, "show", f"{final}:c.txt") == "good\n"

@@ -209,3 +209,44 @@ def test_pages_and_filters_equal_a_full_scan(tmp_path_factory: pytest.TempPathFa
     assert got == scan
     assert select(fresh.index_rows(), status=status or None, workflow=workflow, since=since).rows == \
         [r for r in sorted(fresh.index_rows(), key=lambda r: r.id, reverse=True) if (r.id, r.status) in set(scan)]
+
+
+def test_updates_append_to_the_log_and_a_big_log_is_merged(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status change appends its row to run-index.log (no rewrite of the whole index); past
+    LOG_COMPACT bytes a write merges the log into the index and empties it. A log applied twice
+    (a kill between the index's replace and the log's truncation) changes nothing."""
+    from iterion.store import runindex
+
+    monkeypatch.setattr(runindex, "LOG_COMPACT", 2000)
+    runs = [store.create_run(_doc()) for _ in range(3)]
+    index, log = store.root / INDEX_FILE, store.root / runindex.LOG_FILE
+    before = index.read_bytes()
+    store.update_run(runs[0].id, lambda d: d.set_status(RunStatus.RUNNING))
+    assert index.read_bytes() == before and log.stat().st_size > 0  # appended, not rewritten
+    assert _listed(store) == _full_scan(store)
+    kept_log = log.read_bytes()
+    for i in range(12):
+        store.update_run(runs[i % 3].id, lambda d: setattr(d, "error", f"e{i}"))
+    assert log.stat().st_size < 2000 and index.read_bytes() != before  # merged at least once
+    store.update_run(runs[1].id, lambda d: d.set_status(RunStatus.FAILED_RESUMABLE, failure_code="x"))
+    assert _listed(store) == _full_scan(store)
+    log.write_bytes(kept_log + log.read_bytes())  # older rows again: a replayed log
+    assert _listed(store) == _full_scan(store)
+    assert {r.id: r.error for r in Store(store.root).run_page(limit=None).rows}[runs[2].id] == "e11"
+
+
+def test_a_torn_log_line_ends_the_log(store: Store) -> None:
+    """A write killed mid-append leaves a torn last line (and its pending marker): the rows
+    before it stand, the torn one is ignored, the marker repairs that run."""
+    from iterion.store import runindex
+
+    a, b = store.create_run(_doc()), store.create_run(_doc())
+    store.update_run(a.id, lambda d: d.set_status(RunStatus.RUNNING))
+    log = store.root / runindex.LOG_FILE
+    store.docs.index.mark_pending(b.id)  # type: ignore[attr-defined]  (as the killed writer did)
+    doc = store.load_run(b.id)
+    doc.status = RunStatus.CANCELLED
+    (store.runs_dir / b.id / "run.json").write_text(doc.model_dump_json())
+    with log.open("ab") as f:
+        f.write(b'["' + b.id.encode() + b'",null,"canc')
+    assert _listed(store) == _full_scan(store) == {a.id: "running", b.id: "cancelled"}

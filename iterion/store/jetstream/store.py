@@ -21,6 +21,11 @@ Layout on the NATS server (names prefixed so several iterion stores can share on
   claims its name with a create (exactly one creator wins; the loser takes ``-2``, ``-3``...);
   an entry whose run does not exist is reclaimed with a revision-checked update once it is older
   than CLAIM_GRACE_S (younger, it may be a launch between its claim and its document).
+- KV ``<prefix>_summaries``: key = run id, the run's index row (iterion/store/runindex.py) tagged
+  with the KV revision of the document it summarises; a listing reads only this bucket. Stream
+  ``<PREFIX>_SUMMARY_PENDING``: a marker ``<prefix>.summary-pending.<run>`` is published before a
+  document write and purged once its summary is written, so a writer killed between the two
+  leaves a marker the next listing repairs from (see ``index_rows``).
 - Artifacts: the document in the object store under the blake3 of its bytes (no two writers can
   clobber one object), then the index entry ``<run>.<name>.<version>`` in KV
   ``<prefix>_artifacts`` created with a create: that create is the commit point and allocates
@@ -45,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+from gitrefs.persist.killpoint import kill_point
 from iterion.store.checkpoint import Checkpoint
 from iterion.store.docstore import CorruptRun
 from iterion.store.errors import CorruptDocumentError, RunExistsError, RunNotFoundError, StaleWriteError
@@ -67,6 +73,9 @@ CLAIM_GRACE_S = 60.0  # a name claim without its run is a launch in progress for
 INLINE_LIMIT = 512 * 1024
 _OBJECT_KEY = "$object"
 READ_BATCH = 256
+SNAPSHOT = "index/summaries"  # the summaries bucket as of a stream sequence (index_rows)
+SNAPSHOT_EVERY = 500  # summaries past the snapshot that make a listing write a new one
+SNAPSHOT_CHUNK = 512 * 1024
 
 
 class JetStreamStore:
@@ -81,6 +90,7 @@ class JetStreamStore:
         self.url = url
         self.prefix = prefix
         self.events_stream = f"{prefix.upper()}_EVENTS"
+        self.pending_stream = f"{prefix.upper()}_SUMMARY_PENDING"
         self._bridge = Bridge(url, timeout_s=timeout_s)
         self._runs: Any = None
         self._ckpts: Any = None
@@ -114,6 +124,8 @@ class JetStreamStore:
         # add_stream is idempotent for an identical config (a second process opening the store)
         await js.add_stream(StreamConfig(name=self.events_stream, subjects=[f"{self.prefix}.events.*"],
                                          storage=storage))
+        await js.add_stream(StreamConfig(name=self.pending_stream, storage=storage, max_msgs_per_subject=1,
+                                         subjects=[f"{self.prefix}.summary-pending.*", self._checked_subject]))
 
     def where(self) -> str:
         return f"the run store at {self.url} (prefix {self.prefix})"
@@ -164,12 +176,16 @@ class JetStreamStore:
             doc.name = claimed or doc.name
             doc.version = 1
             doc.created_at = doc.updated_at = utcnow()
+            await self._mark_pending(key)
             revision = await kv_create(self._runs, key, await self._encode(doc.model_dump_json().encode()))
             if revision is None:
                 if claimed:
                     await self._release_name(claimed, doc.id)
+                await self._unmark_pending(key)
                 raise RunExistsError(f"run {doc.id} already exists")
-            await self._put_summary(key, row_of_doc(doc, None), revision)
+            kill_point("run-index")
+            if await self._put_summary(key, row_of_doc(doc, None), revision):
+                await self._unmark_pending(key)
 
         self._bridge.call(go())
         return doc
@@ -249,6 +265,7 @@ class JetStreamStore:
                 except KeyNotFoundError:
                     pass
             await self._bridge.js.purge_stream(self.events_stream, subject=self._subject(run_id))
+            await self._unmark_pending(run_token(run_id))
             self._tails.pop(run_id, None)
             self._read_marks.pop(run_id, None)
 
@@ -320,13 +337,19 @@ class JetStreamStore:
             if current.version != expected_version:
                 raise StaleWriteError(doc.id, expected_version, current.version)
             new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
+            key = run_token(doc.id)
+            await self._mark_pending(key)
             try:
-                written = await self._runs.update(run_token(doc.id), await self._encode(new.model_dump_json().encode()),
+                written = await self._runs.update(key, await self._encode(new.model_dump_json().encode()),
                                                   last=revision)
             except KeyWrongLastSequenceError:
+                # (the marker stays: the winner's write may be the one still in flight; a listing
+                # re-reads the document and drops it)
                 latest, _ = await self._get_run(doc.id)
                 raise StaleWriteError(doc.id, expected_version, latest.version) from None
-            await self._put_summary(run_token(doc.id), row_of_doc(new, None), int(written))
+            kill_point("run-index")
+            if await self._put_summary(key, row_of_doc(new, None), int(written)):
+                await self._unmark_pending(key)
             return new
 
         new = self._bridge.call(go())
@@ -356,93 +379,240 @@ class JetStreamStore:
         return self._bridge.call(go())
 
     # -- the run index: KV ``<prefix>_summaries`` ---------------------------------------------------
-    async def _put_summary(self, key: str, row: IndexRow, revision: int) -> None:
-        """The run's summary row, tagged with the revision of the document it summarises. Written
-        right after the document (NATS has no two-key transaction): a crash between the two
-        leaves the row behind its document's revision, which ``index_rows`` detects and repairs."""
+    @property
+    def _checked_subject(self) -> str:
+        return f"{self.prefix}.summary-checked"
+
+    def _pending_subject(self, key: str) -> str:
+        return f"{self.prefix}.summary-pending.{key}"
+
+    async def _mark_pending(self, key: str) -> None:
+        """Before a document write: a stored marker that its summary may fall behind."""
+        await self._bridge.js.publish(self._pending_subject(key), b"", stream=self.pending_stream)
+
+    async def _unmark_pending(self, key: str) -> None:
+        """After the summary write (a purge: no tombstone, so an empty stream means nothing pending)."""
         try:
-            await self._summaries.put(key, json.dumps(list(row._replace(mtime_ns=revision, size=0))).encode())
-        except Exception:  # noqa: BLE001 - the document is written; the next listing repairs the row
+            await self._bridge.js.purge_stream(self.pending_stream, subject=self._pending_subject(key))
+        except Exception:  # noqa: BLE001 - a marker left behind costs the next listing one re-read
             pass
 
-    async def _entries(self, bucket: str, *, meta_only: bool) -> dict[str, tuple[int, bytes]]:
-        """key -> (revision, value) of every live key of KV ``<prefix>_<bucket>``: an ephemeral pull
-        consumer on the last message per key, fetched in large batches (a watch delivers one
-        message per await: seconds at 10,000 keys). ``meta_only``: values left empty."""
+    async def _put_summary(self, key: str, row: IndexRow, revision: int) -> bool:
+        """The run's summary row, tagged with the revision of the document it summarises. Written
+        right after the document (NATS has no two-key transaction; the pending marker published
+        before the document covers a crash between the two), and only over an older row: two
+        writers' (or a writer's and a repairing reader's) summaries may arrive in either order,
+        and the newer document's row must stay. False: not written (the marker stays)."""
+        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+        data = json.dumps(list(row._replace(mtime_ns=revision, size=0))).encode()
+        try:
+            for _ in range(APPEND_ATTEMPTS):
+                try:
+                    entry = await self._summaries.get(key)
+                except KeyNotFoundError:  # (KeyDeletedError too: a purged run's marker)
+                    entry = None
+                if entry is None or entry.value is None:
+                    if await kv_create(self._summaries, key, data) is not None:
+                        return True
+                    continue
+                try:
+                    if int(json.loads(entry.value)[11]) >= revision:
+                        return True  # a newer (or this) document's row is there already
+                except (ValueError, TypeError, IndexError):
+                    pass  # a damaged row: replaced
+                try:
+                    await self._summaries.update(key, data, last=entry.revision)
+                    return True
+                except KeyWrongLastSequenceError:
+                    continue
+        except Exception:  # noqa: BLE001 - the document is written; the next listing repairs the row
+            return False
+        return False
+
+    async def _entries(self, bucket: str, *, meta_only: bool, count: int,
+                       start_seq: int = 0) -> dict[str, tuple[int, bytes]]:
+        """key -> (revision, value) of every live key of KV ``<prefix>_<bucket>`` (``count``: its
+        stream's message count): an ephemeral pull consumer on the last message per key, fetched
+        in one batch of the whole bucket (a watch delivers one message per await: seconds at 10,000
+        keys; batches of 2,000 cost a round trip and a server-side wait each). ``meta_only``:
+        values left empty. ``start_seq``: only the keys written from that stream sequence on; a
+        key deleted there maps to ``(seq, b"")``."""
         from nats.errors import TimeoutError as NatsTimeout
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
         stream = f"KV_{self.prefix}_{bucket}"
         head = f"$KV.{self.prefix}_{bucket}."
-        info = await self._bridge.js.stream_info(stream)
-        if info.state.messages == 0:
+        if count == 0:
             return {}
         sub = await self._bridge.js.pull_subscribe(
             f"{head}>", stream=stream,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE,
-                                  headers_only=meta_only, inactive_threshold=30.0))
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE if start_seq
+                                  else DeliverPolicy.LAST_PER_SUBJECT, opt_start_seq=start_seq or None,
+                                  ack_policy=AckPolicy.NONE, headers_only=meta_only, inactive_threshold=30.0))
         out: dict[str, tuple[int, bytes]] = {}
+        cut = len(head)
         try:
             while True:
                 try:
-                    msgs = await sub.fetch(batch=2000, timeout=self._bridge.timeout_s)
+                    msgs = await sub.fetch(batch=min(max(count, 100), 50_000), timeout=self._bridge.timeout_s)
                 except NatsTimeout:
                     break
                 pending = 0
                 for m in msgs:
-                    key = m.subject[len(head):]
-                    op = (m.headers or {}).get("KV-Operation")
-                    if op in ("DEL", "PURGE"):
+                    key = m.subject[cut:]
+                    headers = m.headers
+                    if headers and headers.get("KV-Operation") in ("DEL", "PURGE"):
                         out.pop(key, None)
+                        if start_seq:
+                            out[key] = (m.metadata.sequence.stream, b"")  # (a tail: the key's removal)
                     else:
-                        out[key] = (m.metadata.sequence.stream, m.data)
-                    pending = m.metadata.num_pending
+                        meta = m.metadata
+                        out[key] = (meta.sequence.stream, m.data)
+                    pending = m.metadata.num_pending if m is msgs[-1] else pending
                 if not msgs or pending == 0:
                     break
         finally:
             await sub.unsubscribe()
         return out
 
+    async def _repair_pending(self, subjects: list[str]) -> None:
+        """Every run with a pending marker (a writer killed between its document and its summary,
+        or one still writing): its summary re-read from the document, then the marker purged."""
+        head = f"{self.prefix}.summary-pending."
+        for subject in sorted(subjects):
+            key = subject[len(head):]
+            await self._resummarise(key, None)
+            await self._unmark_pending(key)
+
+    async def _resummarise(self, key: str, revision: int | None) -> IndexRow | None:
+        """The run's row from its document, saved as its summary (None: the run is gone)."""
+        run_id = run_id_of(key)
+        try:
+            got, rev = await self._get_run(run_id)
+            row = row_of_doc(got, None)
+        except RunNotFoundError:
+            return None
+        except CorruptDocumentError as exc:
+            entry = await self._run_entry(key)
+            row, rev = corrupt_row(run_id, exc.detail, None), (entry.revision if entry is not None else revision or 0)
+        await self._put_summary(key, row, rev)
+        return row._replace(mtime_ns=rev, size=0)
+
     def index_rows(self) -> list[IndexRow]:
-        """Every run's summary row: one watch of the summaries (with values) and one of the
-        documents (revisions only); a row missing or behind its document's revision (a writer
-        killed between the two writes, an older iterion) is re-read from the document and saved."""
+        """Every run's summary row, from the summaries bucket alone: three stream-info calls and
+        one batched read. Repaired first: every run with a pending marker (a writer killed
+        between its document and its summary). Documents with no summary at all, or newer than
+        every summary (written by an iterion before the index, which writes no marker), make the
+        listing compare every summary with its document's revision once (the documents' revisions
+        only: headers, no values) and record that it did (``<prefix>.summary-checked``)."""
         async def go() -> list[IndexRow]:
+            js = self._bridge.js
+            pending = await js.stream_info(self.pending_stream, subjects_filter=f"{self.prefix}.summary-pending.*")
+            if pending.state.subjects:
+                await self._repair_pending(list(pending.state.subjects))
+            runs = (await js.stream_info(f"KV_{self.prefix}_runs")).state
+            sums_info = await js.stream_info(f"KV_{self.prefix}_summaries")
+            sums = sums_info.state
             # unchanged streams (no write since the last listing: same last sequences) give the
-            # same rows: a long-lived reader (the server) pays two stream-info calls
-            stamp = tuple([(await self._bridge.js.stream_info(f"KV_{self.prefix}_{b}")).state.last_seq
-                           for b in ("runs", "summaries")])
+            # same rows: a long-lived reader (the server) pays three stream-info calls
+            stamp = (runs.last_seq, sums.last_seq)
             if self._rows_cache is not None and self._rows_cache[0] == stamp:
                 return self._rows_cache[1]
-            docs = await self._entries("runs", meta_only=True)
-            rows: dict[str, IndexRow] = {}
-            for key, (_, value) in (await self._entries("summaries", meta_only=False)).items():
-                try:
-                    row = IndexRow(*json.loads(value))
-                except (ValueError, TypeError):
-                    continue
-                doc = docs.get(key)
-                if doc is not None and row.mtime_ns == doc[0]:
-                    rows[key] = row
-            for key, doc in docs.items():
-                if key in rows:
-                    continue
-                run_id = run_id_of(key)
-                try:
-                    got, revision = await self._get_run(run_id)
-                    row = row_of_doc(got, None)
-                except RunNotFoundError:
-                    continue
-                except CorruptDocumentError as exc:
-                    row, revision = corrupt_row(run_id, exc.detail, None), doc[0]
-                await self._put_summary(key, row, revision)
-                rows[key] = row._replace(mtime_ns=revision, size=0)
+            rows = await self._summary_rows(sums, str(sums_info.created))
+            newest = max((r.mtime_ns for r in rows.values()), default=0)
+            # (runs and summaries are written and purged together: one message per key in each)
+            if runs.messages != sums.messages or (runs.last_seq > newest
+                                                  and (await self._checked_seq() or 0) < runs.last_seq):
+                rows = await self._reconcile(rows)
+                await js.publish(self._checked_subject, str(runs.last_seq).encode(), stream=self.pending_stream)
             out = list(rows.values())
-            if len(docs) == len(out):  # (a repair wrote summaries: the next call re-reads them)
-                self._rows_cache = (stamp, out)
+            self._rows_cache = (stamp, out) if runs.messages == sums.messages else None
             return out
 
         return self._bridge.call(go())
+
+    async def _summary_rows(self, sums: Any, created: str) -> dict[str, IndexRow]:
+        """key -> row of the summaries bucket (``sums``: its stream state): the snapshot object
+        ``index/summaries`` (every row as of a stream sequence) plus the summaries written after
+        it. Reading 10,000 rows as one object costs milliseconds where 10,000 messages cost most
+        of a second in the client; a listing that finds more than SNAPSHOT_EVERY rows past the
+        snapshot writes a new one (any listing may: each snapshot is exact as of its sequence, so
+        racing writers are all right). A snapshot that cannot be read, or of another incarnation of
+        the bucket (``created``: its stream's creation time), is ignored (all rows read)."""
+        base: dict[str, list[Any]] = {}
+        upto = 0
+        if sums.messages > SNAPSHOT_EVERY:
+            try:
+                import zlib
+
+                body = json.loads(zlib.decompress(bytes((await self._objects.get(SNAPSHOT)).data or b"")))
+                if body["format_version"] == 1 and body["stream"] == created and int(body["upto"]) <= sums.last_seq:
+                    base, upto = dict(body["rows"]), int(body["upto"])
+            except Exception:  # noqa: BLE001 - missing, damaged, or replaced while read: read every row
+                base, upto = {}, 0
+        last = upto
+        tail = 0
+        if sums.last_seq > upto:
+            got = await self._entries("summaries", meta_only=False, count=sums.last_seq - upto if upto else sums.messages,
+                                      start_seq=upto + 1 if upto else 0)
+            for key, (seq, value) in got.items():
+                last, tail = max(last, seq), tail + 1
+                try:
+                    base[key] = json.loads(value) if value else None  # type: ignore[assignment]
+                except ValueError:
+                    base.pop(key, None)
+        rows: dict[str, IndexRow] = {}
+        for key, raw in base.items():
+            if raw is None:
+                continue
+            try:
+                rows[key] = IndexRow(*raw)
+            except TypeError:
+                continue
+        if tail > SNAPSHOT_EVERY and len(rows) > SNAPSHOT_EVERY:
+            import zlib
+
+            from nats.js.api import ObjectMeta, ObjectMetaOptions
+
+            snap = {"format_version": 1, "stream": created, "upto": last, "rows": {k: list(r) for k, r in rows.items()}}
+            # compressed, in chunks under the server's 1 MiB message limit: 10,000 rows are one
+            # ~270 KB chunk (nats-py reads an object's chunks one message at a time)
+            meta = ObjectMeta(name=SNAPSHOT, options=ObjectMetaOptions(max_chunk_size=SNAPSHOT_CHUNK))
+            try:
+                await self._objects.put(SNAPSHOT, zlib.compress(json.dumps(snap, separators=(",", ":")).encode(), 1),
+                                        meta=meta)
+            except Exception:  # noqa: BLE001 - a read-only user: the next listing reads the rows again
+                pass
+        return rows
+
+    async def _checked_seq(self) -> int | None:
+        """The runs stream sequence the last full comparison covered (None: never made)."""
+        from nats.js.errors import NotFoundError
+
+        try:
+            msg = await self._bridge.js.get_last_msg(self.pending_stream, self._checked_subject)
+        except NotFoundError:
+            return None
+        try:
+            return int(msg.data or b"0")
+        except ValueError:
+            return 0
+
+    async def _reconcile(self, rows: dict[str, IndexRow]) -> dict[str, IndexRow]:
+        """Every summary against its document's revision; missing or behind ones re-read and saved."""
+        runs = (await self._bridge.js.stream_info(f"KV_{self.prefix}_runs")).state
+        docs = await self._entries("runs", meta_only=True, count=runs.messages)
+        out: dict[str, IndexRow] = {}
+        for key, (revision, _) in docs.items():
+            row = rows.get(key)
+            if row is not None and row.mtime_ns == revision:
+                out[key] = row
+                continue
+            fresh = await self._resummarise(key, revision)
+            if fresh is not None:
+                out[key] = fresh
+        return out
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def save_checkpoint(self, run_id: str, checkpoint: Checkpoint) -> None:
