@@ -139,7 +139,7 @@ class Budget(Request):
     @classmethod
     def _cost(cls, v: Any) -> Any:
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-            raise ValueError(f"--max-cost-usd must be a finite number, got {v!r}")
+            raise ValueError(f"--max-cost-usd {v!r} is not a finite number")
         return None if v is None else float(v)
 
     @field_validator("max_tokens", "max_iterations", "max_parallel_branches", mode="before")

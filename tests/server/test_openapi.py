@@ -62,14 +62,16 @@ def test_every_documented_example_is_accepted(server: Server) -> None:
         assert r.status_code == 202, (body, r.text)
         end = wait_status(c, run_id, {"finished"})
         assert end["checkpoint"]["outputs"]["approve"] == {"approved": True, "note": "ship it"}
-    done = parked[0]
-    for path in ("/api/runs/{run}/rewind", "/api/runs/{run}/rewind/undo"):
-        for body in _examples(doc, path):
-            r = c.post(path.replace("{run}", done), json=body)
-            # a dry run previews; an undo with nothing to undo is refused by the run's state
-            assert r.status_code in (200, 409), (path, body, r.text)
     live = c.post("/api/runs", json={"file": "demo/demo.bot"}).json()["run_id"]
     wait_status(c, live, {"paused_waiting_human"})
+    for body in _examples(doc, "/api/runs/{run}/rewind"):  # dry runs: previews
+        r = c.post(f"/api/runs/{live}/rewind", json=body)
+        assert r.status_code == 200 and r.json()["dry_run"], (body, r.text)
+    for body in _examples(doc, "/api/runs/{run}/rewind/undo"):  # each takes back a real rewind
+        r = c.post(f"/api/runs/{live}/rewind", json={"node": "stamp"})
+        assert r.status_code == 200, r.text
+        r = c.post(f"/api/runs/{live}/rewind/undo", json=body)
+        assert r.status_code == 200, (body, r.text)
     for path in ("/api/runs/{run}/pause", "/api/runs/{run}/cancel"):
         for body in _examples(doc, path):
             r = c.post(path.replace("{run}", live), json=body)

@@ -98,7 +98,7 @@ def test_budget_wire_format_matches_the_cli_flags() -> None:
     assert _wire_budget({"max_duration": "4h"}) == BudgetAsk(max_duration_s=14400.0)
     assert _wire_budget({"max_cost_usd": 2, "max_iterations": 9}) == BudgetAsk(max_cost_usd=2.0, max_iterations=9)
     for bad, words in (({"max_tokens": "many"}, "--max-tokens must be an integer"),
-                       ({"max_cost_usd": float("nan")}, "--max-cost-usd must be a finite number"),
+                       ({"max_cost_usd": float("nan")}, "--max-cost-usd nan is not a finite number"),
                        ({"max_duration": "soon"}, "soon"), ({"max_tokens": -5}, "invalid budget override"),
                        ({"max_cents": 1}, "unknown budget field 'max_cents'"), ([1], "budget must be a JSON object")):
         with pytest.raises(RequestError) as err:
