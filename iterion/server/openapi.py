@@ -1,7 +1,7 @@
 """The HTTP API's OpenAPI document, generated from the request models (``iterion.requests``).
 
 Served at ``GET /openapi.json`` and checked into docs/openapi.json (tests/server/test_openapi.py
-fails when the two differ: regenerate with ``python -m iterion.server.openapi > docs/openapi.json``).
+fails when the two differ: regenerate with ``python -m iterion.server.openapi docs/openapi.json``).
 Request bodies are the models' JSON schemas, with their examples; answers are described by their
 fields (the service's answers are JSON built by hand, listed in the README's endpoints table).
 """
@@ -9,10 +9,13 @@ fields (the service's answers are JSON built by hand, listed in the README's end
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from gitrefs.persist import atomic_write_bytes
 from iterion.requests import ControlRequest, LaunchRequest, ResumeRequest, RewindRunRequest, UndoRewindRequest
 
 REF = "#/components/schemas/{model}"
@@ -92,8 +95,13 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
+def write(path: Path) -> None:
+    """Write the document to ``path`` (docs/openapi.json), as the test compares it."""
+    atomic_write_bytes(path, (json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
 def main() -> None:
-    print(json.dumps(openapi_document(), indent=2, sort_keys=True))
+    write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/openapi.json"))
 
 
 if __name__ == "__main__":

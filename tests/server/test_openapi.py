@@ -26,7 +26,7 @@ def test_the_document_validates_and_docs_copy_is_current() -> None:
     doc = openapi_document()
     validate(doc)  # raises on an invalid OpenAPI 3.1 document
     assert json.loads(DOC.read_text()) == doc, \
-        "docs/openapi.json is stale: python -m iterion.server.openapi > docs/openapi.json"
+        "docs/openapi.json is stale: python -m iterion.server.openapi docs/openapi.json"
     launch = doc["components"]["schemas"]["LaunchRequest"]
     assert launch["additionalProperties"] is False and launch["required"] == ["file"]
     assert {"repo_url", "attachments", "auto_merge", "answers", "budget"} <= set(launch["properties"])
