@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cli.errors import CliError
 from iterion.invocation import command
 
 ACK_FIELD = "acknowledge_recovery"
@@ -121,39 +120,3 @@ def stored_in(store: Any, run_id: str) -> str:
 
 def inspect_command(run_id: str, store_args: list[str]) -> str:
     return command("inspect", "--run-id", run_id, *store_args)
-
-
-def answers_for_pending(raw: dict[str, Any], pending_node: str | None, field_names: set[str],
-                        source: str) -> dict[str, Any]:
-    """The answers of an ``--answers-file`` for the paused node, whichever shape it has:
-
-    - node-keyed, as `run --answers-file` takes it (``{"approve": {"approved": true}}``): the
-      paused node's entry (other nodes' entries are for later gates of a launch, not this one);
-    - flat, for the paused node (``{"approved": true}``): as is.
-
-    A file keyed by nodes that does not name the paused node is refused, naming both.
-    """
-    if pending_node is None:
-        return raw
-    looks_keyed = bool(raw) and all(isinstance(v, dict) for v in raw.values()) and not (set(raw) & field_names)
-    if pending_node in raw and isinstance(raw[pending_node], dict) and pending_node not in field_names:
-        return dict(raw[pending_node])
-    if looks_keyed and field_names:
-        raise CliError(f"answers file {source} answers node(s) {', '.join(sorted(map(str, raw)))}, "
-                       f"but the run waits on {pending_node} ({', '.join(sorted(field_names))})",
-                       hint=f'give {{"{pending_node}": {{...}}}} or the fields of {pending_node} as one flat object')
-    return raw
-
-
-def answers_for_launch(raw: dict[str, Any], human_nodes: list[str], source: str) -> dict[str, dict[str, Any]]:
-    """`run --answers-file`: node-keyed (``{"approve": {"approved": true}}``), or flat
-    (``{"approved": true}``) when the workflow has exactly one human node to give it to."""
-    if raw and all(isinstance(v, dict) for v in raw.values()):
-        return {str(k): dict(v) for k, v in raw.items()}
-    if raw and not any(isinstance(v, dict) for v in raw.values()) and len(human_nodes) == 1:
-        return {human_nodes[0]: dict(raw)}
-    bad = next((str(k) for k, v in raw.items() if not isinstance(v, dict)), "?")
-    where = (f"the workflow has {len(human_nodes)} human nodes ({', '.join(human_nodes)})" if human_nodes
-             else "the workflow has no human node")
-    raise CliError(f"answers file {source}: {bad} must map fields to values ({where})",
-                   hint='key the answers by node, e.g. {"approve": {"approved": true}}')

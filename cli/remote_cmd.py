@@ -311,21 +311,22 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
         except DataFileError as exc:
             raise CliError(str(exc)) from None
     from cli.flags import key_values
+    from iterion.requests import Budget, ResumeRequest
 
-    answers.update(key_values(answer, "--answer", "approved=true"))
-    budget = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
-                                ("max_duration", max_duration), ("max_iterations", max_iterations),
-                                ("max_parallel_branches", max_parallel_branches)) if v is not None}
-    body: dict[str, Any] = {"answers": answers, "force": force}
-    if budget:
-        body["budget"] = budget
-    if model is not None:
-        body["model"] = model
-    if if_version is not None:
-        body["expected_version"] = if_version
+    flags = key_values(answer, "--answer", "approved=true")
+    # the model the server parses (iterion/requests.py): refused here as there
+    request = ResumeRequest.build(
+        answers=answers, force=force, model=model, expected_version=if_version,
+        budget=Budget.from_flags(max_cost_usd, max_tokens, max_duration, max_iterations, max_parallel_branches))
     client = Client(server, token_file)
     current = client.call("GET", _run_path(run_id))  # the full id, and where its timeline stands now
     rid, last = current["run"]["id"], current["last_seq"]
+    # the file's shape (flat, or node-keyed) fitted to the paused node by the same rule as a local
+    # resume, so --answer flags override its keys alike
+    pending = current.get("pending") or {}
+    names = {str(f.get("name")) for f in (pending.get("questions") or {}).get("fields") or []}
+    fitted = request.answers_for(pending.get("node"), names, f"answers file {answers_file}")
+    body = request.model_copy(update={"answers": {**fitted, **flags}}).wire()
     result = client.call("POST", _run_path(rid, "/resume"), json=body)
     if result.get("queued") and wait:  # a runner picks it up: wait for its claim, then follow
         last = _wait_claimed(client, rid, last)
@@ -340,9 +341,9 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
 
 def _control(action: str, run_id: str, wait: float, if_version: int | None, server: str | None,
              token_file: Path | None, as_json: bool) -> None:
-    body: dict[str, Any] = {"wait": wait}
-    if if_version is not None:
-        body["expected_version"] = if_version
+    from iterion.requests import ControlRequest
+
+    body = ControlRequest.build(wait=wait, expected_version=if_version).wire()
     out = Client(server, token_file).call("POST", _run_path(run_id, f"/{action}"), json=body)
     if as_json:
         echo_json(out)
@@ -397,30 +398,21 @@ def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
     Example: iterion remote runs rewind 01a2b3 --undo
     """
     from cli.rewind import print_result, print_undo
+    from iterion.requests import RewindRunRequest, UndoRewindRequest
 
     if undo:
         if node or auto or dry_run or restore_scope:
             raise CliError("--undo takes only the run (and --if-version, --json): it puts back what the last "
                            "rewind changed")
-        undo_body: dict[str, Any] = {} if if_version is None else {"expected_version": if_version}
+        undo_body = UndoRewindRequest.build(expected_version=if_version).wire()
         undone = Client(server, token_file).call("POST", _run_path(run_id, "/rewind/undo"), json=undo_body)
         if as_json:
             echo_json(undone)
         else:
             print_undo(undone, f"iterion remote runs resume {undone['run_id']}")
         return
-    if bool(node) == bool(auto):
-        raise CliError("give exactly one of --node NODE or --auto",
-                       hint="--auto finds the node your edit affects; --node names it")
-    body: dict[str, Any] = {"dry_run": dry_run}
-    if node:
-        body["node"] = node
-    if auto:
-        body["auto"] = True
-    if restore_scope:
-        body["restore_scope"] = restore_scope
-    if if_version is not None:
-        body["expected_version"] = if_version
+    body = RewindRunRequest.build(node=node, auto=auto, restore_scope=restore_scope, dry_run=dry_run,
+                                  expected_version=if_version).wire()
     out = Client(server, token_file).call("POST", _run_path(run_id, "/rewind"), json=body)
     if as_json:
         echo_json(out)
@@ -461,19 +453,12 @@ def launch_cmd(repo: str = typer.Option(..., "--repo", help="The repository the 
 
     Example: iterion remote runs launch --repo https://git.example.com/app.git --ref main --file flows/review.bot --var pr=42
     """
-    variables: dict[str, Any] = {}
-    for item in var:
-        if "=" not in item or not item.split("=", 1)[0]:
-            raise CliError(f"--var {item!r} is not KEY=VALUE", hint="e.g. --var target=prod")
-        key, value = item.split("=", 1)
-        variables[key] = value
-    body: dict[str, Any] = {"repo_url": repo, "file": file, "vars": variables}
-    if ref is not None:
-        body["ref"] = ref
-    if preset is not None:
-        body["preset"] = preset
-    if request_id is not None:
-        body["request_id"] = request_id
+    from cli.flags import key_values
+    from iterion.requests import QUEUE, LaunchRequest
+
+    request = LaunchRequest.build(executor=QUEUE, repo_url=repo, file=file, ref=ref, preset=preset,
+                                  request_id=request_id, vars=dict(key_values(var, "--var", "target=prod")))
+    body = request.wire()
     result = Client(server, token_file).call("POST", "/api/runs", json=body)
     if as_json:
         echo_json(result)

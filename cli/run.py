@@ -13,18 +13,9 @@ import typer
 from cli.control import announce_new_store
 from cli.errors import CliError
 from cli.exit_codes import EXIT_HELP, STATUS_EXIT, ExitCode
-from cli.flags import finite_flag, key_values, one_line
+from cli.flags import key_values
 from cli.output import echo, echo_err, echo_json, styled
-from cli.parked import (
-    answer_command,
-    answers_for_launch,
-    answers_for_pending,
-    field_line,
-    inspect_command,
-    resume_command,
-    store_args,
-    stored_in,
-)
+from cli.parked import answer_command, field_line, inspect_command, resume_command, store_args, stored_in
 from cli.preflight import (
     check_backend,
     check_backends_usable,
@@ -37,7 +28,7 @@ from cli.progress import Progress, notices_only
 from cli.prompting import NO_INPUT, answer_at_terminal, ask_before_resume
 from cli.scaffold import merge_skipped_reason, next_step, scaffold
 from cli.storeopts import NATS, STORE_DIR, open_swept
-from iterion.budget import BudgetAsk, DurationError, OnBudget, parse_duration
+from iterion.budget import OnBudget
 from iterion.store import RunStatus, Store
 
 if TYPE_CHECKING:  # the engine and the DSL are imported by run/resume when they run: `inspect` lists without them
@@ -68,24 +59,6 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
         return read_mapping(path, what)
     except DataFileError as exc:
         raise CliError(str(exc)) from None
-
-
-def _budget(cost: float | None, tokens: int | None, duration: str | None, iterations: int | None,
-            parallel: int | None) -> BudgetAsk | None:
-    if all(v is None for v in (cost, tokens, duration, iterations, parallel)):
-        return None
-    finite_flag(cost, "--max-cost-usd")
-    try:
-        seconds = parse_duration(duration) if duration else 0.0
-    except DurationError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        return BudgetAsk(max_cost_usd=cost or 0.0, max_tokens=tokens or 0, max_duration_s=seconds,
-                         max_iterations=iterations or 0, max_parallel_branches=parallel or 0)
-    except ValueError as exc:
-        raise CliError(f"invalid budget override: {one_line(exc)}") from None
-
-
 
 
 def _summary(result: RunResult, store: Store) -> None:
@@ -173,42 +146,42 @@ def run_cmd(
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
-    from iterion.engine.launch import LaunchOptions, launch_run
+    from iterion.engine.launch import launch_run
     from iterion.engine.recovery import check_env_settings
     from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow, compile_source
-    from iterion.ir import NodeKind
+    from iterion.requests import Budget, LaunchRequest, human_nodes
     from iterion.sandbox import check_flag
 
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
     sandbox_mode = check_flag(sandbox)
     check_env_settings(auto_resume=auto_resume > 0)  # garbage backoff seconds: refused up front
+    # the request the HTTP API and `iterion remote` send too (iterion/requests.py): one set of rules
+    request = LaunchRequest.build(
+        file=str(file), workspace=str(workspace) if workspace is not None else None,
+        vars=dict(key_values(var, "--var")), preset=preset, backend=backend, model=check_model(model),
+        script=str(script.resolve()) if script else None,
+        answers=_read_mapping(answers_file, "answers file") if answers_file is not None else {},
+        attachments=key_values(attach, "--attach", "name=path") or None,
+        budget=Budget.from_flags(max_cost_usd, max_tokens, max_duration, max_iterations, max_parallel_branches),
+        on_budget=on_budget.value, branch_name=branch_name, merge_into=merge_into, auto_merge=auto_merge)
+    budget = request.budget.ask() if request.budget else None  # an invalid cap: refused before the store opens
     # the store is looked up from where the command runs, as every other command looks it up
     # (a `resume` from the same directory finds the run)
     store = open_swept(store_dir, write=True, nats=nats)
     announce_new_store(store, Path.cwd())
-    answers: dict[str, dict[str, Any]] = {}  # filled once the workflow is compiled (a flat file needs it)
-    raw_answers = _read_mapping(answers_file, "answers file") if answers_file is not None else None
-    options = LaunchOptions(vars=key_values(var, "--var"), preset=preset, backend=backend, model=check_model(model),
-                            script_file=str(script.resolve()) if script else None, answers=answers,
-                            workspace=workspace, branch_name=branch_name, merge_into=merge_into,
-                            auto_merge=auto_merge, on_budget=on_budget.value,
-                            wait_workspace=not no_wait, on_wait=echo_err,
-                            push_checkpoints=push_checkpoints, push_every=push_every,
-                            attachments={k: Path(v) for k, v in key_values(attach, "--attach", "name=path").items()},
-                            budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
-                                           max_parallel_branches),
-                            permission=_permission("launch", permission, permission_allow, permission_ask,
-                                                   permission_deny), sandbox=sandbox_mode)
     try:
         compiled = compile_source(file)
     except InvalidWorkflow as exc:
         _print_invalid(exc, as_json)
         raise
     check_backends_usable(compiled.workflow, file, backend, script)  # before the run exists
-    if raw_answers is not None:
-        humans = [n.id for n in compiled.workflow.nodes.values() if n.kind is NodeKind.HUMAN]
-        answers.update(answers_for_launch(raw_answers, humans, str(answers_file)))
+    # the answers file's shape (node-keyed, or flat for the one human node) is the request's rule
+    options = request.launch_options(
+        human_nodes(compiled), source=f"answers file {answers_file}", workspace=workspace, budget=budget,
+        wait_workspace=not no_wait, on_wait=echo_err, push_checkpoints=push_checkpoints, push_every=push_every,
+        permission=_permission("launch", permission, permission_allow, permission_ask, permission_deny),
+        sandbox=sandbox_mode)
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
             echo_err(d.format())
@@ -222,19 +195,6 @@ def run_cmd(
                                                            listener=listener))
     result = answer_at_terminal(store, result, retry, token=token, listener=listener, no_input=no_input or as_json)
     _finish(result, store, as_json)
-
-
-def _answers_for_resume(store: Store, run_ref: str, raw: dict[str, Any], source: Path) -> dict[str, Any]:
-    """An answers file node-keyed (as `run` takes it) or flat, for the node the run waits on."""
-    try:
-        cp = store.load_checkpoint(store.resolve_run(run_ref))
-    except Exception:  # noqa: BLE001 - an unknown or damaged run is reported by the resume itself
-        return raw
-    pending = cp.pending_interaction if cp is not None else None
-    if pending is None:
-        return raw
-    names = {str(f.get("name")) for f in (pending.questions or {}).get("fields") or []}
-    return answers_for_pending(raw, pending.node, names, str(source))
 
 
 def resume_cmd(
@@ -291,6 +251,7 @@ def resume_cmd(
     from iterion.engine.recovery import check_env_settings
     from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow
+    from iterion.requests import Budget, ResumeRequest
     from iterion.sandbox import check_flag
 
     check_backend(backend)
@@ -301,22 +262,23 @@ def resume_cmd(
         raise CliError("--push-checkpoints and --no-push-checkpoints contradict each other", hint="pass one of them")
     store = open_swept(store_dir, skip=run_id, write=True, nats=nats)  # this run, if orphaned, is taken over by the resume itself
     check_run_writable(store, run_id)
-    answers: dict[str, Any] = {}
-    if answers_file is not None:
-        answers.update(_answers_for_resume(store, run_id, _read_mapping(answers_file, "answers file"), answers_file))
+    request = ResumeRequest.build(
+        answers=_read_mapping(answers_file, "answers file") if answers_file is not None else {},
+        file=str(file) if file is not None else None, force=force, force_stale=force_stale or None,
+        backend=backend, model=check_model(model),
+        budget=Budget.from_flags(max_cost_usd, max_tokens, max_duration, max_iterations, max_parallel_branches),
+        max_daily_cost_usd=max_daily_cost_usd)
+    # the answers file's shape (flat, or node-keyed as `run` takes it) is the request's rule
+    answers = request.answers_for_run(store, run_id, f"answers file {answers_file}")
     answers.update(key_values(answer, "--answer", "approved=true"))  # explicit flags override the file
     if not answers and not (permission or permission_allow or permission_ask or permission_deny):
         answers.update(ask_before_resume(store, run_id, no_input=no_input or as_json))  # on a terminal
-    options = ResumeOptions(answers=answers, file=file, force=force, backend=backend, model=check_model(model),
-                            force_stale=force_stale,
-                            script_file=str(script.resolve()) if script else None,
-                            wait_workspace=not no_wait, on_wait=echo_err,
-                            push_checkpoints="" if no_push_checkpoints else push_checkpoints, push_every=push_every,
-                            budget=_budget(max_cost_usd, max_tokens, max_duration, max_iterations,
-                                           max_parallel_branches),
-                            permission=_permission("resume", permission, permission_allow, permission_ask,
-                                                   permission_deny), sandbox=sandbox_mode,
-                            max_daily_cost_usd=max_daily_cost_usd)
+    options = request.resume_options(
+        answers, file=file, script_file=str(script.resolve()) if script else None,
+        wait_workspace=not no_wait, on_wait=echo_err,
+        push_checkpoints="" if no_push_checkpoints else push_checkpoints, push_every=push_every,
+        permission=_permission("resume", permission, permission_allow, permission_ask, permission_deny),
+        sandbox=sandbox_mode)
     token = CancelToken()
     listener = notices_only if as_json else Progress()
     try:

@@ -31,6 +31,7 @@ from iterion.api.errors import (
     translate,
 )
 from iterion.api.types import Field, Question, RewindReport, Run, RunSummary
+from iterion.requests import LaunchRequest, ResumeRequest
 from iterion.store.status import RunStatus
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     from iterion.store import Event, Store
 
 __all__ = [
-    "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "Question", "RefusedError",
+    "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "LaunchRequest", "Question",
+    "RefusedError", "ResumeRequest",
     "RewindRefusedError", "Run", "RunBusyError", "RunFailedError", "RunNotFoundError", "RunStatus",
     "RunSummary", "SourceChangedError", "StoreProblemError", "inspect", "resume", "rewind", "run", "runs",
 ]
@@ -115,40 +117,49 @@ def _load(st: Store, run_id: str, result: RunResult | None = None) -> Run:
     )
 
 
-def run(workflow: str | Path, *, workspace: str | Path | None = None, vars: Mapping[str, Any] | None = None,
-        answers: Mapping[str, Mapping[str, Any]] | None = None, backend: str | None = None,
-        store: Store | str | Path | None = None, preset: str | None = None, script: str | Path | None = None,
-        attachments: Mapping[str, str | Path] | None = None, auto_resume: int = 0, wait: bool = True,
-        on_event: OnEvent | None = None) -> Run:
+def run(workflow: str | Path | None = None, *, workspace: str | Path | None = None,
+        vars: Mapping[str, Any] | None = None, answers: Mapping[str, Any] | None = None,
+        backend: str | None = None, store: Store | str | Path | None = None, preset: str | None = None,
+        script: str | Path | None = None, attachments: Mapping[str, str | Path] | None = None,
+        auto_resume: int = 0, wait: bool = True, on_event: OnEvent | None = None,
+        request: LaunchRequest | None = None) -> Run:
     """Run ``workflow`` (a .bot file, a bundle directory or a .botz) from its entry node, as
     ``iterion run`` does, and return the run once it finished, failed or parked.
 
     ``workspace``: where it executes in place (default: the current directory). ``vars``: the
     workflow's vars (values are coerced to their declared types). ``answers``: human answers known
-    up front, node-keyed ``{"approve": {"approved": True}}``. ``backend``: one backend for every
-    LLM node (``"script"``, ``"openai"``, ``"claw"``...); ``script``: the script backend's answers
-    file. ``store``: a ``Store``, or the store directory (default: found as the CLI finds it).
-    ``auto_resume``: resume a transient failure up to N times. ``wait=False``: refuse instead of
-    waiting while another run executes in the same workspace. ``on_event``: called with every
-    event the run appends (``iterion.store.Event``).
+    up front, node-keyed ``{"approve": {"approved": True}}`` (or flat ``{"approved": True}`` when
+    the workflow has one human node). ``backend``: one backend for every LLM node (``"script"``,
+    ``"openai"``, ``"claw"``...); ``script``: the script backend's answers file. ``store``: a
+    ``Store``, or the store directory (default: found as the CLI finds it). ``auto_resume``: resume
+    a transient failure up to N times. ``wait=False``: refuse instead of waiting while another run
+    executes in the same workspace. ``on_event``: called with every event the run appends
+    (``iterion.store.Event``). ``request``: a ``LaunchRequest`` (``iterion.requests``: the model
+    ``iterion run`` and ``POST /api/runs`` build) instead of the request's keyword arguments.
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
-    from iterion.engine.launch import LaunchOptions, launch_run
+    from iterion.engine.launch import launch_run
     from iterion.engine.resume import ResumeOptions, resume_run
+    from iterion.engine.source import compile_source
+    from iterion.requests import LaunchRequest, human_nodes
 
     with _errors():
+        if request is None:
+            if workflow is None:
+                raise RefusedError("give the workflow to run", hint='e.g. iterion.run("demo.bot")')
+            request = LaunchRequest.build(
+                file=str(workflow), workspace=str(workspace) if workspace is not None else None,
+                vars={k: _var_text(v) for k, v in (vars or {}).items()}, preset=preset, backend=backend,
+                script=str(Path(script).resolve()) if script is not None else None, answers=dict(answers or {}),
+                attachments={k: str(v) for k, v in (attachments or {}).items()} or None)
         st = _open(store, write=True)
-        script_file = str(Path(script).resolve()) if script is not None else None
-        options = LaunchOptions(
-            vars={k: _var_text(v) for k, v in (vars or {}).items()}, preset=preset, backend=backend,
-            script_file=script_file, answers={n: dict(a) for n, a in (answers or {}).items()},
-            workspace=Path(workspace) if workspace is not None else None, wait_workspace=wait,
-            attachments={k: Path(v) for k, v in (attachments or {}).items()})
+        compiled = compile_source(Path(request.file))
+        options = request.launch_options(human_nodes(compiled), wait_workspace=wait)
         token = CancelToken()
-        result = launch_run(st, Path(workflow), options, token=token, listener=on_event)
+        result = launch_run(st, Path(request.file), options, token=token, listener=on_event, compiled=compiled)
         if auto_resume:
-            retry = ResumeOptions(backend=backend, script_file=script_file, wait_workspace=wait)
+            retry = ResumeOptions(backend=request.backend, script_file=request.script, wait_workspace=wait)
             first = result
             result = retry_automatically(st, result, auto_resume, token=token, listener=on_event,
                                          resume=lambda: resume_run(st, first.run_id, retry, token=token,
@@ -159,29 +170,35 @@ def run(workflow: str | Path, *, workspace: str | Path | None = None, vars: Mapp
 def resume(run_id: str, *, answers: Mapping[str, Any] | None = None, force: bool = False,
            store: Store | str | Path | None = None, file: str | Path | None = None, backend: str | None = None,
            script: str | Path | None = None, auto_resume: int = 0, wait: bool = True,
-           on_event: OnEvent | None = None) -> Run:
+           on_event: OnEvent | None = None, request: ResumeRequest | None = None) -> Run:
     """Continue a parked run (a question, a resumable failure, a cancel, an operator pause) from
     its checkpoint under the same id, as ``iterion resume`` does.
 
     ``run_id``: an id, a unique prefix or the run's name. ``answers``: the paused node's fields,
-    ``{"approved": True, "note": "ship it"}``, coerced to its output schema. ``force``: accept a
-    workflow source that changed since the run executed it (else ``SourceChangedError``).
-    ``file``: the source, when not where the run recorded it. Other parameters as ``run``.
+    ``{"approved": True, "note": "ship it"}`` (or node-keyed, ``{"approve": {...}}``), coerced to
+    its output schema. ``force``: accept a workflow source that changed since the run executed it
+    (else ``SourceChangedError``). ``file``: the source, when not where the run recorded it.
+    ``request``: a ``ResumeRequest`` (``iterion.requests``) instead of its keyword arguments.
+    Other parameters as ``run``.
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
     from iterion.engine.resume import ResumeOptions, resume_run
+    from iterion.requests import ResumeRequest
 
     with _errors():
+        if request is None:
+            request = ResumeRequest.build(answers=dict(answers or {}), force=force, backend=backend,
+                                          file=str(file) if file is not None else None)
         st = _open(store, write=True, skip=run_id)
         script_file = str(Path(script).resolve()) if script is not None else None
-        source = Path(file) if file is not None else None
-        options = ResumeOptions(answers=dict(answers or {}), file=source, force=force, backend=backend,
-                                script_file=script_file, wait_workspace=wait)
+        options = request.resume_options(request.answers_for_run(st, run_id), script_file=script_file,
+                                         wait_workspace=wait)
         token = CancelToken()
         result = resume_run(st, run_id, options, token=token, listener=on_event)
         if auto_resume:
-            retry = ResumeOptions(file=source, backend=backend, script_file=script_file, wait_workspace=wait)
+            retry = ResumeOptions(file=options.file, backend=request.backend, script_file=script_file,
+                                  wait_workspace=wait)
             first = result
             result = retry_automatically(st, result, auto_resume, token=token, listener=on_event,
                                          resume=lambda: resume_run(st, first.run_id, retry, token=token,

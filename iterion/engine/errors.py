@@ -200,6 +200,6 @@ TRANSLATED: dict[str, str] = {
                                           "server/service.py: ApiError 422",
     "iterion.backends.claw.tools.ToolError": "backends/claw/loop.py: the tool call's error result, to the model",
     "iterion.backends.claw.paths.PathRefused": "backends/claw/tools.py: ToolError, the tool call's error result",
-    "iterion.server.service.ApiError": "server/app.py: the HTTP error response (its status, error, hint, exit_code)",
+    "iterion.server.apierror.ApiError": "server/app.py: the HTTP error response (its status, error, hint, exit_code)",
     "iterion.server.timeline.BoundaryNotFound": "server/service.py: ApiError 404",
 }

@@ -19,12 +19,15 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from gitrefs.persist import FormatVersionError, VersionedModel
 from iterion.store.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from iterion.requests import LaunchRequest, ResumeRequest
 
 
 class Kind(StrEnum):
@@ -61,6 +64,43 @@ class Delivery(VersionedModel):
     # the request was made (a first delivery finding another version is a stale request: dropped)
     force: bool = False
     expected_version: int | None = None
+
+    # -- the request it carries (iterion.requests): built from it, given back to the runner; the
+    # wire format stays these flat fields (format_version unchanged, old messages read alike)
+    @staticmethod
+    def launch_fields(req: LaunchRequest) -> dict[str, Any]:
+        """The fields of a launch delivery for ``req`` (its paths already placed by the server)."""
+        ask = req.budget.ask() if req.budget else None
+        return {"file": req.file, "repo_url": req.repo_url, "ref": req.ref, "workspace": req.workspace,
+                "vars": req.var_strings(), "preset": req.preset, "backend": req.backend, "model": req.model,
+                "script_file": req.script, "answers": dict(req.answers), "on_budget": req.on_budget,
+                "budget": ask.model_dump(mode="json") if ask else None}
+
+    @staticmethod
+    def resume_fields(req: ResumeRequest) -> dict[str, Any]:
+        """The fields of a resume delivery for ``req``."""
+        ask = req.budget.ask() if req.budget else None
+        return {"answers": dict(req.answers), "force": req.force, "backend": req.backend, "model": req.model,
+                "budget": ask.model_dump(mode="json") if ask else None}
+
+    def launch_request(self) -> LaunchRequest:
+        """The launch this delivery asks for, as every other executor receives it."""
+        from iterion.requests import Budget, LaunchRequest
+
+        return LaunchRequest.model_construct(
+            file=self.file or "", workspace=self.workspace, vars=dict(self.vars), preset=self.preset,
+            backend=self.backend, model=self.model, script=self.script_file, answers=dict(self.answers),
+            budget=Budget.from_ask(self.budget), on_budget=self.on_budget, repo_url=self.repo_url, ref=self.ref,
+            request_id=self.request_id, attachments=None, branch_name=None, merge_into=None, auto_merge=None)
+
+    def resume_request(self) -> ResumeRequest:
+        """The resume this delivery asks for."""
+        from iterion.requests import Budget, ResumeRequest
+
+        return ResumeRequest.model_construct(
+            answers=dict(self.answers), budget=Budget.from_ask(self.budget), force=self.force, backend=self.backend,
+            model=self.model, expected_version=self.expected_version, file=None, force_stale=None,
+            request_id=self.request_id, max_daily_cost_usd=None)
 
     @property
     def msg_id(self) -> str:

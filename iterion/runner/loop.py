@@ -383,28 +383,29 @@ class Runner:
             "status": RunStatus.FAILED_RESUMABLE.value, "reason": reason, "by": "queue_runner"})
 
     def _launch(self, store: Any, d: Delivery, work: Any, token: CancelToken) -> Any:
-        from iterion.budget import BudgetAsk
-        from iterion.engine.launch import LaunchOptions, launch_run
+        from iterion.engine.launch import launch_run
+        from iterion.engine.source import compile_source
+        from iterion.requests import human_nodes
 
+        req = d.launch_request()  # the very request the server parsed (iterion.requests)
         file, workspace = self._paths(d, work)
-        options = LaunchOptions(
-            vars=dict(d.vars), preset=d.preset, backend=d.backend, model=d.model, answers=dict(d.answers),
-            script_file=str(workspace / d.script_file) if (d.script_file and work) else d.script_file,
-            workspace=workspace, budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
+        compiled = compile_source(file)  # flat answers go to its one human node
+        options = req.launch_options(
+            human_nodes(compiled),
+            script_file=str(workspace / req.script) if (req.script and work) else req.script, workspace=workspace,
             # a local workspace serves one run at a time: a slot waits for it (a clone is never shared)
-            on_budget=d.on_budget, wait_workspace=work is None, watch=False, run_id=d.run_id, adopt_queued=True,
+            wait_workspace=work is None, watch=False, run_id=d.run_id, adopt_queued=True,
             push_checkpoints="origin" if work is not None else None,
             push_every=self.config.push_every if work is not None else None)
-        return launch_run(store, file, options, token=token)
+        return launch_run(store, file, options, token=token, compiled=compiled)
 
     def _resume(self, store: Any, d: Delivery, work: Any, token: CancelToken) -> Any:
-        from iterion.budget import BudgetAsk
-        from iterion.engine.resume import ResumeOptions, resume_run
+        from iterion.engine.resume import resume_run
 
+        req = d.resume_request()
         file = self._paths(d, work)[0] if work is not None else None
-        options = ResumeOptions(answers=dict(d.answers), file=file, force=d.force, backend=d.backend, model=d.model,
-                                budget=BudgetAsk.model_validate(d.budget) if d.budget else None,
-                                wait_workspace=work is None, watch=False)
+        options = req.resume_options(req.answers_for_run(store, d.run_id), file=file, wait_workspace=work is None,
+                                     watch=False)
         return resume_run(store, d.run_id, options, token=token)
 
     @staticmethod

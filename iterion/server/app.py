@@ -36,9 +36,10 @@ from starlette.routing import Route
 
 from gitrefs.persist.errors import ErrorCode
 from iterion.server import web
+from iterion.server.apierror import ApiError, bad_input
 from iterion.server.auth import COOKIE, matches
 from iterion.server.guard import MUTATING, cross_site_error, header_token, origin_refusal, parse_json_object
-from iterion.server.service import ApiError, Service, bad_input
+from iterion.server.service import Service
 from iterion.store.follow import POLL_S, Follower
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -218,9 +219,13 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         return call
 
     async def queue(_request: Request) -> Any:
-        from iterion.server.queued import queue_status
+        return await run_in_threadpool(service.executor.status, service)
 
-        return await run_in_threadpool(queue_status, service)
+    async def openapi(_request: Request) -> Response:
+        # the schema is public (no run data in it), like /healthz: a client generator needs no token
+        from iterion.server.openapi import openapi_document
+
+        return JSONResponse(openapi_document())
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"ok": True})
@@ -286,6 +291,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
 
     routes = [
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics_endpoint),
+        Route("/openapi.json", openapi, methods=["GET"]),
         Route("/", page(index_page)), Route("/runs/{run}", page(run_page)),
         Route("/api/queue", api(queue), methods=["GET"]),
         Route("/api/runs", api(list_runs), methods=["GET"]),

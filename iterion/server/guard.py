@@ -19,8 +19,8 @@ from typing import Any
 from starlette.requests import Request
 
 from gitrefs.persist.errors import ErrorCode
+from iterion.server.apierror import ApiError
 from iterion.server.auth import matches
-from iterion.server.service import ApiError
 
 TOKEN_HEADER = "x-iterion-token"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -2,9 +2,13 @@
 
 Each method returns a JSON-able dict or raises :class:`ApiError` (HTTP status + the same one-line
 ``error``/``hint`` the CLI prints, and the CLI's exit code so ``iterion remote`` exits alike).
-Launches and resumes execute in a detached worker process (iterion/server/worker.py says why);
-cancel, pause and rewind call the engine's own functions in the server's process, exactly as the
-CLI verbs do (they are short, and each takes the run's lock itself).
+Every body is parsed into its request model (``iterion.requests``: unknown fields, wrong types
+and fields the executor does not take are refused with one line, 422). Launches and resumes go to
+the executor chosen at construction (iterion/server/executor.py): a detached worker process
+(iterion/server/local.py, iterion/server/worker.py says why) or the work queue
+(iterion/server/queued.py); cancel, pause and rewind call the engine's own functions in the
+server's process, exactly as the CLI verbs do (they are short, and each takes the run's lock
+itself), unless a queue runner holds the run.
 
 Compare-and-swap: every mutating call accepts ``expected_version`` (the run document's
 ``version`` the client last read). A mismatch is refused with 409 "reload and retry" before
@@ -13,123 +17,28 @@ anything is written; so is the engine's own StaleWriteError when a concurrent wr
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import select
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from gitrefs.persist import UserError
 from gitrefs.persist.envsettings import env_seconds
 from gitrefs.persist.errors import ErrorCode
-from gitrefs.persist.oserror import environment_error
-from iterion.budget import BudgetAsk, DurationError, parse_duration
+from iterion.requests import ControlRequest, LaunchRequest, ResumeRequest, RewindRunRequest, UndoRewindRequest
 from iterion.server import timeline as tl
+from iterion.server.apierror import ApiError, _one_line, bad_input, from_user_error
+from iterion.server.executor import Executor
+from iterion.server.local import LocalExecutor
+from iterion.server.queued import QueueExecutor
 from iterion.store import RunDoc, RunStatus, Store
-from iterion.store.errors import (
-    CorruptDocumentError,
-    InvalidTransitionError,
-    LockHeldError,
-    RunNotFoundError,
-    StaleWriteError,
-    StatusRefusedError,
-    StoreUnavailableError,
-)
-from iterion.store.ids import new_id
-from iterion.store.readers import ItemNotFoundError
 from iterion.workspace_checkpoint import recovery_hint
 
-BUDGET_FIELDS = ("max_cost_usd", "max_tokens", "max_duration", "max_iterations", "max_parallel_branches")
+__all__ = ["ApiError", "Service", "bad_input", "from_user_error"]  # ApiError's home: iterion/server/apierror.py
+
 def _handshake_timeout_s(env: str = "ITERION_SERVER_HANDSHAKE_S", default: float = 120.0) -> float:
     """``$env`` in seconds (> 0), else ``default``; a garbage value refuses the server's start (one
     line, exit 2). Read when the Service is built, never at import (gitrefs/persist/envsettings.py)."""
     return env_seconds(env, default, zero_ok=False)
 EVENTS_PAGE_MAX = 1000
-
-
-class ApiError(Exception):
-    """An HTTP refusal: ``status`` the HTTP code, ``message``/``hint`` one line each."""
-
-    def __init__(self, status: int, message: str, *, hint: str | None = None, exit_code: int = ErrorCode.BAD_INPUT,
-                 extra: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.hint, self.exit_code = status, message, hint, exit_code
-        self.extra = extra or {}
-
-    def body(self) -> dict[str, Any]:
-        return {"error": self.message, "hint": self.hint, "exit_code": self.exit_code, **self.extra}
-
-
-def _one_line(text: str | None) -> str | None:
-    return None if text is None else text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def from_user_error(exc: BaseException) -> ApiError:
-    """The HTTP shape of an engine/store refusal (the same message the CLI prints)."""
-    env = environment_error(exc)
-    if env is not None:  # the server's disk or permissions, not the request: 503, the CLI's line
-        return ApiError(503, _one_line(env.message) or "", hint=_one_line(env.hint), exit_code=env.exit_code)
-    if not isinstance(exc, UserError):
-        return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=ErrorCode.INTERNAL,
-                        hint="see the server's log; re-run with ITERION_DEBUG=1 for the traceback")
-    message, hint = _one_line(exc.message or str(exc)) or "", _one_line(exc.hint)
-    if isinstance(exc, StoreUnavailableError):  # the shared store did not answer: try again later
-        return ApiError(503, message, hint=hint, exit_code=exc.exit_code)
-    if isinstance(exc, (RunNotFoundError, ItemNotFoundError)):
-        return ApiError(404, message, hint=hint, exit_code=exc.exit_code)
-    if isinstance(exc, StaleWriteError):
-        return ApiError(409, message, hint="reload the run and retry", exit_code=exc.exit_code,
-                        extra={"reason": "stale_version"})
-    if isinstance(exc, (LockHeldError, StatusRefusedError, InvalidTransitionError, CorruptDocumentError)):
-        return ApiError(409, message, hint=hint, exit_code=exc.exit_code)
-    # exit code 2 = bad input (422); 1 = a refusal after reading the run (409)
-    return ApiError(422 if exc.exit_code == ErrorCode.BAD_INPUT else 409, message, hint=hint, exit_code=exc.exit_code)
-
-
-def bad_input(message: str, hint: str | None = None) -> ApiError:
-    return ApiError(422, message, hint=hint, exit_code=ErrorCode.BAD_INPUT)
-
-
-def budget_from_wire(raw: Any) -> BudgetAsk | None:
-    """``{"budget": {...}}`` of a resume/launch -> the engine's override (0 or absent = inherit).
-
-    Same rules and messages as the CLI's --max-* flags; the engine merges it per field over the
-    launch ask persisted on the run document (``iterion.budget.merge_ask``)."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise bad_input("budget must be an object", hint='e.g. {"budget": {"max_duration": "4h"}}')
-    unknown = sorted(set(raw) - set(BUDGET_FIELDS))
-    if unknown:
-        raise bad_input(f"unknown budget field {unknown[0]!r} (fields: {', '.join(BUDGET_FIELDS)})")
-    if all(raw.get(k) in (None, 0, "", "0") for k in BUDGET_FIELDS):
-        return None
-    values: dict[str, Any] = {}
-    for key in ("max_cost_usd",):
-        v = raw.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-            raise bad_input(f"--max-cost-usd must be a finite number, got {v!r}")
-        values[key] = float(v or 0.0)
-    for key, flag in (("max_tokens", "--max-tokens"), ("max_iterations", "--max-iterations"),
-                      ("max_parallel_branches", "--max-parallel-branches")):
-        v = raw.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
-            raise bad_input(f"{flag} must be an integer, got {v!r}")
-        values[key] = int(v or 0)
-    duration = raw.get("max_duration")
-    try:
-        values["max_duration_s"] = parse_duration(duration) if duration not in (None, "") else 0.0
-    except DurationError as exc:
-        raise bad_input(str(exc)) from None
-    try:
-        return BudgetAsk(**values)
-    except ValueError as exc:
-        raise bad_input(f"invalid budget override: {_one_line(str(exc).splitlines()[-1] if str(exc) else str(exc))}") from None
 
 
 def _doc_json(doc: RunDoc) -> dict[str, Any]:
@@ -144,10 +53,15 @@ class Service:
         self.store = store
         self.project = project.resolve()
         self.log_dir = log_dir or (store.root / "server" / "logs")
-        # a WorkQueue (iterion.queue.jsqueue): launches and resumes are queued for `iterion runner`
-        # instead of executing here (iterion/server/queued.py)
-        self.queue = queue
+        # with a WorkQueue (iterion.queue.jsqueue), launches and resumes are queued for `iterion
+        # runner` (iterion/server/queued.py), else they execute here (iterion/server/local.py)
+        self.executor: Executor = QueueExecutor(queue) if queue is not None else LocalExecutor()
         self.handshake_timeout_s = _handshake_timeout_s()
+
+    @property
+    def queue(self) -> Any:
+        """The work queue, None without one (metrics read its status)."""
+        return self.executor.queue
 
     # -- helpers --------------------------------------------------------------------------------
     def _guard(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -188,39 +102,6 @@ class Service:
             raise bad_input(f"{what} {raw} is outside the project {self.project}",
                             hint="the service only reads and runs files inside the project it was started in")
         return real
-
-    def _confine_uploads(self, answers: dict[str, Any]) -> dict[str, Any]:
-        """A file answer (``@path``; ``@@`` is a literal @) may only name a file inside the project."""
-        out = dict(answers)
-        for key, value in answers.items():
-            if isinstance(value, str) and value.startswith("@") and not value.startswith("@@"):
-                out[key] = "@" + str(self.confine(value[1:], f"answer {key} file"))
-        return out
-
-    @staticmethod
-    def check_backend(backend: Any) -> None:
-        """Refused up front, with the CLI's --backend message (a run must not start and then fail)."""
-        if backend is None:
-            return
-        if not isinstance(backend, str):
-            raise bad_input("backend must be a string")
-        from iterion.backends.base import BackendError
-        from iterion.backends.registry import canonical_name
-
-        try:
-            canonical_name(backend)
-        except BackendError as exc:
-            raise bad_input(f"--backend: {exc.message}", hint="pick one of the known backends, or drop --backend") from None
-
-    @staticmethod
-    def check_model(model: Any) -> str | None:
-        """A ``model`` override refused up front with the CLI's --model message."""
-        from iterion.backends.choice import check_model_override
-
-        try:
-            return check_model_override(model)
-        except ValueError as exc:
-            raise bad_input(f"--model: {exc}", hint="drop model to keep the workflow's models") from None
 
     def check_script(self, raw: Any) -> str | None:
         if raw is None:
@@ -376,233 +257,69 @@ class Service:
         record, path = self._guard(attachment_file, self.store, rid, name)
         return {"run_id": rid, **record}, path
 
-    # -- executions -----------------------------------------------------------------------------
-    def _store_spec(self) -> dict[str, Any]:
-        """How the worker opens this very store: the same JetStream server and prefix, or files
+    # -- executions (the executor chosen at construction: iterion/server/executor.py) ------------
+    def store_spec(self) -> dict[str, Any]:
+        """How a worker opens this very store: the same JetStream server and prefix, or files
         ("off" so an ITERION_NATS_URL in the environment cannot send it elsewhere)."""
         docs: Any = self.store.docs
         if self.store.shared:
-            return {"nats": docs.url, "nats_prefix": docs.prefix}
-        return {"nats": "off"}
+            return {"store_dir": str(self.store.root), "nats": docs.url, "nats_prefix": docs.prefix}
+        return {"store_dir": str(self.store.root), "nats": "off"}
 
-    def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Start a worker and wait for its handshake (iterion/server/worker.py)."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"{request['run_id']}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
-        request = {**request, "store_dir": str(self.store.root), **self._store_spec()}
-        # the server's credential never reaches the run's tools
-        env = {k: v for k, v in os.environ.items() if k != "ITERION_SERVER_TOKEN"}
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "iterion.server.worker"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=log, cwd=str(self.project), env=env,
-                                    start_new_session=True, close_fds=True)
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(request).encode("utf-8"))
-        proc.stdin.close()
-        threading.Thread(target=proc.wait, daemon=True, name="iterion-reap").start()  # no zombies
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + self.handshake_timeout_s
-        buf = b""
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                proc.stdout.close()
-                return {"ok": True, "run_id": request["run_id"], "pending": True, "log": str(log_path)}
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-        proc.stdout.close()
-        try:
-            answer = json.loads(buf.split(b"\n", 1)[0] or b"{}")
-        except ValueError:
-            answer = {}
-        if not answer:
-            tail = log_path.read_text(encoding="utf-8", errors="replace")[-400:].strip().splitlines()
-            last = (_one_line(tail[-1]) or "") if tail else "no output"
-            raise ApiError(500, f"the execution process ended without answering: {last}", exit_code=ErrorCode.INTERNAL,
-                           hint=f"see {log_path}")
-        answer["log"] = str(log_path)
-        return answer
-
-    def _refusal(self, answer: dict[str, Any]) -> ApiError:
-        code = int(answer.get("exit_code") or ErrorCode.BAD_INPUT)
-        kind = answer.get("kind")
-        extra = {"diagnostics": answer["diagnostics"]} if answer.get("diagnostics") else {}
-        status = 422 if code == 2 else 409
-        if kind in ("RunNotFoundError",):
-            status = 404
-        elif kind == "InvalidWorkflow":  # the request named a workflow with errors: bad input
-            status = 422
-        elif kind == "StaleWriteError":
-            extra["reason"] = "stale_version"
-        elif code == 3:
-            status = 500
-        return ApiError(status, _one_line(answer.get("error")) or "refused", hint=_one_line(answer.get("hint")),
-                        exit_code=code, extra=extra)
+    def confine_answers(self, answers: dict[str, Any]) -> dict[str, Any]:
+        """A file answer (``@path``; ``@@`` is a literal @) may only name a file inside the project,
+        in either answers shape (flat, or keyed by node)."""
+        out = dict(answers)
+        for key, value in answers.items():
+            if isinstance(value, dict):
+                out[key] = self.confine_answers(value)
+            elif isinstance(value, str) and value.startswith("@") and not value.startswith("@@"):
+                out[key] = "@" + str(self.confine(value[1:], f"answer {key} file"))
+        return out
 
     def launch(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.queue is not None:
-            from iterion.server.queued import launch_queued
-
-            return launch_queued(self, body)
-        allowed = {"file", "workspace", "vars", "preset", "backend", "model", "script", "answers", "attachments",
-                   "budget", "branch_name", "merge_into", "auto_merge", "on_budget"}
-        unknown = sorted(set(body) - allowed)
-        if unknown:
-            raise bad_input(f"unknown field {unknown[0]!r} (fields: {', '.join(sorted(allowed))})")
-        if "file" not in body:
-            raise bad_input("file is required: the workflow to run", hint='e.g. {"file": "fixtures/demo/demo.bot"}')
-        file = self.confine(body["file"], "file")
-        if not file.exists():
-            raise bad_input(f"workflow {body['file']} does not exist")
-        workspace = self.confine(body.get("workspace") or str(self.project), "workspace")
-        if not workspace.is_dir():
-            raise bad_input(f"workspace {body.get('workspace')} is not an existing directory",
-                            hint="create it first, inside the project")
-        for key in ("vars", "answers", "attachments"):
-            if key in body and not isinstance(body[key], dict):
-                raise bad_input(f"{key} must be an object")
-        raw_vars = body.get("vars") or {}
-        if any(not isinstance(v, (str, int, float, bool)) for v in raw_vars.values()):
-            raise bad_input("vars values must be strings, numbers or booleans")
-        answers = body.get("answers") or {}
-        for node, value in answers.items():
-            if not isinstance(value, dict):
-                raise bad_input(f"answers: {node} must map fields to values", hint='e.g. {"approve": {"approved": true}}')
-        answers = {node: self._confine_uploads(value) for node, value in answers.items()}
-        on_budget = body.get("on_budget") or "fail"
-        if on_budget not in ("fail", "pause"):
-            raise bad_input(f"on_budget must be fail or pause, got {on_budget!r}")
-        for key in ("preset", "backend", "branch_name", "merge_into"):
-            if body.get(key) is not None and not isinstance(body[key], str):
-                raise bad_input(f"{key} must be a string")
-        self.check_backend(body.get("backend"))
-        script = self.check_script(body.get("script"))
-        budget = budget_from_wire(body.get("budget"))
-        request: dict[str, Any] = {
-            "action": "launch", "run_id": new_id(), "file": str(file), "workspace": str(workspace),
-            "vars": {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw_vars.items()},
-            "preset": body.get("preset"), "backend": body.get("backend"), "answers": answers,
-            "model": self.check_model(body.get("model")), "script_file": script,
-            "attachments": {str(k): str(self.confine(v, f"attachment {k}"))
-                            for k, v in (body.get("attachments") or {}).items()},
-            "budget": budget.model_dump(mode="json") if budget else None,
-            "branch_name": body.get("branch_name"), "merge_into": body.get("merge_into"),
-            "auto_merge": bool(body.get("auto_merge", True)), "on_budget": on_budget,
-        }
-        answer = self._spawn(request)
-        if not answer.get("ok"):
-            raise self._refusal(answer)
-        return {"run_id": answer["run_id"], "started": True, "pending": bool(answer.get("pending")),
-                "log": answer.get("log")}
+        req = self._guard(LaunchRequest.parse, body, executor=self.executor.kind)
+        return self._guard(self.executor.launch, self, req)
 
     def resume(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
-        if self.queue is not None:
-            from iterion.server.queued import resume_queued
-
-            return resume_queued(self, ref, body)
-        allowed = {"answers", "budget", "force", "file", "backend", "model", "force_stale", "expected_version"}
-        unknown = sorted(set(body) - allowed)
-        if unknown:
-            raise bad_input(f"unknown field {unknown[0]!r} (fields: {', '.join(sorted(allowed))})")
+        req = self._guard(ResumeRequest.parse, body, executor=self.executor.kind)
         doc = self.load(ref)
-        self.check_version(doc, body.get("expected_version"))
-        answers = body.get("answers") or {}
-        if not isinstance(answers, dict):
-            raise bad_input("answers must be an object of field -> value", hint='e.g. {"approved": true}')
-        answers = self._confine_uploads(answers)
-        for key in ("force", "force_stale"):
-            if key in body and not isinstance(body[key], bool):
-                raise bad_input(f"{key} must be true or false")
-        self.check_backend(body.get("backend"))
-        budget = budget_from_wire(body.get("budget"))
-        request = {"action": "resume", "run_id": doc.id, "answers": answers, "force": bool(body.get("force")),
-                   "force_stale": bool(body.get("force_stale")), "backend": body.get("backend"),
-                   "model": self.check_model(body.get("model")),
-                   "file": str(self.confine(body["file"], "file")) if body.get("file") else None,
-                   "budget": budget.model_dump(mode="json") if budget else None}
-        answer = self._spawn(request)
-        if not answer.get("ok"):
-            raise self._refusal(answer)
-        return {"run_id": doc.id, "resumed": True, "pending": bool(answer.get("pending")), "log": answer.get("log")}
+        self.check_version(doc, req.expected_version)
+        return self._guard(self.executor.resume, self, doc, req)
 
     # -- operator verbs (in process: the engine's own functions) ----------------------------------
     def cancel(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         from iterion.engine.operator_verbs import cancel_run
 
-        doc = self.load(ref)
-        self.check_version(doc, body.get("expected_version"))
-        wait = self._wait(body)
-        reason = body.get("reason") or "cancelled by operator (iterion server)"
-        if self.queue is not None:
-            from iterion.server.queued import control_remote
-
-            answer = control_remote(self, doc.id, "cancel", reason, wait)
-            if answer is not None:
-                return answer
-        return self._guard(cancel_run, self.store, doc.id, wait_s=wait, reason=reason).to_json()
+        return self._control(ref, body, "cancel", "cancelled by operator (iterion server)", cancel_run)
 
     def pause(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         from iterion.engine.operator_verbs import pause_run
 
+        return self._control(ref, body, "pause", "paused by operator (iterion server)", pause_run)
+
+    def _control(self, ref: str, body: dict[str, Any], action: str, default_reason: str, act: Any) -> dict[str, Any]:
+        req = self._guard(ControlRequest.parse, body, executor=self.executor.kind)
         doc = self.load(ref)
-        self.check_version(doc, body.get("expected_version"))
-        wait = self._wait(body)
-        reason = body.get("reason") or "paused by operator (iterion server)"
-        if self.queue is not None:
-            from iterion.server.queued import control_remote
-
-            answer = control_remote(self, doc.id, "pause", reason, wait)
-            if answer is not None:
-                return answer
-        return self._guard(pause_run, self.store, doc.id, wait_s=wait, reason=reason).to_json()
-
-    @staticmethod
-    def _wait(body: dict[str, Any]) -> float:
-        wait = body.get("wait", 10)
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait <= 60:
-            raise bad_input(f"wait must be a number of seconds between 0 and 60, got {wait!r}")
-        return float(wait)
+        self.check_version(doc, req.expected_version)
+        reason = req.reason or default_reason
+        answer = self.executor.control(self, doc.id, action, reason, req.wait)
+        if answer is not None:
+            return answer
+        return dict(self._guard(act, self.store, doc.id, wait_s=req.wait, reason=reason).to_json())
 
     def rewind(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         from iterion.rewind.files import RestoreScope
         from iterion.rewind.rewind import RewindRequest, rewind_run
 
-        allowed = {"node", "auto", "restore_scope", "dry_run", "file", "expected_version"}
-        unknown = sorted(set(body) - allowed)
-        if unknown:
-            raise bad_input(f"unknown field {unknown[0]!r} (fields: {', '.join(sorted(allowed))})")
-        node, auto = body.get("node"), body.get("auto", False)
-        if not isinstance(auto, bool):
-            raise bad_input("auto must be true or false")
-        if node is not None and (not isinstance(node, str) or not node):
-            raise bad_input("node must be a node name")
-        if bool(node) == bool(auto):
-            raise bad_input("give exactly one of --node NODE or --auto",
-                            hint="--auto finds the node your edit affects; --node names it")
-        scope = body.get("restore_scope")
-        if scope is not None:
-            try:
-                scope = RestoreScope(scope)
-            except ValueError:
-                raise bad_input(f"restore_scope must be one of {', '.join(s.value for s in RestoreScope)}, "
-                                f"got {scope!r}") from None
-        dry_run = body.get("dry_run", False)
-        if not isinstance(dry_run, bool):
-            raise bad_input("dry_run must be true or false")
+        req = self._guard(RewindRunRequest.parse, body, executor=self.executor.kind)
         doc = self.load(ref)
-        self.check_version(doc, body.get("expected_version"))
-        file = self.confine(body["file"], "file") if body.get("file") else None
-        if file is None and self.queue is not None:
-            from iterion.server.queued import recorded_source
-
-            file = recorded_source(self, doc)  # a repository run's clone is gone: its recorded files
-        req = RewindRequest(run_id=doc.id, node=node, auto=auto, restore_scope=scope, file=file, dry_run=dry_run)
-        result = self._guard(rewind_run, self.store, req)
+        self.check_version(doc, req.expected_version)
+        file = self.confine(req.file, "file") if req.file else self.executor.rewind_source(self, doc)
+        scope = RestoreScope(req.restore_scope) if req.restore_scope is not None else None
+        rewind = RewindRequest(run_id=doc.id, node=req.node, auto=req.auto, restore_scope=scope, file=file,
+                               dry_run=req.dry_run)
+        result = self._guard(rewind_run, self.store, rewind)
         return dict(result.to_json())
 
     def undo_rewind(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -610,11 +327,9 @@ class Service:
         CLI put back exactly the same files and checkpoint (and refuse alike once the run moved on)."""
         from iterion.rewind.undo import undo_rewind
 
-        unknown = sorted(set(body) - {"expected_version"})
-        if unknown:
-            raise bad_input(f"unknown field {unknown[0]!r} (fields: expected_version)")
+        req = self._guard(UndoRewindRequest.parse, body, executor=self.executor.kind)
         doc = self.load(ref)
-        self.check_version(doc, body.get("expected_version"))
+        self.check_version(doc, req.expected_version)
         return dict(self._guard(undo_rewind, self.store, doc.id).to_json())
 
     # -- start-up ---------------------------------------------------------------------------------

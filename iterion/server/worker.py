@@ -1,8 +1,10 @@
 """One execution of a run (a launch or a resume) for the HTTP service, in its own process.
 
-``python -m iterion.server.worker`` reads one JSON request on stdin, then calls the engine's own
-``launch_run`` / ``resume_run`` (the same code ``iterion run`` / ``iterion resume`` call: the
-budget merge, the source-digest gate, the answer coercion all live there, once).
+``python -m iterion.server.worker`` reads one :class:`Job` on stdin (JSON: the store to open and the
+very ``LaunchRequest``/``ResumeRequest`` the server parsed, its paths made absolute), then calls
+the engine's own ``launch_run`` / ``resume_run`` (the same code ``iterion run`` / ``iterion
+resume`` call: the budget merge, the source-digest gate, the answer coercion all live there, once)
+with the options the request gives (``iterion.requests``: the answers fitted to their shape there).
 
 Why a detached process per execution rather than a thread of the server: the run must outlive the
 server (a restart or a crash of the HTTP service never kills a run; the run's own lock and owner
@@ -30,20 +32,28 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from gitrefs.persist import UserError
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.oserror import environment_error
-from iterion.budget import BudgetAsk
-from iterion.engine.cancel import CancelToken
-from iterion.engine.errors import InvalidWorkflow
-from iterion.engine.launch import LaunchOptions, launch_run
-from iterion.engine.notice import is_unrecorded
-from iterion.engine.resume import ResumeOptions, resume_run
-from iterion.store import Event
-from iterion.store import events as ev
-from iterion.store.opener import open_store
+from iterion.requests import LaunchRequest, ResumeRequest
+
+
+class Job(BaseModel):
+    """What the server writes to a worker's stdin (same release on both ends: not persisted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["launch", "resume"]
+    run_id: str
+    store_dir: str
+    nats: str = "off"
+    nats_prefix: str | None = None
+    launch: LaunchRequest | None = None
+    resume: ResumeRequest | None = None
 
 
 class Handshake:
@@ -69,43 +79,39 @@ class Handshake:
             os.close(devnull)
 
 
-def _budget(raw: dict[str, Any] | None) -> BudgetAsk | None:
-    return BudgetAsk.model_validate(raw) if raw else None
+def execute(job: Job, handshake: Handshake) -> int:
+    """Run the job; returns the process exit code (0: the execution reached an end state)."""
+    from iterion.engine.cancel import CancelToken
+    from iterion.engine.errors import InvalidWorkflow
+    from iterion.engine.launch import launch_run
+    from iterion.engine.notice import is_unrecorded
+    from iterion.engine.resume import resume_run
+    from iterion.engine.source import compile_source
+    from iterion.requests import human_nodes
+    from iterion.store import Event
+    from iterion.store import events as ev
+    from iterion.store.opener import open_store
 
-
-def execute(request: dict[str, Any], handshake: Handshake) -> int:
-    """Run the request; returns the process exit code (0: the execution reached an end state)."""
-    store = open_store(Path(request["store_dir"]), nats=request.get("nats") or "off",
-                       prefix=request.get("nats_prefix"))
+    store = open_store(Path(job.store_dir), nats=job.nats or "off", prefix=job.nats_prefix)
     token = CancelToken()
-    started = ev.RUN_RESUMED if request["action"] == "resume" else ev.RUN_STARTED
+    started = ev.RUN_RESUMED if job.action == "resume" else ev.RUN_STARTED
 
     def listener(e: Event) -> None:
         if e.type == started:
-            handshake.send({"ok": True, "run_id": request["run_id"], "event": e.type})
+            handshake.send({"ok": True, "run_id": job.run_id, "event": e.type})
         elif is_unrecorded(e):  # what the engine could not put on the timeline: to the server's log
             sys.stderr.write(f"iterion worker: {e.payload.get('message')}\n")
 
     try:
-        if request["action"] == "launch":
-            options = LaunchOptions(
-                vars=dict(request.get("vars") or {}), preset=request.get("preset"), backend=request.get("backend"),
-                model=request.get("model"),
-                script_file=request.get("script_file"), answers=dict(request.get("answers") or {}),
-                workspace=Path(request["workspace"]), branch_name=request.get("branch_name"),
-                merge_into=request.get("merge_into"), auto_merge=bool(request.get("auto_merge", True)),
-                on_budget=request.get("on_budget") or "fail", wait_workspace=False, run_id=request["run_id"],
-                attachments={k: Path(v) for k, v in (request.get("attachments") or {}).items()},
-                budget=_budget(request.get("budget")))
-            result = launch_run(store, Path(request["file"]), options, token=token, listener=listener)
+        if job.launch is not None:
+            compiled = compile_source(Path(job.launch.file))  # flat answers go to its one human node
+            options = job.launch.launch_options(human_nodes(compiled), wait_workspace=False, run_id=job.run_id)
+            result = launch_run(store, Path(job.launch.file), options, token=token, listener=listener,
+                                compiled=compiled)
         else:
-            options_r = ResumeOptions(
-                answers=dict(request.get("answers") or {}),
-                file=Path(request["file"]) if request.get("file") else None, force=bool(request.get("force")),
-                backend=request.get("backend"), model=request.get("model"),
-                force_stale=bool(request.get("force_stale")),
-                wait_workspace=False, budget=_budget(request.get("budget")))
-            result = resume_run(store, request["run_id"], options_r, token=token, listener=listener)
+            req = job.resume or ResumeRequest()
+            options_r = req.resume_options(req.answers_for_run(store, job.run_id), wait_workspace=False)
+            result = resume_run(store, job.run_id, options_r, token=token, listener=listener)
     except BaseException as exc:  # noqa: BLE001 - the one place this process turns errors into an answer
         exc = environment_error(exc) or exc
         if isinstance(exc, UserError):
@@ -126,9 +132,9 @@ def execute(request: dict[str, Any], handshake: Handshake) -> int:
 
 
 def main() -> None:
-    request = json.loads(sys.stdin.read())
+    job = Job.model_validate_json(sys.stdin.read())
     sys.stdin.close()
-    sys.exit(execute(request, Handshake()))
+    sys.exit(execute(job, Handshake()))
 
 
 if __name__ == "__main__":

@@ -105,3 +105,19 @@ def test_runs_filters_limits_and_lists_a_corrupt_run(demo: Path, tmp_path: Path)
     assert listing[1].corrupt and "run.json" in listing[1].corrupt
     with pytest.raises(api.StoreProblemError):
         iterion.inspect(parked.id, store=store)
+
+
+def test_run_and_resume_take_the_request_models_and_both_answers_shapes(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    answer = {"approved": True, "note": "ok"}
+    flat = iterion.run(demo / "demo.bot", workspace=demo, store=store, answers=answer)  # one human node
+    req = api.LaunchRequest.parse({"file": str(demo / "demo.bot"), "workspace": str(demo),
+                                   "answers": {"approve": answer}, "budget": {"max_duration": "1h"}})
+    keyed = iterion.run(request=req, store=store)
+    assert flat.status is keyed.status is iterion.RunStatus.FINISHED
+    assert flat.outputs["approve"] == keyed.outputs["approve"] == answer
+    parked = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    done = iterion.resume(parked.id, store=store, request=api.ResumeRequest(answers={"approve": answer}))
+    assert done.status is iterion.RunStatus.FINISHED and done.outputs["approve"] == answer
+    with pytest.raises(api.RefusedError, match="approved must map fields to values"):  # neither shape
+        iterion.run(demo / "demo.bot", workspace=demo, store=store, answers={"approved": True, "approve": {}})

@@ -75,6 +75,11 @@ def test_launch_by_repo_queue_listing_and_two_resumes_through_two_servers(cluste
         assert shown.returncode == 0 and json.loads(shown.stdout)["deliveries"][0]["run_id"] == run_id
         bad = c1.post("/api/runs", json={"repo_url": str(forge), "file": "/etc/passwd"})
         assert bad.status_code == 422 and "relative path inside the repository" in bad.json()["error"]
+        # the fields only a direct execution takes: refused by the request model, naming why
+        for field, value in (("auto_merge", False), ("attachments", {"a": "a.txt"}), ("branch_name", "b")):
+            bad = c1.post("/api/runs", json={"repo_url": str(forge), "file": "flows/gate.bot", field: value})
+            assert bad.status_code == 422 and bad.json()["error"] == \
+                f"{field} is not supported by a server with a queue (a runner executes the run)", bad.text
 
         runner = cluster.runner("r1")
         wait_for(lambda: _status(c1, run_id) == "paused_waiting_human", "the run to reach its gate")
@@ -83,8 +88,11 @@ def test_launch_by_repo_queue_listing_and_two_resumes_through_two_servers(cluste
 
         # two resume requests for one run, at once, through two servers: exactly one executes
         answers: list[httpx.Response] = []
-        body = {"answers": {"approved": True, "note": "ship it"}}
-        threads = [threading.Thread(target=lambda c=c: answers.append(c.post(f"/api/runs/{run_id}/resume", json=body)))
+        # the same answers in both shapes (flat, node-keyed): whichever request wins, the same result
+        bodies = {c1: {"answers": {"approved": True, "note": "ship it"}},
+                  c2: {"answers": {"approve": {"approved": True, "note": "ship it"}}}}
+        threads = [threading.Thread(target=lambda c=c: answers.append(c.post(f"/api/runs/{run_id}/resume",
+                                                                                 json=bodies[c])))
                    for c in (c1, c2)]
         for t in threads:
             t.start()
@@ -93,6 +101,8 @@ def test_launch_by_repo_queue_listing_and_two_resumes_through_two_servers(cluste
         assert sorted(r.status_code for r in answers) == [202, 202], [r.text for r in answers]
         assert all(r.json()["queued"] for r in answers)
         wait_for(lambda: _status(c1, run_id) == "finished", "the run to finish")
+        assert c1.get(f"/api/runs/{run_id}").json()["checkpoint"]["outputs"]["approve"] == \
+            {"approved": True, "note": "ship it"}
         wait_for(lambda: _events(c1, run_id, "run_delivery_dropped"), "the second request to be dropped")
         assert len(_events(c1, run_id, "run_resumed")) == 1
         (dropped,) = _events(c2, run_id, "run_delivery_dropped")

@@ -11,7 +11,8 @@ import pytest
 from iterion.budget import BudgetAsk
 from iterion.engine.launch import LaunchOptions, launch_run
 from iterion.server.auth import is_loopback, matches
-from iterion.server.service import ApiError, Service, budget_from_wire
+from iterion.requests import Budget, RequestError
+from iterion.server.service import ApiError, Service, from_user_error
 from iterion.store import RunStatus, Store
 from tests.conftest import git, write_bot
 
@@ -87,18 +88,23 @@ def test_unreadable_timeline_is_an_error_not_an_absent_hint(tmp_path: Path, ws: 
         assert err.value.status >= 500
 
 
+def _wire_budget(raw: object) -> BudgetAsk | None:
+    return None if raw is None else Budget.parse(raw).ask()
+
+
 def test_budget_wire_format_matches_the_cli_flags() -> None:
-    assert budget_from_wire(None) is None
-    assert budget_from_wire({"max_duration": "0", "max_tokens": 0}) is None  # zero inherits: no override
-    assert budget_from_wire({"max_duration": "4h"}) == BudgetAsk(max_duration_s=14400.0)
-    assert budget_from_wire({"max_cost_usd": 2, "max_iterations": 9}) == BudgetAsk(max_cost_usd=2.0, max_iterations=9)
+    assert _wire_budget(None) is None
+    assert _wire_budget({"max_duration": "0", "max_tokens": 0}) is None  # zero inherits: no override
+    assert _wire_budget({"max_duration": "4h"}) == BudgetAsk(max_duration_s=14400.0)
+    assert _wire_budget({"max_cost_usd": 2, "max_iterations": 9}) == BudgetAsk(max_cost_usd=2.0, max_iterations=9)
     for bad, words in (({"max_tokens": "many"}, "--max-tokens must be an integer"),
-                       ({"max_cost_usd": float("nan")}, "--max-cost-usd must be a finite number"),
+                       ({"max_cost_usd": float("nan")}, "--max-cost-usd nan is not a finite number"),
                        ({"max_duration": "soon"}, "soon"), ({"max_tokens": -5}, "invalid budget override"),
-                       ({"max_cents": 1}, "unknown budget field 'max_cents'"), ([1], "budget must be an object")):
-        with pytest.raises(ApiError) as err:
-            budget_from_wire(bad)
-        assert err.value.status == 422 and words in err.value.message
+                       ({"max_cents": 1}, "unknown budget field 'max_cents'"), ([1], "budget must be a JSON object")):
+        with pytest.raises(RequestError) as err:
+            _wire_budget(bad)
+        api = from_user_error(err.value)
+        assert api.status == 422 and words in api.message
 
 
 def test_paths_are_confined_to_the_project(tmp_path: Path) -> None:
