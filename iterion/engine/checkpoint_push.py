@@ -43,6 +43,7 @@ from typing import Any
 from gitrefs import layout
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.engine.errors import EngineError
+from iterion.engine.versioning import open_run_versioning
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
 
@@ -335,8 +336,6 @@ def pusher_for(store: Store, doc: RunDoc, versioning: Any, *, emit: Any = None) 
 def after_found_dead(store: Store, run_id: str) -> None:
     """A run whose process died was moved to a parked status by someone else (the orphan sweep,
     a cancel): bank it and push its state as that process would have. Best effort."""
-    from iterion.engine.execution import open_run_versioning
-
     try:
         doc = store.load_run(run_id)
     except Exception:  # noqa: BLE001 - nothing to bank from

@@ -26,7 +26,7 @@ from iterion.engine.checkpoint_push import PushSetting, check_target
 from iterion.engine.coerce import coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, SourceChanged
-from iterion.engine.execution import drive, make_emit, open_run_versioning
+from iterion.engine.execution import drive, make_emit
 from iterion.engine.notice import Listener
 from iterion.engine.preflight import check_checkpoint, check_event_log, check_run_dir
 from iterion.engine.recovery import ACK_FIELD, check_env_settings
@@ -45,6 +45,7 @@ from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.engine.takeover import record_takeover
+from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.ir import NodeKind
 from iterion.permissions import build_policy

@@ -23,6 +23,7 @@ from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.produced_scope import ChainEntry, ProducedScope
+from iterion.store import RunDoc, Store, WorkspaceMode
 
 GITREFS = "gitrefs"
 WORKSPACETRACK = "workspacetrack"
@@ -202,6 +203,14 @@ def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: s
     if worktree:
         return GitVersioning(workspace, run_id, base=base, start=start, watch=watch)
     return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch, scratch=scratch)
+
+
+def open_run_versioning(store: Store, doc: RunDoc, *, start: bool, watch: bool = True) -> Versioning:
+    """The mechanism of a run the store holds (its document says which)."""
+    worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
+    return open_versioning(worktree=worktree, workspace=Path(doc.workspace_dir), run_dir=store.run_dir(doc.id),
+                           run_id=doc.id, base=doc.worktree.base_commit if (worktree and doc.worktree) else None,
+                           start=start, watch=watch)
 
 
 def label(kind: BoundaryKind, node: str, iteration: int) -> BoundaryLabel:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitrefs import RunRefs
-from iterion.engine.execution import open_run_versioning
+from iterion.engine.versioning import open_run_versioning
 from iterion.store import RunStatus, Store
 from workspacetrack.tracker import Tracker
 

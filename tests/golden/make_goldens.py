@@ -145,7 +145,7 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     take("artifact", next((rd / "artifacts").rglob("*.json")))
     take("checkpoint", next((rd / "turns").rglob("*.json")), "turn")
     # the tracker's files, found the way the engine finds them (its layout may change)
-    from iterion.engine.execution import open_run_versioning
+    from iterion.engine.versioning import open_run_versioning
     from iterion.store import Store
 
     s = Store(store)
