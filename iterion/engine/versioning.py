@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -386,11 +387,23 @@ class TrackVersioning(Versioning):
         return Path(open_workspace(self._tracker.workspace).workdir)
 
 
+_OVERRIDE: Callable[[Path, str], Versioning] | None = None
+
+
+def set_override(factory: Callable[[Path, str], Versioning] | None) -> None:
+    """Make ``open_versioning`` build every run's versioning with ``factory(workspace, run_id)``
+    (None: back to the run shape's mechanism). For tests: ``versioning_memory.use_memory_versioning``."""
+    global _OVERRIDE
+    _OVERRIDE = factory
+
+
 def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: str,
                     base: str | None = None, start: bool = False, watch: bool = True,
                     scratch: Path | None = None) -> Versioning:
     """The mechanism for this run shape (see module doc). ``start`` on launch, not on resume.
     ``scratch`` (in place): read the run's track store and write nothing to it (a dry run)."""
+    if _OVERRIDE is not None:
+        return _OVERRIDE(Path(workspace), run_id)
     if worktree:
         return GitVersioning(workspace, run_id, base=base, start=start, watch=watch)
     return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch, scratch=scratch)
