@@ -134,8 +134,9 @@ class Versioning(ABC):
     # place what those runs produced (iterion.rewind.other_runs). False: the workspace is the
     # run's own (a worktree).
     shares_workspace: bool = True
-    # Whether ``push_state`` captures the workspace anew (an export), so that a pushed state can
-    # stand as the bank of a failed or cancelled run; False: it is the last boundary's commit.
+    # Whether ``push_state``'s commit is made for the push (an export of the head state), so a
+    # pushed state stands as the bank of a failed or cancelled run (its ``final_commit``); False:
+    # it is a boundary commit, and the run is banked on its own branch instead.
     push_is_bank: bool = True
 
     @property

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from iterion.store import RunStatus, Store
 
 from .conftest import events, labels, launch, resume, write_bot
+
+# asks and resumes in one process: versioned in memory (the mechanisms have their own tests)
+pytestmark = pytest.mark.usefixtures("memory_versioning")
 
 
 def test_agent_ask_user_parks_the_node_and_resume_reinvokes_it(tmp_path: Path, ws: Path, store: Store) -> None:
