@@ -7,5 +7,5 @@ Entry points (imported from their modules to keep this package import-light):
 
 * ``iterion.engine.launch.launch_run(store, path, LaunchOptions(...)) -> RunResult``
 * ``iterion.engine.resume.resume_run(store, run_id, ResumeOptions(...)) -> RunResult``
-* ``iterion.engine.versioning.open_versioning(...)`` / ``execution.open_run_versioning(store, doc)``
+* ``iterion.engine.versioning.open_versioning(...)`` / ``versioning.open_run_versioning(store, doc)``
 """

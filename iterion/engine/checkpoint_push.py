@@ -43,6 +43,7 @@ from typing import Any
 from gitrefs import layout
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.engine.errors import EngineError
+from iterion.engine.versioning import Versioning, open_run_versioning
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
 
@@ -141,7 +142,7 @@ def _now() -> str:
 class CheckpointPusher:
     """Pushes one run's workspace state; every method is best effort (never raises)."""
 
-    def __init__(self, store: Store, run_id: str, setting: PushSetting, versioning: Any, *,
+    def __init__(self, store: Store, run_id: str, setting: PushSetting, versioning: Versioning, *,
                  emit: Any = None, repo_dir: str | None = None) -> None:
         self.store, self.run_id, self.setting, self.versioning = store, run_id, setting, versioning
         self.repo_dir = repo_dir  # a worktree run: the operator's checkout it was added to
@@ -186,16 +187,8 @@ class CheckpointPusher:
     # -- what to push ------------------------------------------------------------------------
     def _state_commit(self) -> tuple[str, dict[str, Any]]:
         """The commit holding the workspace's latest recorded state (and payload extras)."""
-        backend = self.versioning.backend
-        if self.versioning.mechanism == "gitrefs":
-            return str(backend.chain_head()), {}
-        from workspacetrack.gitexport import export_snapshot
-
-        exported = export_snapshot(backend)
-        extra: dict[str, Any] = {"snapshot": exported.snapshot, "tree": exported.tree}
-        if exported.skipped:
-            extra["skipped"] = exported.skipped[:50]
-        return exported.commit, extra
+        state = self.versioning.push_state()
+        return state.commit, dict(state.extra)
 
     def _push_dir(self) -> Path:
         """Where ``git push`` runs: the top of the operator's checkout, so a remote given as a
@@ -203,11 +196,7 @@ class CheckpointPusher:
         resolved it from there). A worktree shares the objects of that checkout."""
         if self.repo_dir:
             return Path(self.repo_dir)
-        if self.versioning.mechanism == "gitrefs":
-            return Path(self.versioning.backend.ws.workdir)
-        from gitrefs.workspace import open_workspace
-
-        return Path(open_workspace(self.versioning.backend.workspace).workdir)
+        return self.versioning.push_dir()
 
     def push(self, reason: str, *, commit: str | None = None, label: str | None = None) -> bool:
         """Push ``commit`` (default: the latest recorded state); True when a success was recorded."""
@@ -289,7 +278,7 @@ def record_final(store: Store, run_id: str, final: dict[str, Any]) -> None:
     store.update_run(run_id, mutate)
 
 
-def after_stop(store: Store, doc: RunDoc, status: RunStatus, versioning: Any, *, emit: Any = None,
+def after_stop(store: Store, doc: RunDoc, status: RunStatus, versioning: Versioning | None, *, emit: Any = None,
                pusher: CheckpointPusher | None = None, final: dict[str, Any] | None = None) -> None:
     """Once a run has parked with ``status``: bank it (fail/cancel), record final_branch/_commit,
     and push its state when the run pushes checkpoints. Best effort: never raises."""
@@ -305,7 +294,7 @@ def after_stop(store: Store, doc: RunDoc, status: RunStatus, versioning: Any, *,
     if pusher is not None:
         commit = final.get("final_commit")
         ok = pusher.push(reason, commit=commit)
-        if not final and status in BANKED and ok and pusher.versioning.mechanism != "gitrefs":
+        if not final and status in BANKED and ok and pusher.versioning.push_is_bank:
             final = {"final_commit": pusher.last_commit}  # an in-place run's bank: the pushed export
     try:
         record_final(store, doc.id, final)
@@ -323,7 +312,7 @@ def _warn(store: Store, run_id: str, emit: Any, message: str) -> None:
         pass
 
 
-def pusher_for(store: Store, doc: RunDoc, versioning: Any, *, emit: Any = None) -> CheckpointPusher | None:
+def pusher_for(store: Store, doc: RunDoc, versioning: Versioning, *, emit: Any = None) -> CheckpointPusher | None:
     setting = PushSetting.from_options(doc.options)
     if setting is None:
         return None
@@ -335,8 +324,6 @@ def pusher_for(store: Store, doc: RunDoc, versioning: Any, *, emit: Any = None) 
 def after_found_dead(store: Store, run_id: str) -> None:
     """A run whose process died was moved to a parked status by someone else (the orphan sweep,
     a cancel): bank it and push its state as that process would have. Best effort."""
-    from iterion.engine.execution import open_run_versioning
-
     try:
         doc = store.load_run(run_id)
     except Exception:  # noqa: BLE001 - nothing to bank from

@@ -24,7 +24,7 @@ from iterion.engine.result import RunResult
 from iterion.engine.runner import Runner
 from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.state import RunState
-from iterion.engine.versioning import Versioning, open_versioning
+from iterion.engine.versioning import Versioning
 from iterion.engine.worktree import finalize_worktree, release_finished_worktree
 from iterion.ir import Workflow
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
@@ -68,13 +68,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
-
-
-def open_run_versioning(store: Store, doc: RunDoc, *, start: bool, watch: bool = True) -> Versioning:
-    worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
-    return open_versioning(worktree=worktree, workspace=Path(doc.workspace_dir), run_dir=store.run_dir(doc.id),
-                           run_id=doc.id, base=doc.worktree.base_commit if (worktree and doc.worktree) else None,
-                           start=start, watch=watch)
 
 
 def attachments_view(store: Store, run_id: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from iterion.engine.coerce import coerce_value
 from iterion.engine.context import RunOptions
 from iterion.engine.declared import FEATURE_NOT_ENFORCED, not_enforced
 from iterion.engine.errors import AnswerError, EngineError
-from iterion.engine.execution import drive, make_emit, open_run_versioning
+from iterion.engine.execution import drive, make_emit
 from iterion.engine.nodes.llmcall import node_model
 from iterion.engine.notice import Listener
 from iterion.engine.recovery import check_env_settings
@@ -35,6 +35,7 @@ from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
 from iterion.engine.storage import storage_oserror
+from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import create_worktree
 from iterion.envsubst import expand_launch

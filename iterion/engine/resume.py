@@ -27,7 +27,7 @@ from iterion.engine.coerce import coerce_answers
 from iterion.engine.context import RunOptions
 from iterion.engine.dailycap import check_daily_cap, daily_cap
 from iterion.engine.errors import AnswerError, EngineError, InvalidWorkflow, SourceChanged
-from iterion.engine.execution import drive, make_emit, open_run_versioning
+from iterion.engine.execution import drive, make_emit
 from iterion.engine.notice import Listener
 from iterion.engine.placeholder import (
     PERMISSION_FIELD,
@@ -53,6 +53,7 @@ from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
 from iterion.engine.takeover import record_takeover
+from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.invocation import command
 from iterion.ir import NodeKind

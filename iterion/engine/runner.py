@@ -384,7 +384,7 @@ class Runner:
         skipped = self.ctx.versioning.capture_skipped()
         if skipped:
             self.ctx.emit(ev.WORKSPACE_CAPTURE_SKIPPED, node, it, capture_skipped_payload(
-                str(label), skipped, getattr(self.ctx.versioning.backend, "size_cap", None)))
+                str(label), skipped, self.ctx.versioning.size_cap))
 
     def fail_boundary(self, node: str, it: int) -> None:
         """Best effort: the node did not complete (never masks the failure being reported)."""

@@ -31,8 +31,7 @@ from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.engine.children import end_recorded_children
-from iterion.engine.execution import open_run_versioning
-from iterion.engine.versioning import Versioning
+from iterion.engine.versioning import Versioning, open_run_versioning
 from iterion.store import Checkpoint, RunDoc, Store
 from iterion.store import events as ev
 

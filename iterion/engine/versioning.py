@@ -1,4 +1,4 @@
-"""The ONE place that chooses how a run's workspace is versioned, behind one small interface.
+"""The ONE place that chooses how a run's workspace is versioned, behind one interface.
 
 * worktree runs (``worktree: auto``): boundary commits through ``gitrefs.RunRefs``; with the
   watcher on, a boundary stages only the paths the change journal reported into the run's
@@ -6,29 +6,78 @@
   ``git add -A`` on any doubt: the first boundary of a process (a restart), a journal overflow or
   any other loss of trust, and whatever ``stage_reported_paths`` itself refuses;
 * in-place runs: snapshots through ``workspacetrack.Tracker``, whose store lives under the
-  run's directory in the run store - never in the operator's workspace.
+  run's directory in the run store - never in the operator's workspace;
+* tests: ``MemoryVersioning`` (iterion/engine/versioning_memory.py), snapshots held by the process.
 
-The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)``; a
-takeover of a run whose process died marks a ``takeover`` boundary (``iterion.engine.takeover``).
-Boundary writes are serialized: parallel branches share one workspace and one chain.
+``Versioning`` is the whole mechanism: recording (``mark``/``chain``/``produced_scope``/
+``changed_paths``), restoring (``restore``, with dry run, protected paths and other runs),
+``missing_objects``, ``undo`` and ``undo_command``, the ``state_reader`` for diffs and the
+``push_state``/``push_dir`` of a checkpoint push. Callers never branch on the mechanism; the
+contract each operation keeps is written in docs/technical/durability.md ("Versioning"), and
+tests/versioning/test_contract.py holds every implementation to it. The escape hatch, for code
+that is about one mechanism (its own tests, ``iterion track``): ``GitVersioning.refs`` and
+``TrackVersioning.tracker``, typed, on the concrete classes only.
+
+The engine calls ``mark(label)`` at every boundary; rewind calls ``produced_scope(pivot)`` and
+``restore``; a takeover of a run whose process died marks a ``takeover`` boundary
+(``iterion.engine.takeover``). Boundary writes are serialized: parallel branches share one
+workspace and one chain.
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.produced_scope import ChainEntry, ProducedScope
+from iterion.engine import versioning_git, versioning_track
+from iterion.engine.versioning_types import (
+    GITREFS,
+    WORKSPACETRACK,
+    FilesReport,
+    MissingObject,
+    OnPlanned,
+    PushState,
+    RestoreRequest,
+    RestoreScope,
+    StateChange,
+    UndoBank,
+    UndoOutcome,
+)
+from iterion.store import RunDoc, Store, WorkspaceMode
 
-GITREFS = "gitrefs"
-WORKSPACETRACK = "workspacetrack"
+if TYPE_CHECKING:
+    from gitrefs import RunRefs
+    from workspacetrack.journal import Journal
+    from workspacetrack.tracker import Tracker
 
 
-def capture_skipped_payload(label: str, skipped: dict[str, str], size_cap: int | None = None) -> dict[str, Any]:
+def mechanism_of(worktree: bool) -> str:
+    """The mechanism name a run shape records (``FilesReport.mechanism``, the rewind intent)."""
+    return GITREFS if worktree else WORKSPACETRACK
+
+
+def worktree_of(mechanism: str) -> bool:
+    """The run shape a recorded mechanism name stands for (the inverse of ``mechanism_of``)."""
+    return mechanism == GITREFS
+
+
+class StateReader(Protocol):
+    """Reads two recorded states (ids from ``chain()``/``mark()``); never writes."""
+
+    def changes(self, a: str, b: str) -> list[StateChange]: ...
+
+    def unified_diff(self, a: str, b: str) -> tuple[str, bool]:
+        """(unified diff text, truncated at ``versioning_types.DIFF_TOTAL_CAP``)."""
+        ...
+
+
+def capture_skipped_payload(label: str, skipped: dict[str, str], size_cap: int | None = None) -> dict[str, object]:
     """The ``workspace_capture_skipped`` event: what a boundary's capture left out, and why."""
     from workspacetrack.names import display, raw_paths
     from workspacetrack.reasons import describe
@@ -80,22 +129,84 @@ class Versioning(ABC):
     def close(self) -> None:
         """Release watchers/handles (idempotent)."""
 
+    # -- restoring ----------------------------------------------------------------------------
+    # Whether another run may version the same directory: a produced restore then leaves in
+    # place what those runs produced (iterion.rewind.other_runs). False: the workspace is the
+    # run's own (a worktree).
+    shares_workspace: bool = True
+    # Whether ``push_state``'s commit is made for the push (an export of the head state), so a
+    # pushed state stands as the bank of a failed or cancelled run (its ``final_commit``); False:
+    # it is a boundary commit, and the run is banked on its own branch instead.
+    push_is_bank: bool = True
+
     @property
-    def backend(self) -> Any:
-        """The underlying RunRefs or Tracker (for rewind's restore)."""
-        raise NotImplementedError
+    def size_cap(self) -> int | None:
+        """Files larger than this were left out of captures (None: no cap)."""
+        return None
+
+    @abstractmethod
+    def restore(self, req: RestoreRequest, on_planned: OnPlanned | None = None) -> FilesReport:
+        """Restore (``req.dry_run``: preview) the workspace to ``req.anchor``, a recorded label.
+
+        Banks the disk as it stands before the first write (``backup_ref``); never writes a
+        ``req.protected`` path; ``on_planned`` sees the decision after banking, before the first
+        write; ``req.planned`` finishes a recorded decision (idempotent). A dry run writes
+        nothing anywhere."""
+
+    @abstractmethod
+    def missing_objects(self, anchor: BoundaryLabel, scope: RestoreScope, protected: list[str]) -> list[MissingObject]:
+        """What a restore to ``anchor`` may read and the store lacks; reads only."""
+
+    @property
+    @abstractmethod
+    def objects_home(self) -> str:
+        """Where the recorded content lives, for a person (``the repository``)."""
+
+    @abstractmethod
+    def recorded_at(self, anchor: BoundaryLabel) -> str | None:
+        """When ``anchor`` was recorded (ISO 8601 UTC; None: it was not)."""
+
+    @abstractmethod
+    def recorded_paths(self, after: str | None = None) -> frozenset[str]:
+        """Paths the run changed in its own recorded intervals (``gitrefs.produced_scope``'s rule
+        over the whole chain); with ``after`` (ISO time), only intervals closed after it."""
+
+    @abstractmethod
+    def undo_command(self, report: FilesReport) -> str | None:
+        """A shell command putting the bank's content of ``report.overwritten`` back (None: none)."""
+
+    @abstractmethod
+    def undo(self, bank: UndoBank, *, completing: bool = False) -> UndoOutcome:
+        """Put back, from ``bank``, what the restore that took it changed. ``completing``: an undo a
+        killed process began (it converges on the bank whatever part of it landed). Raises a
+        ``UserError`` when the workspace moved on since."""
+
+    # -- reading and pushing ------------------------------------------------------------------
+    @abstractmethod
+    def state_reader(self) -> StateReader: ...
+
+    @abstractmethod
+    def push_state(self) -> PushState:
+        """A commit, in the workspace's repository, holding the latest recorded state."""
+
+    @abstractmethod
+    def push_dir(self) -> Path:
+        """The top of the checkout whose repository holds ``push_state``'s commit."""
 
 
 class GitVersioning(Versioning):
     mechanism = GITREFS
+    shares_workspace = False  # a worktree is the run's own
+    push_is_bank = False
 
     def __init__(self, workspace: Path, run_id: str, *, base: str | None = None, start: bool = False,
                  watch: bool = False) -> None:
         super().__init__()
         from gitrefs import RunRefs
 
+        self.workspace = Path(workspace)
         self._refs = RunRefs.start(workspace, run_id, base=base) if start else RunRefs(workspace, run_id)
-        self._journal: Any = None
+        self._journal: Journal | None = None
         self._armed = False  # the journal holds every change since the last boundary's full add
         if watch:
             from workspacetrack.journal import Journal
@@ -145,8 +256,44 @@ class GitVersioning(Versioning):
                 pass
 
     @property
-    def backend(self) -> Any:
+    def refs(self) -> RunRefs:
+        """The escape hatch: this mechanism's own object (see module doc)."""
         return self._refs
+
+    def restore(self, req: RestoreRequest, on_planned: OnPlanned | None = None) -> FilesReport:
+        report = FilesReport(mechanism=self.mechanism, scope=req.scope.value, anchor=str(req.anchor))
+        versioning_git.restore(self._refs, self.workspace, req, report, on_planned)
+        return report
+
+    def missing_objects(self, anchor: BoundaryLabel, scope: RestoreScope, protected: list[str]) -> list[MissingObject]:
+        return versioning_git.missing_objects(self._refs, anchor)
+
+    @property
+    def objects_home(self) -> str:
+        return "the repository"
+
+    def recorded_at(self, anchor: BoundaryLabel) -> str | None:
+        return versioning_git.recorded_at(self._refs, anchor)
+
+    def recorded_paths(self, after: str | None = None) -> frozenset[str]:
+        return versioning_git.recorded_paths(self._refs, after)
+
+    def undo_command(self, report: FilesReport) -> str | None:
+        if not report.overwritten or not report.backup_ref:
+            return None
+        return versioning_git.undo_command(self._refs, report, self.workspace)
+
+    def undo(self, bank: UndoBank, *, completing: bool = False) -> UndoOutcome:
+        return versioning_git.undo(self._refs, bank, completing=completing)
+
+    def state_reader(self) -> StateReader:
+        return versioning_git.GitStateReader(self._refs.repo)
+
+    def push_state(self) -> PushState:
+        return versioning_git.push_state(self._refs)
+
+    def push_dir(self) -> Path:
+        return Path(self._refs.ws.workdir)
 
 
 class TrackVersioning(Versioning):
@@ -190,8 +337,65 @@ class TrackVersioning(Versioning):
                 pass
 
     @property
-    def backend(self) -> Any:
+    def tracker(self) -> Tracker:
+        """The escape hatch: this mechanism's own object (see module doc)."""
         return self._tracker
+
+    @property
+    def size_cap(self) -> int | None:
+        return self._tracker.size_cap
+
+    def restore(self, req: RestoreRequest, on_planned: OnPlanned | None = None) -> FilesReport:
+        report = FilesReport(mechanism=self.mechanism, scope=req.scope.value, anchor=str(req.anchor))
+        versioning_track.restore(self._tracker, req, report, on_planned)
+        return report
+
+    def missing_objects(self, anchor: BoundaryLabel, scope: RestoreScope, protected: list[str]) -> list[MissingObject]:
+        return versioning_track.missing_objects(self._tracker, anchor, scope, protected)
+
+    @property
+    def objects_home(self) -> str:
+        return f"the snapshot store {self._tracker.store.root}"
+
+    def recorded_at(self, anchor: BoundaryLabel) -> str | None:
+        from workspacetrack.errors import TrackError
+
+        try:
+            return self._tracker.resolve(str(anchor)).created_at
+        except TrackError:
+            return None
+
+    def recorded_paths(self, after: str | None = None) -> frozenset[str]:
+        return self._tracker.recorded_paths(after=after)
+
+    def undo_command(self, report: FilesReport) -> str | None:
+        if not report.overwritten or not report.backup_ref:
+            return None
+        return versioning_track.undo_command(self._tracker, report)
+
+    def undo(self, bank: UndoBank, *, completing: bool = False) -> UndoOutcome:
+        return versioning_track.undo(self._tracker, bank)
+
+    def state_reader(self) -> StateReader:
+        return versioning_track.TrackStateReader(self._tracker.store)
+
+    def push_state(self) -> PushState:
+        return versioning_track.push_state(self._tracker)
+
+    def push_dir(self) -> Path:
+        from gitrefs.workspace import open_workspace
+
+        return Path(open_workspace(self._tracker.workspace).workdir)
+
+
+_OVERRIDE: Callable[[Path, str], Versioning] | None = None
+
+
+def set_override(factory: Callable[[Path, str], Versioning] | None) -> None:
+    """Make ``open_versioning`` build every run's versioning with ``factory(workspace, run_id)``
+    (None: back to the run shape's mechanism). For tests: ``versioning_memory.use_memory_versioning``."""
+    global _OVERRIDE
+    _OVERRIDE = factory
 
 
 def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: str,
@@ -199,9 +403,34 @@ def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: s
                     scratch: Path | None = None) -> Versioning:
     """The mechanism for this run shape (see module doc). ``start`` on launch, not on resume.
     ``scratch`` (in place): read the run's track store and write nothing to it (a dry run)."""
+    if _OVERRIDE is not None:
+        return _OVERRIDE(Path(workspace), run_id)
     if worktree:
         return GitVersioning(workspace, run_id, base=base, start=start, watch=watch)
     return TrackVersioning(Path(run_dir) / "track", workspace, run_id, watch=watch, scratch=scratch)
+
+
+def open_run_versioning(store: Store, doc: RunDoc, *, start: bool, watch: bool = True) -> Versioning:
+    """The mechanism of a run the store holds (its document says which)."""
+    worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
+    return open_versioning(worktree=worktree, workspace=Path(doc.workspace_dir), run_dir=store.run_dir(doc.id),
+                           run_id=doc.id, base=doc.worktree.base_commit if (worktree and doc.worktree) else None,
+                           start=start, watch=watch)
+
+
+def open_state_reader(store: Store, doc: RunDoc) -> StateReader | None:
+    """A reader of the run's recorded states that opens nothing for writing (no lock, no index,
+    no watcher): what the web page's diffs read. None: the run recorded no state yet. A worktree
+    run's commits are read from the checkout it was added to (they outlive a released worktree)."""
+    if doc.workspace_mode is WorkspaceMode.WORKTREE:
+        repo_dir = doc.options.get("repo_dir") or (doc.worktree.path if doc.worktree else doc.workspace_dir)
+        return versioning_git.open_reader(str(repo_dir))
+    from workspacetrack.store import TrackStore
+
+    track = TrackStore(store.run_dir(doc.id) / "track", doc.id)
+    if track.load_state() is None:
+        return None
+    return versioning_track.TrackStateReader(track)
 
 
 def label(kind: BoundaryKind, node: str, iteration: int) -> BoundaryLabel:

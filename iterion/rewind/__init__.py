@@ -5,7 +5,7 @@
 * ``auto``         - ``--auto``'s pivot selection among the nodes an edit impacts;
 * ``auto_detect``  - the recorded unit vs the unit on disk, through ``iterion.dsl.diff``;
 * ``state_edit``   - the checkpoint and run-document mutation;
-* ``files``        - the workspace restore, per mechanism (gitrefs / workspacetrack);
+* ``files``        - the workspace restore (the mechanism's own: ``Versioning.restore``);
 * ``worktree``     - rebuilding a worktree iterion released;
 * ``rewind``       - the orchestration (``rewind_run``).
 """

@@ -19,16 +19,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from gitrefs.boundary import BoundaryLabel
 from gitrefs.produced_scope import other_runs_paths
+from iterion.engine.versioning import Versioning, open_run_versioning
+from iterion.engine.versioning_types import CHANGED_SINCE, OTHER_RUN, OtherRuns
 from iterion.store import RunDoc, Store, WorkspaceMode
 from workspacetrack.errors import TrackError
 
-# FilesReport.left_in_place_details reasons
-OTHER_RUN = "produced by another run of this workspace in its own recorded intervals"
-CHANGED_SINCE = "changed since the run's last boundary, outside the scope"
+__all__ = ["CHANGED_SINCE", "OTHER_RUN", "attribute", "other_runs_production"]
 
 
 def _translate(theirs: str, ours: str) -> Callable[[str], str | None] | None:
@@ -48,27 +47,30 @@ def _translate(theirs: str, ours: str) -> Callable[[str], str | None] | None:
     return None
 
 
-def other_runs_production(store: Store, doc: RunDoc, tracker: Any, anchor: BoundaryLabel) -> list[tuple[str, frozenset[str]]]:
-    """(run id, paths it produced after this run's ``anchor`` was recorded), oldest run first."""
-    from workspacetrack.tracker import Tracker
-
-    try:
-        since = tracker.resolve(str(anchor)).created_at
-    except TrackError:
+def other_runs_production(store: Store, doc: RunDoc, versioning: Versioning, anchor: BoundaryLabel) -> OtherRuns:
+    """(run id, paths it produced after this run's ``anchor`` was recorded), oldest run first;
+    none when the run's workspace is its own (``Versioning.shares_workspace``)."""
+    since = versioning.recorded_at(anchor) if versioning.shares_workspace else None
+    if since is None:
         return []
-    out: list[tuple[str, frozenset[str]]] = []
+    out: OtherRuns = []
     for other in store.list_runs():
         if other.id == doc.id or other.workspace_mode is not WorkspaceMode.IN_PLACE \
                 or not other.workspace_dir or not doc.workspace_dir:
             continue
         onto = _translate(other.workspace_dir, doc.workspace_dir)
-        track = store.track_dir(other.id)
-        if onto is None or not track.is_dir():
-            continue
+        if onto is None or not store.track_dir(other.id).is_dir():
+            continue  # (a run that recorded nothing: opening its record would create one)
         try:
-            theirs = Tracker(track, Path(other.workspace_dir), other.id).recorded_paths(after=since)
+            theirs_v = open_run_versioning(store, other, start=False, watch=False)
         except (TrackError, OSError, ValueError):
             continue  # an unreadable record protects nothing, and must not block this rewind
+        try:
+            theirs = theirs_v.recorded_paths(after=since)
+        except (TrackError, OSError, ValueError):
+            continue
+        finally:
+            theirs_v.close()
         paths = frozenset(q for q in map(onto, theirs) if q is not None)
         if paths:
             out.append((other.id, paths))

@@ -29,15 +29,13 @@ from gitrefs.errors import GitRefsError
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.killpoint import kill_point
 from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
-from iterion.engine.versioning import open_versioning
+from iterion.engine.versioning import mechanism_of, open_versioning, worktree_of
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.auto import AutoSelection, select_pivot
 from iterion.rewind.auto_detect import DetectedEdit, detect_edit
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files import (
-    GITREFS,
     NONE_REASON,
-    WORKSPACETRACK,
     FilesReport,
     OnPlanned,
     RestoreScope,
@@ -263,7 +261,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     docs = [artifacts.read(n, v) for n in artifacts.names() for v in artifacts.versions(n)]
     res = rewind_checkpoint(cp, target, dropped_set, docs, predecessors=set(wf.predecessors(pivot)))
     orphaned = {n: doc.subbot_children[n] for n in dropped if n in doc.subbot_children}
-    mechanism = GITREFS if worktree else WORKSPACETRACK
+    mechanism = mechanism_of(worktree)
     result = RewindResult(run_id=run_id, from_node=from_node, to_node=pivot, to_iteration=iteration,
                           replay_iteration=res.restart_iteration,
                           promoted_from=promotion.promoted_from, dropped_nodes=dropped,
@@ -301,16 +299,12 @@ def _check_objects_in(store: Store, doc: RunDoc, workspace: Path, anchor: Bounda
     try:
         if not versioning.has(anchor):
             return  # refused by the restore itself, before it changes anything
-        if worktree:
-            missing = [(p, "") for p in versioning.backend.missing_objects(anchor)]
-            where = "the repository"
-        else:
-            missing = versioning.backend.missing_for_restore(anchor, scope.value, protected)
-            where = f"the snapshot store {store.track_dir(doc.id)}"
+        missing = versioning.missing_objects(anchor, scope, protected)
+        where = versioning.objects_home
     finally:
         versioning.close()
     if missing:
-        path, digest = missing[0]
+        path, digest = missing[0].path, missing[0].digest
         more = f" and {len(missing) - 1} more path(s)" if len(missing) > 1 else ""
         obj = f" (object {digest[:16]})" if digest else ""
         raise RewindError(f"cannot rewind run {doc.id}: {where} lacks the content of {path}{obj}{more}, which "
@@ -408,7 +402,7 @@ def _result_of(intent: RewindIntent, files: FilesReport) -> RewindResult:
 def _finish_interrupted(store: Store, intent: RewindIntent) -> RewindResult:
     """Run steps 4-8 again from the record of a rewind a killed process committed."""
     doc = store.load_run(intent.run_id)
-    worktree = intent.mechanism == GITREFS
+    worktree = worktree_of(intent.mechanism)
     workspace = Path(intent.workspace) if intent.workspace else None
     scope = RestoreScope(intent.scope)
     if scope is not RestoreScope.NONE:
@@ -480,7 +474,7 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
            protected: list[str], dry_run: bool, worktree: bool, *, on_planned: OnPlanned | None = None,
            planned: FilesPlan | None = None) -> FilesReport:
     if scope is RestoreScope.NONE:
-        return FilesReport(mechanism=GITREFS if worktree else WORKSPACETRACK, scope=scope.value,
+        return FilesReport(mechanism=mechanism_of(worktree), scope=scope.value,
                            anchor=str(anchor), skip_reason=NONE_REASON)
     if workspace is None or not workspace.is_dir():
         raise RewindError(f"the workspace of run {doc.id} ({workspace}) is missing; "
@@ -492,7 +486,7 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
         versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
                                      run_id=doc.id, watch=False, scratch=scratch)
         try:
-            others = [] if worktree else other_runs_production(store, doc, versioning.backend, anchor)
+            others = other_runs_production(store, doc, versioning, anchor)
             return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
                                  dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)
         finally:

@@ -5,9 +5,9 @@ and the run-document fields as they were before it (``undo_before``). When the r
 complete (its ``run_rewound`` event appended, also when a later command finished an
 interrupted one) it writes ``runs/<run>/rewind-undo.json`` (``UndoRecord``): those fields, and
 the files bank the restore took (the disk as it stood before it wrote anything).
-``undo_rewind`` puts the bank's content of every path that restore changed back (in place:
-``Tracker.undo``; worktree: ``RunRefs.undo_revert``, which also moves HEAD back off the revert
-commit), the checkpoint and the document fields back, appends ``run_rewind_undone`` and removes
+``undo_rewind`` puts the bank's content of every path that restore changed back
+(``Versioning.undo``: in place, the tracker's undo; worktree, git's undo of the revert, which
+also moves HEAD back off the revert commit), the checkpoint and the document fields back, appends ``run_rewind_undone`` and removes
 the record, so a second undo is refused.
 
 It refuses (exit 2, one line) when the run moved on since: any event after the rewind's own (a
@@ -33,17 +33,15 @@ from typing import Any
 
 from pydantic import Field
 
-from gitrefs.boundary import BoundaryLabel
-from gitrefs.errors import GitRefsError
-from gitrefs.persist import VersionedModel, read_model, write_model
+from gitrefs.persist import UserError, VersionedModel, read_model, write_model
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.killpoint import kill_point
-from iterion.engine.versioning import open_versioning
+from iterion.engine.versioning import open_versioning, worktree_of
+from iterion.engine.versioning_types import UndoBank
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.errors import RewindError
-from iterion.rewind.files import GITREFS, FilesReport
+from iterion.rewind.files import FilesReport
 from iterion.store import Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
-from workspacetrack.models import SkipReason
 
 UNDO_FILE = "rewind-undo.json"
 RUN_REWIND_UNDONE = "run_rewind_undone"
@@ -187,26 +185,20 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool
         if not workspace.is_dir():
             raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back",
                               exit_code=ErrorCode.BAD_INPUT)
-        worktree = rec.mechanism == GITREFS or doc.workspace_mode is WorkspaceMode.WORKTREE
+        worktree = worktree_of(rec.mechanism) or doc.workspace_mode is WorkspaceMode.WORKTREE
         versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(run_id),
                                      run_id=run_id, watch=False)
+        bank = UndoBank(bank=rec.bank, anchor=rec.anchor, touched=tuple(rec.touched),
+                        revert_commit=rec.revert_commit)
         try:
-            if worktree:
-                if not rec.revert_commit:
-                    raise RewindError(f"run {run_id}: the rewind recorded no revert commit to undo",
-                                      exit_code=ErrorCode.BAD_INPUT)
-                try:
-                    written, removed, skipped = versioning.backend.undo_revert(
-                        BoundaryLabel.parse(rec.anchor), rec.revert_commit, rec.bank, completing=completing)
-                except GitRefsError as exc:
-                    raise RewindError(f"run {run_id}: {exc}", exit_code=ErrorCode.BAD_INPUT) from None
-                result.files_restored, result.files_removed = written, removed
-                result.files_skipped = [{"path": p, "reason": SkipReason.GIT_UNRESTORED.value} for p in skipped]
-            else:
-                rr = versioning.backend.undo(rec.bank, paths=rec.touched)
-                result.files_restored, result.files_removed, result.files_skipped = rr.restored, rr.removed, rr.skipped
+            out = versioning.undo(bank, completing=completing)
+        except UserError as exc:
+            if isinstance(exc, RewindError):
+                raise
+            raise RewindError(f"run {run_id}: {exc.message}", exit_code=ErrorCode.BAD_INPUT) from None
         finally:
             versioning.close()
+        result.files_restored, result.files_removed, result.files_skipped = out.restored, out.removed, out.skipped
     kill_point("undo-files")
     store.save_checkpoint(run_id, Checkpoint.model_validate(rec.checkpoint))
     kill_point("undo-checkpoint")

@@ -4,24 +4,21 @@
 * ``executions``: one row per node execution (node, iteration, kind, start, duration, status),
   paired from ``node_started`` with the node's next finished/failed event of the same iteration;
 * ``changes`` / ``unified_diff``: what differs between two recorded states of the run's
-  workspace. A worktree run's states are git commits (read with pygit2 from the repository the
-  run recorded); an in-place run's are the tracker's snapshots (read from ``runs/<run>/track``).
-  Nothing here writes: no lock, no index, no workspace file is touched.
+  workspace, read through the run's versioning mechanism (``open_state_reader``: a worktree
+  run's commits, an in-place run's snapshots). Nothing here writes: no lock, no index, no
+  workspace file is touched.
 """
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
-from iterion.store import Event, RunDoc, Store, WorkspaceMode
+from iterion.engine.versioning import open_state_reader
+from iterion.store import Event, RunDoc, Store
 from iterion.store import events as ev
-
-DIFF_FILE_CAP = 256 * 1024  # bytes of one file's side shown as text; larger files are summarised
-DIFF_TOTAL_CAP = 2 * 1024 * 1024  # characters of one unified diff answer
 
 
 class BoundaryNotFound(LookupError):
@@ -142,94 +139,22 @@ def resolve_boundary(bounds: list[dict[str, Any]], ref: str) -> dict[str, Any]:
 
 
 class StateReader:
-    """Read two recorded states of one run's workspace (see module doc)."""
+    """Read two recorded states of one run's workspace (see module doc): the run's mechanism's
+    reader (``iterion.engine.versioning.open_state_reader``), with rows as JSON."""
 
     def __init__(self, store: Store, doc: RunDoc) -> None:
         self.doc = doc
-        self.git = doc.workspace_mode is WorkspaceMode.WORKTREE
-        if self.git:
-            import pygit2
-
-            repo_dir = doc.options.get("repo_dir") or (doc.worktree.path if doc.worktree else doc.workspace_dir)
-            self.repo = pygit2.Repository(str(repo_dir))
-        else:
-            from workspacetrack.store import TrackStore
-
-            self.track = TrackStore(store.run_dir(doc.id) / "track", doc.id)
-            state = self.track.load_state()
-            if state is None:
-                raise BoundaryNotFound(f"run {doc.id} recorded no workspace snapshot")
-            self.state = state
-
-    # -- git ----------------------------------------------------------------------------------
-    def _tree(self, rev: str) -> Any:
-        import pygit2
-
-        return self.repo.revparse_single(rev).peel(pygit2.Tree)
-
-    def _git_diff(self, a: str, b: str) -> Any:
-        return self._tree(a).diff_to_tree(self._tree(b))
-
-    # -- workspacetrack -----------------------------------------------------------------------
-    def _manifest(self, snap: str) -> Any:
-        return self.track.read_manifest(self.track.snapshot(self.state, snap).manifest)
+        reader = open_state_reader(store, doc)
+        if reader is None:
+            raise BoundaryNotFound(f"run {doc.id} recorded no workspace snapshot")
+        self.reader = reader
 
     def changes(self, a: str, b: str) -> list[dict[str, Any]]:
-        if self.git:
-            status = {1: "added", 2: "deleted", 3: "modified", 4: "renamed", 5: "copied", 8: "typechange"}
-            out = []
-            for patch in self._git_diff(a, b):
-                d = patch.delta
-                out.append({"path": d.new_file.path or d.old_file.path, "kind": status.get(d.status, "modified")})
-            return sorted(out, key=lambda c: c["path"])
-        from workspacetrack.changes import diff_manifests
-
-        return [{"path": c.path, "kind": c.kind} for c in diff_manifests(self._manifest(a), self._manifest(b))]
+        return [c.to_json() for c in self.reader.changes(a, b)]
 
     def unified_diff(self, a: str, b: str) -> tuple[str, bool]:
         """(unified diff text, truncated)."""
-        if self.git:
-            text = self._git_diff(a, b).patch or ""
-            return (text[:DIFF_TOTAL_CAP], len(text) > DIFF_TOTAL_CAP)
-        from workspacetrack.changes import diff_manifests
-
-        ma, mb = self._manifest(a), self._manifest(b)
-        parts: list[str] = []
-        total = 0
-        for c in diff_manifests(ma, mb):
-            old = self._text(c.old_hash, ma.entries.get(c.path))
-            new = self._text(c.new_hash, mb.entries.get(c.path))
-            if old is None or new is None:
-                chunk = f"Binary or large file {c.path} {c.kind}\n"
-            else:
-                chunk = "".join(difflib.unified_diff(
-                    old.splitlines(keepends=True), new.splitlines(keepends=True),
-                    fromfile="/dev/null" if c.kind == "added" else f"a/{c.path}",
-                    tofile="/dev/null" if c.kind == "deleted" else f"b/{c.path}"))
-                if c.kind == "mode_changed":
-                    chunk = f"mode of {c.path} changed {oct(c.old_mode or 0)} -> {oct(c.new_mode or 0)}\n"
-            if total + len(chunk) > DIFF_TOTAL_CAP:
-                return "".join(parts), True
-            parts.append(chunk)
-            total += len(chunk)
-        return "".join(parts), False
-
-    def _text(self, digest: str | None, entry: Any) -> str | None:
-        if digest is None:
-            return ""
-        size = entry[2] if entry is not None and len(entry) > 2 and isinstance(entry[2], int) else 0
-        if size > DIFF_FILE_CAP:
-            return None
-        try:
-            data = self.track.objects.read(digest)
-        except Exception:  # noqa: BLE001 - a missing object is shown as unreadable, not an error page
-            return None
-        if len(data) > DIFF_FILE_CAP or b"\0" in data[:8192]:
-            return None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+        return self.reader.unified_diff(a, b)
 
 
 def truncations(outputs: dict[str, Any] | None) -> list[dict[str, Any]]:

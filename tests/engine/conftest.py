@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,22 @@ import pytest
 from iterion.engine.launch import LaunchOptions, launch_run
 from iterion.engine.result import RunResult
 from iterion.engine.resume import ResumeOptions, resume_run
+from iterion.engine.versioning import set_override
+from iterion.engine.versioning_memory import use_memory_versioning
 from iterion.store import Event, Store
 
 from ..conftest import git, write_bot  # noqa: F401 (re-exported to this directory's tests)
+
+
+@pytest.fixture
+def memory_versioning() -> Iterator[None]:
+    """Runs versioned in memory (iterion/engine/versioning_memory.py): for flow tests that need
+    neither git nor the snapshot store (tests/versioning/test_contract.py holds it to the contract)."""
+    use_memory_versioning()
+    try:
+        yield
+    finally:
+        set_override(None)
 
 
 @pytest.fixture

@@ -6,9 +6,14 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from iterion.store import RunStatus, Store
 
 from .conftest import events, launch, labels, write_bot
+
+# routing, nodes and budgets: versioned in memory (the mechanisms have their own tests)
+pytestmark = pytest.mark.usefixtures("memory_versioning")
 
 LOOP = """
 schema verdict:

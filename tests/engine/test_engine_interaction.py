@@ -11,6 +11,9 @@ from iterion.store import RunStatus, Store
 
 from .conftest import events, labels, launch, resume, write_bot
 
+# asks and resumes in one process: versioned in memory (the mechanisms have their own tests)
+pytestmark = pytest.mark.usefixtures("memory_versioning")
+
 
 def test_agent_ask_user_parks_the_node_and_resume_reinvokes_it(tmp_path: Path, ws: Path, store: Store) -> None:
     bot = write_bot(tmp_path / "src", """
@@ -43,6 +46,8 @@ def test_agent_ask_user_parks_the_node_and_resume_reinvokes_it(tmp_path: Path, w
     # the session the backend kept rides along as the runtime field _session_id (dsl.md §5.1)
     assert r2.outputs["planner"] == {"branch": "release", "_session_id": "sess-1"}
     assert labels(store, r.run_id) == ["pre:planner:0", "pause:planner:0", "resume:planner:0", "nodes:planner:0"]
+    # versioned in memory, and the resume found the chain the launch recorded
+    assert {e.payload["mechanism"] for e in events(store, r.run_id, "boundary_written")} == {"memory"}
 
 
 def test_human_gate_answered_by_a_model(tmp_path: Path, ws: Path, store: Store) -> None:

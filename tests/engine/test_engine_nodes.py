@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from iterion.engine.launch import LaunchOptions, launch_run
 from iterion.store import RunStatus, Store
 
 from .conftest import events, labels, launch, write_bot
+
+# routing, nodes and budgets: versioned in memory (the mechanisms have their own tests)
+pytestmark = pytest.mark.usefixtures("memory_versioning")
 
 LINEAR = """
 schema sum:

@@ -26,7 +26,7 @@ class Watched:
     def __init__(self, repo: Path, tmp: Path) -> None:
         self.repo, self.tmp, self.step = repo, tmp, 0
         self.v = GitVersioning(repo, "r", start=True, watch=True)
-        self.refs: RunRefs = self.v.backend
+        self.refs: RunRefs = self.v.refs
 
     def mark(self, expect: str) -> str:
         """A boundary, taken the way ``expect`` says ("staged" or "full"), equal to git's tree."""
@@ -116,7 +116,7 @@ def test_doubts_re_verify_with_the_full_add(run: Watched, tmp_path: Path) -> Non
     # a restart: a new process has no journal of what happened meanwhile
     (repo / "src" / "a.py").write_text("while nobody watched\n")
     run.v = GitVersioning(repo, "r", watch=True)
-    run.refs = run.v.backend
+    run.refs = run.v.refs
     run.mark("full")
     (repo / "src" / "a.py").write_text("watched again\n")
     run.mark("staged")

@@ -145,12 +145,13 @@ def scenarios(work: Path) -> dict[str, list[tuple[str, bytes]]]:
     take("artifact", next((rd / "artifacts").rglob("*.json")))
     take("checkpoint", next((rd / "turns").rglob("*.json")), "turn")
     # the tracker's files, found the way the engine finds them (its layout may change)
-    from iterion.engine.execution import open_run_versioning
+    from iterion.engine.versioning import TrackVersioning, open_run_versioning
     from iterion.store import Store
 
     s = Store(store)
     versioning = open_run_versioning(s, s.load_run(run), start=False, watch=False)
-    track = versioning.backend.store
+    assert isinstance(versioning, TrackVersioning)  # an in-place run: its tracker's own files
+    track = versioning.tracker.store
     versioning.close()
     state_path = track.run_dir / "state.json"
     state = json.loads(state_path.read_bytes())
