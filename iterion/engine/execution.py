@@ -30,7 +30,7 @@ from iterion.ir import Workflow
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
 from iterion.store.errors import StoreUnavailableError
-from iterion.store.spend import spend_counter
+from iterion.store.spend_counter import spend_counter
 
 
 def make_emit(store: Store, run_id: str, listener: Listener | None) -> Callable[..., None]:

@@ -71,7 +71,7 @@ from iterion.store import (
 from iterion.store import events as ev
 from iterion.store.errors import StatusRefusedError
 from iterion.store.placement import check_store_placement
-from iterion.store.spend import spend_counter
+from iterion.store.spend_counter import spend_counter
 
 
 @dataclass

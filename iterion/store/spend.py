@@ -19,15 +19,12 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from gitrefs.persist.filelock import file_lock
 from gitrefs.persist.model import VersionedModel, read_model, write_model
 from iterion.store.errors import CorruptDocumentError
 from iterion.store.timeutil import utcnow
-
-if TYPE_CHECKING:
-    from iterion.store.store import Store
 
 SPEND_DIR = "spend"
 RECENT = 64  # charge ids remembered per day: far more than the writers that can retry at once
@@ -109,13 +106,3 @@ class FileSpendCounter:
 
     def today(self, now: datetime | None = None) -> SpendDay:
         return self._read(utc_day(now))
-
-
-def spend_counter(store: Store) -> SpendCounter:
-    """The counter of ``store``: in JetStream when its run documents are there (shared by every
-    machine), else under the store directory."""
-    if store.shared:
-        from iterion.store.jetstream.spend import JetStreamSpendCounter, jetstream_of
-
-        return JetStreamSpendCounter.for_store(jetstream_of(store.docs))
-    return FileSpendCounter(store.root)
