@@ -14,7 +14,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cli.output import echo, guard_std_streams
-from cli.startup import ROOT_HELP, VERSION_HELP, LazyCommand, answer_without_typer, plain_validate
+from cli.startup import (
+    QUIET_HELP,
+    ROOT_HELP,
+    VERSION_HELP,
+    LazyCommand,
+    answer_without_typer,
+    plain_validate,
+    set_quiet,
+)
 from iterion import __version__
 
 if TYPE_CHECKING:
@@ -87,8 +95,11 @@ def _build_app() -> typer.Typer:
     @app.callback()
     def _root(
         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help=VERSION_HELP),
+        quiet: bool = typer.Option(False, "--quiet", help=QUIET_HELP),
     ) -> None:
         """Durable, rewindable workflows over a git-native workspace."""
+        if quiet:
+            set_quiet()
 
     return app
 

@@ -33,12 +33,15 @@ class LazyCommand(NamedTuple):  # (no dataclass: importing dataclasses costs as 
 
 ROOT_HELP = "Durable, rewindable workflows over a git-native workspace."
 VERSION_HELP = "Print the version and exit."
+QUIET_HELP = "No notices on stderr (the slow-path note, logged warnings); errors and output unchanged."
+QUIET_ENV = "ITERION_QUIET"  # (workspacetrack/fastext.py reads it; kept equal by tests/cli/test_quiet.py)
 HELP_OPTIONS = ("-h", "--help")
 MAX_CONTENT_WIDTH = 160  # the root context's max_content_width
 
 # the root group's options as typer lists them (its completion options, then help)
 ROOT_OPTIONS: tuple[tuple[str, str], ...] = (
     ("--version", VERSION_HELP),
+    ("--quiet", QUIET_HELP),
     ("--install-completion", "Install completion for the current shell."),
     ("--show-completion", "Show completion for the current shell, to copy it or customize the installation."),
     (", ".join(HELP_OPTIONS), "Show this message and exit."),
@@ -136,6 +139,15 @@ def root_help(commands: Sequence[LazyCommand], prog: str, width: int) -> str:
     if commands:
         page += "\nCommands:\n" + _dl([(c.name, c.summary) for c in commands], width)
     return page.rstrip("\n")
+
+
+def set_quiet() -> None:
+    """``iterion --quiet``: ``ITERION_QUIET=1`` for this process and the ones it starts (runners,
+    tools' own iterion calls), and iterion's logged notices (below errors) dropped."""
+    import logging
+
+    os.environ[QUIET_ENV] = "1"
+    logging.getLogger("iterion").setLevel(logging.ERROR)
 
 
 def _completing() -> bool:
