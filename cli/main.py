@@ -20,6 +20,7 @@ from cli.startup import (
     VERSION_HELP,
     LazyCommand,
     answer_without_typer,
+    plain_inspect,
     plain_validate,
     set_quiet,
 )
@@ -139,7 +140,19 @@ def main() -> None:
 
         files, as_json = plain
         run_guarded(lambda: sys.exit(check([Path(f) for f in files], as_json)))
+    listing = plain_inspect(sys.argv[1:])  # the run list and one run's detail: no typer coercion either
+    if listing is not None:
+        from cli.inspect_cmd import inspect_cmd
+
+        run_guarded(lambda: inspect_cmd(**{**INSPECT_DEFAULTS, **listing}))
     run_guarded(get_app())
+
+
+# inspect_cmd's other parameters as typer passes them when their options are absent
+INSPECT_DEFAULTS: dict[str, Any] = {"run_id": None, "events": False, "show_all": False, "limit": None, "status": [],
+                                    "workflow": None, "since": None, "after": None, "event_type": [],
+                                    "event_node": [], "follow": False, "store_dir": None, "nats": None,
+                                    "as_json": False}
 
 
 if __name__ == "__main__":

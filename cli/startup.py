@@ -191,3 +191,42 @@ def plain_validate(argv: Sequence[str]) -> tuple[list[str], bool] | None:
         else:
             files.append(word)
     return (files, as_json) if files else None
+
+
+# `inspect`'s options answered without typer: flags, and options taking one value
+_INSPECT_FLAGS = {"--json": "as_json", "--all": "show_all", "--events": "events"}
+_INSPECT_VALUES = {"--run-id": "run_id", "--store-dir": "store_dir"}
+
+
+def plain_inspect(argv: Sequence[str]) -> dict[str, object] | None:
+    """``iterion inspect [--run-id ID] [--events] [--all] [--store-dir DIR] [--json]`` as typer
+    parses it: the keyword arguments of ``cli.inspect_cmd.inspect_cmd`` (a directory as a Path), or
+    None for any other command line (typer parses it).
+
+    Why: typer 0.29 coerces every non-flag parameter through a pydantic TypeAdapter, so any
+    command typer runs imports pydantic (about as much as the rest of the listing); the run list
+    is the command people type most, and reads run documents without a document model.
+
+    Invariant: for every command line answered here, typer calls ``inspect_cmd`` with the same
+    arguments (an option given twice, ``--opt=value``, a value that is empty or starts with ``-``,
+    or any other word is left to typer). tests/cli/test_startup.py runs command lines through both
+    and compares output and exit status.
+    """
+    if not argv or argv[0] != "inspect" or _completing():
+        return None
+    out: dict[str, object] = {}
+    words = list(argv[1:])
+    while words:
+        word = words.pop(0)
+        if word in _INSPECT_FLAGS and _INSPECT_FLAGS[word] not in out:
+            out[_INSPECT_FLAGS[word]] = True
+        elif word in _INSPECT_VALUES and _INSPECT_VALUES[word] not in out and words \
+                and words[0] and not words[0].startswith("-"):
+            out[_INSPECT_VALUES[word]] = words.pop(0)
+        else:
+            return None
+    if "store_dir" in out:
+        from pathlib import Path
+
+        out["store_dir"] = Path(str(out["store_dir"]))
+    return out
