@@ -14,7 +14,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cli.output import echo, guard_std_streams
-from cli.startup import ROOT_HELP, VERSION_HELP, LazyCommand, answer_without_typer, plain_validate
+from cli.startup import (
+    QUIET_HELP,
+    ROOT_HELP,
+    VERSION_HELP,
+    LazyCommand,
+    answer_without_typer,
+    plain_inspect,
+    plain_validate,
+    set_quiet,
+)
 from iterion import __version__
 
 if TYPE_CHECKING:
@@ -87,8 +96,11 @@ def _build_app() -> typer.Typer:
     @app.callback()
     def _root(
         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help=VERSION_HELP),
+        quiet: bool = typer.Option(False, "--quiet", help=QUIET_HELP),
     ) -> None:
         """Durable, rewindable workflows over a git-native workspace."""
+        if quiet:
+            set_quiet()
 
     return app
 
@@ -128,7 +140,19 @@ def main() -> None:
 
         files, as_json = plain
         run_guarded(lambda: sys.exit(check([Path(f) for f in files], as_json)))
+    listing = plain_inspect(sys.argv[1:])  # the run list and one run's detail: no typer coercion either
+    if listing is not None:
+        from cli.inspect_cmd import inspect_cmd
+
+        run_guarded(lambda: inspect_cmd(**{**INSPECT_DEFAULTS, **listing}))
     run_guarded(get_app())
+
+
+# inspect_cmd's other parameters as typer passes them when their options are absent
+INSPECT_DEFAULTS: dict[str, Any] = {"run_id": None, "events": False, "show_all": False, "limit": None, "status": [],
+                                    "workflow": None, "since": None, "after": None, "event_type": [],
+                                    "event_node": [], "follow": False, "store_dir": None, "nats": None,
+                                    "as_json": False}
 
 
 if __name__ == "__main__":

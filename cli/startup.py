@@ -33,12 +33,15 @@ class LazyCommand(NamedTuple):  # (no dataclass: importing dataclasses costs as 
 
 ROOT_HELP = "Durable, rewindable workflows over a git-native workspace."
 VERSION_HELP = "Print the version and exit."
+QUIET_HELP = "No notices on stderr (the slow-path note, logged warnings); errors and output unchanged."
+QUIET_ENV = "ITERION_QUIET"  # (workspacetrack/fastext.py reads it; kept equal by tests/cli/test_quiet.py)
 HELP_OPTIONS = ("-h", "--help")
 MAX_CONTENT_WIDTH = 160  # the root context's max_content_width
 
 # the root group's options as typer lists them (its completion options, then help)
 ROOT_OPTIONS: tuple[tuple[str, str], ...] = (
     ("--version", VERSION_HELP),
+    ("--quiet", QUIET_HELP),
     ("--install-completion", "Install completion for the current shell."),
     ("--show-completion", "Show completion for the current shell, to copy it or customize the installation."),
     (", ".join(HELP_OPTIONS), "Show this message and exit."),
@@ -138,6 +141,15 @@ def root_help(commands: Sequence[LazyCommand], prog: str, width: int) -> str:
     return page.rstrip("\n")
 
 
+def set_quiet() -> None:
+    """``iterion --quiet``: ``ITERION_QUIET=1`` for this process and the ones it starts (runners,
+    tools' own iterion calls), and iterion's logged notices (below errors) dropped."""
+    import logging
+
+    os.environ[QUIET_ENV] = "1"
+    logging.getLogger("iterion").setLevel(logging.ERROR)
+
+
 def _completing() -> bool:
     return any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
 
@@ -179,3 +191,42 @@ def plain_validate(argv: Sequence[str]) -> tuple[list[str], bool] | None:
         else:
             files.append(word)
     return (files, as_json) if files else None
+
+
+# `inspect`'s options answered without typer: flags, and options taking one value
+_INSPECT_FLAGS = {"--json": "as_json", "--all": "show_all", "--events": "events"}
+_INSPECT_VALUES = {"--run-id": "run_id", "--store-dir": "store_dir"}
+
+
+def plain_inspect(argv: Sequence[str]) -> dict[str, object] | None:
+    """``iterion inspect [--run-id ID] [--events] [--all] [--store-dir DIR] [--json]`` as typer
+    parses it: the keyword arguments of ``cli.inspect_cmd.inspect_cmd`` (a directory as a Path), or
+    None for any other command line (typer parses it).
+
+    Why: typer 0.29 coerces every non-flag parameter through a pydantic TypeAdapter, so any
+    command typer runs imports pydantic (about as much as the rest of the listing); the run list
+    is the command people type most, and reads run documents without a document model.
+
+    Invariant: for every command line answered here, typer calls ``inspect_cmd`` with the same
+    arguments (an option given twice, ``--opt=value``, a value that is empty or starts with ``-``,
+    or any other word is left to typer). tests/cli/test_startup.py runs command lines through both
+    and compares output and exit status.
+    """
+    if not argv or argv[0] != "inspect" or _completing():
+        return None
+    out: dict[str, object] = {}
+    words = list(argv[1:])
+    while words:
+        word = words.pop(0)
+        if word in _INSPECT_FLAGS and _INSPECT_FLAGS[word] not in out:
+            out[_INSPECT_FLAGS[word]] = True
+        elif word in _INSPECT_VALUES and _INSPECT_VALUES[word] not in out and words \
+                and words[0] and not words[0].startswith("-"):
+            out[_INSPECT_VALUES[word]] = words.pop(0)
+        else:
+            return None
+    if "store_dir" in out:
+        from pathlib import Path
+
+        out["store_dir"] = Path(str(out["store_dir"]))
+    return out

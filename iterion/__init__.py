@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from gitrefs.persist.lazyexports import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from iterion.api import (

@@ -226,9 +226,9 @@ def test_listing_runs_imports_no_engine_dsl_workspace_tracking_git_or_http(tmp_p
     assert ran.returncode == 0, ran.stderr
     modules = _modules_after("from cli.main import main\nmain()", ["inspect", "--store-dir", store], cwd=proj)
     assert "cli.inspect_cmd" in modules and "iterion.store.summary" in modules and "cli.run" not in modules
-    # the list reads run documents plainly: no document model (typer 0.29 itself imports pydantic to
-    # coerce the command's parameters; cli/lazy.py uses only typer's public API, so that cost stays)
-    assert "iterion.budget" not in modules
+    # the list reads run documents plainly: no document model, and no typer coercion (typer 0.29
+    # coerces parameters through pydantic; cli/startup.py plain_inspect answers without it)
+    assert "iterion.budget" not in modules and "pydantic" not in modules
     assert "iterion.store.run_doc" not in modules and "iterion.store.events" not in modules
     assert "gitrefs.persist.atomic" not in modules  # (the writers')
     engine = sorted(m for m in modules if m.startswith("iterion.engine."))
@@ -279,3 +279,68 @@ def test_other_validate_command_lines_go_to_typer(tmp_path: Path, monkeypatch: p
         assert plain_validate(argv) is None, argv
     monkeypatch.setenv("_ITERION_COMPLETE", "complete_bash")
     assert plain_validate(["validate", "a.bot"]) is None
+
+
+# -- `inspect [--run-id ID] [--events] [--all] [--store-dir DIR] [--json]` without typer's coercion ------------
+def _age_free(text: str) -> str:
+    import re
+
+    return re.sub(r"\b\d+(\.\d+)?(ms|s|m|h|d)\b", "AGE", text)  # (two processes a second apart)
+
+
+def test_plain_inspect_prints_and_exits_as_typers_inspect(tmp_path: Path) -> None:
+    demo = REPO_ROOT / "fixtures" / "demo"
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for name in ("demo.bot", "demo.script.yaml", "answers.json"):
+        (proj / name).write_bytes((demo / name).read_bytes())
+    store = str(tmp_path / "store")
+    for answers in (["--answers-file", "answers.json"], []):  # a finished run, a parked one
+        ran = run_cli("run", "demo.bot", *answers, "--store-dir", store, cwd=proj)
+        assert ran.returncode in (0, 4), ran.stderr
+    rid = sorted((tmp_path / "store" / "runs").iterdir())[0].name
+    lines = [[], ["--all", "--json"], ["--run-id", rid], ["--run-id", rid[:6], "--events", "--json"], ["--events"],
+             ["--run-id", "nosuch"]]
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO_ROOT)}
+    codes = set()
+    for args in lines:
+        argv = ["iterion", "inspect", *args, "--store-dir", store]
+        fast = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {argv!r}\n"
+                               "from cli.main import main\nmain()"], cwd=proj, env=env, capture_output=True, text=True)
+        typer = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {argv!r}\n" + _TYPER_ONLY],
+                               cwd=proj, env=env, capture_output=True, text=True)
+        assert (fast.returncode, _age_free(fast.stdout), fast.stderr) == \
+            (typer.returncode, _age_free(typer.stdout), typer.stderr), args
+        assert fast.stdout.strip() or fast.stderr.strip(), args
+        codes.add(fast.returncode)
+    assert 0 in codes and len(codes) >= 2  # listings, and refusals (no --run-id, no such run)
+    modules = _modules_after("from cli.main import main\nmain()", ["inspect", "--store-dir", store], cwd=proj)
+    assert "cli.inspect_cmd" in modules and "pydantic" not in modules
+
+
+def test_other_inspect_command_lines_go_to_typer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.startup import plain_inspect
+
+    assert plain_inspect(["inspect"]) == {}
+    assert plain_inspect(["inspect", "--json", "--store-dir", "s", "--run-id", "r", "--events", "--all"]) == {
+        "as_json": True, "store_dir": Path("s"), "run_id": "r", "events": True, "show_all": True}
+    for argv in (["inspect", "--limit", "2"], ["inspect", "--json", "--json"], ["inspect", "--run-id"],
+                 ["inspect", "--run-id", "--json"], ["inspect", "--store-dir="], ["inspect", "--store-dir=s"],
+                 ["inspect", "--store-dir", ""], ["inspect", "-h"], ["inspect", "--help"], ["inspect", "x"],
+                 ["inspect", "--run-id", "a", "--run-id", "b"], ["inspect", "--follow"], ["validate", "a.bot"], []):
+        assert plain_inspect(argv) is None, argv
+    monkeypatch.setenv("_ITERION_COMPLETE", "complete_bash")
+    assert plain_inspect(["inspect"]) is None
+
+
+def test_the_plain_inspect_defaults_are_the_commands() -> None:
+    import inspect
+
+    from cli.inspect_cmd import inspect_cmd
+    from cli.main import INSPECT_DEFAULTS
+
+    params = inspect.signature(inspect_cmd).parameters
+    assert set(INSPECT_DEFAULTS) == set(params)
+    for name, param in params.items():
+        default = getattr(param.default, "default", param.default)  # a typer.Option's own default
+        assert INSPECT_DEFAULTS[name] == default, name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
@@ -17,7 +18,7 @@ from iterion.dsl.digest import (
     digest_of_files,
     workflow_digest,
 )
-from tests.conftest import git
+
 
 SINGLE = """\
 vars:
@@ -157,9 +158,10 @@ def test_missing_imports_and_includes_and_cycles_do_not_break_the_digest(tmp_pat
     assert [f.path for f in result.files] == ["a.bot", "b.bot"]
 
 
-def test_include_outside_the_main_directory_keeps_a_relative_path(tmp_path: Path) -> None:
-    # inside the git repository holding the main file: includes may leave the main's directory
-    git(tmp_path, "init", "-q")
+def test_include_outside_the_main_directory_keeps_a_relative_path(git_repo: Any) -> None:
+    # inside the git repository holding the main file (pytest-git's fresh repository): includes
+    # may leave the main's directory
+    tmp_path = Path(git_repo.workspace)
     (tmp_path / "bot").mkdir()
     (tmp_path / "common.md").write_text("C")
     (tmp_path / "bot" / "w.bot").write_text('prompt p:\n  {{include "../common.md"}}\n')

@@ -8,6 +8,8 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
+
 from .coverage_harness import du, run_and_rewind, setup
 
 MB = 2**20
@@ -69,6 +71,7 @@ def test_a_50mb_binary_a_node_overwrote_comes_back(repo: Path, tmp_path: Path) -
     assert r.files["skipped"] == [] and r.capture_events == []
 
 
+@pytest.mark.heavy  # a 1 GiB file captured and restored: the heavy tier (.ci/run)
 def test_a_1gb_sparse_file_comes_back_without_a_gigabyte_in_the_store(repo: Path, tmp_path: Path) -> None:
     sparse = repo / "disk.img"
     with open(sparse, "wb") as f:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,6 +92,15 @@ RESTORE_POINTS = [1, 2, 3, 137, 500, 999, 1000, 1001, 1002, 1500, 1989, 2000, 20
                   3500, 3998, 3999, OPS]
 STEP_POINTS = ["rewind-intent", "rewind-files", "rewind-checkpoint", "rewind-parked", "rewind-event"]
 KILL_POINTS = [f"restore:{n}" for n in RESTORE_POINTS] + [f"{s}:1" for s in STEP_POINTS]
+# the main suite kills at the restore's edges (its first operation, the last removal, the first
+# write, its last operation) and at every step; the other restore points run in the heavy tier
+# (pyproject's `heavy` marker, .ci/run), the same test
+MAIN_POINTS = {"restore:1", "restore:1000", "restore:1001", f"restore:{OPS}"}
+
+
+def _tiered(point: str) -> Any:
+    heavy = point.startswith("restore:") and point not in MAIN_POINTS
+    return pytest.param(point, marks=[pytest.mark.heavy] if heavy else [])
 
 
 @dataclass
@@ -205,7 +215,7 @@ def _check_interrupted_then_finish(fx: Fixture, label: object, *, same_pivot: bo
     assert _ws_hash(fx.ws) == fx.final, label
 
 
-@pytest.mark.parametrize("point", KILL_POINTS)
+@pytest.mark.parametrize("point", [_tiered(p) for p in KILL_POINTS])
 def test_rewind_killed_at_point_is_refused_by_resume_and_finished_by_rewind(fx: Fixture, point: str) -> None:
     restore_template(fx.template, fx.live)
     _killed_rewind(fx, point)
@@ -238,6 +248,7 @@ def test_inspect_json_and_list_show_the_interrupted_rewind(fx: Fixture) -> None:
     assert (len(done["files"]["restored"]), len(done["files"]["removed"])) == (3000, 1000)
 
 
+@pytest.mark.heavy  # four seeded random kills of a 4,000-file restore: the heavy tier (.ci/run)
 def test_external_sigkill_at_random_moments_converges(fx: Fixture) -> None:
     """Real `kill -9` from outside at seeded random moments (possibly inside a file write)."""
     rng = random.Random(20261202)

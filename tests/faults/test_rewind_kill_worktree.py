@@ -118,7 +118,10 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fixture]:
         yield Fixture(live, template, repo, store, run_id, wt, reference, final)
 
 
-@pytest.mark.parametrize("point", KILL_POINTS)
+# the main suite kills at the restore's first and last operations and at the parked step; the
+# removal/write boundary (199, 201) runs in the heavy tier (.ci/run), as the in-place series'
+@pytest.mark.parametrize("point", [pytest.param(p, marks=[pytest.mark.heavy] if p in ("restore:199", "restore:201")
+                                                else []) for p in KILL_POINTS])
 def test_worktree_rewind_killed_at_point_is_finished_by_rewind(fx: Fixture, point: str) -> None:
     restore_template(fx.template, fx.live)
     run_id = fx.run_id

@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from iterion.engine.outputcap import Captured, head_within, spill_text
 from iterion.store import Store
 
@@ -33,6 +35,7 @@ sys.stderr.write(proc.stdout + proc.stderr)
 """
 
 
+@pytest.mark.heavy  # a gigabyte written to disk: the second tier (.ci/run, pyproject's markers)
 def test_a_tool_printing_a_gigabyte_keeps_memory_and_checkpoint_small(tmp_path: Path, ws: Path) -> None:
     # the store (where the gigabyte lands) in the system's temporary directory, not in tmp_path:
     # the tests' tmp_path is often a tmpfs (tests/conftest.py), where a file is memory

@@ -132,6 +132,7 @@ def fast_dir(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.heavy  # SIGKILLs at seeded random points of a long chain: the heavy tier (.ci/run)
 def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(
         fast_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tmp_path = fast_dir

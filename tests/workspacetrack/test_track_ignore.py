@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,8 @@ NAMES = ["a", "b", "x", "xy", "xyz", "top", "build", "docs", "keep.pyc", "m.pyc"
 
 
 @pytest.mark.parametrize("lines", PATTERN_SETS)
-def test_matcher_agrees_with_git_check_ignore(tmp_path: Path, lines: list[str]) -> None:
-    git(tmp_path, "init", "-q")
+def test_matcher_agrees_with_git_check_ignore(git_repo: Any, lines: list[str]) -> None:
+    tmp_path = Path(git_repo.workspace)  # a fresh repository (pytest-git): git reads its .gitignore
     (tmp_path / ".gitignore").write_text("\n".join(lines) + "\n")
     level = (Level(0, "", Matcher(lines)),)
     probes: list[tuple[str, bool]] = []

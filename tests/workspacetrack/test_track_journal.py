@@ -7,6 +7,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,9 +146,12 @@ def test_a_new_process_never_trusts_a_journal(ws: Path, store: Path) -> None:
         resumed.stop_watching()
 
 
-def test_info_exclude_added_mid_run_does_not_shrink_the_capture(repo: Path, tmp_path: Path) -> None:
+def test_info_exclude_added_mid_run_does_not_shrink_the_capture(git_repo: Any, tmp_path: Path) -> None:
     """The rules in force are those of the run's start: info/exclude edited by a node later
-    excludes nothing this run captures (so nothing it can restore is lost)."""
+    excludes nothing this run captures (so nothing it can restore is lost). A fresh repository
+    (pytest-git's ``git_repo``: ``git init``, .git/info/exclude included) is all it needs."""
+    repo = Path(git_repo.workspace)
+    assert (repo / ".git" / "info" / "exclude").is_file()
     t = Tracker(tmp_path / "store", repo, "live")
     t.start_watching()
     try:
