@@ -432,7 +432,7 @@ def _control(action: str, run_id: str, wait: float, if_version: int | None, serv
         echo_json(out)
     else:
         where = f" at {out['restart_node']}" if out.get("restart_node") else ""
-        echo(f"run {out['run_id']}: {out['status']}{where}" + (f" ({out['message']})" if out.get("message") else ""))
+        echo(f"run {out['run_id']}: {out['status']}{where}" + (f" ({remote_words(out['message'])})" if out.get("message") else ""))
         if out["status"] in ("cancelled", "paused_operator"):
             echo(f"resume with: iterion remote runs resume {out['run_id']}")
     if out.get("delivered") == "pending":
