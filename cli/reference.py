@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cli.output import echo, echo_err
+
 REGENERATE = "python -m cli.reference docs/cli-reference.md"
 WIDTH = 100
 
@@ -64,14 +66,14 @@ def generate() -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        sys.stderr.write(f"usage: {REGENERATE}\n")
+        echo_err(f"usage: {REGENERATE}")
         return 2
     target = Path(argv[0])
     text = generate()
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(target)  # atomic: a reader never sees half a reference
-    sys.stdout.write(f"wrote {target}\n")
+    echo(f"wrote {target}")
     return 0
 
 
