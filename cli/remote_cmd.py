@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import typer
 
 from cli.errors import CliError
 from cli.exit_codes import STATUS_EXIT, ExitCode, exit_for_kind
-from cli.output import echo, echo_err, echo_json, table
+from cli.output import echo, echo_err, echo_json, output_width, table
 from gitrefs.persist.text import one_line
 
 ENV_SERVER = "ITERION_SERVER"
@@ -29,6 +30,48 @@ SERVER = typer.Option(None, "--server", help="The server's URL (default: $ITERIO
 TOKEN_FILE = typer.Option(None, "--token-file", help="File whose first line is the token (default: $ITERION_SERVER_TOKEN). Example: --token-file ~/.iterion-token")
 JSON = typer.Option(False, "--json", help="Print the server's answer as JSON. Example: --json")
 IF_VERSION = typer.Option(None, "--if-version", min=0, help="Refuse (409) unless the run document is still at this version (compare-and-swap). Example: --if-version 7")
+
+RUN_ARG = typer.Argument(None, help="Run id, unique prefix or name (or pass --run-id).", show_default=False)
+RUN_OPT = typer.Option(None, "--run-id", help="The run, as the local verbs take it (same as the positional id). "
+                       "Example: --run-id 01a2b3", show_default=False)
+
+
+def _ref(positional: str | None, option: str | None) -> str:
+    """The run named by the positional id or ``--run-id`` (the local verbs' spelling): either, not two."""
+    if positional and option and positional != option:
+        raise CliError(f"two runs named: {one_line(positional)} and --run-id {one_line(option)}",
+                       hint="name the run once, positionally or with --run-id")
+    ref = positional or option
+    if not ref:
+        raise CliError("no run named", hint="pass the run's id, unique prefix or name (or --run-id R); "
+                       "`iterion remote runs list` lists them")
+    return ref
+
+
+# A server's errors and hints are the local verbs' own words (`iterion rewind --run-id R`); said by
+# `iterion remote` they name the remote verb that does the same on that server.
+_LOCAL_VERB = (
+    (re.compile(r"\biterion inspect --run-id (\S+) --events\b"), r"iterion remote runs events --run-id \1"),
+    (re.compile(r"\biterion inspect --run-id\b"), "iterion remote runs get --run-id"),
+    (re.compile(r"\biterion inspect\b(?! --)"), "iterion remote runs list"),
+    (re.compile(r"\biterion (resume|rewind|cancel|pause) --run-id\b"), r"iterion remote runs \1 --run-id"),
+    (re.compile(r",? or pass --store-dir\b"), ""),  # the server's store is its own: not a flag of `remote`
+)
+
+
+def remote_words(text: str | None) -> str | None:
+    """``text`` with every local run verb it names turned into its ``iterion remote runs`` twin."""
+    if not text:
+        return text
+    for pattern, repl in _LOCAL_VERB:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _refusal(body: dict[str, Any]) -> CliError:
+    return CliError(remote_words(str(body.get("error"))) or "", hint=remote_words(body.get("hint")),
+                    exit_code=exit_for_kind(body.get("exit_code")))
+
 
 remote_app = typer.Typer(help="Operate runs on an `iterion server` over HTTP.", no_args_is_help=True)
 runs_app = typer.Typer(help="List, inspect, resume, cancel, pause and rewind runs of a server.", no_args_is_help=True)
@@ -82,8 +125,7 @@ class Client:
             body = None
         if resp.status_code >= 400:
             if isinstance(body, dict) and body.get("error"):
-                raise CliError(str(body["error"]), hint=body.get("hint"),
-                               exit_code=exit_for_kind(body.get("exit_code")))
+                raise _refusal(body)
             raise CliError(f"the server answered HTTP {resp.status_code} for {method} {path}",
                            hint="see the server's log", exit_code=ExitCode.INTERNAL if resp.status_code >= 500 else ExitCode.REFUSED)
         return body
@@ -94,9 +136,7 @@ class Client:
             with self.client.stream("GET", path, params=params, timeout=self.httpx.Timeout(30.0, read=None)) as resp:
                 if resp.status_code >= 400:
                     resp.read()
-                    body = resp.json()
-                    raise CliError(str(body.get("error")), hint=body.get("hint"),
-                                   exit_code=exit_for_kind(body.get("exit_code")))
+                    raise _refusal(resp.json())
                 kind, data = "message", ""
                 for line in resp.iter_lines():
                     if line.startswith("event:"):
@@ -116,10 +156,25 @@ def _run_path(run_id: str, tail: str = "") -> str:
     return f"/api/runs/{quote(run_id, safe='')}{tail}"
 
 
-def _print_event(e: dict[str, Any]) -> None:
-    node = e.get("node") or ""
-    echo(f"{e['seq']:>4} {str(e['time'])[11:19]} {e['type']:<22} {node:<14} "
-         f"{json.dumps(e.get('payload') or {}, ensure_ascii=False)[:120]}")
+def _event(e: dict[str, Any]) -> Any:
+    """A server's event as the store's model, so the local timeline's filter and line apply to it."""
+    from iterion.store.events import Event
+
+    return Event.model_validate(e)
+
+
+def _check_types(types: list[str]) -> None:
+    """A --type no event can have (a typo: ``node_fail``) is refused, as locally, not an empty timeline."""
+    from difflib import get_close_matches
+
+    from iterion.store.events import EVENT_TYPES
+
+    for t in types:
+        if t not in EVENT_TYPES:
+            near = get_close_matches(t, sorted(EVENT_TYPES), n=3)
+            raise CliError(f"--type {one_line(t)} is not an event type",
+                           hint=f"did you mean {' or '.join(near)}?" if near else
+                           "`iterion remote runs events R --all` shows every type the run has")
 
 
 def print_hint(hint: dict[str, Any]) -> None:
@@ -167,12 +222,13 @@ def list_cmd(status: str | None = typer.Option(None, "--status", help="Only runs
 
 
 @runs_app.command("get")
-def get_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+def get_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT,
             server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
     """Show one run: status, failure, pending question, executions, boundaries, recovery hint.
 
     Example: iterion remote runs get 01a2b3
     """
+    run_id = _ref(run_id, run_id_opt)
     body = Client(server, token_file).call("GET", _run_path(run_id))
     if as_json:
         echo_json(body)
@@ -201,14 +257,35 @@ def get_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or nam
 
 
 @runs_app.command("events")
-def events_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+def events_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT,
                after: int = typer.Option(0, "--after", min=0, help="Only events after this sequence number. Example: --after 40"),
-               follow: bool = typer.Option(False, "--follow", help="Keep printing new events until the run no longer executes. Example: --follow"),
+               follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events until the run no longer executes. Example: --follow"),
+               show_all: bool = typer.Option(False, "--all", help="Include the bookkeeping events (checkpoints, "
+                                             "boundaries, captures, edge choices, backend calls), hidden by default "
+                                             "as in `iterion inspect --events`. Example: --all"),
+               event_type: list[str] = typer.Option([], "--type", help="Only events of this type (repeatable; a "
+                                                    "bookkeeping type named here is shown). Example: --type node_failed"),
+               event_node: list[str] = typer.Option([], "--node", help="Only events of this node (repeatable). "
+                                                    "Example: --node review"),
                server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
     """Print a run's timeline (one line per event; --json one JSON object per line with --follow).
 
+    The filters are `iterion inspect --events`'s: bookkeeping hidden unless --all or named with
+    --type. On a terminal each line is fitted to its width and a cut line ends with `…`; into a
+    pipe or a file lines are whole (--json: the events whole).
+
     Example: iterion remote runs events 01a2b3 --follow
+    Example: iterion remote runs events --run-id 01a2b3 --type node_failed --node review
     """
+    from cli import events_view
+
+    run_id = _ref(run_id, run_id_opt)
+    _check_types(event_type)
+
+    def shown(event: Any) -> bool:
+        return events_view.keep(event, show_all=show_all, types=event_type, nodes=event_node)
+
+    width = output_width()
     client = Client(server, token_file)
     if follow:
         for kind, data in client.stream(_run_path(run_id, "/events"), {"follow": 1, "after": after}):
@@ -217,11 +294,14 @@ def events_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
                     echo_err(f"run {data['run_id']}: {data['status']}")
                 return
             if kind == "error":
-                raise CliError(str(data.get("error")), hint=data.get("hint"), exit_code=exit_for_kind(data.get("exit_code")))
+                raise _refusal(data)
+            event = _event(data)
+            if not shown(event):
+                continue
             if as_json:
                 echo(json.dumps(data, ensure_ascii=False))
             else:
-                _print_event(data)
+                echo(events_view.line(event, width))
         return
     events: list[dict[str, Any]] = []
     while True:
@@ -230,20 +310,22 @@ def events_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
         after = page["next_after"]
         if not page["more"]:
             break
+    kept = [(e, m) for e, m in ((e, _event(e)) for e in events) if shown(m)]
     if as_json:
-        echo_json(events)
+        echo_json([e for e, _ in kept])
         return
-    for e in events:
-        _print_event(e)
+    for _, m in kept:
+        echo(events_view.line(m, width))
 
 
 @runs_app.command("commits")
-def commits_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+def commits_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT,
                 server: str | None = SERVER, token_file: Path | None = TOKEN_FILE, as_json: bool = JSON) -> None:
     """List a run's boundary commits; when unavailable, say why and print the recovery hint.
 
     Example: iterion remote runs commits 01a2b3
     """
+    run_id = _ref(run_id, run_id_opt)
     body = Client(server, token_file).call("GET", _run_path(run_id, "/commits"))
     if as_json:
         echo_json(body)
@@ -283,7 +365,7 @@ def _finish_follow(client: Client, run_id: str, after: int, as_json: bool) -> No
 
 
 @runs_app.command("resume")
-def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+def resume_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT,
                answer: list[str] = typer.Option([], "--answer", help="Answer the paused gate (repeatable). Example: --answer approved=true"),
                answers_file: Path | None = typer.Option(None, "--answers-file", help="Answers as a JSON object (types kept); --answer overrides its keys. Example: --answers-file a.json"),
                force: bool = typer.Option(False, "--force", help="Resume although the workflow source changed. Example: --force"),
@@ -302,6 +384,7 @@ def resume_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
 
     Example: iterion remote runs resume 01a2b3 --answer approved=true --max-duration 4h
     """
+    run_id = _ref(run_id, run_id_opt)
     answers: dict[str, Any] = {}
     if answers_file is not None:
         from iterion.datafile import DataFileError, read_mapping
@@ -349,7 +432,7 @@ def _control(action: str, run_id: str, wait: float, if_version: int | None, serv
         echo_json(out)
     else:
         where = f" at {out['restart_node']}" if out.get("restart_node") else ""
-        echo(f"run {out['run_id']}: {out['status']}{where}" + (f" ({out['message']})" if out.get("message") else ""))
+        echo(f"run {out['run_id']}: {out['status']}{where}" + (f" ({remote_words(out['message'])})" if out.get("message") else ""))
         if out["status"] in ("cancelled", "paused_operator"):
             echo(f"resume with: iterion remote runs resume {out['run_id']}")
     if out.get("delivered") == "pending":
@@ -360,29 +443,31 @@ WAIT = typer.Option(10.0, "--wait", min=0, max=60, help="Seconds the server wait
 
 
 @runs_app.command("cancel")
-def cancel_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."), wait: float = WAIT,
+def cancel_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT, wait: float = WAIT,
                if_version: int | None = IF_VERSION, server: str | None = SERVER, token_file: Path | None = TOKEN_FILE,
                as_json: bool = JSON) -> None:
     """Cancel a run on the server (it stays resumable). Exit 7: requested, not yet in effect.
 
     Example: iterion remote runs cancel 01a2b3
     """
+    run_id = _ref(run_id, run_id_opt)
     _control("cancel", run_id, wait, if_version, server, token_file, as_json)
 
 
 @runs_app.command("pause")
-def pause_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."), wait: float = WAIT,
+def pause_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT, wait: float = WAIT,
               if_version: int | None = IF_VERSION, server: str | None = SERVER, token_file: Path | None = TOKEN_FILE,
               as_json: bool = JSON) -> None:
     """Pause a running run at its next node boundary. Exit 7: requested, not yet in effect.
 
     Example: iterion remote runs pause 01a2b3
     """
+    run_id = _ref(run_id, run_id_opt)
     _control("pause", run_id, wait, if_version, server, token_file, as_json)
 
 
 @runs_app.command("rewind")
-def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or name."),
+def rewind_cmd(run_id: str | None = RUN_ARG, run_id_opt: str | None = RUN_OPT,
                node: str | None = typer.Option(None, "--node", help="The node to replay from. Example: --node write"),
                auto: bool = typer.Option(False, "--auto", help="Rewind to the earliest node an edit of the workflow affects. Example: --auto"),
                restore_scope: str | None = typer.Option(None, "--restore-scope", help="produced, full or none. Example: --restore-scope none"),
@@ -397,6 +482,7 @@ def rewind_cmd(run_id: str = typer.Argument(..., help="Run id, unique prefix or 
     Example: iterion remote runs rewind 01a2b3 --node write --dry-run
     Example: iterion remote runs rewind 01a2b3 --undo
     """
+    run_id = _ref(run_id, run_id_opt)
     from cli.rewind import print_result, print_undo
     from iterion.requests import RewindRunRequest, UndoRewindRequest
 
