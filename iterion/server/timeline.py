@@ -104,6 +104,8 @@ def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: 
             end = by_label.get(f"{kind}:{row['node']}:{row['iteration']}") or end
             if end:
                 break
+        if start and end:  # the labels the page's "diff" button asks GET .../files for
+            row["diff_from"], row["diff_to"] = f"pre:{row['node']}:{row['iteration']}", _closing(by_label, row)
         if not start or not end:
             row["files"] = []
             continue
@@ -127,6 +129,14 @@ def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: 
             _FILES_CACHE[key] = list(paths)
             while len(_FILES_CACHE) > _FILES_CACHE_MAX:
                 _FILES_CACHE.popitem(last=False)
+
+
+def _closing(by_label: dict[str, Any], row: dict[str, Any]) -> str | None:
+    for kind in ("nodes", "fail", "pause"):
+        label = f"{kind}:{row['node']}:{row['iteration']}"
+        if by_label.get(label):
+            return label
+    return None
 
 
 def resolve_boundary(bounds: list[dict[str, Any]], ref: str) -> dict[str, Any]:
