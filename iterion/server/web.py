@@ -41,7 +41,7 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 :focus-visible{outline:2px solid #1a73e8;outline-offset:2px}button{min-height:28px}
 pre.diff span{display:block;white-space:pre}.d-add{background:#e6f7ea}.d-del{background:#fde8e8}.d-hunk{color:#1a5fb4}
 .d-file{font-weight:700;background:#eef0f3}#graph svg{display:block}.legend span{margin-right:6px}
-#launch label{display:block;margin:4px 0}#launch input[type=text],#launch select{max-width:100%}
+#launch label{display:block;margin:4px 0}input,select{max-width:100%;box-sizing:border-box}
 @media (max-width:640px){main{padding:10px 8px}table{display:block;overflow-x:auto}header{padding:8px 10px}
 #launch input[type=text]{width:100%;box-sizing:border-box}}
 """
@@ -289,7 +289,7 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
                  f"</thead><tbody>{''.join(rows)}</tbody></table>")
 
     if detail.get("graph_svg"):
-        legend = "".join(f"<span class='s s-{k}'>{k}</span>" for k in ("finished", "running", "paused", "failed",
+        legend = " ".join(f"<span class='s s-{k}'>{k}</span>" for k in ("finished", "running", "paused", "failed",
                                                                        "interrupted", "pending"))
         # drawn by iterion/server/graph.py from the workflow on disk; already escaped there
         parts.append(f"<h2>Graph</h2><div class=box id=graph>{detail['graph_svg']}"
