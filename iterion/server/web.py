@@ -398,7 +398,8 @@ function bind(){
     if (this.getAttribute('data-force')) body.force = true;
     post('/' + action, body)
       .then(function(r){ show(out, r.ok ? action + ': ' + (r.body.status || 'requested') : errText(r.body), !r.ok);
-                         setTimeout(refresh, 300); });
+                         // a refusal stays on screen (a refresh would replace it) unless the page is stale
+                         if (r.ok || r.body.reason === 'stale_version') setTimeout(refresh, 300); });
   };
   var undo = document.getElementById('rewind-undo');
   if (undo) undo.onclick = function(){ undo.disabled = true; post('/rewind/undo', {}).then(function(y){

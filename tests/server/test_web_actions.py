@@ -141,6 +141,18 @@ def test_force_resume_after_a_prompt_edit(served: tuple[Server, str], browser: o
     while time.monotonic() < deadline and page.locator("#source-change").count():
         time.sleep(0.2)
     assert page.locator("#source-change").count() == 0, body["run"]["status"]
+
+    # waiting on a person: the answer form carries the force instead of a button
+    assert body["run"]["status"] == "paused_waiting_human"
+    src.write_text(src.read_text().replace("is ready", "is ready, really"))
+    page.reload()
+    assert page.locator("#op-force").count() == 0
+    assert "approve_text" in page.locator("#source-changes").inner_text()
+    page.select_option("#answer-form select[name=approved]", "true")
+    page.fill("#answer-form input[name=note]", "forced")
+    page.check("#answer-force")
+    page.click("#answer-submit")
+    wait_status(c, run_id, {"finished"})
     page.close()
 
 
