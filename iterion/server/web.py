@@ -40,7 +40,8 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 #rewind ul{margin:2px 0 6px;padding-left:22px}#rewind h3{font-size:14px;margin:8px 0 2px}
 :focus-visible{outline:2px solid #1a73e8;outline-offset:2px}button{min-height:28px}
 pre.diff span{display:block;white-space:pre}.d-add{background:#e6f7ea}.d-del{background:#fde8e8}.d-hunk{color:#1a5fb4}
-.d-file{font-weight:700;background:#eef0f3}#graph svg{display:block}.legend span{margin-right:6px}
+.d-file{font-weight:700;background:#eef0f3}tr.rewound td{color:#68717d;background:#f3f0f8}.s-rewound{background:#e6d9f5}
+details.output pre{max-height:200px;margin:2px 0}#graph svg{display:block}.legend span{margin-right:6px}
 #launch label{display:block;margin:4px 0}input,select{max-width:100%;box-sizing:border-box}
 @media (max-width:640px){main{padding:10px 8px}table{display:block;overflow-x:auto}header{padding:8px 10px}
 #launch input[type=text]{width:100%;box-sizing:border-box}}
@@ -270,8 +271,9 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         # warnings of this execution (a tool_output_mismatch...), one line each
         warned = "".join(f"<div class='err warning'>{esc(w.get('code') or 'warning')}: {esc(w.get('message'))}</div>"
                          for w in x.get("warnings") or [])
+        rewound = bool(x.get("rewound"))  # its outputs were dropped by a rewind: nothing to rewind to
         preview = (f"<button class=preview data-node='{esc(x['node'])}'>preview rewind</button>"
-                   if x.get("status") in ("finished", "failed", "paused") else "")
+                   if x.get("status") in ("finished", "failed", "paused") and not rewound else "")
         art = x.get("artifact")
         if art and art.get("version") is not None:  # read through the API (the page's cookie is enough for a GET)
             href = f"/api/runs/{quote(str(run['id']), safe='')}/artifacts/{quote(str(x['node']), safe='')}/{int(art['version'])}"
@@ -280,10 +282,16 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         if x.get("diff_from") and x.get("diff_to") and files:  # opens the /files diff in the panel below
             preview += (f" <button class=diff data-from='{esc(x['diff_from'])}' data-to='{esc(x['diff_to'])}' "
                         f"aria-controls=diff-panel>diff</button>")
-        rows.append(f"<tr class=execution data-node='{esc(x['node'])}' data-iteration='{esc(x['iteration'])}'>"
+        if "output" in x:  # what the execution produced, as its node_finished event recorded it
+            text = json.dumps(x["output"], indent=1, ensure_ascii=False, default=str)
+            more = f"\n… {len(text) - 4000} more characters" if len(text) > 4000 else ""
+            shown += f"<details class=output><summary>output</summary><pre>{esc(text[:4000] + more)}</pre></details>"
+        mark = " <span class='s s-rewound'>rewound</span>" if rewound else ""
+        rows.append(f"<tr class='execution{' rewound' if rewound else ''}' data-node='{esc(x['node'])}' "
+                    f"data-iteration='{esc(x['iteration'])}'>"
                     f"<td>{i + 1}</td><td class=node>{esc(x['node'])}</td><td>{esc(x['iteration'])}</td>"
                     f"<td>{esc(x.get('kind'))}</td><td>{esc((x.get('start') or '')[11:23])}</td><td>{dur}</td>"
-                    f"<td>{_status(x['status'])}{warned}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
+                    f"<td>{_status(x['status'])}{mark}{warned}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
     parts.append("<h2>Timeline</h2><table id=timeline><thead><tr><th>#</th><th>node</th><th>iteration</th>"
                  "<th>kind</th><th>start</th><th>duration</th><th>status</th><th>files changed</th><th></th></tr>"
                  f"</thead><tbody>{''.join(rows)}</tbody></table>")
