@@ -103,7 +103,7 @@ def workflow_svg(wf: Workflow, statuses: dict[str, str]) -> str:
         parts.append(f"<g class=gnode data-node='{esc(name)}' data-status='{esc(status)}'>"
                      f"<title>{esc(name)} ({esc(kind or 'end')}): {esc(status)}</title>"
                      f"<rect x='{x}' y='{y}' width='{NODE_W}' height='{NODE_H}' rx=8 fill='{fill}' stroke='#68717d'/>"
-                     f"<text x='{x + NODE_W / 2}' y='{y + 15}' text-anchor=middle font-size=12 fill='{text_fill}' "
+                     f"<text x='{x + NODE_W / 2}' y='{y + (23 if terminal else 15)}' text-anchor=middle font-size=12 fill='{text_fill}' "
                      f"font-weight=600>{esc(label)}</text>"
                      f"<text x='{x + NODE_W / 2}' y='{y + 29}' text-anchor=middle font-size=10 fill='{text_fill}'>"
                      f"{esc(kind + ' · ' + status if kind else '')}</text></g>")

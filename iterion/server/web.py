@@ -172,7 +172,7 @@ def index_page(runs: list[dict[str, Any]], workflows: list[dict[str, Any]] | Non
     # the list refreshes itself only while no launch is being filled in (a reload would lose it)
     script = LAUNCH_SCRIPT + ("<script>setInterval(function(){var a=document.activeElement;"
                               "if(!document.getElementById('launch').contains(a))location.reload()},15000)</script>")
-    page = _shell("iterion: runs", f"<h1>Runs</h1>{launch_form(workflows or [], executor)}<h2>Runs</h2>{table}", script)
+    page = _shell("iterion: runs", f"<h1>Runs</h1>{launch_form(workflows or [], executor)}<h2>Recent runs</h2>{table}", script)
     return page.replace("</title>", f"</title><meta name=iterion-token content='{esc(token)}'>", 1)
 
 
