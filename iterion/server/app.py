@@ -281,10 +281,11 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
 
     async def index_page(request: Request) -> str:
         runs = await run_in_threadpool(service.list_runs, request.query_params.get("status") or None, None, 200)
-        return web.index_page(runs["runs"])
+        workflows = await run_in_threadpool(service.launchable)
+        return web.index_page(runs["runs"], workflows, token, service.executor.kind)
 
     async def run_page(request: Request) -> str:
-        detail = await run_in_threadpool(service.get_run, request.path_params["run"])
+        detail = await run_in_threadpool(service.run_view, request.path_params["run"])
         if request.query_params.get("fragment") == "1":  # the live section the page's script swaps in
             return web.live_section(detail)
         return web.run_page(detail, token)

@@ -347,3 +347,89 @@ class Service:
         if self.store.shared:
             out["documents"] = self.store.where()
         return out
+
+    # -- the web page's views (iterion/server/web.py renders them) --------------------------------
+    def current_source(self, doc: RunDoc) -> Any:
+        """The run's workflow compiled from disk as a resume would (``iterion.engine.resume``'s
+        path choice: bundle, else file), or None when it is gone or does not compile."""
+        from iterion.engine.source import compile_source
+
+        path = doc.bundle_path or doc.file_path
+        if not path or not Path(path).exists():
+            return None
+        try:
+            return compile_source(path)
+        except Exception:  # noqa: BLE001 - a display aid: the resume itself names the problem
+            return None
+
+    def source_change(self, doc: RunDoc, src: Any) -> dict[str, Any] | None:
+        """When the workflow on disk no longer has the digest the run recorded: the declaration
+        diff ``rewind --auto --dry-run`` computes (the same call, nothing changes), for the page's
+        "Resume with updated workflow (force)" action. None when the source is unchanged."""
+        if src is None or src.digest == doc.workflow_digest or doc.workflow_digest == src.bare_digest:
+            return None
+        out: dict[str, Any] = {"file": str(src.path), "recorded": doc.workflow_digest, "current": src.digest,
+                               "changes": [], "pivot": None, "candidates": [], "problem": None}
+        try:
+            plan = self.rewind(doc.id, {"auto": True, "dry_run": True})
+        except ApiError as exc:
+            out["problem"] = exc.message
+            return out
+        auto = plan.get("auto") or {}
+        out.update(changes=list(auto.get("changes") or []), pivot=plan.get("to_node"),
+                   candidates=list(auto.get("candidates") or []))
+        return out
+
+    def run_view(self, ref: str) -> dict[str, Any]:
+        """``get_run`` plus what only the page shows: the graph of the workflow on disk, coloured by
+        the timeline's statuses, and the source change (both None when the file cannot be read)."""
+        from iterion.server.graph import node_statuses, workflow_svg
+
+        detail = self.get_run(ref)
+        doc = self.load(detail["run"]["id"])
+        src = self.current_source(doc)
+        detail["graph_svg"] = None if src is None else workflow_svg(src.workflow, node_statuses(detail["executions"]))
+        parked = doc.status.value not in ("running", "queued", "finished", "failed")
+        detail["source_change"] = self.source_change(doc, src) if parked else None
+        return detail
+
+    def launchable(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The workflow files the launch form offers: ``.bot`` files under the project (never
+        through a symlink, never in a hidden or dependency directory), each with its declared vars;
+        a file that does not compile is listed with its problem instead."""
+        found: list[dict[str, Any]] = []
+        for top, dirs, files in os.walk(self.project, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
+            for name in sorted(files):
+                if not name.endswith(".bot"):
+                    continue
+                full = Path(top) / name
+                if full.is_symlink():
+                    continue
+                found.append(self.workflow_decl(str(full.relative_to(self.project))))
+                if len(found) >= limit:
+                    return found
+        return found
+
+    def workflow_decl(self, raw: str) -> dict[str, Any]:
+        """One workflow file of the project and its declared vars (name, type, default). Refused
+        (422) outside the project: ``..``, an absolute path, or a symlink leading out."""
+        from iterion.engine.source import compile_source
+
+        if not isinstance(raw, str) or Path(raw).is_absolute() or ".." in Path(raw).parts:
+            raise bad_input(f"workflow {raw} is not a relative path inside the project",
+                            hint="give a path such as flows/main.bot, relative to the project")
+        path = self.confine(raw, "workflow")
+        if not path.is_file():
+            raise bad_input(f"workflow {raw}: no such file", hint="give the path of a .bot file inside the project")
+        rel = str(path.relative_to(self.project))
+        try:
+            wf = compile_source(path).workflow
+        except Exception as exc:  # noqa: BLE001 - listed with its problem; the launch names it again
+            return {"file": rel, "name": None, "vars": [], "problem": _one_line(str(exc))}
+        vars_ = [{"name": v.name, "type": v.type.value, "default": v.default if v.has_default else None,
+                  "required": not v.has_default} for v in wf.vars.values()]
+        return {"file": rel, "name": wf.name, "vars": vars_, "problem": None}
+
+
+SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from iterion.engine.versioning import open_state_reader
+from iterion.rewind.undo import RUN_REWIND_UNDONE  # the event's home: the undo that appends it
 from iterion.store import Event, RunDoc, Store
 from iterion.store import events as ev
 
@@ -44,9 +45,16 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
     """Node executions in start order; ``status`` running|finished|failed|paused|interrupted."""
     rows: list[dict[str, Any]] = []
     open_rows: dict[tuple[str | None, int | None], dict[str, Any]] = {}
+    parked: dict[tuple[str | None, int | None], dict[str, Any]] = {}  # paused rows a cancel closed
+    rewinds: list[list[dict[str, Any]]] = []  # the rows each rewind marked (an undo unmarks them)
     for e in events:
         key = (e.node, e.iteration)
-        if e.type == ev.NODE_STARTED:
+        resumed = open_rows.get(key) or parked.pop(key, None)
+        if e.type == ev.NODE_STARTED and resumed is not None and resumed["status"] == "paused":
+            # the same execution carrying on after its pause (a gate answered): one row, not two
+            resumed["status"] = "running"
+            open_rows[key] = resumed
+        elif e.type == ev.NODE_STARTED:
             row: dict[str, Any] = {"node": e.node, "iteration": e.iteration,
                                    "kind": ev.payload(e, ev.NodeStartedPayload).get("kind"), "start": _iso(e.time),
                                    "start_seq": e.seq, "end": None, "duration_s": None, "status": "running",
@@ -59,6 +67,8 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
         elif e.type in (ev.NODE_FINISHED, ev.NODE_FAILED) and key in open_rows:
             row = open_rows.pop(key)
             row["status"] = "finished" if e.type == ev.NODE_FINISHED else "failed"
+            if e.type == ev.NODE_FINISHED and "output" in (e.payload or {}):
+                row["output"] = ev.payload(e, ev.NodeFinishedPayload).get("output")
             row["end"] = _iso(e.time)
             row["duration_s"] = round((e.time - row["_t"]).total_seconds(), 3)
             if e.type == ev.NODE_FAILED:
@@ -73,12 +83,28 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
             # the artifact this execution published: the page links it (GET .../artifacts/NODE/VERSION)
             published = ev.payload(e, ev.ArtifactPublishedPayload)
             open_rows[key]["artifact"] = {"name": published.get("name"), "version": published.get("version")}
+        elif e.type == ev.RUN_REWOUND:
+            # the pivot's execution and everything started after it: their outputs were dropped
+            back = ev.payload(e, ev.RunRewoundPayload)
+            pivot = next((r for r in reversed(rows) if r["node"] == back.get("to_node")
+                          and r["iteration"] == back.get("to_iteration")), None)
+            marked = [] if pivot is None else [r for r in rows if r["start_seq"] >= pivot["start_seq"]
+                                                and not r.get("rewound")]
+            for r in marked:
+                r["rewound"] = True
+            rewinds.append(marked)
+            parked.clear()
+        elif e.type == RUN_REWIND_UNDONE and rewinds:
+            for r in rewinds.pop():
+                r.pop("rewound", None)
         elif e.type in (ev.RUN_PAUSED, ev.HUMAN_INPUT_REQUESTED) and key in open_rows:
             open_rows[key]["status"] = "paused"
         elif e.type in (ev.RUN_CANCELLED, ev.RUN_FAILED, ev.RUN_REWOUND, ev.RUN_ORPHAN_PROMOTED):
             for row in open_rows.values():
                 if row["status"] == "running":
                     row["status"] = "interrupted"
+                elif row["status"] == "paused":
+                    parked[(row["node"], row["iteration"])] = row
             open_rows.clear()
     for row in rows:
         row.pop("_t", None)
@@ -104,6 +130,8 @@ def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: 
             end = by_label.get(f"{kind}:{row['node']}:{row['iteration']}") or end
             if end:
                 break
+        if start and end:  # the labels the page's "diff" button asks GET .../files for
+            row["diff_from"], row["diff_to"] = f"pre:{row['node']}:{row['iteration']}", _closing(by_label, row)
         if not start or not end:
             row["files"] = []
             continue
@@ -127,6 +155,14 @@ def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: 
             _FILES_CACHE[key] = list(paths)
             while len(_FILES_CACHE) > _FILES_CACHE_MAX:
                 _FILES_CACHE.popitem(last=False)
+
+
+def _closing(by_label: dict[str, Any], row: dict[str, Any]) -> str | None:
+    for kind in ("nodes", "fail", "pause"):
+        label = f"{kind}:{row['node']}:{row['iteration']}"
+        if by_label.get(label):
+            return label
+    return None
 
 
 def resolve_boundary(bounds: list[dict[str, Any]], ref: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ edits of yours, left in place, each with its reason); after a rewind it shows wh
 from __future__ import annotations
 
 import html
+import json
 from typing import Any
 from urllib.parse import quote
 
@@ -37,6 +38,13 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 .err{color:#b00020}.muted{color:#68717d}.files{font:12px ui-monospace,monospace}
 .warn{background:#fff4d6;border:1px solid #e0b100;padding:6px 10px;margin:6px 0}
 #rewind ul{margin:2px 0 6px;padding-left:22px}#rewind h3{font-size:14px;margin:8px 0 2px}
+:focus-visible{outline:2px solid #1a73e8;outline-offset:2px}button{min-height:28px}
+pre.diff span{display:block;white-space:pre}.d-add{background:#e6f7ea}.d-del{background:#fde8e8}.d-hunk{color:#1a5fb4}
+.d-file{font-weight:700;background:#eef0f3}tr.rewound td{color:#68717d;background:#f3f0f8}.s-rewound{background:#e6d9f5}
+details.output pre{max-height:200px;margin:2px 0}#graph svg{display:block}.legend span{margin-right:6px}
+#launch label{display:block;margin:4px 0}input,select{max-width:100%;box-sizing:border-box}
+@media (max-width:640px){main{padding:10px 8px}table{display:block;overflow-x:auto}header{padding:8px 10px}
+#launch input[type=text]{width:100%;box-sizing:border-box}}
 """
 
 
@@ -66,7 +74,91 @@ def error_page(status: int, message: str, hint: str | None) -> str:
     return _shell(f"iterion: {status}", f"<h1>{status}</h1><p class=err id=error>{esc(message)}</p>{more}")
 
 
-def index_page(runs: list[dict[str, Any]]) -> str:
+LAUNCH_SCRIPT = """<script>
+(function(){
+var token = document.querySelector('meta[name=iterion-token]').getAttribute('content');
+var flows = JSON.parse(document.getElementById('workflows').textContent), byFile = {};
+flows.forEach(function(w){ byFile[w.file] = w; });
+var pick = document.getElementById('launch-file'), box = document.getElementById('launch-vars');
+var out = document.getElementById('launch-result');
+function show(text, bad){ out.textContent = text; out.className = bad ? 'err' : 'muted'; }
+function fields(){
+  var w = byFile[pick.value]; box.innerHTML = '';
+  if (!w) return;
+  if (w.problem) { var p = document.createElement('p'); p.className = 'err'; p.textContent = w.problem; box.appendChild(p); }
+  w.vars.forEach(function(v){
+    var label = document.createElement('label'), input;
+    label.appendChild(document.createTextNode(v.name + ' (' + v.type + (v.required ? ', required' : '') + ') '));
+    if (v.type === 'bool') {
+      input = document.createElement('select');
+      ['', 'true', 'false'].forEach(function(x){ var o = document.createElement('option'); o.value = x;
+        o.textContent = x || ('default: ' + v.default); input.appendChild(o); });
+    } else {
+      input = document.createElement('input'); input.type = 'text';
+      if (v.default !== null) input.placeholder = String(v.default);
+    }
+    input.name = v.name; input.setAttribute('data-type', v.type); if (v.required) input.required = true;
+    label.appendChild(input); box.appendChild(label);
+  });
+}
+pick.onchange = fields; fields();
+function coerce(t, v){
+  if (t === 'bool') return v === 'true';
+  if (t === 'int' || t === 'float') { var n = Number(v); return isNaN(n) ? v : n; }
+  return v;
+}
+function send(answers){
+  var vars = {}, els = box.querySelectorAll('[name]');
+  for (var i = 0; i < els.length; i++) if (els[i].value !== '')
+    vars[els[i].name] = coerce(els[i].getAttribute('data-type'), els[i].value);
+  fetch('/api/runs', {method:'POST', credentials:'same-origin',
+    headers:{'Content-Type':'application/json', 'X-Iterion-Token':token},
+    body:JSON.stringify({file:pick.value, vars:vars, answers:answers})})
+    .then(function(r){ return r.json().then(function(j){ return {ok:r.ok, body:j}; }); })
+    .then(function(r){
+      if (!r.ok) { show(r.body.error + (r.body.hint ? ' (' + r.body.hint + ')' : ''), true); return; }
+      show('launched run ' + r.body.run_id);
+      location.href = '/runs/' + encodeURIComponent(r.body.run_id);
+    });
+}
+document.getElementById('launch').onsubmit = function(ev){
+  ev.preventDefault();
+  var file = document.getElementById('launch-answers').files[0];
+  show('launching…');
+  if (!file) { send({}); return; }
+  file.text().then(function(t){
+    var answers;
+    try { answers = JSON.parse(t); } catch (e) { show('the answers file is not JSON: ' + e.message, true); return; }
+    if (answers === null || typeof answers !== 'object' || Array.isArray(answers)) {
+      show('the answers file must hold a JSON object ({"node": {"field": value}})', true); return; }
+    send(answers);
+  });
+};
+})();
+</script>"""
+
+
+def launch_form(workflows: list[dict[str, Any]], executor: str) -> str:
+    """The launch form of the run list: a workflow file of the project, its vars, an optional
+    answers file (read in the browser, sent as ``answers``); POST /api/runs as the CLI's
+    ``iterion remote runs launch``."""
+    if not workflows:
+        return ("<h2>Launch</h2><p class=muted id=launch-none>No <code>.bot</code> file in the server's project "
+                "to launch.</p>")
+    options = "".join(f"<option value='{esc(w['file'])}'>{esc(w['file'])}</option>" for w in workflows)
+    data = json.dumps(workflows, default=str).replace("<", "\\u003c")  # never closes the script element
+    where = "queued for `iterion runner`" if executor == "queue" else "executed by this server"
+    return (f"<h2>Launch</h2><form class=box id=launch><label>workflow <select id=launch-file required>{options}"
+            f"</select></label><fieldset id=launch-vars><legend>vars</legend></fieldset>"
+            "<label>answers file (optional, JSON: <code>{\"node\": {\"field\": value}}</code>) "
+            "<input type=file id=launch-answers accept='.json,application/json'></label>"
+            f"<button type=submit id=launch-submit>Launch</button> <span class=muted>({esc(where)})</span> "
+            f"<span id=launch-result role=status></span></form>"
+            f"<script type=application/json id=workflows>{data}</script>")
+
+
+def index_page(runs: list[dict[str, Any]], workflows: list[dict[str, Any]] | None = None, token: str | None = None,
+               executor: str = "local") -> str:
     rows = "".join(
         f"<tr data-run='{esc(r['id'])}'><td><a href='/runs/{esc(r['id'])}'><code>{esc(r['id'][:12])}</code></a></td>"
         f"<td>{esc(r['name'])}</td><td>{_status(r['status'])}</td><td>{esc(r['workflow'])}</td>"
@@ -74,8 +166,14 @@ def index_page(runs: list[dict[str, Any]]) -> str:
         for r in runs)
     table = ("<table id=runs><thead><tr><th>run</th><th>name</th><th>status</th><th>workflow</th><th>created (UTC)</th>"
              f"<th>failure</th></tr></thead><tbody>{rows}</tbody></table>") if runs else "<p id=runs>No runs yet.</p>"
-    script = "<script>setTimeout(function(){location.reload()},5000)</script>"
-    return _shell("iterion: runs", f"<h1>Runs</h1>{table}", script)
+    if token is None:  # no launch form: the list alone, reloaded
+        script = "<script>setTimeout(function(){location.reload()},5000)</script>"
+        return _shell("iterion: runs", f"<h1>Runs</h1>{table}", script)
+    # the list refreshes itself only while no launch is being filled in (a reload would lose it)
+    script = LAUNCH_SCRIPT + ("<script>setInterval(function(){var a=document.activeElement;"
+                              "if(!document.getElementById('launch').contains(a))location.reload()},15000)</script>")
+    page = _shell("iterion: runs", f"<h1>Runs</h1>{launch_form(workflows or [], executor)}<h2>Recent runs</h2>{table}", script)
+    return page.replace("</title>", f"</title><meta name=iterion-token content='{esc(token)}'>", 1)
 
 
 def _field_input(f: dict[str, Any]) -> str:
@@ -132,6 +230,9 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         ops.append("<button class=op data-action=cancel id=op-cancel>Cancel</button>")
     if ops:
         parts.append(f"<p id=actions>{' '.join(ops)} <span id=op-result></span></p>")
+    change = detail.get("source_change")
+    if change:
+        parts.append(source_change_box(change, status))
     undo = detail.get("undo")
     if undo:  # offered for as long as `rewind --undo` would take it (the run has not moved on)
         touched = ", ".join(undo.get("files") or []) or "no file"
@@ -147,6 +248,8 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         parts.append(f"<h2>Waiting on {esc(pending.get('node'))}</h2><div class=box id=question>"
                      f"<pre class=asks>{esc(asks)}</pre><form id=answer-form data-run='{rid}'>"
                      + "".join(_field_input(f) for f in fields)
+                     + ("<label><input type=checkbox id=answer-force> resume with the updated workflow (force)</label><br>"
+                        if change else "")
                      + "<button type=submit id=answer-submit>Answer and resume</button> "
                        "<span id=answer-result></span></form></div>")
 
@@ -168,20 +271,37 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         # warnings of this execution (a tool_output_mismatch...), one line each
         warned = "".join(f"<div class='err warning'>{esc(w.get('code') or 'warning')}: {esc(w.get('message'))}</div>"
                          for w in x.get("warnings") or [])
+        rewound = bool(x.get("rewound"))  # its outputs were dropped by a rewind: nothing to rewind to
         preview = (f"<button class=preview data-node='{esc(x['node'])}'>preview rewind</button>"
-                   if x.get("status") in ("finished", "failed", "paused") else "")
+                   if x.get("status") in ("finished", "failed", "paused") and not rewound else "")
         art = x.get("artifact")
         if art and art.get("version") is not None:  # read through the API (the page's cookie is enough for a GET)
             href = f"/api/runs/{quote(str(run['id']), safe='')}/artifacts/{quote(str(x['node']), safe='')}/{int(art['version'])}"
             preview += (f" <a class=artifact href='{esc(href)}' target=_blank rel=noopener>"
                         f"artifact {esc(art.get('name'))} v{esc(art['version'])}</a>")
-        rows.append(f"<tr class=execution data-node='{esc(x['node'])}' data-iteration='{esc(x['iteration'])}'>"
+        if x.get("diff_from") and x.get("diff_to") and files:  # opens the /files diff in the panel below
+            preview += (f" <button class=diff data-from='{esc(x['diff_from'])}' data-to='{esc(x['diff_to'])}' "
+                        f"aria-controls=diff-panel>diff</button>")
+        if "output" in x:  # what the execution produced, as its node_finished event recorded it
+            text = json.dumps(x["output"], indent=1, ensure_ascii=False, default=str)
+            more = f"\n… {len(text) - 4000} more characters" if len(text) > 4000 else ""
+            shown += f"<details class=output><summary>output</summary><pre>{esc(text[:4000] + more)}</pre></details>"
+        mark = " <span class='s s-rewound'>rewound</span>" if rewound else ""
+        rows.append(f"<tr class='execution{' rewound' if rewound else ''}' data-node='{esc(x['node'])}' "
+                    f"data-iteration='{esc(x['iteration'])}'>"
                     f"<td>{i + 1}</td><td class=node>{esc(x['node'])}</td><td>{esc(x['iteration'])}</td>"
                     f"<td>{esc(x.get('kind'))}</td><td>{esc((x.get('start') or '')[11:23])}</td><td>{dur}</td>"
-                    f"<td>{_status(x['status'])}{warned}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
+                    f"<td>{_status(x['status'])}{mark}{warned}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
     parts.append("<h2>Timeline</h2><table id=timeline><thead><tr><th>#</th><th>node</th><th>iteration</th>"
                  "<th>kind</th><th>start</th><th>duration</th><th>status</th><th>files changed</th><th></th></tr>"
                  f"</thead><tbody>{''.join(rows)}</tbody></table>")
+
+    if detail.get("graph_svg"):
+        legend = " ".join(f"<span class='s s-{k}'>{k}</span>" for k in ("finished", "running", "paused", "failed",
+                                                                       "interrupted", "pending"))
+        # drawn by iterion/server/graph.py from the workflow on disk; already escaped there
+        parts.append(f"<h2>Graph</h2><div class=box id=graph>{detail['graph_svg']}"
+                     f"<p class='legend muted'>{legend}</p></div>")
 
     cut = tl.truncations((detail.get("checkpoint") or {}).get("outputs"))
     if cut:  # outputs kept whole beside the run, their head inline
@@ -196,6 +316,25 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
     parts.append(f"<h2>Boundaries</h2><table id=boundaries><thead><tr><th>event</th><th>label</th><th>state</th>"
                  f"<th>time</th></tr></thead><tbody>{bounds}</tbody></table>")
     return "".join(parts)
+
+
+def source_change_box(change: dict[str, Any], status: str) -> str:
+    """The workflow on disk differs from the one the run recorded: what changed, declaration by
+    declaration (``rewind --auto --dry-run``'s diff), and the force resume where a resume is open."""
+    lines = "".join(f"<li>{esc(c)}</li>" for c in change.get("changes") or [])
+    body = f"<ul id=source-changes>{lines}</ul>" if lines else ""
+    if change.get("problem"):
+        body += f"<p class=muted id=source-problem>the declaration diff is not available: {esc(change['problem'])}</p>"
+    if change.get("pivot"):
+        body += (f"<p class=muted>a resume keeps every output; <code>iterion rewind --auto</code> would go back to "
+                 f"<strong id=source-pivot>{esc(change['pivot'])}</strong> first to replay what the edit affects.</p>")
+    button = ""
+    if status in ("failed_resumable", "cancelled", "paused_operator"):
+        button = "<button class=op data-action=resume data-force=1 id=op-force>Resume with updated workflow (force)</button>"
+    elif status == "paused_waiting_human":
+        button = "<p class=muted>answer below with \u201cresume with the updated workflow\u201d ticked</p>"
+    return (f"<div class=warn id=source-change role=status><strong>The workflow changed since this run recorded it</strong> "
+            f"(<code>{esc(change.get('file'))}</code>): a plain resume is refused.{body}{button}</div>")
 
 
 SCRIPT = """<script>
@@ -251,7 +390,9 @@ function bind(){
     }
     var out = document.getElementById('answer-result');
     show(out, 'resuming…'); out.id = 'answer-busy';
-    post('/resume', {answers:answers, expected_version:version()}).then(function(r){
+    var force = document.getElementById('answer-force'), body = {answers:answers, expected_version:version()};
+    if (force && force.checked) body.force = true;
+    post('/resume', body).then(function(r){
       out.id = 'answer-result';
       show(out, r.ok ? 'answered: the run resumed' : errText(r.body), !r.ok);
       if (r.ok) setTimeout(refresh, 300);
@@ -261,9 +402,12 @@ function bind(){
   for (var j = 0; j < ops.length; j++) ops[j].onclick = function(){
     var action = this.getAttribute('data-action'), out = document.getElementById('op-result');
     show(out, action + '…');
-    post('/' + action, action === 'resume' ? {expected_version:version()} : {wait:0, expected_version:version()})
+    var body = action === 'resume' ? {expected_version:version()} : {wait:0, expected_version:version()};
+    if (this.getAttribute('data-force')) body.force = true;
+    post('/' + action, body)
       .then(function(r){ show(out, r.ok ? action + ': ' + (r.body.status || 'requested') : errText(r.body), !r.ok);
-                         setTimeout(refresh, 300); });
+                         // a refusal stays on screen (a refresh would replace it) unless the page is stale
+                         if (r.ok || r.body.reason === 'stale_version') setTimeout(refresh, 300); });
   };
   var undo = document.getElementById('rewind-undo');
   if (undo) undo.onclick = function(){ undo.disabled = true; post('/rewind/undo', {}).then(function(y){
@@ -277,6 +421,12 @@ function bind(){
       list(p, 'undo-skipped', 'skipped', (y.body.files_skipped || []).map(function(s){ return s.path + ' (' + s.reason + ')'; }));
     }
     box.innerHTML = ''; box.appendChild(p); refresh(); }); };
+  var diffs = document.querySelectorAll('button.diff');
+  for (var d = 0; d < diffs.length; d++) diffs[d].onclick = function(){
+    var row = this.parentNode.parentNode;
+    openDiff(row.getAttribute('data-node') + ' (iteration ' + row.getAttribute('data-iteration') + ')',
+             this.getAttribute('data-from'), this.getAttribute('data-to'));
+  };
   var buttons = document.querySelectorAll('button.preview');
   for (var i = 0; i < buttons.length; i++) buttons[i].onclick = function(){
     document.getElementById('rewind-node').value = this.getAttribute('data-node');
@@ -284,6 +434,33 @@ function bind(){
   };
   nodeOptions();
 }
+// an execution's file diff (GET .../files), one line per element: + added, - removed, @@ hunks
+function openDiff(what, from, to){
+  var panel = document.getElementById('diff-panel'), out = document.getElementById('diff-body');
+  document.getElementById('diff-title').textContent = 'Files changed by ' + what;
+  panel.hidden = false; out.innerHTML = ''; out.appendChild(el('p', 'loading the diff…', 'muted'));
+  fetch('/api/runs/' + encodeURIComponent(runId) + '/files?from=' + encodeURIComponent(from) + '&to=' +
+        encodeURIComponent(to), {credentials:'same-origin'})
+    .then(function(r){ return r.json().then(function(j){ return {ok:r.ok, body:j}; }); })
+    .then(function(r){
+      out.innerHTML = '';
+      if (!r.ok) { out.appendChild(el('p', errText(r.body), 'err')); return; }
+      var files = el('ul'); files.id = 'diff-files';
+      (r.body.files || []).forEach(function(f){ files.appendChild(el('li', f.kind + ' ' + f.path)); });
+      out.appendChild(files);
+      var pre = el('pre', undefined, 'diff'); pre.id = 'diff-text'; pre.tabIndex = 0;
+      (r.body.diff || '').split('\\n').forEach(function(line){
+        var c = line.indexOf('+++') === 0 || line.indexOf('---') === 0 || line.indexOf('diff ') === 0 ? 'd-file'
+              : line[0] === '+' ? 'd-add' : line[0] === '-' ? 'd-del' : line.indexOf('@@') === 0 ? 'd-hunk' : '';
+        pre.appendChild(el('span', line, c));
+      });
+      if (!r.body.diff) pre.appendChild(el('span', '(no text difference: binary or mode changes only)'));
+      out.appendChild(pre);
+      if (r.body.truncated) out.appendChild(el('p', 'the diff is truncated', 'warn'));
+      panel.focus();
+    });
+}
+document.getElementById('diff-close').onclick = function(){ document.getElementById('diff-panel').hidden = true; };
 function el(tag, text, cls){ var e = document.createElement(tag); if (text !== undefined) e.textContent = text;
   if (cls) e.className = cls; return e; }
 function list(parent, id, title, items, cls){
@@ -362,7 +539,10 @@ def run_page(detail: dict[str, Any], token: str) -> str:
     body = (f"<h1>{esc(run['name'])} <span class=muted>{esc(run['workflow_name'])}</span></h1>"
             f"<p class=muted>run <code>{esc(run['id'])}</code> · workspace <code>{esc(run['workspace_dir'])}</code> "
             f"({esc(run['workspace_mode'])})</p>"
-            f"<div id=live>{live_section(detail, with_rewind=True)}</div>")
+            f"<div id=live>{live_section(detail, with_rewind=True)}</div>"
+            # outside the live section: an open diff stays while the run moves
+            "<section id=diff-panel class=box hidden tabindex=-1 aria-labelledby=diff-title><h2 id=diff-title>diff</h2>"
+            "<button id=diff-close>Close diff</button><div id=diff-body></div></section>")
     page = _shell(f"iterion: {run['name']}", body, SCRIPT)
     page = page.replace("</title>", f"</title><meta name=iterion-token content='{esc(token)}'>", 1)
     return page.replace("<body>", f"<body data-run='{esc(run['id'])}' data-seq='{int(detail.get('last_seq') or 0)}'>", 1)
