@@ -207,7 +207,7 @@ class Session:
         from cli.prompting import Stop, ask, interactive
         from iterion.store import RunStatus
 
-        while not self.quit and result.status is not RunStatus.CANCELLED:
+        while not self.quit and not self.token.cancelled:  # (Ctrl-C cancelled it: stop)
             if self.pending_save:
                 self.pending_save = False
                 result = self.apply_save(result)
@@ -229,7 +229,7 @@ class Session:
                 except Stop:
                     continue
                 result = self.resume(answers)
-            elif result.status in (RunStatus.PAUSED_OPERATOR, RunStatus.FAILED_RESUMABLE):
+            elif result.status in (RunStatus.PAUSED_OPERATOR, RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
                 result = self.resume()
         return result
 
