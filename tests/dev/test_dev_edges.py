@@ -155,3 +155,37 @@ def test_attach_refuses_a_run_of_another_file(tmp_path: Path) -> None:
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert f"is a run of {bot}" in p.stderr
     assert _status(store, ws)["status"] == "paused_waiting_human"  # untouched
+
+
+def test_a_persons_edit_of_a_produced_file_is_always_asked_about(tmp_path: Path) -> None:
+    ws, store, bot = _setup(tmp_path, 0)
+    child = _spawn(["dev", str(bot), "--store-dir", str(store), "--debounce", "0.1"], ws)  # no --confirm
+    child.expect("waiting: Enter answers the gate")
+    (ws / "out.txt").write_text("my own notes\n")  # a person edits what the run wrote
+    bot.write_text(FLOW.format(topic="lakes"))
+    child.expect("would be overwritten out.txt")
+    child.expect(r"rewind to write and resume \(it overwrites files the run did not write\)\? \[y/n\]: ")
+    child.sendline("n")
+    child.expect("not applied")
+    child.sendline("q")
+    assert _exit(child) == 0
+    assert (ws / "out.txt").read_text() == "my own notes\n"  # kept
+    assert [e.get("node") for e in _events(store) if e["type"] == "node_started"] == ["write", "save", "review"]
+
+
+def test_dev_never_rewinds_another_run(tmp_path: Path) -> None:
+    ws, store, bot = _setup(tmp_path, 0)
+    other_ws = make_checkout(tmp_path / "other")
+    p = run_cli("run", str(bot), "--store-dir", str(store), "--no-input", "--workspace", str(other_ws), cwd=ws)
+    assert p.returncode == 4, p.stderr
+    (other,) = json.loads(run_cli("inspect", "--store-dir", str(store), "--json", cwd=ws).stdout)
+    other_events = (store / "runs" / other["id"] / "events.jsonl").read_text()
+    child = _spawn(["dev", str(bot), "--store-dir", str(store), "--debounce", "0.1"], ws)
+    child.expect("waiting: Enter answers the gate")
+    bot.write_text(FLOW.format(topic="lakes"))
+    child.expect("rewound to write")
+    child.expect("waiting: Enter answers the gate")
+    child.sendline("q")
+    assert _exit(child) == 0
+    assert (store / "runs" / other["id"] / "events.jsonl").read_text() == other_events  # untouched
+    assert (other_ws / "out.txt").read_text() == "saved\n"
