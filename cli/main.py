@@ -41,6 +41,7 @@ COMMANDS = (
     LazyCommand("reconcile", "cli.control",
                 "Promote orphaned runs (running, but their process is gone) to a resumable status."),
     LazyCommand("rewind", "cli.rewind", "Back a parked run up to an earlier node; restore the files it produced."),
+    LazyCommand("dev", "cli.dev", "Run a workflow, watch its files, rewind and resume on each save."),
     LazyCommand("run", "cli.run", "Run a workflow from its entry node, checkpointing after every node."),
     LazyCommand("resume", "cli.run",
                 "Continue a paused, failed_resumable or cancelled run from its checkpoint (same run id)."),

@@ -78,6 +78,11 @@ def _yes_no(prompt: str) -> bool:
         echo(styled("  answer y or n (there is no default)", "yellow"))
 
 
+def yes_no(prompt: str) -> bool:
+    """A y/n question with no default (`iterion dev --confirm` asks it too)."""
+    return _yes_no(prompt)
+
+
 def _editor(name: str) -> str | None:
     """A multi-line answer written in the person's editor (None: closed without saving)."""
     import click  # typer's own dependency: finds $VISUAL, $EDITOR, else a system editor

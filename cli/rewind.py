@@ -43,6 +43,9 @@ def _print_detected(d: DetectedEdit) -> None:
         echo(f"  impacts {node}: {'; '.join(reasons)}")
 
 
+print_detected = _print_detected  # `iterion dev` prints the same report (cli/dev.py)
+
+
 def print_files(f: dict[str, Any], dry_run: bool) -> None:
     """A rewind's ``files`` (FilesReport.to_json()): the local verb and `iterion remote` print it alike."""
     echo(f"files ({f['mechanism']}, scope {f['scope']}, to {f['anchor']}):")

@@ -1,0 +1,97 @@
+"""`iterion dev`'s inputs: saves of the workflow's files (debounced) and the person's typed lines.
+
+Files are polled (content digests, every ``POLL_S``): no new dependency, and an editor that
+writes a temporary file then renames it over the original is seen like any other write. A
+change is reported once the files have been quiet for ``debounce_s`` (editors write several
+times per save). Lines typed at the terminal are read only while stdin is readable (``select``),
+so the main thread can take stdin back (a gate's questions) as soon as the watch stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import select
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+POLL_S = 0.1
+DEBOUNCE_S = 0.4
+
+
+def unit_files(source: Path) -> list[Path]:
+    """The main file and every file it imports or includes (the main file alone when the unit
+    cannot be read now: an invalid save is watched for its fix)."""
+    from iterion.rewind.sources import disk_unit
+
+    try:
+        _, files = disk_unit(source)
+    except Exception:  # noqa: BLE001 - an unreadable unit: watch what we know
+        files = []
+    main = source / "main.bot" if source.is_dir() else source
+    return sorted({main.absolute(), *files})
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "-"  # missing (mid-rename) counts as a state of its own
+
+
+@dataclass
+class Event:
+    kind: str  # "save" | "line" | "stopped"
+    text: str = ""
+
+
+class Watch:
+    """Snapshots of the watched files; ``wait`` returns the next save, typed line, or stop."""
+
+    def __init__(self, source: Path, *, debounce_s: float = DEBOUNCE_S, read_stdin: bool = True) -> None:
+        self.source = source
+        self.debounce_s = debounce_s
+        self.read_stdin = read_stdin
+        self.files = unit_files(source)
+        self.seen = self._snapshot()
+
+    def _snapshot(self) -> dict[Path, str]:
+        return {p: _digest(p) for p in self.files}
+
+    def rescan(self) -> None:
+        """After a save is handled: watch the unit as it is now (new imports included)."""
+        self.files = unit_files(self.source)
+        self.seen = self._snapshot()
+
+    def _line(self, timeout: float) -> str | None:
+        if not self.read_stdin:
+            time.sleep(timeout)
+            return None
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], timeout)
+        except (OSError, ValueError):
+            self.read_stdin = False
+            return None
+        if not ready:
+            return None
+        line = sys.stdin.readline()
+        if line == "":  # end of input: no more typed commands
+            self.read_stdin = False
+            return "q"
+        return line.strip()
+
+    def wait(self, stop: threading.Event | None = None) -> Event:
+        changed_at: float | None = None
+        while stop is None or not stop.is_set():
+            line = self._line(POLL_S)
+            if line is not None:
+                return Event("line", line)
+            now = self._snapshot()
+            if now != self.seen:
+                self.seen = now
+                changed_at = time.monotonic()
+            elif changed_at is not None and time.monotonic() - changed_at >= self.debounce_s:
+                return Event("save")
+        return Event("stopped")
