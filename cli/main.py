@@ -153,7 +153,7 @@ def main() -> None:
 INSPECT_DEFAULTS: dict[str, Any] = {"run_id": None, "events": False, "show_all": False, "limit": None, "status": [],
                                     "workflow": None, "since": None, "after": None, "event_type": [],
                                     "event_node": [], "follow": False, "store_dir": None, "nats": None,
-                                    "as_json": False}
+                                    "as_json": False, "show_boundaries": False}
 
 
 if __name__ == "__main__":
