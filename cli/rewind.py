@@ -17,7 +17,6 @@ from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import RestoreScope
 from iterion.rewind.intent import has_intent
-from iterion.rewind.rewind import RewindRequest, rewind_run
 from iterion.rewind.undo import undo_command, undo_rewind
 from iterion.store import Store, StoreError
 
@@ -158,14 +157,16 @@ def register(app: typer.Typer) -> None:
         if not dry_run:  # nothing is written before the store and the workspace are known writable
             check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)
         store = sweep_orphans(store)  # stale `running` runs promoted first
-        req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
-                            dry_run=dry_run)
-        result = rewind_run(store, req, on_detected=None if json_out else _print_detected)
+        from iterion import api  # one path from a request to the engine
+
+        report = api.rewind(run_id, node=node, auto=auto, dry_run=dry_run, store=store,
+                            restore_scope=restore_scope.value if restore_scope is not None else None, file=file,
+                            on_detected=None if json_out else _print_detected)
         if json_out:
-            echo_json(result.to_json())
+            echo_json(dict(report.detail))
         else:
-            ref, where = _name(store, result.run_id), store_args(store)
-            print_result(result.to_json(), command("resume", "--run-id", ref, *where), undo_command(ref, *where))
+            ref, where = _name(store, report.run_id), store_args(store)
+            print_result(dict(report.detail), command("resume", "--run-id", ref, *where), undo_command(ref, *where))
 
 
 def _name(store: Store, run_id: str) -> str:
