@@ -17,7 +17,7 @@ from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import RestoreScope
 from iterion.rewind.intent import has_intent
-from iterion.rewind.undo import undo_command, undo_rewind
+from iterion.rewind.undo import undo_command
 from iterion.store import Store, StoreError
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
@@ -178,11 +178,13 @@ def _name(store: Store, run_id: str) -> str:
 
 
 def _undo(run_id: str, store_dir: Path | None, json_out: bool) -> None:
+    from iterion import api
+
     store = open_store(store_dir, write=True)
     check_run_writable(store, run_id)
-    result = undo_rewind(store, run_id)
+    report = api.undo_rewind(run_id, store=store)
     if json_out:
-        echo_json(result.to_json())
+        echo_json(dict(report.detail))
     else:
-        ref = _name(store, result.run_id)
-        print_undo(result.to_json(), command("resume", "--run-id", ref, *store_args(store)))
+        ref = _name(store, report.run_id)
+        print_undo(dict(report.detail), command("resume", "--run-id", ref, *store_args(store)))

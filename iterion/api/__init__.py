@@ -30,7 +30,7 @@ from iterion.api.errors import (
     StoreProblemError,
     translate,
 )
-from iterion.api.types import Field, Question, RewindReport, Run, RunSummary
+from iterion.api.types import Field, Question, RewindReport, Run, RunSummary, UndoReport
 from iterion.requests import LaunchRequest, ResumeRequest
 from iterion.store.status import RunStatus
 
@@ -45,7 +45,8 @@ __all__ = [
     "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "LaunchRequest", "Question",
     "RefusedError", "ResumeRequest",
     "RewindRefusedError", "Run", "RunBusyError", "RunFailedError", "RunNotFoundError", "RunStatus",
-    "RunSummary", "SourceChangedError", "StoreProblemError", "inspect", "resume", "rewind", "run", "runs",
+    "RunSummary", "SourceChangedError", "StoreProblemError", "UndoReport", "inspect", "resume", "rewind", "run",
+    "runs", "undo_rewind",
 ]
 
 OnEvent = Callable[["Event"], None]
@@ -301,6 +302,19 @@ def rewind(run_id: str, *, node: str | None = None, auto: bool = False, dry_run:
                             restored=tuple(f.restored), removed=tuple(f.removed),
                             left_in_place=tuple(f.left_in_place), warnings=tuple(r.warnings),
                             detail=r.to_json())
+
+
+def undo_rewind(run_id: str, *, store: Store | str | Path | None = None) -> UndoReport:
+    """Put back the files and the checkpoint the last rewind of the run changed, as
+    ``iterion rewind --undo`` does (refused once the run moved on: ``RewindRefusedError``)."""
+    from iterion.rewind.undo import undo_rewind as undo
+
+    with _errors():
+        st = _open(store, write=True)
+        u = undo(st, run_id)
+        return UndoReport(run_id=u.run_id, to_node=u.to_node, checkpoint_node=u.restored_checkpoint_node,
+                          status=u.status, restored=tuple(u.files_restored), removed=tuple(u.files_removed),
+                          detail=u.to_json())
 
 
 def inspect(run_id: str, *, store: Store | str | Path | None = None) -> Run:

@@ -129,3 +129,16 @@ class RewindReport:
     left_in_place: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     detail: Mapping[str, Any] = field(default_factory=dict)  # the whole report, as `rewind --json` prints it
+
+
+@dataclass(frozen=True)
+class UndoReport:
+    """What undoing the last rewind of a run put back."""
+
+    run_id: str
+    to_node: str  # the node the undone rewind had moved the checkpoint to
+    checkpoint_node: str | None  # where the checkpoint is back at
+    status: str  # the run's status after the undo
+    restored: tuple[str, ...] = ()  # workspace files put back
+    removed: tuple[str, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)  # as `rewind --undo --json` prints it

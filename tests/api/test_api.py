@@ -128,7 +128,7 @@ def test_the_cli_verbs_reach_the_engine_only_through_the_api() -> None:
     engine's entry points (launch_run, resume_run, rewind_run, the auto-resume loop)."""
     import ast
 
-    entry_points = {"launch_run", "resume_run", "rewind_run", "auto_resume", "answer_at_terminal"}
+    entry_points = {"launch_run", "resume_run", "rewind_run", "undo_rewind", "auto_resume", "answer_at_terminal"}
     for name in ("run.py", "rewind.py", "inspect_cmd.py"):
         tree = ast.parse((REPO_ROOT / "cli" / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
@@ -180,3 +180,15 @@ def test_inspect_detail_is_what_the_cli_prints(demo: Path, tmp_path: Path) -> No
     assert cli == json.loads(json.dumps(detail, default=str))
     assert run.mode == detail["mode"] == "in_place" and run.ended_at is None and run.created_at is not None
     assert run.interrupted_rewind is None and detail["boundaries"] and detail["pending"]["node"] == "approve"
+
+
+def test_undo_rewind_puts_the_checkpoint_back(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    parked = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    rewound = api.rewind(parked.id, node="write", store=store)
+    assert rewound.to_node == "write" and iterion.inspect(parked.id, store=store).checkpoint_node == "write"
+    undone = api.undo_rewind(parked.id, store=store)
+    assert (undone.to_node, undone.checkpoint_node) == ("write", "approve")
+    assert undone.detail["run_id"] == parked.id and undone.status == iterion.inspect(parked.id, store=store).status
+    with pytest.raises(api.RewindRefusedError):  # nothing left to undo
+        api.undo_rewind(parked.id, store=store)
