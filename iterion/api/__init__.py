@@ -126,7 +126,8 @@ def _load(st: Store, run_id: str, result: RunResult | None = None, *, detail: bo
         executed=tuple(f"{e.node}:{e.iteration}" for e in cp.executed) if cp is not None else (),
         workspace=doc.workspace_dir or "", tokens=int(usage.tokens) if usage else 0,
         cost_usd=float(usage.cost_usd) if usage else 0.0,
-        final_branch=doc.final_branch, final_commit=doc.final_commit,
+        # run/resume: the branch the engine reported for this call (the summary of `iterion run` prints it)
+        final_branch=result.final_branch if result is not None else doc.final_branch, final_commit=doc.final_commit,
         merged_into=result.merged_into if result is not None else None, stored_in=st.run_dir(run_id),
         pending=raw_pending if doc.status is RunStatus.PAUSED_WAITING_HUMAN else None, result=result,
         file=doc.file_path, mode=doc.workspace_mode.value, created_at=doc.created_at,
