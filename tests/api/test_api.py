@@ -192,3 +192,13 @@ def test_undo_rewind_puts_the_checkpoint_back(demo: Path, tmp_path: Path) -> Non
     assert undone.detail["run_id"] == parked.id and undone.status == iterion.inspect(parked.id, store=store).status
     with pytest.raises(api.RewindRefusedError):  # nothing left to undo
         api.undo_rewind(parked.id, store=store)
+
+
+def test_api_errors_keep_the_layers_kind(demo: Path, tmp_path: Path) -> None:
+    from gitrefs.persist.errors import ErrorKind
+
+    with pytest.raises(api.RunNotFoundError) as missing:
+        iterion.inspect("no-such-run", store=tmp_path / "store")
+    assert missing.value.kind is ErrorKind.BAD_INPUT and missing.value.kind is missing.value.__cause__.kind  # type: ignore[union-attr]
+    assert api.RefusedError("x", kind=ErrorKind.REFUSED).kind is ErrorKind.REFUSED
+    assert api.RefusedError("x", exit_code=1).kind is ErrorKind.REFUSED  # the older spelling still accepted
