@@ -7,7 +7,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,12 +141,16 @@ def test_the_cli_verbs_reach_the_engine_only_through_the_api() -> None:
 
 def test_on_question_answers_each_gate_and_none_leaves_the_run_parked(demo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    asked: list[dict[str, object]] = []
-    done = iterion.run(demo / "demo.bot", workspace=demo, store=store,
-                       on_question=lambda p: asked.append(dict(p)) or {"approved": True, "note": "asked"})
+    asked: list[dict[str, Any]] = []
+
+    def answer(pending: Mapping[str, Any]) -> dict[str, Any]:
+        asked.append(dict(pending))
+        return {"approved": True, "note": "asked"}
+
+    done = iterion.run(demo / "demo.bot", workspace=demo, store=store, on_question=answer)
     assert done.status is iterion.RunStatus.FINISHED and done.outputs["approve"]["note"] == "asked"
     assert [p["node"] for p in asked] == ["approve"]
-    assert [f["name"] for f in asked[0]["fields"]] == ["approved", "note"]  # type: ignore[index, union-attr]
+    assert [f["name"] for f in asked[0]["fields"]] == ["approved", "note"]
     assert done.result is not None and done.result.to_json()["status"] == "finished"
     left = iterion.run(demo / "demo.bot", workspace=demo, store=store, on_question=lambda p: None)
     assert left.status is iterion.RunStatus.PAUSED_WAITING_HUMAN and left.pending is not None
