@@ -29,7 +29,8 @@ from iterion.store.lock import is_held
 from iterion.store.status import RunStatus
 
 if TYPE_CHECKING:
-    from iterion.store import RunDoc, Store
+    from iterion.api import Run
+    from iterion.store import Store
     from iterion.store.runindex import IndexRow
     from iterion.store.summary import RunSummary
 
@@ -115,20 +116,6 @@ def _entry(store: Store, r: IndexRow) -> RunSummary | CorruptRun:
 BOUNDARIES_SHOWN = 6  # the text view names this many boundaries (the first and last), --boundaries all
 
 
-def _boundaries_and_rewinds(store: Store, doc: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The run's boundaries and its rewinds (to which node, when), from one read of its events."""
-    from iterion.store import events as ev
-
-    boundaries, rewinds = [], []
-    for e in store.read_events(doc.id):
-        if e.type == ev.BOUNDARY_WRITTEN:
-            p = ev.payload(e, ev.BoundaryWrittenPayload)
-            boundaries.append({"label": p.get("label"), "state": p.get("state"), "seq": e.seq})
-        elif e.type == ev.RUN_REWOUND:
-            rewinds.append({"to_node": e.node, "iteration": e.iteration, "time": e.time.isoformat(), "seq": e.seq})
-    return boundaries, rewinds
-
-
 def _stamp(at: datetime | None) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at is not None else "-"
 
@@ -143,20 +130,11 @@ def _span(seconds: float) -> str:
     return f"{secs // 3600}h{secs % 3600 // 60:02d}m"
 
 
-def _timing(doc: RunDoc) -> dict[str, Any]:
-    """Start, end (None while the run can go on) and the total from start to end (or to now)."""
-    end = doc.finished_at if doc.status.is_terminal else None
-    total = ((end or datetime.now(UTC)) - doc.created_at).total_seconds()
-    return {"started_at": doc.created_at.isoformat(), "ended_at": end.isoformat() if end else None,
-            "duration_s": round(max(0.0, total), 3)}
-
-
-def _time_lines(doc: RunDoc, timing: dict[str, Any]) -> list[str]:
-    end = doc.finished_at if doc.status.is_terminal else None
+def _time_lines(run: Run, timing: dict[str, Any]) -> list[str]:
     total = _span(timing["duration_s"])
-    return [f"started: {_stamp(doc.created_at)}",
-            f"ended: {_stamp(end)}, took {total}" if end is not None
-            else f"ended: - (not ended: {doc.status.value}), {total} so far"]
+    return [f"started: {_stamp(run.created_at)}",
+            f"ended: {_stamp(run.ended_at)}, took {total}" if run.ended_at is not None
+            else f"ended: - (not ended: {run.status.value}), {total} so far"]
 
 
 def _boundary_line(boundaries: list[dict[str, Any]], every: bool) -> str:
@@ -171,12 +149,13 @@ def _boundary_line(boundaries: list[dict[str, Any]], every: bool) -> str:
             + " (--boundaries lists all)")
 
 
-def _continue_with(doc: RunDoc, cp: Any, where: list[str]) -> str | None:
+def _continue_with(run: Run, where: list[str]) -> str | None:
     """The exact command that continues a parked run (None for a running or ended run)."""
-    if doc.status is RunStatus.PAUSED_WAITING_HUMAN and cp is not None and cp.pending_interaction:
-        return answer_command(doc.name or doc.id, cp.pending_interaction.model_dump(), where)
-    if doc.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
-        return resume_command(doc.name or doc.id, doc.failure_code, doc.error, where)
+    pending = run.detail.get("pending")
+    if run.status is RunStatus.PAUSED_WAITING_HUMAN and pending:
+        return answer_command(run.name or run.id, pending, where)
+    if run.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        return resume_command(run.name or run.id, run.failure_code, run.error, where)
     return None
 
 
@@ -214,18 +193,18 @@ def _workflow_nodes(file_path: str | None) -> set[str] | None:
     return set(wf.nodes) if wf is not None else None
 
 
-def _check_nodes(nodes: list[str], timeline: list[Any], doc: RunDoc) -> None:
+def _check_nodes(nodes: list[str], timeline: list[Any], run: Run) -> None:
     """A --node the run has no node of (a typo: ``reveiw``) is refused, not an empty timeline.
     Known: the nodes of its timeline and of its workflow; when the workflow no longer compiles
     and the run can still go on, a node not yet in the timeline may yet come: let it pass."""
     if not nodes:
         return
     known = {e.node for e in timeline if e.node}
-    wf_nodes = _workflow_nodes(doc.file_path)
-    if wf_nodes is None and not doc.status.is_terminal:
+    wf_nodes = _workflow_nodes(run.file)
+    if wf_nodes is None and not run.status.is_terminal:
         return
     known |= wf_nodes or set()
-    _refuse_unknown(nodes, known, lambda n: f"--node {n}: run {doc.id} has no node {n!r}",
+    _refuse_unknown(nodes, known, lambda n: f"--node {n}: run {run.id} has no node {n!r}",
                     "its nodes: " + ", ".join(sorted(known)) if known else
                     "`iterion inspect --run-id R --events --all` shows every event the run has")
 
@@ -279,61 +258,40 @@ def inspect_cmd(
         _list(store, limit=None if show_all else (limit or DEFAULT_LIMIT), status=status, workflow=workflow,
               since=since, after=after, as_json=as_json, paged_json=paging)
         return
-    rid = store.resolve_run(run_id)
-    doc = store.load_run(rid)
-    cp = store.load_checkpoint(rid)
-    boundaries, rewinds = _boundaries_and_rewinds(store, doc)
-    detail: dict[str, Any] = {
-        "id": doc.id, "name": doc.name, "status": doc.status.value, "workflow": doc.workflow_name,
-        "file": doc.file_path, "digest": doc.workflow_digest, "failure_code": doc.failure_code, "error": doc.error,
-        "workspace": doc.workspace_dir, "mode": doc.workspace_mode.value,
-        "worktree": doc.worktree.model_dump() if doc.worktree else None,
-        "checkpoint_node": cp.restart_node if cp else None,
-        "anchor": cp.anchor_reason.value if cp else None,
-        "pending": cp.pending_interaction.model_dump() if cp and cp.pending_interaction else None,
-        "outputs": cp.outputs if cp else {},
-        "executed": [f"{e.node}:{e.iteration}" for e in cp.executed] if cp else [],
-        "budget": {"caps": doc.budget.model_dump(), "consumed": cp.accounting.model_dump() if cp else None},
-        "boundaries": boundaries,
-        "rewinds": rewinds,
-        **_timing(doc),
-        "continue_with": _continue_with(doc, cp, store_args(store)),
-        # process groups the run recorded as alive (a takeover ends those still running)
-        "processes": [c.model_dump(mode="json") for c in doc.children],
-    }
-    detail["interrupted_rewind"], interrupted = None, None
-    if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one
-        from iterion.rewind.intent import inspect_view
+    from iterion import api  # one run: read through the Python API, as every caller reads it
 
-        detail["interrupted_rewind"], interrupted = inspect_view(store, rid)
-    if doc.final_commit:
-        detail["final_branch"], detail["final_commit"] = doc.final_branch, doc.final_commit
-    from iterion.workspace_checkpoint import recovery_hint
-
-    hint = recovery_hint(store, rid)  # an unreadable timeline is an error, never an absent hint
-    if hint is not None:
-        detail["workspace_checkpoint"] = hint
+    run = api.inspect(run_id, store=store)
+    rid = run.id
+    # the JSON is the API's detail with the command line that continues the run, in its place
+    detail: dict[str, Any] = {}
+    for key, value in run.detail.items():
+        if key == "processes":
+            detail["continue_with"] = _continue_with(run, store_args(store))
+        detail[key] = value
+    interrupted = run.interrupted_rewind
+    boundaries, rewinds = detail["boundaries"], detail["rewinds"]
+    hint = detail.get("workspace_checkpoint")
     timeline = store.read_events(rid) if events else []
     _check_types(event_type, timeline)
-    _check_nodes(event_node, timeline, doc)
+    _check_nodes(event_node, timeline, run)
     filters: dict[str, Any] = {"show_all": show_all, "types": event_type, "nodes": event_node}
     if as_json:
         if events:
             detail["events"] = [e.model_dump(mode="json") for e in timeline if events_view.keep(e, **filters)]
         echo_json(detail)
         return
-    echo(styled(doc.id, "bold"), f" ({doc.name})  {doc.status.value}  workflow {doc.workflow_name}")
-    for line in _time_lines(doc, detail):
+    echo(styled(run.id, "bold"), f" ({run.name})  {run.status.value}  workflow {run.workflow}")
+    for line in _time_lines(run, detail):
         echo(line)
-    if doc.failure_code or doc.error:
-        echo("failure: " + ": ".join(str(x) for x in (doc.failure_code, doc.error) if x))
+    if run.failure_code or run.error:
+        echo("failure: " + ": ".join(str(x) for x in (run.failure_code, run.error) if x))
     if interrupted:
         echo(interrupted)
     if rewinds:
         latest = rewinds[-1]
         echo(f"rewinds: {len(rewinds)}, the last to {latest['to_node']} at "
              f"{_stamp(datetime.fromisoformat(latest['time']))}")
-    echo(f"workspace: {doc.workspace_dir or '-'} ({doc.workspace_mode.value})")
+    echo(f"workspace: {run.workspace or '-'} ({run.mode})")
     echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})" if detail["checkpoint_node"]
          else "checkpoint node: - (" + (detail["anchor"] or "no checkpoint yet") + ")")
     if detail["pending"]:
@@ -353,8 +311,8 @@ def inspect_cmd(
     echo(f"budget consumed: tokens {consumed.get('tokens', 0)}, cost ${consumed.get('cost_usd', 0):.4f}, "
               f"iterations {consumed.get('iterations', 0)}, active {consumed.get('active_duration_s', 0):.2f}s")
     echo(_boundary_line(boundaries, show_boundaries))
-    if doc.final_commit:
-        echo(f"final state: {doc.final_commit}" + (f" on branch {doc.final_branch}" if doc.final_branch else ""))
+    if run.final_commit:
+        echo(f"final state: {run.final_commit}" + (f" on branch {run.final_branch}" if run.final_branch else ""))
     if hint is not None:
         echo(f"workspace checkpoint: {hint['ref']} = {hint['commit']} (pushed to {hint['remote']} at {hint['time']})")
         echo(f"  fetch (in a clone whose origin is that repository): {hint['fetch_command']}")

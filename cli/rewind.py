@@ -17,8 +17,7 @@ from iterion.invocation import command
 from iterion.rewind.auto_detect import DetectedEdit
 from iterion.rewind.files import RestoreScope
 from iterion.rewind.intent import has_intent
-from iterion.rewind.rewind import RewindRequest, rewind_run
-from iterion.rewind.undo import undo_command, undo_rewind
+from iterion.rewind.undo import undo_command
 from iterion.store import Store, StoreError
 
 HELP = """Move a run's checkpoint back onto a node it already executed, drop what depends on it,
@@ -112,63 +111,66 @@ def print_undo(u: dict[str, Any], resume_cmd: str) -> None:
     echo(f"continue with `{resume_cmd}`")
 
 
-def register(app: typer.Typer) -> None:
+def rewind_cmd(
+    run_id: str = typer.Option(..., "--run-id", help="The run to rewind (id, unique prefix or name)."),
+    node: str = typer.Option(None, "--node", help="The node to replay from (omit it to finish an "
+                                                  "interrupted rewind)."),
+    auto: bool = typer.Option(False, "--auto", help="Diff the executed source against the source on disk "
+                                                    "and rewind to the earliest node the edit affects."),
+    restore_scope: RestoreScope = typer.Option(
+        None, "--restore-scope", case_sensitive=False,
+        help="Which files come back: produced (in-place default), full (worktree default), none."),
+    file: Path = typer.Option(None, "--file",
+                              help="The workflow source, when not where the run recorded it."),
+    keep_files: bool = typer.Option(False, "--keep-files", hidden=True,
+                                    help="Former name of --restore-scope none."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing."),
+    undo: bool = typer.Option(False, "--undo", help="Put back the files and the checkpoint the last rewind "
+                                                    "of the run changed (refused once the run moved on)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
+                                                              "else .git/iterion/store in a git repository, "
+                                                              "else <project>/.iterion)."),
+) -> None:
+    if undo:
+        if node or auto or dry_run or restore_scope is not None or keep_files or file is not None:
+            raise CliError("--undo takes only --run-id (and --store-dir, --json): it puts back what the "
+                           "last rewind changed")
+        _undo(run_id, store_dir, json_out)
+        return
+    if node and auto:
+        raise CliError("give exactly one of --node NODE or --auto",
+                       hint="--auto finds the node your edit affects; --node names it")
+    if keep_files:
+        if restore_scope not in (None, RestoreScope.NONE):
+            raise CliError("--keep-files is --restore-scope none; "
+                           "it cannot be combined with another scope")
+        restore_scope = RestoreScope.NONE
+    if file is not None and not file.is_dir():  # a FIFO or /dev/zero: bad input, before the run is locked
+        check_regular_file(file, "workflow file", SOURCE_LIMIT)
+    store = open_store(store_dir, write=not dry_run)  # a read-only store is refused before the sweep
+    if not node and not auto and not has_intent(store, store.resolve_run(run_id)):
+        # neither is accepted only to finish an interrupted rewind (the run records one)
+        raise CliError("give exactly one of --node NODE or --auto",
+                       hint="--auto finds the node your edit affects; --node names it")
+    if not dry_run:  # nothing is written before the store and the workspace are known writable
+        check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)
+    store = sweep_orphans(store)  # stale `running` runs promoted first
+    from iterion import api  # one path from a request to the engine
 
-    @app.command("rewind", help=HELP,
-                 short_help="Back a parked run up to an earlier node; restore the files it produced.")
-    def rewind(
-        run_id: str = typer.Option(..., "--run-id", help="The run to rewind (id, unique prefix or name)."),
-        node: str = typer.Option(None, "--node", help="The node to replay from (omit it to finish an "
-                                                      "interrupted rewind)."),
-        auto: bool = typer.Option(False, "--auto", help="Diff the executed source against the source on disk "
-                                                        "and rewind to the earliest node the edit affects."),
-        restore_scope: RestoreScope = typer.Option(
-            None, "--restore-scope", case_sensitive=False,
-            help="Which files come back: produced (in-place default), full (worktree default), none."),
-        file: Path = typer.Option(None, "--file",
-                                  help="The workflow source, when not where the run recorded it."),
-        keep_files: bool = typer.Option(False, "--keep-files", hidden=True,
-                                        help="Former name of --restore-scope none."),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Show what would happen; change nothing."),
-        undo: bool = typer.Option(False, "--undo", help="Put back the files and the checkpoint the last rewind "
-                                                        "of the run changed (refused once the run moved on)."),
-        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-        store_dir: Path = typer.Option(None, "--store-dir", help="The run store (default: $ITERION_STORE_DIR, "
-                                                                  "else .git/iterion/store in a git repository, "
-                                                                  "else <project>/.iterion)."),
-    ) -> None:
-        if undo:
-            if node or auto or dry_run or restore_scope is not None or keep_files or file is not None:
-                raise CliError("--undo takes only --run-id (and --store-dir, --json): it puts back what the "
-                               "last rewind changed")
-            _undo(run_id, store_dir, json_out)
-            return
-        if node and auto:
-            raise CliError("give exactly one of --node NODE or --auto",
-                           hint="--auto finds the node your edit affects; --node names it")
-        if keep_files:
-            if restore_scope not in (None, RestoreScope.NONE):
-                raise CliError("--keep-files is --restore-scope none; "
-                               "it cannot be combined with another scope")
-            restore_scope = RestoreScope.NONE
-        if file is not None and not file.is_dir():  # a FIFO or /dev/zero: bad input, before the run is locked
-            check_regular_file(file, "workflow file", SOURCE_LIMIT)
-        store = open_store(store_dir, write=not dry_run)  # a read-only store is refused before the sweep
-        if not node and not auto and not has_intent(store, store.resolve_run(run_id)):
-            # neither is accepted only to finish an interrupted rewind (the run records one)
-            raise CliError("give exactly one of --node NODE or --auto",
-                           hint="--auto finds the node your edit affects; --node names it")
-        if not dry_run:  # nothing is written before the store and the workspace are known writable
-            check_run_writable(store, run_id, workspace=restore_scope is not RestoreScope.NONE)
-        store = sweep_orphans(store)  # stale `running` runs promoted first
-        req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=restore_scope, file=file,
-                            dry_run=dry_run)
-        result = rewind_run(store, req, on_detected=None if json_out else _print_detected)
-        if json_out:
-            echo_json(result.to_json())
-        else:
-            ref, where = _name(store, result.run_id), store_args(store)
-            print_result(result.to_json(), command("resume", "--run-id", ref, *where), undo_command(ref, *where))
+    report = api.rewind(run_id, node=node, auto=auto, dry_run=dry_run, store=store,
+                        restore_scope=restore_scope.value if restore_scope is not None else None, file=file,
+                        on_detected=None if json_out else _print_detected)
+    if json_out:
+        echo_json(dict(report.detail))
+    else:
+        ref, where = _name(store, report.run_id), store_args(store)
+        print_result(dict(report.detail), command("resume", "--run-id", ref, *where), undo_command(ref, *where))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rewind", help=HELP,
+                short_help="Back a parked run up to an earlier node; restore the files it produced.")(rewind_cmd)
 
 
 def _name(store: Store, run_id: str) -> str:
@@ -180,11 +182,13 @@ def _name(store: Store, run_id: str) -> str:
 
 
 def _undo(run_id: str, store_dir: Path | None, json_out: bool) -> None:
+    from iterion import api
+
     store = open_store(store_dir, write=True)
     check_run_writable(store, run_id)
-    result = undo_rewind(store, run_id)
+    report = api.undo_rewind(run_id, store=store)
     if json_out:
-        echo_json(result.to_json())
+        echo_json(dict(report.detail))
     else:
-        ref = _name(store, result.run_id)
-        print_undo(result.to_json(), command("resume", "--run-id", ref, *store_args(store)))
+        ref = _name(store, report.run_id)
+        print_undo(dict(report.detail), command("resume", "--run-id", ref, *store_args(store)))

@@ -5,6 +5,7 @@ Exit codes of run/resume: the table in cli/exit_codes.py (shown in --help and th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,15 +26,14 @@ from cli.preflight import (
     check_script,
 )
 from cli.progress import Progress, notices_only
-from cli.prompting import NO_INPUT, answer_at_terminal, ask_before_resume
+from cli.prompting import NO_INPUT, ask_before_resume
 from cli.scaffold import merge_skipped_reason, next_step, scaffold
 from cli.storeopts import NATS, STORE_DIR, open_swept
 from iterion.budget import OnBudget
 from iterion.store import RunStatus, Store
 
 if TYPE_CHECKING:  # the engine and the DSL are imported by run/resume when they run: `inspect` lists without them
-    from iterion.engine.result import RunResult
-    from iterion.engine.source import InvalidWorkflow
+    from iterion.api import Run
 
 JSON = typer.Option(False, "--json", help="Print the result as JSON (no progress display).")
 MAX_COST = typer.Option(None, "--max-cost-usd", help="Cap (or raise the cap on) the run's cost in USD.")
@@ -61,50 +61,70 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
         raise CliError(str(exc)) from None
 
 
-def _summary(result: RunResult, store: Store) -> None:
+def _summary(run: Run, store: Store) -> None:
     colour = {"finished": "green", "failed": "red", "failed_resumable": "yellow", "cancelled": "yellow",
-              "paused_waiting_human": "yellow"}.get(result.status.value, "bold")
+              "paused_waiting_human": "yellow"}.get(run.status.value, "bold")
     echo_err()
-    echo_err("run ", styled(result.run_id, "bold"), f" ({result.name}): ", styled(result.status.value, colour))
-    if result.failure_code or result.error:
-        echo_err(f"  {result.failure_code or ''}: {result.error or ''}")
-    if result.final_branch:
-        merged = f", fast-forwarded {result.merged_into}" if result.merged_into else ""
-        echo_err(f"  final tree on branch {result.final_branch}{merged}")
-        if not result.merged_into:
-            echo_err(f"  did not fast-forward: {merge_skipped_reason(store, result.run_id)}")
+    echo_err("run ", styled(run.id, "bold"), f" ({run.name}): ", styled(run.status.value, colour))
+    if run.failure_code or run.error:
+        echo_err(f"  {run.failure_code or ''}: {run.error or ''}")
+    if run.final_branch:
+        merged = f", fast-forwarded {run.merged_into}" if run.merged_into else ""
+        echo_err(f"  final tree on branch {run.final_branch}{merged}")
+        if not run.merged_into:
+            echo_err(f"  did not fast-forward: {merge_skipped_reason(store, run.id)}")
     where = store_args(store)
-    ref = result.name or result.run_id  # hints print the name (unique in the store)
-    if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
-        if result.pending.get("instructions"):
-            echo_err(f"  {result.pending['node']} asks: {result.pending['instructions'].strip()}")
-        if result.pending.get("question"):
-            echo_err(f"  {result.pending['node']} asks: {result.pending['question']}")
-        for f in result.pending.get("fields") or []:
+    ref = run.name or run.id  # hints print the name (unique in the store)
+    pending = dict(run.pending) if run.pending else None
+    if run.status is RunStatus.PAUSED_WAITING_HUMAN and pending:
+        if pending.get("instructions"):
+            echo_err(f"  {pending['node']} asks: {pending['instructions'].strip()}")
+        if pending.get("question"):
+            echo_err(f"  {pending['node']} asks: {pending['question']}")
+        for f in pending.get("fields") or []:
             echo_err(f"    {field_line(f)}")
-        echo_err(f"  answer with: {answer_command(ref, result.pending, where)}")
-    elif result.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
-        echo_err(f"  resume with: {resume_command(ref, result.failure_code, result.error, where)}")
+        echo_err(f"  answer with: {answer_command(ref, pending, where)}")
+    elif run.status in (RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED, RunStatus.PAUSED_OPERATOR):
+        echo_err(f"  resume with: {resume_command(ref, run.failure_code, run.error, where)}")
     echo_err(f"  details: {inspect_command(ref, where)}")
-    echo_err(f"  stored in: {stored_in(store, result.run_id)}")
+    echo_err(f"  stored in: {stored_in(store, run.id)}")
 
 
-def _finish(result: RunResult, store: Store, as_json: bool) -> None:
+def _finish(run: Run, store: Store, as_json: bool) -> None:
     if as_json:
-        echo_json({**result.to_json(), "stored_in": str(store.run_dir(result.run_id))})
+        assert run.result is not None  # run/resume always carry the engine's result
+        echo_json({**run.result.to_json(), "stored_in": str(run.stored_in)})
     else:
-        _summary(result, store)
-    code = STATUS_EXIT.get(result.status, ExitCode.FAILED)
+        _summary(run, store)
+    code = STATUS_EXIT.get(run.status, ExitCode.FAILED)
     if code:
         raise typer.Exit(code)
 
 
-def _print_invalid(exc: InvalidWorkflow, as_json: bool) -> None:
+def _print_invalid(path: str, lines: Sequence[str], details: Sequence[Mapping[str, Any]], as_json: bool) -> None:
+    """A workflow that does not compile: its diagnostics, one line each (or as JSON)."""
     if as_json:
-        echo_json({"ok": False, "path": exc.path, "diagnostics": [d.to_json() for d in exc.diagnostics]})
+        echo_json({"ok": False, "path": path, "diagnostics": list(details)})
     else:
-        for d in exc.diagnostics:
-            echo(d.format())
+        for line in lines:
+            echo(line)
+
+
+def terminal_answerer(no_input: bool) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
+    """The API's ``on_question`` of run/resume: while stdin and stdout are a terminal (and not
+    ``no_input``), ask the paused gate's questions there; None (stay parked) otherwise."""
+    from cli.prompting import Stop, ask, interactive
+
+    def answer(pending: Mapping[str, Any]) -> dict[str, Any] | None:
+        if not interactive(no_input):
+            return None
+        try:
+            return ask(dict(pending))
+        except Stop:
+            echo(styled("  not answered: the run stays parked", "dim"))
+            return None
+
+    return answer
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -144,13 +164,10 @@ def run_cmd(
 
     Example: iterion run fixtures/demo/demo.bot --var topic=rivers
     """
-    from iterion.engine.auto_resume import auto_resume as retry_automatically
-    from iterion.engine.cancel import CancelToken
-    from iterion.engine.launch import launch_run
+    from iterion import api
     from iterion.engine.recovery import check_env_settings
-    from iterion.engine.resume import ResumeOptions, resume_run
     from iterion.engine.source import InvalidWorkflow, compile_source
-    from iterion.requests import Budget, LaunchRequest, human_nodes
+    from iterion.requests import Budget, LaunchRequest
     from iterion.sandbox import check_flag
 
     check_launch(workspace, backend, script)  # before the store is opened: nothing exists yet
@@ -165,7 +182,8 @@ def run_cmd(
         attachments=key_values(attach, "--attach", "name=path") or None,
         budget=Budget.from_flags(max_cost_usd, max_tokens, max_duration, max_iterations, max_parallel_branches),
         on_budget=on_budget.value, branch_name=branch_name, merge_into=merge_into, auto_merge=auto_merge)
-    budget = request.budget.ask() if request.budget else None  # an invalid cap: refused before the store opens
+    if request.budget:
+        request.budget.ask()  # an invalid cap: refused before the store opens
     # the store is looked up from where the command runs, as every other command looks it up
     # (a `resume` from the same directory finds the run)
     store = open_swept(store_dir, write=True, nats=nats)
@@ -173,28 +191,24 @@ def run_cmd(
     try:
         compiled = compile_source(file)
     except InvalidWorkflow as exc:
-        _print_invalid(exc, as_json)
+        _print_invalid(exc.path, [d.format() for d in exc.diagnostics], [d.to_json() for d in exc.diagnostics],
+                       as_json)
         raise
     check_backends_usable(compiled.workflow, file, backend, script)  # before the run exists
-    # the answers file's shape (node-keyed, or flat for the one human node) is the request's rule
-    options = request.launch_options(
-        human_nodes(compiled), source=f"answers file {answers_file}", workspace=workspace, budget=budget,
-        wait_workspace=not no_wait, on_wait=echo_err, push_checkpoints=push_checkpoints, push_every=push_every,
-        permission=_permission("launch", permission, permission_allow, permission_ask, permission_deny),
-        sandbox=sandbox_mode)
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
             echo_err(d.format())
-    token = CancelToken()
-    listener = notices_only if as_json else Progress()
-    result = launch_run(store, file, options, token=token, listener=listener, compiled=compiled)
-    retry = ResumeOptions(backend=backend, script_file=options.script_file,
-                          wait_workspace=not no_wait, on_wait=echo_err)
-    result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
-                                 resume=lambda: resume_run(store, result.run_id, retry, token=token,
-                                                           listener=listener))
-    result = answer_at_terminal(store, result, retry, token=token, listener=listener, no_input=no_input or as_json)
-    _finish(result, store, as_json)
+    # one path from the request to the engine: iterion.api (the answers file's shape, node-keyed
+    # or flat for the one human node, is the request's rule)
+    outcome = api.run(
+        request=request, store=store, compiled=compiled, answers_source=f"answers file {answers_file}",
+        wait=not no_wait, auto_resume=auto_resume, on_event=notices_only if as_json else Progress(),
+        on_question=terminal_answerer(no_input or as_json),
+        engine_options={"on_wait": echo_err, "push_checkpoints": push_checkpoints, "push_every": push_every,
+                        "permission": _permission("launch", permission, permission_allow, permission_ask,
+                                                  permission_deny),
+                        "sandbox": sandbox_mode})
+    _finish(outcome, store, as_json)
 
 
 def resume_cmd(
@@ -246,11 +260,8 @@ def resume_cmd(
 
       iterion resume --run-id 01a2b3 --max-cost-usd 10 --auto-resume 3
     """
-    from iterion.engine.auto_resume import auto_resume as retry_automatically
-    from iterion.engine.cancel import CancelToken
+    from iterion import api
     from iterion.engine.recovery import check_env_settings
-    from iterion.engine.resume import ResumeOptions, resume_run
-    from iterion.engine.source import InvalidWorkflow
     from iterion.requests import Budget, ResumeRequest
     from iterion.sandbox import check_flag
 
@@ -269,32 +280,26 @@ def resume_cmd(
         budget=Budget.from_flags(max_cost_usd, max_tokens, max_duration, max_iterations, max_parallel_branches),
         max_daily_cost_usd=max_daily_cost_usd)
     # the answers file's shape (flat, or node-keyed as `run` takes it) is the request's rule
-    answers = request.answers_for_run(store, run_id, f"answers file {answers_file}")
+    source = f"answers file {answers_file}"
+    answers = request.answers_for_run(store, run_id, source)
     answers.update(key_values(answer, "--answer", "approved=true"))  # explicit flags override the file
     if not answers and not (permission or permission_allow or permission_ask or permission_deny):
         answers.update(ask_before_resume(store, run_id, no_input=no_input or as_json))  # on a terminal
-    options = request.resume_options(
-        answers, file=file, script_file=str(script.resolve()) if script else None,
-        wait_workspace=not no_wait, on_wait=echo_err,
-        push_checkpoints="" if no_push_checkpoints else push_checkpoints, push_every=push_every,
-        permission=_permission("resume", permission, permission_allow, permission_ask, permission_deny),
-        sandbox=sandbox_mode)
-    token = CancelToken()
-    listener = notices_only if as_json else Progress()
     try:
-        result = resume_run(store, run_id, options, token=token, listener=listener)
-    except InvalidWorkflow as exc:
-        _print_invalid(exc, as_json)
+        outcome = api.resume(
+            run_id, request=request.model_copy(update={"answers": answers}), store=store, answers_source=source,
+            script=script, wait=not no_wait, auto_resume=auto_resume,
+            on_event=notices_only if as_json else Progress(), on_question=terminal_answerer(no_input or as_json),
+            engine_options={"file": file, "on_wait": echo_err,
+                            "push_checkpoints": "" if no_push_checkpoints else push_checkpoints,
+                            "push_every": push_every,
+                            "permission": _permission("resume", permission, permission_allow, permission_ask,
+                                                      permission_deny),
+                            "sandbox": sandbox_mode})
+    except api.InvalidWorkflowError as exc:
+        _print_invalid(exc.path or "", exc.diagnostics, exc.diagnostic_details, as_json)
         raise
-    # --auto-resume: later attempts re-read everything from the run (merged caps, re-stamped source)
-    retry_options = ResumeOptions(file=file, backend=backend, script_file=options.script_file,
-                          wait_workspace=not no_wait, on_wait=echo_err, max_daily_cost_usd=max_daily_cost_usd)
-    result = retry_automatically(store, result, auto_resume, token=token, listener=listener,
-                                 resume=lambda: resume_run(store, result.run_id, retry_options, token=token,
-                                                           listener=listener))
-    result = answer_at_terminal(store, result, retry_options, token=token, listener=listener,
-                                no_input=no_input or as_json)
-    _finish(result, store, as_json)
+    _finish(outcome, store, as_json)
 
 
 def _permission(source: str, mode: str | None, allow: list[str], ask: list[str],

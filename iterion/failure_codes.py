@@ -58,6 +58,9 @@ class FailureCode(StrEnum):
     # the provider refused the request itself (a 4xx, or a 500 whose body is a request-validation
     # error): the same request is refused again, so it is never retried
     REQUEST_REJECTED = "REQUEST_REJECTED"
+    # an agent used up its tool_max_steps without answering: a cap, not a fault, and every retry
+    # would spend the same number of model calls again, so only a person retries it
+    TOOL_STEPS_EXHAUSTED = "TOOL_STEPS_EXHAUSTED"
     TEMPLATE_FAILED = "TEMPLATE_FAILED"
     BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
     SOURCE_CHANGED = "SOURCE_CHANGED"
@@ -145,6 +148,8 @@ _ROWS: tuple[FailureRow, ...] = (
     FailureRow(FailureCode.TOOL_FAILED_PERMANENT, Retry.DETERMINISTIC, "a tool failed in a way a retry repeats"),
     FailureRow(FailureCode.REQUEST_REJECTED, Retry.DETERMINISTIC,
                "the provider refused the request as malformed or unsupported; a retry sends the same request"),
+    FailureRow(FailureCode.TOOL_STEPS_EXHAUSTED, Retry.OPERATOR,
+               "an agent reached tool_max_steps without a final answer; raise tool_max_steps or narrow the task"),
     FailureRow(FailureCode.TEMPLATE_FAILED, Retry.DETERMINISTIC, "a template reference could not be resolved"),
     FailureRow(FailureCode.BACKEND_UNAVAILABLE, Retry.DETERMINISTIC, "the selected backend is not installed or configured"),
     FailureRow(FailureCode.SOURCE_CHANGED, Retry.DETERMINISTIC, "the workflow source changed since launch"),

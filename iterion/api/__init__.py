@@ -30,22 +30,28 @@ from iterion.api.errors import (
     StoreProblemError,
     translate,
 )
-from iterion.api.types import Field, Question, RewindReport, Run, RunSummary
+from iterion.api.types import Field, Question, RewindReport, Run, RunSummary, UndoReport
 from iterion.requests import LaunchRequest, ResumeRequest
 from iterion.store.status import RunStatus
 
 if TYPE_CHECKING:
+    from iterion.engine.cancel import CancelToken
     from iterion.engine.result import RunResult
+    from iterion.engine.resume import ResumeOptions
+    from iterion.rewind.auto_detect import DetectedEdit
     from iterion.store import Event, Store
 
 __all__ = [
     "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "LaunchRequest", "Question",
     "RefusedError", "ResumeRequest",
     "RewindRefusedError", "Run", "RunBusyError", "RunFailedError", "RunNotFoundError", "RunStatus",
-    "RunSummary", "SourceChangedError", "StoreProblemError", "inspect", "resume", "rewind", "run", "runs",
+    "RunSummary", "SourceChangedError", "StoreProblemError", "UndoReport", "inspect", "resume", "rewind", "run",
+    "runs", "undo_rewind",
 ]
 
 OnEvent = Callable[["Event"], None]
+# given a human pause's questions (``Run.pending``), the answers to resume with, or None (stay parked)
+OnQuestion = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 
 
 @contextmanager
@@ -97,11 +103,19 @@ def _var_text(value: Any) -> str:
     return json.dumps(value)
 
 
-def _load(st: Store, run_id: str, result: RunResult | None = None) -> Run:
+def _load(st: Store, run_id: str, result: RunResult | None = None, *, detail: bool = False) -> Run:
     doc = st.load_run(run_id)
-    cp = st.load_checkpoint(run_id)
+    try:
+        cp = st.load_checkpoint(run_id)
+    except Exception:
+        if result is None:
+            raise
+        cp = None  # the call's result already says what happened (e.g. a storage failure)
     pending = cp.pending_interaction if cp is not None else None
     question = Question.of(pending.node, pending.kind, pending.questions) if pending is not None else None
+    raw_pending = result.pending if result is not None else (
+        {"interaction_id": pending.id, "node": pending.node, "kind": pending.kind,
+         **pending.questions} if pending is not None else None)
     usage = cp.accounting if cp is not None else None
     return Run(
         id=doc.id, name=doc.name, status=doc.status, workflow=doc.workflow_name,
@@ -112,9 +126,38 @@ def _load(st: Store, run_id: str, result: RunResult | None = None) -> Run:
         executed=tuple(f"{e.node}:{e.iteration}" for e in cp.executed) if cp is not None else (),
         workspace=doc.workspace_dir or "", tokens=int(usage.tokens) if usage else 0,
         cost_usd=float(usage.cost_usd) if usage else 0.0,
-        final_branch=doc.final_branch, final_commit=doc.final_commit,
+        # run/resume: the branch the engine reported for this call (the summary of `iterion run` prints it)
+        final_branch=result.final_branch if result is not None else doc.final_branch, final_commit=doc.final_commit,
         merged_into=result.merged_into if result is not None else None, stored_in=st.run_dir(run_id),
+        pending=raw_pending if doc.status is RunStatus.PAUSED_WAITING_HUMAN else None, result=result,
+        file=doc.file_path, mode=doc.workspace_mode.value, created_at=doc.created_at,
+        ended_at=doc.finished_at if doc.status.is_terminal else None,
+        **_detail(st, doc, cp, detail),
     )
+
+
+def _detail(st: Store, doc: Any, cp: Any, wanted: bool) -> dict[str, Any]:
+    if not wanted:
+        return {}
+    from iterion.api.detail import run_detail
+
+    detail, interrupted = run_detail(st, doc, cp)
+    return {"detail": detail, "interrupted_rewind": interrupted}
+
+
+def _answer_while_asked(st: Store, result: RunResult, on_question: OnQuestion | None, retry: ResumeOptions, *,
+                        token: CancelToken, listener: OnEvent | None) -> RunResult:
+    """While ``result`` is parked at a human gate and ``on_question`` answers, resume with its answers."""
+    from dataclasses import replace
+
+    from iterion.engine.resume import resume_run
+
+    while on_question is not None and result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending:
+        answers = on_question(result.pending)
+        if answers is None:
+            break
+        result = resume_run(st, result.run_id, replace(retry, answers=dict(answers)), token=token, listener=listener)
+    return result
 
 
 def run(workflow: str | Path | None = None, *, workspace: str | Path | None = None,
@@ -122,7 +165,9 @@ def run(workflow: str | Path | None = None, *, workspace: str | Path | None = No
         backend: str | None = None, store: Store | str | Path | None = None, preset: str | None = None,
         script: str | Path | None = None, attachments: Mapping[str, str | Path] | None = None,
         auto_resume: int = 0, wait: bool = True, on_event: OnEvent | None = None,
-        request: LaunchRequest | None = None) -> Run:
+        request: LaunchRequest | None = None, on_question: OnQuestion | None = None,
+        token: CancelToken | None = None, compiled: Any = None, answers_source: str = "answers",
+        engine_options: Mapping[str, Any] | None = None) -> Run:
     """Run ``workflow`` (a .bot file, a bundle directory or a .botz) from its entry node, as
     ``iterion run`` does, and return the run once it finished, failed or parked.
 
@@ -136,6 +181,13 @@ def run(workflow: str | Path | None = None, *, workspace: str | Path | None = No
     executes in the same workspace. ``on_event``: called with every event the run appends
     (``iterion.store.Event``). ``request``: a ``LaunchRequest`` (``iterion.requests``: the model
     ``iterion run`` and ``POST /api/runs`` build) instead of the request's keyword arguments.
+    ``on_question``: called with the questions (``Run.pending``) whenever the run parks on a human
+    gate; the answers it returns resume the run at once, None leaves it parked. ``token``: an
+    ``iterion.engine.cancel.CancelToken`` to cancel the run from another thread. ``compiled``: the
+    workflow already compiled (``iterion.engine.source.compile_source``). ``answers_source``: how
+    a refusal of the answers names them. ``engine_options``: fields of the engine's options that
+    only this process decides (``on_wait``, ``permission``, ``sandbox``, ``push_checkpoints``,
+    ``push_every``), as ``iterion run`` passes its flags.
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
@@ -154,23 +206,29 @@ def run(workflow: str | Path | None = None, *, workspace: str | Path | None = No
                 script=str(Path(script).resolve()) if script is not None else None, answers=dict(answers or {}),
                 attachments={k: str(v) for k, v in (attachments or {}).items()} or None)
         st = _open(store, write=True)
-        compiled = compile_source(Path(request.file))
-        options = request.launch_options(human_nodes(compiled), wait_workspace=wait)
-        token = CancelToken()
+        if compiled is None:
+            compiled = compile_source(Path(request.file))
+        local = dict(engine_options or {})
+        options = request.launch_options(human_nodes(compiled), source=answers_source, wait_workspace=wait, **local)
+        token = token or CancelToken()
         result = launch_run(st, Path(request.file), options, token=token, listener=on_event, compiled=compiled)
+        retry = ResumeOptions(backend=request.backend, script_file=request.script, wait_workspace=wait,
+                              on_wait=local.get("on_wait"))
         if auto_resume:
-            retry = ResumeOptions(backend=request.backend, script_file=request.script, wait_workspace=wait)
             first = result
             result = retry_automatically(st, result, auto_resume, token=token, listener=on_event,
                                          resume=lambda: resume_run(st, first.run_id, retry, token=token,
                                                                    listener=on_event))
+        result = _answer_while_asked(st, result, on_question, retry, token=token, listener=on_event)
         return _load(st, result.run_id, result)
 
 
 def resume(run_id: str, *, answers: Mapping[str, Any] | None = None, force: bool = False,
            store: Store | str | Path | None = None, file: str | Path | None = None, backend: str | None = None,
            script: str | Path | None = None, auto_resume: int = 0, wait: bool = True,
-           on_event: OnEvent | None = None, request: ResumeRequest | None = None) -> Run:
+           on_event: OnEvent | None = None, request: ResumeRequest | None = None,
+           on_question: OnQuestion | None = None, token: CancelToken | None = None,
+           answers_source: str = "answers", engine_options: Mapping[str, Any] | None = None) -> Run:
     """Continue a parked run (a question, a resumable failure, a cancel, an operator pause) from
     its checkpoint under the same id, as ``iterion resume`` does.
 
@@ -179,7 +237,7 @@ def resume(run_id: str, *, answers: Mapping[str, Any] | None = None, force: bool
     its output schema. ``force``: accept a workflow source that changed since the run executed it
     (else ``SourceChangedError``). ``file``: the source, when not where the run recorded it.
     ``request``: a ``ResumeRequest`` (``iterion.requests``) instead of its keyword arguments.
-    Other parameters as ``run``.
+    Other parameters as ``run`` (``engine_options`` also takes ``file``).
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
@@ -192,30 +250,36 @@ def resume(run_id: str, *, answers: Mapping[str, Any] | None = None, force: bool
                                           file=str(file) if file is not None else None)
         st = _open(store, write=True, skip=run_id)
         script_file = str(Path(script).resolve()) if script is not None else None
-        options = request.resume_options(request.answers_for_run(st, run_id), script_file=script_file,
-                                         wait_workspace=wait)
-        token = CancelToken()
+        local = dict(engine_options or {})
+        options = request.resume_options(request.answers_for_run(st, run_id, answers_source),
+                                         script_file=script_file, wait_workspace=wait, **local)
+        token = token or CancelToken()
         result = resume_run(st, run_id, options, token=token, listener=on_event)
+        # later attempts re-read everything from the run (merged caps, re-stamped source)
+        retry = ResumeOptions(file=options.file, backend=request.backend, script_file=script_file,
+                              wait_workspace=wait, on_wait=local.get("on_wait"),
+                              max_daily_cost_usd=request.max_daily_cost_usd)
         if auto_resume:
-            retry = ResumeOptions(file=options.file, backend=request.backend, script_file=script_file,
-                                  wait_workspace=wait)
             first = result
             result = retry_automatically(st, result, auto_resume, token=token, listener=on_event,
                                          resume=lambda: resume_run(st, first.run_id, retry, token=token,
                                                                    listener=on_event))
+        result = _answer_while_asked(st, result, on_question, retry, token=token, listener=on_event)
         return _load(st, result.run_id, result)
 
 
 def rewind(run_id: str, *, node: str | None = None, auto: bool = False, dry_run: bool = False,
            store: Store | str | Path | None = None, restore_scope: str | None = None,
-           file: str | Path | None = None) -> RewindReport:
+           file: str | Path | None = None,
+           on_detected: Callable[[DetectedEdit], None] | None = None) -> RewindReport:
     """Move a parked run's checkpoint back onto a node it executed and restore the workspace to what
     that node started from, as ``iterion rewind`` does; the next ``resume`` replays from there.
 
     Give ``node`` (the node to replay from) or ``auto=True`` (after editing the workflow: the
     earliest executed node the edit affects); neither finishes a rewind that was interrupted.
     ``restore_scope``: ``"produced"``, ``"full"`` or ``"none"`` (default: the run's mechanism's).
-    ``dry_run``: report what would happen, change nothing.
+    ``dry_run``: report what would happen, change nothing. ``on_detected``: shown what ``auto``
+    detected (``iterion.rewind.auto_detect.DetectedEdit``) before anything changes.
     """
     from iterion.rewind.files import RestoreScope
     from iterion.rewind.intent import has_intent
@@ -232,7 +296,7 @@ def rewind(run_id: str, *, node: str | None = None, auto: bool = False, dry_run:
                                hint="auto=True finds the node your edit affects; node= names it")
         req = RewindRequest(run_id=run_id, node=node, auto=auto, restore_scope=scope,
                             file=Path(file) if file is not None else None, dry_run=dry_run)
-        r = rewind_run(st, req)
+        r = rewind_run(st, req, on_detected=on_detected)
         f = r.files
         return RewindReport(run_id=r.run_id, from_node=r.from_node, to_node=r.to_node,
                             dropped_nodes=tuple(r.dropped_nodes), status=r.status, dry_run=r.dry_run,
@@ -241,11 +305,25 @@ def rewind(run_id: str, *, node: str | None = None, auto: bool = False, dry_run:
                             detail=r.to_json())
 
 
+def undo_rewind(run_id: str, *, store: Store | str | Path | None = None) -> UndoReport:
+    """Put back the files and the checkpoint the last rewind of the run changed, as
+    ``iterion rewind --undo`` does (refused once the run moved on: ``RewindRefusedError``)."""
+    from iterion.rewind.undo import undo_rewind as undo
+
+    with _errors():
+        st = _open(store, write=True)
+        u = undo(st, run_id)
+        return UndoReport(run_id=u.run_id, to_node=u.to_node, checkpoint_node=u.restored_checkpoint_node,
+                          status=u.status, restored=tuple(u.files_restored), removed=tuple(u.files_removed),
+                          detail=u.to_json())
+
+
 def inspect(run_id: str, *, store: Store | str | Path | None = None) -> Run:
-    """One run as the store holds it now (``run_id``: an id, a unique prefix or the run's name)."""
+    """One run as the store holds it now (``run_id``: an id, a unique prefix or the run's name),
+    with ``detail`` and ``interrupted_rewind`` set."""
     with _errors():
         st = _open(store, write=False)
-        return _load(st, st.resolve_run(run_id))
+        return _load(st, st.resolve_run(run_id), detail=True)
 
 
 def runs(*, store: Store | str | Path | None = None, status: RunStatus | str | None = None,

@@ -9,9 +9,10 @@ A run that stops (parked, failed, cancelled) is not an exception: it is a ``Run`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gitrefs.persist.errors import UserError
+from gitrefs.persist.errors import ErrorKind, UserError
 
 if TYPE_CHECKING:
     from iterion.api.types import Run
@@ -20,10 +21,11 @@ if TYPE_CHECKING:
 class IterionError(UserError):
     """Base of every API error: ``message`` (one line) and ``hint`` (the fix, or None).
     A ``UserError`` like the layers' own, so the CLI reports one as it reports theirs
-    (``exit_code``: the original's)."""
+    (``kind``: the original's; ``exit_code=``, its older spelling, still accepted)."""
 
-    def __init__(self, message: str, hint: str | None = None, *, exit_code: int | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=exit_code)
+    def __init__(self, message: str, hint: str | None = None, *, kind: ErrorKind | None = None,
+                 exit_code: int | None = None) -> None:
+        super().__init__(message, hint=hint, kind=kind, exit_code=exit_code)
 
 
 class RefusedError(IterionError):
@@ -31,12 +33,16 @@ class RefusedError(IterionError):
 
 
 class InvalidWorkflowError(RefusedError):
-    """The workflow does not compile; ``diagnostics`` lists each problem (one line each)."""
+    """The workflow does not compile; ``diagnostics`` lists each problem (one line each),
+    ``diagnostic_details`` the same as ``iterion validate --json`` gives them; ``path``: the source."""
 
-    def __init__(self, message: str, hint: str | None = None, *, exit_code: int | None = None,
-                 diagnostics: tuple[str, ...] = ()) -> None:
-        super().__init__(message, hint, exit_code=exit_code)
+    def __init__(self, message: str, hint: str | None = None, *, kind: ErrorKind | None = None,
+                 exit_code: int | None = None, diagnostics: tuple[str, ...] = (),
+                 diagnostic_details: tuple[Mapping[str, Any], ...] = (), path: str | None = None) -> None:
+        super().__init__(message, hint, kind=kind, exit_code=exit_code)
         self.diagnostics = diagnostics
+        self.diagnostic_details = diagnostic_details
+        self.path = path
 
 
 class RunNotFoundError(RefusedError):
@@ -91,7 +97,7 @@ def translate(exc: BaseException) -> IterionError | None:
 
     env = environment_error(exc)
     if env is not None:
-        return EnvironmentProblemError(str(env.message), env.hint, exit_code=env.exit_code)
+        return EnvironmentProblemError(str(env.message), env.hint, kind=env.kind)
     if not isinstance(exc, UserError):
         return None
     message, hint = str(exc.message or exc), exc.hint
@@ -100,6 +106,8 @@ def translate(exc: BaseException) -> IterionError | None:
     if isinstance(exc, InvalidWorkflow):
         cls = InvalidWorkflowError
         extra["diagnostics"] = tuple(d.format() for d in exc.diagnostics)
+        extra["diagnostic_details"] = tuple(d.to_json() for d in exc.diagnostics)
+        extra["path"] = exc.path
     elif isinstance(exc, SourceChanged):
         cls = SourceChangedError
     elif isinstance(exc, StoreRunNotFound):
@@ -112,4 +120,4 @@ def translate(exc: BaseException) -> IterionError | None:
         cls = StoreProblemError
     else:
         cls = RefusedError
-    return cls(message, hint, exit_code=exc.exit_code, **extra)
+    return cls(message, hint, kind=exc.kind, **extra)

@@ -10,10 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iterion.api.errors import RunFailedError
 from iterion.store.status import RunStatus
+
+if TYPE_CHECKING:
+    from iterion.engine.result import RunResult
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,21 @@ class Run:
     final_commit: str | None = None
     merged_into: str | None = None  # set by run/resume when a worktree run fast-forwarded a branch
     stored_in: Path | None = None  # the run's directory in the store
+    # a human pause's questions as the engine reports them ({"interaction_id", "node", "kind",
+    # "instructions"/"question", "fields"}); ``question`` is the typed reading of the same
+    pending: Mapping[str, Any] | None = None
+    # what the engine returned to run/resume (None from inspect): ``result.to_json()`` is what
+    # `iterion run --json` prints
+    result: RunResult | None = field(default=None, repr=False, compare=False)
+    file: str | None = None  # the workflow source the run recorded
+    mode: str = ""  # the workspace mode: in_place or worktree
+    created_at: datetime | None = None
+    ended_at: datetime | None = None  # None while the run can go on
+    # set by ``inspect``: every field of `iterion inspect --run-id R --json` (boundaries, rewinds,
+    # budget caps and consumption, timing, live process groups, a pushed workspace checkpoint...)
+    # but ``continue_with``, the CLI's command line
+    detail: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    interrupted_rewind: str | None = None  # set by ``inspect``: a killed rewind, one line (finish it: ``rewind``)
 
     @property
     def parked(self) -> bool:
@@ -111,3 +129,16 @@ class RewindReport:
     left_in_place: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     detail: Mapping[str, Any] = field(default_factory=dict)  # the whole report, as `rewind --json` prints it
+
+
+@dataclass(frozen=True)
+class UndoReport:
+    """What undoing the last rewind of a run put back."""
+
+    run_id: str
+    to_node: str  # the node the undone rewind had moved the checkpoint to
+    checkpoint_node: str | None  # where the checkpoint is back at
+    status: str  # the run's status after the undo
+    restored: tuple[str, ...] = ()  # workspace files put back
+    removed: tuple[str, ...] = ()
+    detail: Mapping[str, Any] = field(default_factory=dict)  # as `rewind --undo --json` prints it

@@ -7,7 +7,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +123,88 @@ def test_run_and_resume_take_the_request_models_and_both_answers_shapes(demo: Pa
     assert done.status is iterion.RunStatus.FINISHED and done.outputs["approve"] == answer
     with pytest.raises(api.RefusedError, match="approved must map fields to values"):  # neither shape
         iterion.run(demo / "demo.bot", workspace=demo, store=store, answers={"approved": True, "approve": {}})
+
+
+def test_the_cli_verbs_reach_the_engine_only_through_the_api() -> None:
+    """One path from a request to the engine: run, resume, rewind and inspect import none of the
+    engine's entry points (launch_run, resume_run, rewind_run, the auto-resume loop)."""
+    import ast
+
+    entry_points = {"launch_run", "resume_run", "rewind_run", "undo_rewind", "auto_resume", "answer_at_terminal"}
+    for name in ("run.py", "rewind.py", "inspect_cmd.py"):
+        tree = ast.parse((REPO_ROOT / "cli" / name).read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not imported & entry_points, f"cli/{name} imports {imported & entry_points}"
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        assert not called & entry_points, f"cli/{name} calls {called & entry_points}"
+
+
+def test_on_question_answers_each_gate_and_none_leaves_the_run_parked(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    asked: list[dict[str, Any]] = []
+
+    def answer(pending: Mapping[str, Any]) -> dict[str, Any]:
+        asked.append(dict(pending))
+        return {"approved": True, "note": "asked"}
+
+    done = iterion.run(demo / "demo.bot", workspace=demo, store=store, on_question=answer)
+    assert done.status is iterion.RunStatus.FINISHED and done.outputs["approve"]["note"] == "asked"
+    assert [p["node"] for p in asked] == ["approve"]
+    assert [f["name"] for f in asked[0]["fields"]] == ["approved", "note"]
+    assert done.result is not None and done.result.to_json()["status"] == "finished"
+    left = iterion.run(demo / "demo.bot", workspace=demo, store=store, on_question=lambda p: None)
+    assert left.status is iterion.RunStatus.PAUSED_WAITING_HUMAN and left.pending is not None
+    assert left.pending["node"] == "approve" and left.question is not None
+    with pytest.raises(api.RefusedError, match="waiting for answers"):  # a resume needs the answers given
+        iterion.resume(left.id, store=store, on_question=lambda p: {"approved": False, "note": "later"})
+
+
+def test_a_cancelled_token_cancels_and_the_run_resumes(demo: Path, tmp_path: Path) -> None:
+    from iterion.engine.cancel import CancelToken
+
+    store = tmp_path / "store"
+    token = CancelToken()
+    token.cancel()
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store, token=token)
+    assert r.status is iterion.RunStatus.CANCELLED and r.parked and not r.outputs.get("publish")
+    # the resume continues, parks at the gate, and on_question answers it there
+    r = iterion.resume(r.id, store=store, on_question=lambda p: {"approved": True, "note": "go"})
+    assert r.status is iterion.RunStatus.FINISHED and r.outputs["approve"]["note"] == "go"
+
+
+def test_inspect_detail_is_what_the_cli_prints(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    parked = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    run = iterion.inspect(parked.id, store=store)
+    printed = subprocess.run([sys.executable, "-m", "iterion", "inspect", "--run-id", parked.id, "--store-dir",
+                              str(store), "--json"], env=cli_env(), cwd=demo, capture_output=True, text=True)
+    assert printed.returncode == 0, printed.stderr
+    cli = json.loads(printed.stdout)
+    assert cli.pop("continue_with").endswith("--answer 'approved=<true|false>' --answer 'note=<text>'")
+    cli.pop("duration_s")
+    detail = {k: v for k, v in run.detail.items() if k != "duration_s"}
+    assert cli == json.loads(json.dumps(detail, default=str))
+    assert run.mode == detail["mode"] == "in_place" and run.ended_at is None and run.created_at is not None
+    assert run.interrupted_rewind is None and detail["boundaries"] and detail["pending"]["node"] == "approve"
+
+
+def test_undo_rewind_puts_the_checkpoint_back(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    parked = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    rewound = api.rewind(parked.id, node="write", store=store)
+    assert rewound.to_node == "write" and iterion.inspect(parked.id, store=store).checkpoint_node == "write"
+    undone = api.undo_rewind(parked.id, store=store)
+    assert (undone.to_node, undone.checkpoint_node) == ("write", "approve")
+    assert undone.detail["run_id"] == parked.id and undone.status == iterion.inspect(parked.id, store=store).status
+    with pytest.raises(api.RewindRefusedError):  # nothing left to undo
+        api.undo_rewind(parked.id, store=store)
+
+
+def test_api_errors_keep_the_layers_kind(demo: Path, tmp_path: Path) -> None:
+    from gitrefs.persist.errors import ErrorKind
+
+    with pytest.raises(api.RunNotFoundError) as missing:
+        iterion.inspect("no-such-run", store=tmp_path / "store")
+    assert missing.value.kind is ErrorKind.BAD_INPUT and missing.value.kind is missing.value.__cause__.kind  # type: ignore[union-attr]
+    assert api.RefusedError("x", kind=ErrorKind.REFUSED).kind is ErrorKind.REFUSED
+    assert api.RefusedError("x", exit_code=1).kind is ErrorKind.REFUSED  # the older spelling still accepted

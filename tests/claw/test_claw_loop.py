@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from iterion.failure_codes import auto_resume_decision
 from iterion.rewind.rewind import RewindRequest, rewind_run
 from iterion.store import RunStatus, Store
 
@@ -69,10 +70,14 @@ def test_tool_max_steps_exhausted_fails_the_node(tmp_path: Path, ws: Path, store
     llm.add({**calls(("list_dir", {"path": "."})), "repeat": True})
     r = launch(store, bot, ws)
     assert r.status is RunStatus.FAILED_RESUMABLE
-    assert r.failure_code == "EXECUTION_FAILED" and "tool_max_steps (2)" in (r.error or "")
-    # every attempt (the dispatcher retries a backend failure twice) stopped after 2 tool turns + 1
-    assert len(llm.requests) == 3 * 3
-    assert len(events(store, r.run_id, "tool_called")) == 3 * 2
+    assert r.failure_code == "TOOL_STEPS_EXHAUSTED" and "tool_max_steps (2)" in (r.error or "")
+    assert "raise tool_max_steps" in (r.error or "")
+    # a cap, not a transient fault: one attempt (2 tool turns + the turn that hit the cap), no
+    # in-run retry (EXECUTION_FAILED was retried twice: 3x the model calls)
+    assert len(llm.requests) == 3
+    assert len(events(store, r.run_id, "tool_called")) == 2
+    # and no unattended retry either (--auto-resume, the queue runner)
+    assert not auto_resume_decision(r.failure_code).allowed
 
 
 def test_path_escapes_are_tool_errors_the_model_sees(tmp_path: Path, ws: Path, store: Store, llm: ScriptedLLM,

@@ -198,13 +198,14 @@ def test_without_tool_max_steps_a_looping_model_is_stopped(tmp_path: Path, ws: P
     bot = agent_bot(tmp_path / "src", provider)
     llm.add({**calls(("list_dir", {})), "repeat": True})
     r = launch(store, bot, ws)
-    assert r.status is RunStatus.FAILED_RESUMABLE  # EXECUTION_FAILED: raise tool_max_steps, resume
+    assert r.status is RunStatus.FAILED_RESUMABLE  # raise tool_max_steps, resume
+    assert r.failure_code == FailureCode.TOOL_STEPS_EXHAUSTED
     assert f"reached tool_max_steps ({DEFAULT_TOOL_MAX_STEPS})" in (r.error or "")
-    row = row_for(FailureCode.EXECUTION_FAILED)
-    assert row is not None
-    attempts = 1 + row.in_run_retries  # each attempt (the run retries the node) stops at the default
-    assert len(llm.requests) == attempts * (DEFAULT_TOOL_MAX_STEPS + 1)
-    assert len(events(store, r.run_id, "tool_called")) == attempts * DEFAULT_TOOL_MAX_STEPS
+    row = row_for(FailureCode.TOOL_STEPS_EXHAUSTED)
+    assert row is not None and row.in_run_retries == 0
+    # one attempt stops at the default: the node is not retried (a cap, not a transient fault)
+    assert len(llm.requests) == DEFAULT_TOOL_MAX_STEPS + 1
+    assert len(events(store, r.run_id, "tool_called")) == DEFAULT_TOOL_MAX_STEPS
 
 
 def test_an_oversized_tool_result_is_cut_with_a_note(tmp_path: Path, ws: Path, store: Store,

@@ -196,7 +196,8 @@ class AgentLoop:
             if turn.calls:
                 if conv.steps >= max_steps:
                     convstore.save(self.host.conversations_dir, conv)
-                    raise BackendError(FailureCode.EXECUTION_FAILED,
+                    # not EXECUTION_FAILED: a retry would spend max_steps model calls again
+                    raise BackendError(FailureCode.TOOL_STEPS_EXHAUSTED,
                                        f"node {self.req.node_id}: the agent reached tool_max_steps ({max_steps}) "
                                        "without a final answer; raise tool_max_steps or narrow the task")
                 conv.steps += 1
