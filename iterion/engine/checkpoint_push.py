@@ -254,10 +254,11 @@ class CheckpointPusher:
 # -- banking a stopped run -----------------------------------------------------------------------
 def bank_worktree(doc: RunDoc, why: str) -> dict[str, str] | None:
     """Commit a worktree run's tree on its own branch (its worktree's index, never the user's):
-    {final_branch, final_commit}; None for an in-place run or a released worktree."""
+    {final_branch, final_commit}; None for an in-place run or a worktree released or not created
+    (nothing to bank: its tree is the base commit's)."""
     from iterion.engine.worktree import commit_worktree
 
-    if doc.workspace_mode is not WorkspaceMode.WORKTREE or doc.worktree is None or doc.worktree.released:
+    if doc.workspace_mode is not WorkspaceMode.WORKTREE or doc.worktree is None or doc.worktree.absent:
         return None
     path = Path(doc.worktree.path)
     if not path.is_dir():
