@@ -111,8 +111,9 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
             return {}
         opts = fresh.options
         if not fresh.worktree.created:  # no node needed the workspace: the branch, at the base, is the result
-            return never_created_result(fresh.worktree.branch, fresh.worktree.base_commit,
-                                        Path(opts.get("repo_dir") or fresh.worktree.path))
+            finished.update(never_created_result(fresh.worktree.branch, fresh.worktree.base_commit,
+                                                 Path(opts.get("repo_dir") or fresh.worktree.path)))
+            return finished
         try:
             out = finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
                                     Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,
