@@ -289,7 +289,8 @@ def after_stop(store: Store, doc: RunDoc, status: RunStatus, versioning: Version
     final = dict(final or {})
     if status in BANKED and not final:
         try:
-            final = bank_worktree(doc, status.value) or {}
+            # the document as stored: the run may have made its worktree since ``doc`` was read
+            final = bank_worktree(store.load_run(doc.id), status.value) or {}
         except Exception as exc:  # noqa: BLE001 - the run's own outcome stands
             _warn(store, doc.id, emit, f"the run's state could not be banked on its branch: {exc}")
     if pusher is not None:
