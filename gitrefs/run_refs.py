@@ -189,19 +189,23 @@ class RunRefs:
         self.last_full_way = snap.way
         return snap.tree
 
-    def write_boundary(self, label: BoundaryLabel, reported: Sequence[str] | None = None) -> BoundaryRecord:
-        """Record a boundary; ``reported`` as for ``snapshot``."""
+    def write_boundary(self, label: BoundaryLabel, reported: Sequence[str] | None = None, *,
+                       unchanged: bool = False) -> BoundaryRecord:
+        """Record a boundary; ``reported`` as for ``snapshot``. ``unchanged``: the caller vouches
+        that the run's tree is the chain head's (its checkout does not exist yet): no working
+        tree is read, the head's tree is recorded."""
         self.record()
         with run_lock(self.ws.run_dir(self.run_id)):
-            return self._write_boundary_locked(label, reported)
+            return self._write_boundary_locked(label, reported, unchanged)
 
-    def _write_boundary_locked(self, label: BoundaryLabel, reported: Sequence[str] | None = None) -> BoundaryRecord:
+    def _write_boundary_locked(self, label: BoundaryLabel, reported: Sequence[str] | None = None,
+                               unchanged: bool = False) -> BoundaryRecord:
         ref = layout.boundary_ref(self.run_id, label)
         prev = self.chain_head()
         if label.kind.is_alias:
             self._set_ref(ref, prev)
             return BoundaryRecord(label, ref, prev, self._tree_of(prev))
-        tree = self.snapshot(reported, prev)
+        tree = self._tree_of(prev) if unchanged else self.snapshot(reported, prev)
         commit = create_commit(self.repo, CommitSpec(
             f"iterion: {label} (run {self.run_id})",
             {T_RUN: self.run_id, T_NODE: label.node, T_ITERATION: str(label.iteration),

@@ -254,10 +254,11 @@ class CheckpointPusher:
 # -- banking a stopped run -----------------------------------------------------------------------
 def bank_worktree(doc: RunDoc, why: str) -> dict[str, str] | None:
     """Commit a worktree run's tree on its own branch (its worktree's index, never the user's):
-    {final_branch, final_commit}; None for an in-place run or a released worktree."""
+    {final_branch, final_commit}; None for an in-place run or a worktree released or not created
+    (nothing to bank: its tree is the base commit's)."""
     from iterion.engine.worktree import commit_worktree
 
-    if doc.workspace_mode is not WorkspaceMode.WORKTREE or doc.worktree is None or doc.worktree.released:
+    if doc.workspace_mode is not WorkspaceMode.WORKTREE or doc.worktree is None or doc.worktree.absent:
         return None
     path = Path(doc.worktree.path)
     if not path.is_dir():
@@ -288,7 +289,8 @@ def after_stop(store: Store, doc: RunDoc, status: RunStatus, versioning: Version
     final = dict(final or {})
     if status in BANKED and not final:
         try:
-            final = bank_worktree(doc, status.value) or {}
+            # the document as stored: the run may have made its worktree since ``doc`` was read
+            final = bank_worktree(store.load_run(doc.id), status.value) or {}
         except Exception as exc:  # noqa: BLE001 - the run's own outcome stands
             _warn(store, doc.id, emit, f"the run's state could not be banked on its branch: {exc}")
     if pusher is not None:

@@ -25,7 +25,7 @@ from iterion.engine.runner import Runner
 from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.state import RunState
 from iterion.engine.versioning import Versioning
-from iterion.engine.worktree import finalize_worktree, release_finished_worktree
+from iterion.engine.worktree import finalize_worktree, never_created_result, release_finished_worktree
 from iterion.ir import Workflow
 from iterion.store import RunDoc, RunStatus, Store, WorkspaceMode
 from iterion.store import events as ev
@@ -110,6 +110,10 @@ def drive(store: Store, doc: RunDoc, wf: Workflow, state: RunState, budget: Budg
         if fresh.workspace_mode is not WorkspaceMode.WORKTREE or fresh.worktree is None:
             return {}
         opts = fresh.options
+        if not fresh.worktree.created:  # no node needed the workspace: the branch, at the base, is the result
+            finished.update(never_created_result(fresh.worktree.branch, fresh.worktree.base_commit,
+                                                 Path(opts.get("repo_dir") or fresh.worktree.path)))
+            return finished
         try:
             out = finalize_worktree(Path(fresh.worktree.path), fresh.worktree.branch,
                                     Path(opts.get("repo_dir") or fresh.worktree.path), fresh.name,

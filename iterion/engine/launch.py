@@ -37,7 +37,7 @@ from iterion.engine.state import RunState, to_checkpoint
 from iterion.engine.storage import storage_oserror
 from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
-from iterion.engine.worktree import create_worktree
+from iterion.engine.worktree import plan_worktree
 from iterion.envsubst import expand_launch
 from iterion.ir import FieldType, Node, NodeKind, RouterMode, SchemaField, Workflow
 from iterion.permissions import build_policy
@@ -177,8 +177,10 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     mode = WorkspaceMode.IN_PLACE
     run_workspace = workspace
     if wf.worktree:
-        created = create_worktree(workspace, store.root, run_id, options.branch_name or f"iterion/run/{name}")
-        worktree_info = WorktreeInfo(path=str(created.path), branch=created.branch, base_commit=created.base_commit)
+        # checked and its base fixed now; the checkout is made before the first node that needs it
+        created = plan_worktree(workspace, store.root, run_id, options.branch_name or f"iterion/run/{name}")
+        worktree_info = WorktreeInfo(path=str(created.path), branch=created.branch, base_commit=created.base_commit,
+                                     created=False)
         mode, run_workspace = WorkspaceMode.WORKTREE, created.path
         # the run's workspace is its worktree: ${PROJECT_DIR} names it (docs/language.md §1)
         values = resolve_vars(wf, options.preset, options.vars, project_dir=run_workspace)

@@ -133,7 +133,11 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         build_policy(wf.extra.get("permission"), layers)  # refuse a malformed policy before anything changes
         # a fresh sandbox, never the last attempt's: refused here (the run keeps its status) when it cannot start
         sandbox_flag = options.sandbox or recorded_flag(doc.options)
-        sandbox = build_sandbox(wf, Path(doc.workspace_dir), store.root, sandbox_flag, layers)
+        # a worktree not created yet (lazy creation): tried on the checkout it will be added to,
+        # as at launch (the run's own sandbox is built on the worktree, once it exists)
+        tried_in = Path(doc.options.get("repo_dir") or doc.workspace_dir) if (
+            doc.worktree is not None and not doc.worktree.created) else Path(doc.workspace_dir)
+        sandbox = build_sandbox(wf, tried_in, store.root, sandbox_flag, layers)
         answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None,
                                  ref=doc.name or state.run_id)
         check_pending_uploads(state, wf, answers)

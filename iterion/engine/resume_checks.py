@@ -86,9 +86,17 @@ def _gitdir_of(worktree: Path) -> Path | None:
 
 
 def check_worktree_link(doc: RunDoc) -> None:
-    """Refuse a worktree run whose checkout vanished or whose .git pointer is dangling."""
+    """Refuse a worktree run whose checkout vanished or whose .git pointer is dangling (one not
+    created yet is made by the run, before its first node that needs it)."""
     if doc.workspace_mode is not WorkspaceMode.WORKTREE:
         return
+    if doc.worktree is not None and not doc.worktree.created:
+        repo = doc.options.get("repo_dir")
+        if repo and not Path(repo).is_dir():
+            raise EngineError(f"run {doc.id}: the repository its worktree is to be added to ({repo}) no longer "
+                              "exists; cannot resume", hint="restore the repository at that path, or start a new run",
+                              exit_code=ErrorCode.REFUSED)
+        return  # made by the run, before its first node that needs it
     path = Path(doc.worktree.path if doc.worktree is not None else doc.workspace_dir)
     if not path.is_dir():
         raise EngineError(f"run {doc.id}: its worktree {path} no longer exists; cannot resume",

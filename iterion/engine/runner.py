@@ -35,6 +35,7 @@ from iterion.engine.state import Pending, to_checkpoint
 from iterion.engine.stop import Ask, Emit, Lost, Mark, Stop, lost, park_on_storage, stop_run
 from iterion.engine.storage import storage_failure, storage_oserror
 from iterion.engine.versioning import capture_skipped_payload
+from iterion.engine.worktree import needs_workspace
 from iterion.failure_codes import FailureCode
 from iterion.ir import DONE, FAIL, TERMINALS, AwaitMode, Edge, Node, NodeKind, RouterMode
 from iterion.store import AnchorReason, RunStatus
@@ -160,6 +161,13 @@ class Runner:
         ctx, st, wf = self.ctx, self.state, self.wf
         node = wf.nodes[nid]
         ctx.token.check()  # a cancelled run writes no further boundary (a branch thread gets here too)
+        if needs_workspace(node):  # a lazily created worktree is made before its first such node
+            try:
+                ctx.versioning.ensure_workspace()
+            except Exception as exc:  # noqa: BLE001 - reported as the node's failure
+                raise storage_failure(exc, "the run's worktree could not be created", nid) or NodeFailure(
+                    FailureCode.EXECUTION_FAILED, f"the run's worktree could not be created: "
+                    f"{getattr(exc, 'message', None) or exc}", node=nid) from exc
         if resumed:
             self.boundary(BoundaryKind.RESUME, nid, it)
             pre = BoundaryLabel(BoundaryKind.PRE, nid, it)

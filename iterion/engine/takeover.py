@@ -107,6 +107,7 @@ def _mark_best_effort(store: Store, doc: RunDoc, label: BoundaryLabel, how: str)
         return Takeover(how, None, warning="the run records no workspace: nothing to record")
     if doc.worktree is not None and doc.worktree.released:
         return Takeover(how, None, warning="the run's worktree was released: no workspace to record")
+    # a worktree not created yet: the boundary records the base tree (GitVersioning, lazy creation)
     try:
         versioning = open_run_versioning(store, doc, start=False, watch=False)
     except Exception as exc:  # noqa: BLE001 - reported on the timeline, never blocks the takeover

@@ -129,6 +129,10 @@ class Versioning(ABC):
     def close(self) -> None:
         """Release watchers/handles (idempotent)."""
 
+    def ensure_workspace(self) -> None:
+        """Make the workspace exist before a node that touches files (``worktree.needs_workspace``):
+        a lazily created worktree is made here; a no-op for every workspace that already exists."""
+
     # -- restoring ----------------------------------------------------------------------------
     # Whether another run may version the same directory: a produced restore then leaves in
     # place what those runs produced (iterion.rewind.other_runs). False: the workspace is the
@@ -200,25 +204,52 @@ class GitVersioning(Versioning):
     push_is_bank = False
 
     def __init__(self, workspace: Path, run_id: str, *, base: str | None = None, start: bool = False,
-                 watch: bool = False) -> None:
+                 watch: bool = False, pending: Callable[[], Path] | None = None,
+                 repo: Path | None = None) -> None:
+        """``pending``: the worktree is not created yet (lazy creation, iterion/engine/worktree.py);
+        it makes it. Until then the run's refs are read and written through ``repo``, the checkout
+        it will be added to (they live in the common git directory), and a boundary records the
+        chain head's tree: nothing can have changed in a checkout that does not exist."""
         super().__init__()
         from gitrefs import RunRefs
 
         self.workspace = Path(workspace)
-        self._refs = RunRefs.start(workspace, run_id, base=base) if start else RunRefs(workspace, run_id)
+        self.run_id = run_id
+        self._pending = pending if repo is not None else None
+        where = repo if self._pending is not None and repo is not None else workspace
+        self._refs = RunRefs.start(where, run_id, base=base) if start else RunRefs(where, run_id)
         self._journal: Journal | None = None
         self._armed = False  # the journal holds every change since the last boundary's full add
-        if watch:
-            from workspacetrack.journal import Journal
+        self._watch = watch
+        if watch and self._pending is None:
+            self._start_journal()
 
-            journal = Journal(str(Path(workspace).resolve()))
-            try:
-                journal.start()
-            except Exception:  # noqa: BLE001 - the journal is an optimisation; boundaries fall back to git add -A
-                journal.stop()
-            self._journal = journal if journal.active else None
+    def ensure_workspace(self) -> None:
+        with self._lock:
+            if self._pending is None:
+                return
+            from gitrefs import RunRefs
+
+            self.workspace = self._pending()
+            self._pending = None
+            # the private index is per worktree: the first boundary there is a full add (as a restart)
+            self._refs = RunRefs(self.workspace, self.run_id)
+            if self._watch:
+                self._start_journal()
+
+    def _start_journal(self) -> None:
+        from workspacetrack.journal import Journal
+
+        journal = Journal(str(self.workspace.resolve()))
+        try:
+            journal.start()
+        except Exception:  # noqa: BLE001 - the journal is an optimisation; boundaries fall back to git add -A
+            journal.stop()
+        self._journal = journal if journal.active else None
 
     def _write(self, label: BoundaryLabel) -> str:
+        if self._pending is not None:
+            return str(self._refs.write_boundary(label, unchanged=not label.kind.is_alias).commit)
         j = self._journal
         if j is None or label.kind.is_alias:
             return str(self._refs.write_boundary(label).commit)
@@ -411,8 +442,21 @@ def open_versioning(*, worktree: bool, workspace: Path, run_dir: Path, run_id: s
 
 
 def open_run_versioning(store: Store, doc: RunDoc, *, start: bool, watch: bool = True) -> Versioning:
-    """The mechanism of a run the store holds (its document says which)."""
+    """The mechanism of a run the store holds (its document says which). A worktree not created
+    yet (lazy creation) is made by ``ensure_workspace``, before the first node that needs it."""
     worktree = doc.workspace_mode is WorkspaceMode.WORKTREE
+    wt = doc.worktree
+    if worktree and wt is not None and not wt.created:
+        from iterion.engine.worktree import materialize_worktree
+
+        def make() -> Path:
+            return materialize_worktree(store, doc.id)
+
+        if _OVERRIDE is not None:  # a test mechanism reads the directory itself: made now
+            make()
+        else:
+            return GitVersioning(Path(wt.path), doc.id, base=wt.base_commit, start=start, watch=watch,
+                                 pending=make, repo=Path(doc.options.get("repo_dir") or wt.path))
     return open_versioning(worktree=worktree, workspace=Path(doc.workspace_dir), run_dir=store.run_dir(doc.id),
                            run_id=doc.id, base=doc.worktree.base_commit if (worktree and doc.worktree) else None,
                            start=start, watch=watch)

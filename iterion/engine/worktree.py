@@ -11,6 +11,17 @@ unreachable: its boundaries are refs in the repository's common git directory
 (``refs/iterion/runs/<run>/``), its final tree a commit on its branch; no command resumes or
 rewinds a finished run. A failed, cancelled or parked run keeps its checkout (a resume runs
 there); ``iterion gc`` reports those it keeps and removes those of collected runs.
+
+Lazy creation: launch checks everything (a repository, a commit to branch from, a free branch
+name), fixes the base commit and records the worktree ``created: false``; the checkout itself
+(``git worktree add``) is made by ``materialize_worktree`` before the first node that needs the
+workspace (``needs_workspace``), and ``created: true`` is recorded after it. A run that parks at
+a first human gate, or is cancelled before any such node, never pays for a checkout. Until then
+the run's tree is its base commit's: boundaries record that tree without reading a checkout
+(``GitVersioning``), and every reader treats the absent checkout like a released one
+(``WorktreeInfo.absent``). The creation is idempotent: a kill during ``git worktree add`` leaves
+``created: false`` and at most a half-made directory and the branch at the base commit, which
+the next attempt removes and reuses.
 """
 
 from __future__ import annotations
@@ -47,7 +58,23 @@ class CreatedWorktree:
     repo: Path  # the operator's checkout the worktree was added to
 
 
-def create_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) -> CreatedWorktree:
+def needs_workspace(node: Any) -> bool:
+    """Whether a node touches the run's files, so a lazily created worktree must exist before it.
+
+    Not needed: a human gate answered by a person (it shows a question), a router that is not an
+    LLM (it reads outputs, never files), a named fail node. Every other kind (agents, judges, LLM
+    routers, tools, compute steps, subbots, and any kind added later) needs it."""
+    from iterion.ir import NodeKind, RouterMode
+
+    if node.kind is NodeKind.HUMAN:
+        return getattr(node, "interaction", None) in ("llm", "llm_or_human")
+    if node.kind is NodeKind.ROUTER:
+        return node.mode is RouterMode.LLM
+    return node.kind is not NodeKind.FAIL
+
+
+def plan_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) -> CreatedWorktree:
+    """Every check ``git worktree add`` would fail on, and the base commit, without the checkout."""
     probe = git(repo_dir, "rev-parse", "--show-toplevel", check=False)
     if probe.returncode != 0:
         raise EngineError(f"`worktree: auto` needs a git repository, and {repo_dir} is not inside one",
@@ -61,9 +88,75 @@ def create_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) 
     if git(top, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False).returncode == 0:
         raise EngineError(f"branch {branch} already exists", hint="pass another --branch-name")
     path = (Path(store_root) / "worktrees" / run_id).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    git(top, "worktree", "add", "-q", "-b", branch, str(path), base)
     return CreatedWorktree(path, branch, base, top)
+
+
+def create_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) -> CreatedWorktree:
+    """Plan and make the checkout at once (callers that need it now)."""
+    planned = plan_worktree(repo_dir, store_root, run_id, branch)
+    add_worktree(planned.path, planned.branch, planned.base_commit, planned.repo)
+    return planned
+
+
+def _is_complete_checkout(path: Path, branch: str, base: str) -> bool:
+    """A finished ``git worktree add``: its own top, on ``branch`` at ``base``, nothing differing
+    (nothing of the run ran there yet, so any difference is a checkout cut short)."""
+    if not (path / ".git").exists():
+        return False
+    top = git(path, "rev-parse", "--show-toplevel", check=False)
+    head = git(path, "symbolic-ref", "-q", "HEAD", check=False)
+    at = git(path, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != path.resolve() \
+            or head.stdout.strip() != f"refs/heads/{branch}" or at.stdout.strip() != base:
+        return False
+    status = git(path, "status", "--porcelain", "--untracked-files=all", check=False)
+    return status.returncode == 0 and not status.stdout.strip()
+
+
+def add_worktree(path: Path, branch: str, base: str, repo: Path) -> None:
+    """``git worktree add``, idempotent: a complete checkout of ``branch`` at ``path`` is kept; a
+    half-made one (a kill during the add) is removed and made again; the branch a killed add
+    created is reused when it is still at ``base`` (a branch that moved on is someone's: refused)."""
+    path = Path(path)
+    if path.is_dir() and _is_complete_checkout(path, branch, base):
+        return
+    if path.exists():
+        git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists():
+            import shutil
+
+            shutil.rmtree(path)
+    git(repo, "worktree", "prune")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tip = git(repo, "rev-parse", "--verify", "-q", f"refs/heads/{branch}^{{commit}}", check=False)
+    if tip.returncode != 0:
+        git(repo, "worktree", "add", "-q", "-b", branch, str(path), base)
+        return
+    if tip.stdout.strip() != base:
+        raise EngineError(f"branch {branch} was created by someone else after the run started "
+                          f"(it is at {tip.stdout.strip()[:12]}, the run's base is {base[:12]})",
+                          hint=f"rename or delete branch {branch}, then resume the run")
+    git(repo, "worktree", "add", "-q", str(path), branch)
+
+
+def materialize_worktree(store: Any, run_id: str) -> Path:
+    """Make a lazily planned worktree exist (see the module doc) and record ``created``; the path.
+    Called with the run's lock held (the executing process)."""
+    doc = store.load_run(run_id)
+    wt = doc.worktree
+    assert wt is not None
+    path = Path(wt.path)
+    if wt.created:
+        return path
+    repo = Path(doc.options.get("repo_dir") or path)
+    add_worktree(path, wt.branch, wt.base_commit, repo)
+
+    def mark(d: Any) -> None:
+        if d.worktree is not None:
+            d.worktree.created = True
+
+    store.update_run(run_id, mark)  # after the add: a kill before this redoes an idempotent add
+    return path
 
 
 def commit_worktree(path: Path, message: str) -> str:
@@ -106,6 +199,15 @@ def finalize_worktree(path: Path, branch: str, repo_dir: Path, run_name: str, *,
         git(repo_dir, "update-ref", f"refs/heads/{target}", final, old)
     out["merged_into"] = target
     return out
+
+
+def never_created_result(branch: str, base: str, repo_dir: Path) -> dict[str, Any]:
+    """A run that finished without a node that needed its worktree: the branch is made at the
+    base (the persistent branch a worktree run promises), nothing is committed or merged."""
+    if git(repo_dir, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False).returncode != 0:
+        git(repo_dir, "branch", branch, base, check=False)
+    return {"final_branch": branch, "final_commit": base, "merged_into": None,
+            "merge_skipped": "no node needed the workspace: nothing changed"}
 
 
 def release_finished_worktree(store: Any, run_id: str) -> str | None:

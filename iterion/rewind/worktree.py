@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from iterion.engine.errors import EngineError
 from iterion.rewind.errors import RewindError
 from iterion.store import RunDoc
 
@@ -31,9 +32,13 @@ def _operator_repo(doc: RunDoc) -> Path:
 
 
 def check_worktree(doc: RunDoc) -> Path:
-    """The refusals of ``ensure_worktree``, reading only: the path (absent only if released)."""
+    """The refusals of ``ensure_worktree``, reading only: the path (absent only if released or
+    not created yet: lazy creation, iterion/engine/worktree.py)."""
     wt = doc.worktree
     path = Path(wt.path if wt else doc.workspace_dir)
+    if wt is not None and not wt.created:
+        _operator_repo(doc)
+        return path  # possibly half made by a killed creation: ensure_worktree makes it again
     if path.is_dir():
         if _git(path, "rev-parse", "--git-dir").returncode != 0:
             raise RewindError(f"the worktree of run {doc.id} ({path}) has a broken git link",
@@ -50,9 +55,19 @@ def check_worktree(doc: RunDoc) -> Path:
 def ensure_worktree(doc: RunDoc) -> Path:
     """The run's worktree path, rebuilt at its launch commit if it was released. Mutates ``doc``."""
     path = check_worktree(doc)  # the same refusals, one home
+    wt = doc.worktree
+    if wt is not None and not wt.created:  # the replay needs somewhere to run: made now, idempotently
+        from iterion.engine.worktree import add_worktree
+
+        try:
+            add_worktree(path, wt.branch, wt.base_commit, _operator_repo(doc))
+        except EngineError as exc:
+            raise RewindError(f"creating the worktree of run {doc.id} failed: {exc.message}") from exc
+        wt.created = True
+        doc.workspace_dir = str(path)
+        return path
     if path.is_dir():
         return path
-    wt = doc.worktree
     assert wt is not None  # check_worktree refused a missing worktree that iterion did not release
     repo = _operator_repo(doc)
     _git(repo, "worktree", "prune")

@@ -255,7 +255,10 @@ def _git(cwd: Path, *args: str, stdin: str | None = None) -> tuple[int, str, str
 
 def _repo_of(doc: RunDoc) -> Path | None:
     """The common git directory holding the run's refs: its workspace's (in place) or its worktree's."""
-    where = doc.worktree.path if doc.workspace_mode is WorkspaceMode.WORKTREE and doc.worktree else doc.workspace_dir
+    where: str | None = (doc.worktree.path if doc.workspace_mode is WorkspaceMode.WORKTREE and doc.worktree
+                         else doc.workspace_dir)
+    if where and not Path(where).is_dir() and doc.workspace_mode is WorkspaceMode.WORKTREE:
+        where = doc.options.get("repo_dir")  # released or never created: the checkout it was added to
     if not where or not Path(where).is_dir():
         return None
     code, out, _ = _git(Path(where), "rev-parse", "--path-format=absolute", "--git-common-dir")

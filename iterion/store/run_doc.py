@@ -36,6 +36,15 @@ class WorktreeInfo(BaseModel):
     branch: str
     base_commit: str
     released: bool = False  # a deliberate reclamation after an early terminal refusal
+    # Lazy creation (iterion/engine/worktree.py): False until `git worktree add` completed and was
+    # recorded, i.e. before the first node that needs the workspace. Documents written before
+    # lazy creation made the checkout at launch: absent means True.
+    created: bool = True
+
+    @property
+    def absent(self) -> bool:
+        """The checkout does not exist by design (released, or not created yet)."""
+        return self.released or not self.created
 
 
 class OwnerInfo(BaseModel):
