@@ -194,7 +194,7 @@ class _Loader:
                 # on disk only: a run's recorded sources (or a .botz) hold no child to check
                 from iterion.dsl.subbots import check_subbots
 
-                check_subbots(wf, main, self.env, self.sink, self.check_inside)
+                check_subbots(wf, main, self.env, self.sink, self.check_inside, load_workflow)
         return self.result(wf)
 
     def result(self, wf: object) -> CompileResult:

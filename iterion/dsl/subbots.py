@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from iterion.dsl.diagnostics import Severity, Sink
+from iterion.dsl.unit import CompileResult
 from iterion.ir import NodeKind, Workflow
 
 # the child files being checked on this stack: a cycle stops here instead of recursing forever
@@ -26,9 +27,8 @@ def child_path(main_file: str | os.PathLike[str], source_path: str) -> Path:
 
 
 def check_subbots(wf: Workflow, main_file: Path, env: Mapping[str, str], sink: Sink,
-                  check_inside: Callable[[Path, str], None]) -> None:
-    from iterion.dsl.loader import load_workflow
-
+                  check_inside: Callable[[Path, str], None], load: Callable[..., CompileResult]) -> None:
+    """``load`` is the loader's ``load_workflow`` (passed in: the loader imports this module)."""
     for node in wf.nodes.values():
         if node.kind is not NodeKind.SUBBOT or node.source_path is None or node.source is None:
             continue
@@ -52,7 +52,7 @@ def check_subbots(wf: Workflow, main_file: Path, env: Mapping[str, str], sink: S
             continue
         token = _CHECKING.set((*stack, str(main_file.resolve()), key))
         try:
-            child = load_workflow(path, env=env)
+            child = load(path, env=env)
         finally:
             _CHECKING.reset(token)
         if child.workflow is None:

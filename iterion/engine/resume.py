@@ -19,6 +19,7 @@ from typing import Any
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.inputs import SOURCE_LIMIT, check_regular_file
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
+from iterion.engine import launch as _launch  # noqa: F401 - registers the subbot child launcher
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
@@ -52,6 +53,7 @@ from iterion.engine.sandboxing import recorded_flag
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
+from iterion.engine.subbot_hooks import provide_resume
 from iterion.engine.takeover import record_takeover
 from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
@@ -315,3 +317,11 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
         raise EngineError(f"run {state.run_id} is not waiting for answers (status {status.value})",
                           hint="drop the --answer flags")
     return None
+
+
+def _resume_child(store: Store, run_id: str, **options: Any) -> RunResult:
+    """A subbot's child run, continued by its parent (iterion/engine/nodes/subbot.py)."""
+    return resume_run(store, run_id, ResumeOptions(**options))
+
+
+provide_resume(_resume_child)

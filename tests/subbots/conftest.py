@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.conftest import git
 
 CHILD = '''vars:
   task: string
@@ -48,5 +51,13 @@ def project(tmp_path: Path) -> Path:
     (root / "bots").mkdir(parents=True)
     (root / "bots" / "child.bot").write_text(CHILD)
     (root / "parent.bot").write_text(PARENT)
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "bots")
     return root
+
+
+def run_docs(project: Path) -> dict[str, dict[str, Any]]:
+    """Every run document of the project's store, by run id."""
+    runs = project / ".git" / "iterion" / "store" / "runs"
+    return {p.parent.name: json.loads(p.read_text()) for p in runs.glob("*/run.json")}
