@@ -27,6 +27,7 @@ from iterion.rewind.marker import has_intent
 from iterion.store.docstore import CorruptRun
 from iterion.store.lock import is_held
 from iterion.store.status import RunStatus
+from iterion.store.subbot_tree import children_of, parent_of, tree_lines
 
 if TYPE_CHECKING:
     from iterion.store import RunDoc, Store
@@ -300,6 +301,9 @@ def inspect_cmd(
         "continue_with": _continue_with(doc, cp, store_args(store)),
         # process groups the run recorded as alive (a takeover ends those still running)
         "processes": [c.model_dump(mode="json") for c in doc.children],
+        # the subbot tree: the run that launched this one, and the children its subbot nodes launched
+        "parent": parent_of(doc),
+        "subbot_children": children_of(store, doc),
     }
     detail["interrupted_rewind"], interrupted = None, None
     if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one
@@ -334,6 +338,12 @@ def inspect_cmd(
         echo(f"rewinds: {len(rewinds)}, the last to {latest['to_node']} at "
              f"{_stamp(datetime.fromisoformat(latest['time']))}")
     echo(f"workspace: {doc.workspace_dir or '-'} ({doc.workspace_mode.value})")
+    if detail["parent"]:
+        echo(f"launched by: run {doc.parent_run}, subbot node {doc.parent_node}")
+    if detail["subbot_children"]:
+        echo("subbot children:")
+        for line in tree_lines(detail["subbot_children"]):
+            echo(line)
     echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})" if detail["checkpoint_node"]
          else "checkpoint node: - (" + (detail["anchor"] or "no checkpoint yet") + ")")
     if detail["pending"]:

@@ -37,6 +37,14 @@ def test_the_child_parks_and_answering_through_the_parent_finishes_both(project:
     assert docs[child["id"]]["status"] == "finished"
     assert docs[parent]["subbot_children"] == {"kid": child["id"]}
     assert len(docs) == 2  # the resume continued the same child
+    # inspect shows the tree both ways
+    tree = cli_json("inspect", "--run-id", parent, cwd=project)
+    assert tree["parent"] is None
+    assert tree["subbot_children"] == [{"node": "kid", "run": child["id"], "name": child["name"],
+                                        "status": "finished", "children": []}]
+    assert cli_json("inspect", "--run-id", child["id"], cwd=project)["parent"] == {"run": parent, "node": "kid"}
+    text = run_cli("inspect", "--run-id", parent, cwd=project).stdout
+    assert f"kid -> {child['id']} ({child['name']}) finished" in text
 
 
 def test_a_failed_child_fails_the_node_with_its_code(project: Path) -> None:
@@ -141,5 +149,4 @@ def test_rewind_of_the_subbot_node_orphans_the_child_and_the_replay_sees_the_edi
     done = cli_json("resume", "--run-id", parent, "--answer", "go=true", cwd=project)
     assert done["status"] == "finished"
     assert run_docs(project)[new_child]["parent_run"] == parent
-    proc = run_cli("inspect", "--run-id", parent, cwd=project)
-    assert proc.returncode == 0
+    assert [c["run"] for c in cli_json("inspect", "--run-id", parent, cwd=project)["subbot_children"]] == [new_child]
