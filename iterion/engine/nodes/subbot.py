@@ -152,9 +152,13 @@ def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult
 
     ctx.store.update_run(ctx.run_id, record)
     opts = ctx.options
+    # the script backend's answers: the child's own file beside it, else the parent's
+    from iterion.backends.script import find_script_file
+
+    script_file = find_script_file(path) or opts.script_file
     try:
         return launch_child(ctx.store, path, src, vars=values, backend=opts.backend, model=opts.model,
-                            script_file=opts.script_file, workspace=ctx.workspace,
+                            script_file=script_file, workspace=ctx.workspace,
                             budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), watch=opts.watch,
                             run_id=child_id, on_budget=opts.on_budget, parent_run=ctx.run_id, parent_node=node.id)
     except (EngineError, StoreError) as exc:
