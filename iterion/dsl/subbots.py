@@ -58,7 +58,7 @@ def check_subbots(wf: Workflow, main_file: Path, env: Mapping[str, str], sink: S
         if child.workflow is None:
             first = next((d for d in child.diagnostics if d.severity is Severity.ERROR), None)
             sink.add("C117", node.span, f"{owner}: child workflow {node.source} does not compile"
-                     + (f": {first}" if first else ""), f"run: iterion validate {node.source}")
+                     + (f": line {first.span.line}: {first.code} {first.message}" if first else ""), f"run: iterion validate {node.source}")
             continue
         given = {k for k, _ in node.subbot_with}
         for key_name in sorted(given - set(child.workflow.vars)):

@@ -286,9 +286,10 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         release_workspace(ws_lock)
 
 
-def _launch_child(store: Store, path: Path, compiled: CompiledSource, **options: Any) -> RunResult:
+def _launch_child(store: Store, path: Path, compiled: CompiledSource, *, token: CancelToken,
+                  **options: Any) -> RunResult:
     """A subbot's child run (iterion/engine/nodes/subbot.py)."""
-    return launch_run(store, path, LaunchOptions(**options), compiled=compiled)
+    return launch_run(store, path, LaunchOptions(**options), compiled=compiled, token=token)
 
 
 provide_launch(_launch_child)

@@ -319,9 +319,9 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
     return None
 
 
-def _resume_child(store: Store, run_id: str, **options: Any) -> RunResult:
+def _resume_child(store: Store, run_id: str, *, token: CancelToken, **options: Any) -> RunResult:
     """A subbot's child run, continued by its parent (iterion/engine/nodes/subbot.py)."""
-    return resume_run(store, run_id, ResumeOptions(**options))
+    return resume_run(store, run_id, ResumeOptions(**options), token=token)
 
 
 provide_resume(_resume_child)

@@ -55,7 +55,7 @@ def test_an_invalid_child_or_a_cycle_is_refused(project: Path) -> None:
     (project / "bots" / "broken.bot").write_text("workflow w:\n  entry: nowhere\n")
     (project / "loop.bot").write_text('subbot me:\n  source: "loop.bot"\nworkflow w:\n  entry: me\n  me -> done\n')
     (project / "p.bot").write_text('subbot k:\n  source: "bots/broken.bot"\nworkflow w:\n  entry: k\n  k -> done\n')
-    assert any(c == "C117" and "does not compile" in m for c, m in _codes(project / "p.bot"))
+    assert any(c == "C117" and "does not compile: line 2: C008" in m for c, m in _codes(project / "p.bot"))
     assert any(c == "C117" and "cycle" in m for c, m in _codes(project / "loop.bot"))
 
 

@@ -150,3 +150,27 @@ def test_rewind_of_the_subbot_node_orphans_the_child_and_the_replay_sees_the_edi
     assert done["status"] == "finished"
     assert run_docs(project)[new_child]["parent_run"] == parent
     assert [c["run"] for c in cli_json("inspect", "--run-id", parent, cwd=project)["subbot_children"]] == [new_child]
+
+
+def test_cancelling_the_parent_cancels_the_child_and_a_resume_continues_it(project: Path) -> None:
+    (project / "bots" / "child.bot").write_text(
+        'vars:\n  task: string\n' + SLOW_CHILD[SLOW_CHILD.index("tool slow:"):SLOW_CHILD.index("compute wrap:")]
+        + 'compute wrap:\n  expr:\n    approved: "true"\n    task: "vars.task"\n'
+        'workflow child:\n  entry: slow\n  slow -> wrap\n  wrap -> done\n')
+    proc = start_cli("run", "parent.bot", cwd=project, start_new_session=True)
+    try:
+        wait_for_file(project / "started.flag", proc)
+        parent = next(i for i, d in run_docs(project).items() if d.get("parent_run") is None)
+        child_id = run_docs(project)[parent]["subbot_children"]["kid"]
+        cancel = run_cli("cancel", "--run-id", parent, cwd=project)
+        assert cancel.returncode == 0, cancel.stderr
+        proc.wait(timeout=60)
+    finally:
+        kill_process(proc)
+    docs = run_docs(project)
+    assert docs[parent]["status"] == "cancelled"
+    assert docs[child_id]["status"] == "cancelled"  # relayed: no child left burning
+    done = cli_json("resume", "--run-id", parent, cwd=project)
+    assert done["status"] == "finished", done
+    assert (project / "resumed.flag").exists()
+    assert len(run_docs(project)) == 2  # the cancelled child was resumed, not replaced

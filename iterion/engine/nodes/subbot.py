@@ -5,10 +5,13 @@ in this process, in the parent's workspace (the parent lends it its workspace lo
 written to the parent's ``RunDoc.subbot_children`` BEFORE the child exists, outside the
 checkpoint, so a crash at any point leaves one child to reattach, never two:
 
-* no child recorded (or the recorded one ended ``failed``/``cancelled``): launch a new child;
+* no child recorded (or the recorded one ended ``failed``): launch a new child;
 * recorded but absent from the store (the crash came before its creation): launch it under that id;
 * recorded and ``finished``: its outputs are the node's (the parent died after the child ended);
-* recorded and parked or ``running`` with a dead owner: resume it, with the parent's answers.
+* recorded and parked, cancelled or ``running`` with a dead owner: resume it, with the
+  parent's answers.
+
+A cancel of the parent is relayed to the child (its own token, linked).
 
 The decision reads only that map and the child's status, before the child workflow is compiled.
 A parked child parks the parent ``paused_waiting_human`` with the child's questions; a failed
@@ -18,11 +21,15 @@ parent's budget (the child is launched with at most what the parent has left).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from gitrefs.persist.killpoint import kill_point
 from iterion.budget import BudgetAsk, Usage
+from iterion.engine.cancel import CancelToken
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
 from iterion.engine.errors import EngineError, NodeFailure
 from iterion.engine.result import RunResult
@@ -30,7 +37,7 @@ from iterion.failure_codes import FailureCode
 from iterion.store import RunStatus
 from iterion.store.errors import StoreError
 
-_RELAUNCH = (RunStatus.FAILED, RunStatus.CANCELLED)
+_RELAUNCH = (RunStatus.FAILED,)  # terminal: a new child (a cancelled one resumes, like any run)
 _SUBBOT_FAILED = "SUBBOT_FAILED"  # a child stopped without a code of its own (not expected)
 
 
@@ -102,6 +109,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
                                        "child_run": child_id}) from None
     if result_status is RunStatus.FINISHED:
         return NodeResult(_outputs(ctx, call, child_id))
+    ctx.token.check()  # the parent was cancelled (and relayed it): the parent's cancel, not a failure
     if result_status is RunStatus.PAUSED_WAITING_HUMAN and pending is not None:
         questions = {k: v for k, v in pending.items() if k not in ("interaction_id", "kind")}
         questions["subbot"] = {"child_run": child_id, "node": pending.get("node")}
@@ -127,6 +135,28 @@ def _outputs(ctx: ExecContext, call: NodeCall, child_id: str) -> dict[str, Any]:
     if schema is not None:
         return validate_output(call.node.id, schema, {f.name: flat[f.name] for f in schema.fields if f.name in flat})
     return {**flat, "outputs": per_node, "child_run": child_id}
+
+
+@contextmanager
+def _linked(parent: CancelToken) -> Iterator[CancelToken]:
+    """The child's cancel token, cancelled when the parent's is (the child's drive attaches its
+    own process ledger to it, so it cannot share the parent's token)."""
+    child = CancelToken()
+    done = threading.Event()
+
+    def relay() -> None:
+        while not done.is_set():
+            if parent.wait(0.2):
+                child.cancel(parent.reason or "cancelled")
+                return
+
+    thread = threading.Thread(target=relay, name="subbot-cancel-relay", daemon=True)
+    thread.start()
+    try:
+        yield child
+    finally:
+        done.set()
+        thread.join(1)
 
 
 def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult:
@@ -157,10 +187,12 @@ def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult
 
     script_file = find_script_file(path) or opts.script_file
     try:
-        return launch_child(ctx.store, path, src, vars=values, backend=opts.backend, model=opts.model,
-                            script_file=script_file, workspace=ctx.workspace,
-                            budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), watch=opts.watch,
-                            run_id=child_id, on_budget=opts.on_budget, parent_run=ctx.run_id, parent_node=node.id)
+        with _linked(ctx.token) as token:
+            return launch_child(ctx.store, path, src, token=token, vars=values, backend=opts.backend,
+                                model=opts.model, script_file=script_file, workspace=ctx.workspace,
+                                budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), watch=opts.watch,
+                                run_id=child_id, on_budget=opts.on_budget, parent_run=ctx.run_id,
+                                parent_node=node.id)
     except (EngineError, StoreError) as exc:
         raise NodeFailure(FailureCode.EXECUTION_FAILED, f"subbot {node.id}: the child could not start: {exc}",
                           node=node.id, details={"child_run": child_id}) from None
@@ -178,7 +210,8 @@ def _resume(ctx: ExecContext, call: NodeCall, child_id: str) -> RunResult:
         pending = None if p is None else {"interaction_id": p.id, "node": p.node, "kind": p.kind, **p.questions}
         return RunResult(run_id=child_id, name=child.name, status=child.status, pending=pending)
     try:
-        return resume_child(ctx.store, child_id, answers=dict(answers), watch=ctx.options.watch)
+        with _linked(ctx.token) as token:
+            return resume_child(ctx.store, child_id, token=token, answers=dict(answers), watch=ctx.options.watch)
     except (EngineError, StoreError) as exc:
         raise NodeFailure(FailureCode.EXECUTION_FAILED, f"subbot {call.node.id}: child run {child_id} could not "
                           f"be resumed: {exc}", node=call.node.id, details={"child_run": child_id}) from None
