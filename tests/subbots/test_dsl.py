@@ -75,3 +75,11 @@ def test_the_canonical_unparser_round_trips_a_subbot(project: Path) -> None:
     assert diags == []
     assert unparse(again) == printed
     assert canonical_encoding({"x.bot": printed}, main="x.bot") == canonical_encoding({"x.bot": text}, main="x.bot")
+
+
+def test_the_diagram_draws_a_subbot(project: Path) -> None:
+    from iterion.dsl.diagram import to_mermaid
+
+    res = load_workflow(project / "parent.bot")
+    assert res.workflow is not None
+    assert 'n_kid{{"kid (subbot)"}}' in to_mermaid(res.workflow)
