@@ -307,6 +307,10 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
                               f"answer {ACK_FIELD} once the cause is fixed",
                               hint=command("resume", "--run-id", ref or state.run_id, "--answer", f"{ACK_FIELD}=true"),
                               exit_code=ErrorCode.BAD_INPUT)
+        if node is not None and node.kind is NodeKind.SUBBOT and pending.kind != "recovery":
+            from iterion.engine.nodes.subbot import check_child_answers  # its child's gate fields
+
+            check_child_answers(node.id, pending.questions, answers)
         if node is not None and node.kind is NodeKind.HUMAN and pending.kind != "recovery":
             try:
                 coerce_answers(node.id, node.output_schema, answers)

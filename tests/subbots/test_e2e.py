@@ -174,3 +174,14 @@ def test_cancelling_the_parent_cancels_the_child_and_a_resume_continues_it(proje
     assert done["status"] == "finished", done
     assert (project / "resumed.flag").exists()
     assert len(run_docs(project)) == 2  # the cancelled child was resumed, not replaced
+
+
+def test_an_answer_the_child_gate_refuses_is_refused_up_front(project: Path) -> None:
+    parent = cli_json("run", "parent.bot", cwd=project)["run_id"]
+    bad = run_cli("resume", "--run-id", parent, "--answer", "ok=maybe", cwd=project)
+    assert bad.returncode != 0
+    assert "'maybe' is not a bool" in bad.stderr
+    docs = run_docs(project)
+    assert docs[parent]["status"] == "paused_waiting_human"  # nothing moved
+    assert docs[docs[parent]["subbot_children"]["kid"]]["status"] == "paused_waiting_human"
+    assert cli_json("resume", "--run-id", parent, "--answer", "ok=true", cwd=project)["status"] == "finished"

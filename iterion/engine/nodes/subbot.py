@@ -120,6 +120,29 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
                       details={"child_run": child_id, "child_status": result_status.value})
 
 
+def check_child_answers(node_id: str, questions: dict[str, Any], answers: dict[str, Any]) -> None:
+    """Answers given to a parent parked on its child's gate, checked against the gate's fields up
+    front (a refusal leaves both runs parked, instead of failing the node on the child's resume)."""
+    from gitrefs.persist.errors import ErrorCode
+    from iterion.engine.coerce import coerce_answers
+    from iterion.engine.errors import AnswerError
+    from iterion.ir import FieldType, Schema, SchemaField
+
+    fields = []
+    for f in questions.get("fields") or []:
+        try:
+            ftype = FieldType(str(f.get("type")))
+        except ValueError:
+            continue
+        fields.append(SchemaField(str(f.get("name")), ftype, tuple(f["enum"]) if f.get("enum") else None))
+    if not fields:
+        return
+    try:
+        coerce_answers(node_id, Schema("child_gate", tuple(fields)), answers)
+    except AnswerError as exc:
+        raise EngineError(str(exc), exit_code=ErrorCode.BAD_INPUT) from None
+
+
 def _outputs(ctx: ExecContext, call: NodeCall, child_id: str) -> dict[str, Any]:
     """The child's final outputs: every node's fields, later nodes over earlier ones, and the
     whole map under ``outputs``; with an ``output:`` schema, only its fields (checked)."""
