@@ -27,6 +27,7 @@ from iterion.rewind.marker import has_intent
 from iterion.store.docstore import CorruptRun
 from iterion.store.lock import is_held
 from iterion.store.status import RunStatus
+from iterion.store.subbot_tree import tree_lines
 
 if TYPE_CHECKING:
     from iterion.api import Run
@@ -292,6 +293,12 @@ def inspect_cmd(
         echo(f"rewinds: {len(rewinds)}, the last to {latest['to_node']} at "
              f"{_stamp(datetime.fromisoformat(latest['time']))}")
     echo(f"workspace: {run.workspace or '-'} ({run.mode})")
+    if detail["parent"]:
+        echo(f"launched by: run {detail['parent']['run']}, subbot node {detail['parent']['node']}")
+    if detail["subbot_children"]:
+        echo("subbot children:")
+        for line in tree_lines(detail["subbot_children"]):
+            echo(line)
     echo(f"checkpoint node: {detail['checkpoint_node']} ({detail['anchor']})" if detail["checkpoint_node"]
          else "checkpoint node: - (" + (detail["anchor"] or "no checkpoint yet") + ")")
     if detail["pending"]:

@@ -220,7 +220,7 @@ class Budget:
         with self._lock:
             return self._usage.model_copy(update={"active_duration_s": self._elapsed_locked()})
 
-    def charge(self, *, tokens: int = 0, cost_usd: float = 0.0) -> None:
+    def charge(self, *, tokens: int = 0, cost_usd: float = 0.0, count_daily: bool = True) -> None:
         """Record what a call consumed (always recorded: it was spent), then raise if over a cap.
 
         The charge point of the daily cap too: the store's counter is charged after this run's
@@ -233,7 +233,7 @@ class Budget:
             self._usage.cost_usd += cost_usd
             self._usage.cumulative_cost_usd += cost_usd
         daily: DailyCapReached | None = None
-        if self._daily is not None and cost_usd > 0:
+        if self._daily is not None and cost_usd > 0 and count_daily:  # (False: a subbot child charged it already)
             try:
                 self._daily.record(cost_usd)
             except DailyCapReached as exc:

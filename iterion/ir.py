@@ -38,6 +38,7 @@ class NodeKind(StrEnum):
     TOOL = "tool"
     COMPUTE = "compute"
     FAIL = "fail"  # a named fail node (`fail NAME:`); the built-in terminals are not nodes
+    SUBBOT = "subbot"  # a child workflow run as one node (extension, docs/language.md 2.14)
 
 
 class RouterMode(StrEnum):
@@ -148,6 +149,11 @@ class Node:
     code: str | None = None
     message: str | None = None  # a template
     resumable: bool = False
+    # subbot: `source:` as written, the child's path relative to the main file's directory
+    # (resolved like an import), and `with:` (child var -> template) in declaration order
+    source: str | None = None
+    source_path: str | None = None
+    subbot_with: tuple[tuple[str, str], ...] = ()
     # properties the language accepts but this version does not execute
     extra: dict[str, Any] = field(default_factory=dict)
 

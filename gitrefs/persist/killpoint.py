@@ -14,7 +14,9 @@ The variable is read here and nowhere else. Sites in use:
 * ``rewind-intent``, ``rewind-files``, ``rewind-checkpoint``, ``rewind-parked``, ``rewind-event``:
   after each durable step of ``iterion rewind`` (see iterion/rewind/intent.py);
 * ``run-index``: after a run.json write, before its run index row (iterion/store/fsdocs.py);
-* ``gc``: after each run ``iterion gc`` collects and each object it deletes (iterion/store/gc.py).
+* ``gc``: after each run ``iterion gc`` collects and each object it deletes (iterion/store/gc.py);
+* ``subbot-child-stopped``: after a subbot's child run stopped, before the parent acts on it
+  (iterion/engine/nodes/subbot.py).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ def run_detail(store: Store, doc: RunDoc, cp: Checkpoint | None) -> tuple[dict[s
     ``continue_with``, a command line, before ``processes``), and the one-line account of an
     interrupted rewind (None without one)."""
     from iterion.rewind.marker import has_intent
+    from iterion.store.subbot_tree import children_of, parent_of
     from iterion.workspace_checkpoint import recovery_hint
 
     rid = doc.id
@@ -58,6 +59,9 @@ def run_detail(store: Store, doc: RunDoc, cp: Checkpoint | None) -> tuple[dict[s
         **timing(doc),
         # process groups the run recorded as alive (a takeover ends those still running)
         "processes": [c.model_dump(mode="json") for c in doc.children],
+        # the subbot tree: the run that launched this one, and the children its subbot nodes launched
+        "parent": parent_of(doc),
+        "subbot_children": children_of(store, doc),
     }
     detail["interrupted_rewind"], interrupted = None, None
     if has_intent(store, rid):  # the intent's model imports the restore machinery: only when there is one

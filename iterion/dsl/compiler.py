@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -583,6 +584,50 @@ class Compiler:
             self.compute_exprs(node, nd, p, owner)
         elif name == "code":
             self.fail_code(node, p, owner)
+        elif name == "source":
+            self.subbot_source(node, p, owner)
+        elif name == "with":
+            self.subbot_with(node, p, owner, templates)
+
+    def subbot_source(self, node: Node, p: ast.Property, owner: str) -> None:
+        """``source: "path/child.bot"`` (or ``.botz``), resolved like an import: relative to the
+        declaring file, recorded relative to the main file's directory (the engine resolves it
+        against the run's recorded main file)."""
+        got = self.string(p, owner)
+        if not got:
+            return
+        text = got[0]
+        if not text.endswith((".bot", ".botz")) or os.path.isabs(text):
+            self.err("C116", p.value.span, f"source of {owner} must be a relative path to a .bot or .botz file, "
+                     f"got {text!r}", 'e.g. source: "bots/child.bot"')
+            return
+        node.source = text
+        target = os.path.normpath(os.path.join(os.path.dirname(p.span.file), text))
+        node.source_path = os.path.relpath(target, os.path.dirname(self.main_file) or ".")
+
+    def subbot_with(self, node: Node, p: ast.Property, owner: str, templates: list[tuple[str, Located]]) -> None:
+        """``with:`` the child's vars: a block of ``VAR: "template"`` lines or a ``{ VAR: ... }``
+        map; a non-string value is passed as its JSON text (coerced to the var's type)."""
+        v = p.value
+        entries: list[tuple[str, ast.Value, Span]]
+        if isinstance(v, ast.Block):
+            entries = [(q.name, q.value, q.span) for q in v.properties]
+        elif isinstance(v, ast.MapValue):
+            entries = [(e.key, e.value, e.span) for e in v.entries]
+        else:
+            self.err("C100", v.span, f"'with' of {owner} must be a block of 'VAR: \"template\"' lines or a map")
+            return
+        pairs: list[tuple[str, str]] = []
+        for key, val, _span in entries:
+            if isinstance(val, ast.Literal) and isinstance(val.value, str):
+                pairs.append((key, val.value))
+                templates.append((f"with.{key}", Located(val.value, Span(val.span.file, val.span.line,
+                                                                          val.span.column + 1))))
+            elif isinstance(val, (ast.Literal, ast.ListValue, ast.MapValue)):
+                pairs.append((key, json.dumps(to_py(val))))
+            else:
+                self.err("C100", val.span, f"'with.{key}' of {owner} must be a quoted template or a literal")
+        node.subbot_with = tuple(pairs)
 
     def compute_exprs(self, node: Node, nd: ast.NodeDecl, p: ast.Property, owner: str) -> None:
         if not isinstance(p.value, ast.Block):
@@ -655,6 +700,8 @@ class Compiler:
                 for fname, loc in self.sources.node_exprs.get(nd.name, []):
                     if node.output_schema.field(fname) is None:
                         self.err("C111", loc.origin, f"{owner} computes '{fname}', which is not a field of schema '{node.output_schema.name}'")
+        if kind == "subbot" and "source" not in has:
+            self.err("C116", nd.name_span, f"{owner} has no source:", 'add source: "path/child.bot"')
         if kind == "fail" and "code" not in has:
             self.err("C104", nd.name_span, f"{owner} has no code:", "add code: YOUR_FAILURE_CODE (UPPER_SNAKE)")
 

@@ -119,6 +119,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "C113": (Severity.WARNING, 'var declared twice in one block'),
     "C114": (Severity.WARNING, 'input.field no with map passes, on a node without an input schema'),
     "C115": (Severity.ERROR, "a tool the node's agent-CLI backend has no counterpart for"),
+    "C116": (Severity.ERROR, "subbot without a usable source: (a relative .bot or .botz path)"),
+    "C117": (Severity.ERROR, "subbot child workflow missing or invalid"),
+    "C118": (Severity.ERROR, "subbot with: names a var the child does not declare, or omits one without default"),
 }
 
 

@@ -15,6 +15,7 @@ _SHAPES: dict[NodeKind, tuple[str, str]] = {
     NodeKind.TOOL: ("[", "]"),
     NodeKind.COMPUTE: ("[[", "]]"),
     NodeKind.FAIL: ("((", "))"),
+    NodeKind.SUBBOT: ("{{", "}}"),  # a hexagon: a whole workflow behind one node
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 
-NODE_KINDS = ("agent", "judge", "router", "human", "tool", "compute", "fail")
+NODE_KINDS = ("agent", "judge", "router", "human", "tool", "compute", "fail", "subbot")
 
 # Declarations accepted and kept without being executed (docs/language.md: "may parse and keep").
 NAMED_EXTENSIONS = ("mcp_server", "cursor")
@@ -46,6 +46,8 @@ NODE_PROPERTIES: dict[str, tuple[str, ...]] = {
     "tool": ("command", "script", "language", "input", "output", "await", "sandbox"),
     "compute": ("input", "output", "expr", "await"),
     "fail": ("code", "message", "resumable"),
+    # extension (docs/language.md 2.14): a child workflow run as one node
+    "subbot": ("source", "with", "input", "output", "await"),
 }
 
 LLM_ROUTER_ONLY = ("model", "backend", "system", "user", "multi", "reasoning_effort")

@@ -190,6 +190,11 @@ class _Loader:
         wf = compiled.workflow
         if wf is not None:
             validate(wf, compiled.sources, self.sink)
+            if self.root is not None and isinstance(self.tree, FileSystemTree):
+                # on disk only: a run's recorded sources (or a .botz) hold no child to check
+                from iterion.dsl.subbots import check_subbots
+
+                check_subbots(wf, main, self.env, self.sink, self.check_inside, load_workflow)
         return self.result(wf)
 
     def result(self, wf: object) -> CompileResult:

@@ -35,6 +35,7 @@ from iterion.engine.sandboxing import build as build_sandbox
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.state import RunState, to_checkpoint
 from iterion.engine.storage import storage_oserror
+from iterion.engine.subbot_hooks import provide_launch
 from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
 from iterion.engine.worktree import plan_worktree
@@ -72,6 +73,8 @@ class LaunchOptions:
     push_every: int | None = None                           # --push-every N
     adopt_queued: bool = False                              # run_id names a `queued` run (a queue runner's claim)
     sandbox: str | None = None                              # --sandbox auto|none (None: the workflow's sandbox:)
+    parent_run: str | None = None                           # a subbot's child: the parent run and node
+    parent_node: str | None = None
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
@@ -199,7 +202,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                           "permission_layers": layers, SANDBOX_OPTION: sandbox.summary(),
                           **({PUSH_OPTION: push.to_json()} if push is not None else {})},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
-                 owner=OwnerInfo.this_process())
+                 owner=OwnerInfo.this_process(), parent_run=options.parent_run, parent_node=options.parent_node)
     doc.record_sources(src.main_path, src.sources)
     # in place: wait for (or, --no-wait, refuse) another run executing here BEFORE the run exists
     ws_lock = None if wf.worktree else hold_workspace(store, workspace, run_id, wait=options.wait_workspace,
@@ -283,3 +286,12 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
             versioning.close()
         lock.release()
         release_workspace(ws_lock)
+
+
+def _launch_child(store: Store, path: Path, compiled: CompiledSource, *, token: CancelToken,
+                  **options: Any) -> RunResult:
+    """A subbot's child run (iterion/engine/nodes/subbot.py)."""
+    return launch_run(store, path, LaunchOptions(**options), compiled=compiled, token=token)
+
+
+provide_launch(_launch_child)

@@ -19,6 +19,7 @@ from typing import Any
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.inputs import SOURCE_LIMIT, check_regular_file
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
+from iterion.engine import launch as _launch  # noqa: F401 - registers the subbot child launcher
 from iterion.engine.answers import check_pending_uploads, stage_pending_answers
 from iterion.engine.cancel import CancelToken
 from iterion.engine.checkpoint_push import OPTION_KEY as PUSH_OPTION
@@ -52,6 +53,7 @@ from iterion.engine.sandboxing import recorded_flag
 from iterion.engine.source import CompiledSource, compile_source
 from iterion.engine.stale import admit_takeover, held_refusal
 from iterion.engine.state import RunState, from_checkpoint
+from iterion.engine.subbot_hooks import provide_resume
 from iterion.engine.takeover import record_takeover
 from iterion.engine.versioning import open_run_versioning
 from iterion.engine.workspace_guard import hold_workspace, release_workspace
@@ -309,6 +311,10 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
                               f"answer {ACK_FIELD} once the cause is fixed",
                               hint=command("resume", "--run-id", ref or state.run_id, "--answer", f"{ACK_FIELD}=true"),
                               exit_code=ErrorCode.BAD_INPUT)
+        if node is not None and node.kind is NodeKind.SUBBOT and pending.kind != "recovery":
+            from iterion.engine.nodes.subbot import check_child_answers  # its child's gate fields
+
+            check_child_answers(node.id, pending.questions, answers)
         if node is not None and node.kind is NodeKind.HUMAN and pending.kind != "recovery":
             try:
                 coerce_answers(node.id, node.output_schema, answers)
@@ -319,3 +325,11 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
         raise EngineError(f"run {state.run_id} is not waiting for answers (status {status.value})",
                           hint="drop the --answer flags")
     return None
+
+
+def _resume_child(store: Store, run_id: str, *, token: CancelToken, **options: Any) -> RunResult:
+    """A subbot's child run, continued by its parent (iterion/engine/nodes/subbot.py)."""
+    return resume_run(store, run_id, ResumeOptions(**options), token=token)
+
+
+provide_resume(_resume_child)

@@ -30,6 +30,7 @@ from iterion.server.executor import Executor
 from iterion.server.local import LocalExecutor
 from iterion.server.queued import QueueExecutor
 from iterion.store import RunDoc, RunStatus, Store
+from iterion.store.subbot_tree import children_of
 from iterion.workspace_checkpoint import recovery_hint
 
 __all__ = ["ApiError", "Service", "bad_input", "from_user_error"]  # ApiError's home: iterion/server/apierror.py
@@ -171,6 +172,8 @@ class Service:
             "boundaries": bounds,
             "last_seq": events[-1].seq if events else 0,
             "executing": self.store.is_locked(doc.id),  # a process holds the run's lock right now
+            # the subbot tree below this run (its parent is run["parent_run"] / run["parent_node"])
+            "subbot_children": self._guard(children_of, self.store, doc),
         }
 
     def events(self, ref: str, after: int = 0, limit: int = 500) -> dict[str, Any]:

@@ -121,6 +121,9 @@ class RunDoc(VersionedModel):
     error: str | None = None
     explicit_resume_required: bool = False
     subbot_children: dict[str, str] = Field(default_factory=dict)  # node id -> child run id
+    # a subbot's child run: the parent run and its subbot node (absent in older documents)
+    parent_run: str | None = None
+    parent_node: str | None = None
     owner: OwnerInfo | None = None
     # the run's live process groups (format 2; absent before: none recorded)
     children: list[ChildGroup] = Field(default_factory=list)

@@ -11,7 +11,7 @@ Executor = Callable[[ExecContext, NodeCall], NodeResult]
 
 
 def executor_for(kind: NodeKind) -> Executor:
-    from iterion.engine.nodes import compute, human, llm, router, tool
+    from iterion.engine.nodes import compute, human, llm, router, subbot, tool
 
     table: dict[NodeKind, Executor] = {
         NodeKind.TOOL: tool.execute,
@@ -20,5 +20,6 @@ def executor_for(kind: NodeKind) -> Executor:
         NodeKind.JUDGE: llm.execute,
         NodeKind.ROUTER: router.execute,
         NodeKind.HUMAN: human.execute,
+        NodeKind.SUBBOT: subbot.execute,
     }
     return table[kind]

@@ -1,0 +1,240 @@
+"""subbot: run a child workflow as one node (docs/language.md "subbot (extension)").
+
+The child is an ordinary run of the same store (own id, name, boundaries), launched or resumed
+in this process, in the parent's workspace (the parent lends it its workspace lock). Its id is
+written to the parent's ``RunDoc.subbot_children`` BEFORE the child exists, outside the
+checkpoint, so a crash at any point leaves one child to reattach, never two:
+
+* no child recorded (or the recorded one ended ``failed``): launch a new child;
+* recorded but absent from the store (the crash came before its creation): launch it under that id;
+* recorded and ``finished``: its outputs are the node's (the parent died after the child ended);
+* recorded and parked, cancelled or ``running`` with a dead owner: resume it, with the
+  parent's answers.
+
+A cancel of the parent is relayed to the child (its own token, linked).
+
+The decision reads only that map and the child's status, before the child workflow is compiled.
+A parked child parks the parent ``paused_waiting_human`` with the child's questions; a failed
+child fails the node with the child's failure code. What the child spends is charged to the
+parent's budget (the child is launched with at most what the parent has left).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gitrefs.persist.killpoint import kill_point
+from iterion.budget import BudgetAsk, Usage
+from iterion.engine.cancel import CancelToken
+from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
+from iterion.engine.errors import EngineError, NodeFailure
+from iterion.engine.result import RunResult
+from iterion.failure_codes import FailureCode
+from iterion.store import RunStatus
+from iterion.store.errors import StoreError
+
+_RELAUNCH = (RunStatus.FAILED,)  # terminal: a new child (a cancelled one resumes, like any run)
+_SUBBOT_FAILED = "SUBBOT_FAILED"  # a child stopped without a code of its own (not expected)
+
+
+def child_source(ctx: ExecContext, source_path: str) -> Path:
+    """The child workflow, resolved against the parent's recorded main file."""
+    from iterion.dsl.sources import MAIN
+    from iterion.dsl.subbots import child_path
+
+    doc = ctx.store.load_run(ctx.run_id)
+    main = Path(doc.file_path or ctx.workspace / "workflow.bot")
+    if main.is_dir():
+        main = main / MAIN
+    return child_path(main, source_path)
+
+
+def _usage(ctx: ExecContext, child_id: str) -> Usage:
+    try:
+        cp = ctx.store.load_checkpoint(child_id)
+    except Exception:  # noqa: BLE001 - no readable checkpoint: nothing was spent that we can see
+        return Usage()
+    return Usage() if cp is None else Usage(tokens=cp.accounting.tokens, cost_usd=cp.accounting.cost_usd)
+
+
+def _child_ask(ctx: ExecContext, own: BudgetAsk) -> BudgetAsk:
+    """The child's caps: its own, each lowered to what the parent has left on that axis."""
+    parent, used = ctx.budget.ask, ctx.budget.usage()
+
+    def low(mine: float, cap: float, spent: float) -> float:
+        if not cap:
+            return mine
+        left = max(cap - spent, 1e-9)
+        return min(mine, left) if mine else left
+
+    return own.model_copy(update={
+        "max_cost_usd": low(own.max_cost_usd, parent.max_cost_usd, used.cost_usd),
+        "max_tokens": int(low(own.max_tokens, parent.max_tokens, used.tokens)) or own.max_tokens,
+    })
+
+
+def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
+    from iterion.engine.workspace_guard import lend_workspace
+
+    node = call.node
+    recorded = ctx.store.load_run(ctx.run_id).subbot_children.get(node.id)
+    child_doc = None
+    if recorded is not None and ctx.store.exists(recorded):
+        child_doc = ctx.store.load_run(recorded)
+    before = _usage(ctx, child_doc.id) if child_doc is not None else Usage()
+    with lend_workspace(ctx.workspace):
+        if child_doc is not None and child_doc.status is RunStatus.FINISHED:
+            result = RunResult(run_id=child_doc.id, name=child_doc.name, status=RunStatus.FINISHED)
+        elif child_doc is not None and child_doc.status not in _RELAUNCH:
+            result = _resume(ctx, call, child_doc.id)
+        else:  # a recorded id with no run yet: the crash came before its creation, launch it
+            result = _launch(ctx, call, recorded if recorded is not None and child_doc is None else None)
+    child_id = result.run_id
+    result_status, failure, error, pending = result.status, result.failure_code, result.error, result.pending
+    kill_point("subbot-child-stopped")
+    after = _usage(ctx, child_id)
+    spent_tokens, spent_cost = max(after.tokens - before.tokens, 0), max(after.cost_usd - before.cost_usd, 0.0)
+    if spent_tokens or spent_cost:
+        from iterion.budget import BudgetExceeded
+
+        try:
+            ctx.budget.charge(tokens=spent_tokens, cost_usd=spent_cost, count_daily=False)
+        except BudgetExceeded as exc:
+            raise NodeFailure(FailureCode.BUDGET_EXCEEDED, f"subbot {node.id}: {exc.message}", node=node.id,
+                              details={"axis": exc.axis, "cap": exc.cap, "consumed": exc.consumed,
+                                       "child_run": child_id}) from None
+    if result_status is RunStatus.FINISHED:
+        return NodeResult(_outputs(ctx, call, child_id))
+    ctx.token.check()  # the parent was cancelled (and relayed it): the parent's cancel, not a failure
+    if result_status is RunStatus.PAUSED_WAITING_HUMAN and pending is not None:
+        questions = {k: v for k, v in pending.items() if k not in ("interaction_id", "kind")}
+        questions["subbot"] = {"child_run": child_id, "node": pending.get("node")}
+        return NodeResult({}, pause=questions, pause_kind="human")
+    code = failure or (FailureCode.CANCELLED.value if result_status is RunStatus.CANCELLED else _SUBBOT_FAILED)
+    raise NodeFailure(code, f"subbot {node.id}: child run {child_id} stopped {result_status.value}"
+                      + (f": {error}" if error else ""), node=node.id,
+                      details={"child_run": child_id, "child_status": result_status.value})
+
+
+def check_child_answers(node_id: str, questions: dict[str, Any], answers: dict[str, Any]) -> None:
+    """Answers given to a parent parked on its child's gate, checked against the gate's fields up
+    front (a refusal leaves both runs parked, instead of failing the node on the child's resume)."""
+    from gitrefs.persist.errors import ErrorCode
+    from iterion.engine.coerce import coerce_answers
+    from iterion.engine.errors import AnswerError
+    from iterion.ir import FieldType, Schema, SchemaField
+
+    fields = []
+    for f in questions.get("fields") or []:
+        try:
+            ftype = FieldType(str(f.get("type")))
+        except ValueError:
+            continue
+        fields.append(SchemaField(str(f.get("name")), ftype, tuple(f["enum"]) if f.get("enum") else None))
+    if not fields:
+        return
+    try:
+        coerce_answers(node_id, Schema("child_gate", tuple(fields)), answers)
+    except AnswerError as exc:
+        raise EngineError(str(exc), exit_code=ErrorCode.BAD_INPUT) from None
+
+
+def _outputs(ctx: ExecContext, call: NodeCall, child_id: str) -> dict[str, Any]:
+    """The child's final outputs: every node's fields, later nodes over earlier ones, and the
+    whole map under ``outputs``; with an ``output:`` schema, only its fields (checked)."""
+    from iterion.engine.coerce import validate_output
+
+    cp = ctx.store.load_checkpoint(child_id)
+    per_node: dict[str, Any] = dict(cp.outputs) if cp is not None else {}
+    flat: dict[str, Any] = {}
+    for out in per_node.values():
+        if isinstance(out, dict):
+            flat.update(out)
+    schema = call.node.output_schema
+    if schema is not None:
+        return validate_output(call.node.id, schema, {f.name: flat[f.name] for f in schema.fields if f.name in flat})
+    return {**flat, "outputs": per_node, "child_run": child_id}
+
+
+@contextmanager
+def _linked(parent: CancelToken) -> Iterator[CancelToken]:
+    """The child's cancel token, cancelled when the parent's is (the child's drive attaches its
+    own process ledger to it, so it cannot share the parent's token)."""
+    child = CancelToken()
+    done = threading.Event()
+
+    def relay() -> None:
+        while not done.is_set():
+            if parent.wait(0.2):
+                child.cancel(parent.reason or "cancelled")
+                return
+
+    thread = threading.Thread(target=relay, name="subbot-cancel-relay", daemon=True)
+    thread.start()
+    try:
+        yield child
+    finally:
+        done.set()
+        thread.join(1)
+
+
+def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult:
+    from iterion.budget import BudgetAsk as Ask
+    from iterion.engine.source import compile_source
+    from iterion.engine.subbot_hooks import launch_child
+    from iterion.store.ids import new_id
+
+    node = call.node
+    assert node.source_path is not None
+    path = child_source(ctx, node.source_path)
+    values = {key: render_text(tpl, call.scope, node.id, f"with.{key}") for key, tpl in node.subbot_with}
+    try:
+        src = compile_source(path)
+    except EngineError as exc:
+        raise NodeFailure(FailureCode.IR_UNLOADABLE, f"subbot {node.id}: child workflow {path}: {exc.message}",
+                          node=node.id) from None
+    src.workflow.worktree = False  # the child works in the parent's workspace (its worktree, for a worktree run)
+    child_id = child_id or new_id()
+
+    def record(d: Any) -> None:  # before the child exists: a crash cannot launch two
+        d.subbot_children = {**d.subbot_children, node.id: child_id}
+
+    ctx.store.update_run(ctx.run_id, record)
+    opts = ctx.options
+    # the script backend's answers: the child's own file beside it, else the parent's
+    from iterion.backends.script import find_script_file
+
+    script_file = find_script_file(path) or opts.script_file
+    try:
+        with _linked(ctx.token) as token:
+            return launch_child(ctx.store, path, src, token=token, vars=values, backend=opts.backend,
+                                model=opts.model, script_file=script_file, workspace=ctx.workspace,
+                                budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), watch=opts.watch,
+                                run_id=child_id, on_budget=opts.on_budget, parent_run=ctx.run_id,
+                                parent_node=node.id)
+    except (EngineError, StoreError) as exc:
+        raise NodeFailure(FailureCode.EXECUTION_FAILED, f"subbot {node.id}: the child could not start: {exc}",
+                          node=node.id, details={"child_run": child_id}) from None
+
+
+def _resume(ctx: ExecContext, call: NodeCall, child_id: str) -> RunResult:
+    from iterion.engine.subbot_hooks import resume_child
+
+    answers = call.answers or {}
+    child = ctx.store.load_run(child_id)
+    if child.status is RunStatus.PAUSED_WAITING_HUMAN and not answers:
+        # reattached without answers (the parent was taken over): ask the child's question again
+        cp = ctx.store.load_checkpoint(child_id)
+        p = cp.pending_interaction if cp is not None else None
+        pending = None if p is None else {"interaction_id": p.id, "node": p.node, "kind": p.kind, **p.questions}
+        return RunResult(run_id=child_id, name=child.name, status=child.status, pending=pending)
+    try:
+        with _linked(ctx.token) as token:
+            return resume_child(ctx.store, child_id, token=token, answers=dict(answers), watch=ctx.options.watch)
+    except (EngineError, StoreError) as exc:
+        raise NodeFailure(FailureCode.EXECUTION_FAILED, f"subbot {call.node.id}: child run {child_id} could not "
+                          f"be resumed: {exc}", node=call.node.id, details={"child_run": child_id}) from None
