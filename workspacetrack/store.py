@@ -464,7 +464,7 @@ class TrackStore:
         path = self.run_dir / "statcache.json"
         try:
             raw = json.loads(path.read_bytes())
-            if raw.get("format_version") not in (2, StatCacheDoc.FORMAT_VERSION):
+            if raw.get("format_version") not in (2, 3, StatCacheDoc.FORMAT_VERSION):
                 raise ValueError("another format")  # version 1 hashed rows another way: cold
             rows: dict[str, CacheRow] = {}
             for p, (key, h, trusted, target) in raw["rows"].items():
@@ -475,6 +475,10 @@ class TrackStore:
             manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
             ids = raw.get("ids", "blake3")  # the kind of content ids its rows hold (workspacetrack.gitsource)
             index, total = raw.get("index"), raw.get("total", 0)  # version 3 (absent in 2)
+            dirs, dirs_manifest = raw.get("dirs", {}), raw.get("dirs_manifest")  # version 4
+            if not isinstance(dirs, dict) or not all(type(v) is str for v in dirs.values()) \
+                    or not (dirs_manifest is None or isinstance(dirs_manifest, str)):
+                raise ValueError("bad directory fingerprints")
             if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int) \
                     or ids not in ("blake3", "git") or not (index is None or isinstance(index, str)) \
                     or not isinstance(total, int):
@@ -483,7 +487,8 @@ class TrackStore:
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
         doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
                                            size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows),
-                                           index=index, total=total)
+                                           index=index, total=total, dirs=keys_from_wire(dirs),
+                                           dirs_manifest=dirs_manifest if dirs else None)
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:
@@ -493,6 +498,8 @@ class TrackStore:
         wire = _rows_to_wire(doc.rows)
         if wire is not doc.rows:
             doc = doc.model_copy(update={"rows": wire})
+        if not all_clean(doc.dirs):
+            doc = doc.model_copy(update={"dirs": {to_wire(d): fp for d, fp in doc.dirs.items()}})
         data = doc.model_dump_json().encode("utf-8")
         path = self.run_dir / "statcache.json"
         # Shared by content: runs over the same unchanged tree write the same cache bytes, and

@@ -1,0 +1,222 @@
+"""The first boundary of a new process trusts the previous process's manifest for every directory
+whose listing (names and lstat keys) is unchanged (issue 30 point 2; docs/technical/durability.md,
+"Warm start"): what it records is always what a cold capture records."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, start_cli
+from workspacetrack import Tracker
+from workspacetrack.capture import PAUSE_HOOK_ENV
+
+from ..conftest import git
+from .track_helpers import L, write
+
+
+def _tree(root: Path) -> None:
+    for d in ("src", "docs", "lib/a", "lib/b"):
+        for i in range(3):
+            write(root, f"{d}/f{i}.txt", f"{d} {i}\n")
+    write(root, "README.md", "hello\n")
+    write(root, ".gitignore", "*.log\n")
+    write(root, "lib/a/run.log", "ignored\n")
+    (root / "empty").mkdir()
+
+
+def _doc(store: Path, run: str) -> dict[str, object]:
+    doc: dict[str, object] = json.loads((store / "runs" / run / "statcache.json").read_bytes())
+    return doc
+
+
+def _cold(tmp_path: Path, ws: Path) -> tuple[dict[str, object], dict[str, str]]:
+    """What a capture with no history records of ``ws`` now."""
+    store = tmp_path / f"cold-{time.monotonic_ns()}"
+    t = Tracker(store, ws, "cold")
+    m = t.manifest(t.capture(L("nodes:c:0")).id)
+    t.close()
+    return {p: tuple(e) for p, e in m.entries.items()}, dict(m.skipped)
+
+
+def _state(t: Tracker, ref: str) -> tuple[dict[str, object], dict[str, str]]:
+    m = t.manifest(ref)
+    return {p: tuple(e) for p, e in m.entries.items()}, dict(m.skipped)
+
+
+def _first_process(store: Path, ws: Path, run: str = "r") -> str:
+    """A run's process: two boundaries (the second walks under the frozen rules), then exits."""
+    t = Tracker(store, ws, run)
+    t.capture(L("pre:a:0"))
+    head = t.capture(L("nodes:a:0")).manifest
+    t.close()
+    return head
+
+
+@pytest.mark.parametrize("in_git", [False, True])
+def test_a_new_process_on_an_unchanged_tree_reads_no_file_and_keeps_the_manifest(
+        ws: Path, tmp_path: Path, in_git: bool) -> None:
+    _tree(ws)
+    if in_git:
+        git(ws, "init", "-q", "-b", "main")
+        git(ws, "add", "-A")
+        git(ws, "commit", "-q", "-m", "tree")
+    store = tmp_path / "store"
+    head = _first_process(store, ws)
+    doc = _doc(store, "r")
+    assert doc["format_version"] == 4 and doc["dirs_manifest"] == head
+    dirs = doc["dirs"]
+    assert isinstance(dirs, dict) and set(dirs) == {"", "src", "docs", "lib", "lib/a", "lib/b", "empty"}
+    assert all(dirs.values())  # every row trusted: every directory vouches
+    t = Tracker(store, ws, "r")
+    t.start_watching()
+    rec = t.capture(L("resume:a:1"))
+    stats = t.last_capture
+    assert stats is not None and stats.warm_dirs == 7 and stats.hashed == 0 and stats.reused_manifest
+    assert rec.manifest == head and rec.changed == []
+    # the journal takes over from there
+    write(ws, "docs/f1.txt", "docs one, edited\n")
+    rec = t.capture(L("nodes:a:2"))
+    assert t.last_capture is not None and t.last_capture.mode == "journal"
+    assert rec.changed == ["docs/f1.txt"]
+    assert _state(t, rec.id) == _cold(tmp_path, ws)
+    t.close()
+
+
+def test_a_new_process_after_changes_records_what_a_cold_capture_records(ws: Path, tmp_path: Path) -> None:
+    _tree(ws)
+    store = tmp_path / "store"
+    head = _first_process(store, ws)
+    write(ws, "src/f1.txt", "src 9\n")  # same size, new content
+    write(ws, "new/deep/x.txt", "new\n")
+    (ws / "src" / "f0.txt").unlink()
+    for name in os.listdir(ws / "lib" / "a"):
+        os.unlink(ws / "lib" / "a" / name)
+    (ws / "lib" / "a").rmdir()
+    write(ws, "empty/now.txt", "filled\n")
+    (ws / "docs" / "sub").mkdir()  # a new empty directory
+    t = Tracker(store, ws, "r")
+    rec = t.capture(L("resume:a:1"))
+    stats = t.last_capture
+    assert stats is not None and stats.warm_dirs == 1  # lib/b stood as it was
+    assert rec.manifest != head
+    assert _state(t, rec.id) == _cold(tmp_path, ws)
+    assert sorted(rec.changed or []) == sorted(["src/f1.txt", "new/deep/x.txt", "src/f0.txt", "lib/a/f0.txt",
+                                                "lib/a/f1.txt", "lib/a/f2.txt", "empty", "empty/now.txt",
+                                                "docs/sub"])
+    t.close()
+    # and the next process starts warm from that state
+    again = Tracker(store, ws, "r")
+    assert again.capture(L("resume:a:2")).manifest == rec.manifest
+    assert again.last_capture is not None and again.last_capture.hashed == 0
+    again.close()
+
+
+def test_a_racily_clean_file_leaves_its_directory_to_be_examined_and_is_read_again(
+        ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git's racy-timestamp rule: a file whose times fall within the window of the capture that
+    hashed it could change again within the same timestamp tick, so its directory does not
+    vouch for it; the next process re-reads it and sees its content as it is then."""
+    from workspacetrack import walk
+
+    _tree(ws)
+    store = tmp_path / "store"
+    t = Tracker(store, ws, "r")
+    t.capture(L("pre:a:0"))
+    write(ws, "docs/f0.txt", "docs 0, edited\n")
+    time.sleep(0.5)
+    write(ws, "src/f2.txt", "src 2, racy\n")
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", 250_000_000)  # src/f2.txt: within it; docs/f0.txt: not
+    t.capture(L("nodes:a:0"))
+    t.close()
+    dirs = _doc(store, "r")["dirs"]
+    assert isinstance(dirs, dict)
+    assert dirs["src"] == ""  # a racily clean row: the directory cannot vouch
+    assert dirs["docs"] and dirs["lib/a"]  # re-read out of the window, and unchanged
+    # the racy file changes within its tick: same size, same mtime (a coarse clock)
+    st = os.stat(ws / "src" / "f2.txt")
+    (ws / "src" / "f2.txt").write_text("src 2, RACY\n")
+    os.utime(ws / "src" / "f2.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+    monkeypatch.setattr(walk, "RACY_WINDOW_NS", 0)
+    again = Tracker(store, ws, "r")
+    rec = again.capture(L("resume:a:1"))
+    stats = again.last_capture
+    assert stats is not None and stats.warm_dirs >= 1 and stats.hashed >= 1
+    assert "src/f2.txt" in (rec.changed or [])
+    assert _state(again, rec.id) == _cold(tmp_path, ws)
+    again.close()
+
+
+def test_fingerprints_follow_the_journal_and_name_its_manifest(ws: Path, tmp_path: Path) -> None:
+    _tree(ws)
+    store = tmp_path / "store"
+    t = Tracker(store, ws, "r")
+    t.start_watching()
+    t.capture(L("pre:a:0"))
+    t.capture(L("nodes:a:0"))
+    write(ws, "docs/f0.txt", "docs zero, edited\n")
+    head = t.capture(L("nodes:a:1")).manifest
+    assert t.last_capture is not None and t.last_capture.mode == "journal"
+    t.close()  # stops watching: the cache is saved with the journal's state
+    doc = _doc(store, "r")
+    dirs = doc["dirs"]
+    assert doc["dirs_manifest"] == head and isinstance(dirs, dict)
+    assert dirs["docs"] == "" and dirs["src"] and dirs["lib/b"]
+    again = Tracker(store, ws, "r")
+    rec = again.capture(L("resume:a:2"))
+    assert rec.manifest == head
+    assert again.last_capture is not None and again.last_capture.warm_dirs == 6  # all but docs
+    again.close()
+
+
+def test_a_fingerprinted_manifest_missing_from_the_store_means_a_full_walk(ws: Path, tmp_path: Path) -> None:
+    _tree(ws)
+    store = tmp_path / "store"
+    head = _first_process(store, ws)
+    path = store / "runs" / "r" / "statcache.json"
+    doc = _doc(store, "r")
+    doc["dirs_manifest"] = "0" * 64
+    path.unlink()  # (a hard link to the shared copy: never written through)
+    path.write_text(json.dumps(doc))
+    write(ws, "src/f0.txt", "src zero, edited\n")
+    t = Tracker(store, ws, "r")
+    rec = t.capture(L("resume:a:1"))
+    assert t.last_capture is not None and t.last_capture.warm_dirs == 0
+    assert rec.manifest != head and _state(t, rec.id) == _cold(tmp_path, ws)
+    t.close()
+
+
+def test_a_capture_killed_before_its_commit_never_leaves_a_fingerprint_for_its_state(
+        ws: Path, tmp_path: Path) -> None:
+    """SIGKILL after the capture wrote its objects and manifest, before the state named them:
+    the cache still holds the previous process's fingerprints and manifest, and the next
+    process records the disk as it is."""
+    _tree(ws)
+    store = tmp_path / "store"
+    head = _first_process(store, ws)
+    before = (store / "runs" / "r" / "statcache.json").read_bytes()
+    write(ws, "src/f1.txt", "src 7\n")
+    write(ws, "gen/out.txt", "generated\n")
+    marker = tmp_path / "mid-capture"
+    common = ["--store", str(store), "--workspace", str(ws), "--run-id", "r"]
+    proc = start_cli("track", "capture", "--label", "nodes:a:1", *common, cwd=REPO_ROOT,
+                     env={PAUSE_HOOK_ENV: str(marker)}, text=False)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "capture never reached the hook"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (store / "runs" / "r" / "statcache.json").read_bytes() == before
+    t = Tracker(store, ws, "r")
+    rec = t.capture(L("nodes:a:1"))
+    assert rec.manifest != head
+    assert sorted(rec.changed or []) == ["gen/out.txt", "src/f1.txt"]
+    assert _state(t, rec.id) == _cold(tmp_path, ws)
+    t.close()
