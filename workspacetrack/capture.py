@@ -340,10 +340,15 @@ class Capturer:
         digest = self._store_change(base_digest, len(base.entries), d_entries, d_skipped, removed,
                                     lambda: (entries, skipped), full_known=True)
         # the loaded rows outside the re-examined directories, and the walk's
+        marker = self._rows_index
         new_rows = {p: row for p, row in rows.items() if owner(p, row[1]) not in redo}
+        changes: dict[str, CacheRow | None] = {p: None for p in rows.keys() - new_rows.keys()}
+        changes.update(found)
         new_rows.update(found)
         self._rows_dirty = True
         self._finish(new_rows, digest, exact=False, beyond=None)
+        if not scan.extra_skipped:  # (a path skipped without a row is in neither form)
+            self._keep_index_marker(marker, rows, changes, digest, len(entries) + len(skipped))
         self._note_fps(scan, digest, True)
         return digest, CaptureStats("full", scan.hashed, scan.n_rows, digest == base_digest, stats_reason,
                                     warm_dirs=len(hit))
@@ -512,9 +517,33 @@ class Capturer:
         digest = self._store_change(base_digest, len(base.entries), d_entries, d_skipped, removed,
                                     lambda: (entries, skipped), full_known=True)
         self._rows_dirty = True
+        marker = self._rows_index
         self._finish(new_rows, digest, exact=len(entries) + len(skipped) == len(new_rows), beyond=None)
+        if marker is not None and not scan.extra_skipped:  # (a path skipped without a row: in neither form)
+            changes: dict[str, CacheRow | None] = {p: new_rows.get(p) for p in gone | found.keys()}
+            self._keep_index_marker(marker, rows, changes, digest, len(entries) + len(skipped))
         self._journal_fps(base_digest, digest, dirty | trees, trees, bool(scan.extra_skipped))
         return digest, CaptureStats("journal", scan.hashed, len(dirty) + len(trees), digest == base_digest)
+
+    def _keep_index_marker(self, marker: tuple[str, int] | None, rows: dict[str, CacheRow],
+                           changes: dict[str, CacheRow | None], digest: str, total: int) -> None:
+        """After a capture that started from rows leaving out what index ``marker`` vouched for
+        (a cache as loaded: ``StatCacheDoc.index``) and changed only ``changes`` (path -> new
+        row, None: gone): keep that form for manifest ``digest`` of ``total`` paths when git's
+        index is still that one, re-checking only the changed paths against it (so the next
+        process, and a rewind's ``drift``, can rely on it); else the rows stand for no manifest."""
+        git = self.store.objects.git if self.store.objects.ids == "git" else None
+        index = git.index_view() if git is not None and marker is not None else None
+        if marker is None or git is None or index is None or git.index_checksum() != marker[0]:
+            return
+        kept = dict(rows)
+        for p, row in changes.items():
+            if row is None or index.vouches(p, row):
+                kept.pop(p, None)
+            else:
+                kept[p] = row
+        self._rows, self._rows_manifest, self._rows_index = kept, digest, (marker[0], total)
+        self._beyond = None
 
     def _journal_fps(self, base: str, digest: str, named: set[str], trees: set[str], skipped: bool) -> None:
         """Carry the fingerprints of ``base`` over to ``digest``, a journal capture on it: every
@@ -564,6 +593,16 @@ class Capturer:
             doc = self._doc.model_copy(update={"dirs": self._fps or {}, "dirs_manifest": self._fps_manifest})
             self.store.save_cache(doc)
             self._doc, self._fps_dirty = doc, False
+            return
+        if self._rows_dirty and self._rows is not None and self._rows_index is not None:
+            # rows that leave out what that index vouches for (``_keep_index_marker``): as they are
+            doc = StatCacheDoc.model_construct(
+                format_version=StatCacheDoc.FORMAT_VERSION, manifest=self._rows_manifest,
+                ids=self.store.objects.ids, size_cap=self.size_cap, rows=self._rows,
+                index=self._rows_index[0], total=self._rows_index[1],
+                dirs=self._fps or {}, dirs_manifest=self._fps_manifest if self._fps else None)
+            self.store.save_cache(doc)
+            self._doc, self._rows_dirty, self._fps_dirty = doc, False, False
             return
         if self._rows_dirty and self._rows is not None:
             rows, index, total = self._rows, None, 0
