@@ -40,6 +40,13 @@ from workspacetrack.walk import DirRecord, Scan, manifest_parts
 PAUSE_HOOK_ENV = "ITERION_TRACK_TEST_PAUSE_MID_CAPTURE"
 # A journal capture stores a delta manifest; past this many stacked deltas it writes a full one.
 MAX_DELTA_DEPTH = 8
+# Set to 0 (or false/no/off): a new process walks as before, examining every directory (a kill
+# switch for the warm start, and what the tests compare it against).
+WARM_ENV = "ITERION_TRACK_WARM_START"
+
+
+def warm_enabled() -> bool:
+    return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,7 @@ class Capturer:
         on_dir = self.journal.watch_dir if self.journal.active else None
         frozen = self.rules.frozen  # fingerprints vouch for a listing under fixed rules only
         # (a walk after a walk of this process has its per-directory records: better still)
-        warm = self._fps if frozen and self._dirs is None and self._fps_manifest is not None else None
+        warm = self._fps if self.can_warm() else None
         scan = Scan(self.ws, self.rules, self.store.objects, self.size_cap, rows, self._store_id, on_dir,
                     self._dirs, warm=warm)
         scan.walk("", self.rules.root_levels)
@@ -253,6 +260,13 @@ class Capturer:
         return digest, stats
 
     # -- the warm start of a new process ----------------------------------------------------
+    def can_warm(self) -> bool:
+        """Whether the next walk starts from directory fingerprints (``_warm``): the rules are
+        fixed, this process holds no per-directory records of its own, and the cache has them."""
+        self._load_rows()
+        return (warm_enabled() and self.rules.frozen and self._dirs is None and self._fps is not None
+                and self._fps_manifest is not None)
+
     def _note_fps(self, scan: Scan, digest: str, frozen: bool) -> None:
         """Record the directory fingerprints of walk ``scan``, which found manifest ``digest``:
         a directory vouches for its entries only when every row it holds is trusted (not racily

@@ -220,3 +220,72 @@ def test_a_capture_killed_before_its_commit_never_leaves_a_fingerprint_for_its_s
     assert sorted(rec.changed or []) == ["gen/out.txt", "src/f1.txt"]
     assert _state(t, rec.id) == _cold(tmp_path, ws)
     t.close()
+
+
+def _person(repo: Path) -> None:
+    write(repo, "src/m0/f1.txt", "the person's edit of a node's file\n")   # in scope: overwritten
+    write(repo, "README.md", "the person's notes\n")                       # out of scope
+    write(repo, "notes/new.txt", "a new file of the person's\n")
+    (repo / "docs/guide.md").unlink()
+    os.chmod(repo / "src/m0/f2.txt", 0o755)
+    (repo / "keep/empty-soon.txt").unlink()                                # a directory emptied
+    write(repo, "debug.log", "ignored: never reported\n")
+
+
+@pytest.mark.parametrize("after", [None, _person], ids=["unchanged since", "a person's edits since"])
+def test_a_restore_in_a_new_process_plans_from_the_warm_walk_as_the_full_walk_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: object) -> None:
+    """Rewind planning (issue 30 point 4): a new process learns what changed since the last
+    boundary from the warm walk and reads the two states for the scope's paths alone; preview,
+    restore, bank and tree agree with a process that walks and compares whole states."""
+    from .test_track_restore_drift import _pair, _restore
+    from .test_track_restore_drift import _tree as tree_of
+
+    a, b = _pair(tmp_path, after)  # type: ignore[arg-type]
+    pa, ta = _restore(a, tmp_path / "status" / "store", monkeypatch, walk=False, preview=True, warm=True)
+    pb, tb = _restore(b, tmp_path / "walk" / "store", monkeypatch, walk=True, preview=True)
+    assert ta.restore_mode == "warm walk" and tb.restore_mode == "walk"
+    assert pa == pb
+    ra, ta = _restore(a, tmp_path / "status" / "store", monkeypatch, walk=False, warm=True)
+    rb, tb = _restore(b, tmp_path / "walk" / "store", monkeypatch, walk=True)
+    assert ta.restore_mode == "warm walk"
+    bank_a, bank_b = ra.pop("bank"), rb.pop("bank")
+    assert ra == rb and {k: v for k, v in pa.items() if k != "bank"} == ra
+    assert ra["restored"]  # (the node's files went back)
+    ma, mb = ta.manifest(str(bank_a)), tb.manifest(str(bank_b))
+    assert ma.entries == mb.entries and ma.skipped == mb.skipped  # the same disk state banked
+    assert tree_of(a) == tree_of(b)
+    if after is not None:
+        assert {"README.md", "notes/new.txt", "docs/guide.md", "src/m0/f2.txt"} <= set(ra["left_in_place"])  # type: ignore[arg-type]
+        assert ra["overwritten"] == ["src/m0/f1.txt"]
+
+
+def test_the_object_check_reads_the_scope_alone(ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``missing_for_restore`` of a produced scope reads the pivot's entries of that scope only
+    (``TrackStore.read_manifest_paths``), never the whole state."""
+    from workspacetrack.store import TrackStore
+
+    _tree(ws)
+    store = tmp_path / "store"
+    t = Tracker(store, ws, "r")
+    t.capture(L("pre:a:0"))
+    write(ws, "src/f0.txt", "changed by the node\n")
+    t.capture(L("nodes:a:0"))
+    t.close()
+
+    def whole(*_a: object, **_k: object) -> object:
+        raise AssertionError("a whole manifest was read")
+
+    monkeypatch.setattr(TrackStore, "read_manifest", whole)
+    monkeypatch.setattr(TrackStore, "read_manifest_once", whole)
+    fresh = Tracker(store, ws, "r")
+    assert fresh.missing_for_restore(L("pre:a:0")) == []
+    # its object gone: named, with the pivot's id of that path
+    pivot = fresh.store.read_manifest_paths(fresh.resolve("pre:a:0").manifest, {"src/f0.txt"})[0]
+    digest = pivot.entries["src/f0.txt"][0]
+    path = fresh.store.objects.locate(digest)
+    assert path is not None
+    os.chmod(path, 0o644)
+    path.unlink()
+    assert fresh.missing_for_restore(L("pre:a:0")) == [("src/f0.txt", digest)]
+    fresh.close()
