@@ -289,3 +289,40 @@ def test_the_object_check_reads_the_scope_alone(ws: Path, tmp_path: Path, monkey
     path.unlink()
     assert fresh.missing_for_restore(L("pre:a:0")) == [("src/f0.txt", digest)]
     fresh.close()
+
+
+def test_picking_a_manifest_s_entries_agrees_with_its_python_twin(ws: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``read_manifest_paths``: C's one pass and the full parse give the same entries and count,
+    for a full manifest, a delta on it, and names the C pass leaves to the parse (escapes)."""
+    from workspacetrack import store as store_mod
+    from workspacetrack.store import TrackStore
+
+    _tree(ws)
+    write(ws, "odd/.gitignore", "*.tmp\n")
+    st = tmp_path / "store"
+    t = Tracker(st, ws, "r")
+    t.start_watching()
+    full = t.capture(L("pre:a:0")).manifest
+    write(ws, "src/f1.txt", "edited\n")
+    write(ws, 'odd/quote".txt', "a quote in the name\n")  # (the delta's JSON: left to the parse)
+    (ws / "docs" / "f2.txt").unlink()
+    delta = t.capture(L("nodes:a:0")).manifest
+    t.close()
+    fast = store_mod.FAST
+    if fast is not None:  # (built: the full manifest is C's, the delta's own document is not)
+        objects = TrackStore(st, "r").objects
+        assert fast.pick_entries(objects.read(full), set(), ()) is not None
+        assert fast.pick_entries(objects.read(delta), set(), ()) is None
+    wanted = {"src/f1.txt", "docs/f2.txt", "docs/f0.txt", 'odd/quote".txt', "absent.txt"}
+    for digest in (full, delta):
+        got = []
+        for fast in (store_mod.FAST, None):
+            monkeypatch.setattr(store_mod, "FAST", fast)
+            m, count = TrackStore(st, "r").read_manifest_paths(digest, wanted)
+            got.append(({p: tuple(e) for p, e in m.entries.items()}, dict(m.skipped), count))
+        assert got[0] == got[1]
+        whole = TrackStore(st, "r").read_manifest(digest)
+        assert got[0][2] == len(whole.entries)
+        assert got[0][0] == {p: tuple(e) for p, e in whole.entries.items()
+                             if p in wanted or p.rsplit("/", 1)[-1] in (".gitignore", ".iterionignore")}
