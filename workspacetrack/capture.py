@@ -13,6 +13,10 @@ nothing. The persisted stat cache of a git-ids run holds only the rows git's ind
 vouch for; ``Capturer._beyond`` carries that set from capture to capture (re-checking only the
 changed paths against the same index), so saving it costs what changed, not the tree.
 
+A new process starts warm (``Capturer._warm``, docs/technical/durability.md "Warm start"): the
+stat cache keeps a fingerprint of every directory listing behind a manifest; a walk takes each
+directory listed with the same fingerprint from that manifest as it is, and examines the rest.
+
 Crash safety is the store's (``workspacetrack.store``): every object and manifest is written
 and flushed before the state names it; a delta names its base, which the state already names.
 """
@@ -281,8 +285,9 @@ class Capturer:
             return
         fps: dict[str, str] = {}
         dirs, hit = scan.dirs, scan.warm_hit
+        before = self._fps or {}
         for d, fp in scan.listed.items():
-            if d in hit:
+            if d in hit or before.get(d) == fp:  # (the same listing a vouching record was made of)
                 fps[d] = fp
                 continue
             rec = dirs.get(d)
