@@ -91,6 +91,9 @@ STATCACHE_DIR = "statcache"  # under the objects dir: stat caches shared by cont
 _COMPACT_MIN = 256  # log lines before the log may be folded into state.json
 _RULE_SET = frozenset(RULE_FILES)
 _RULE_NAMES = tuple(name.encode() for name in RULE_FILES)  # ``read_manifest_paths`` picks them all
+# (objects dir, gc generation, manifest) -> (paths asked, their entries, the full state's count)
+_PICKED: OrderedDict[tuple[Path, bytes | None, str], tuple[frozenset[str], Manifest, int]] = OrderedDict()
+_PICKED_MAX = 8
 
 M = TypeVar("M", bound=VersionedModel)
 
@@ -450,6 +453,22 @@ class TrackStore:
             held = self._once[1]
         if held is not None:
             return _restricted(held, wanted), len(held.entries)
+        # the process's last picks, shared by the trackers of one rewind (its object check and
+        # its plan each open one): a manifest is read once (content-addressed: never stale
+        # while no gc swept, which the key's generation tells)
+        key = (self.objects.root, self.objects.generation, digest)
+        known = _PICKED.get(key)
+        if known is not None and wanted <= known[0]:
+            _PICKED.move_to_end(key)
+            return _restricted(known[1], wanted), known[2]
+        got_m, got_n = self._pick(digest, wanted)
+        _PICKED[key] = (frozenset(wanted), got_m, got_n)
+        while len(_PICKED) > _PICKED_MAX:
+            _PICKED.popitem(last=False)
+        return _restricted(got_m, wanted), got_n
+
+    def _pick(self, digest: str, wanted: set[str] | frozenset[str]) -> tuple[Manifest, int]:
+        """``read_manifest_paths`` of a manifest this process does not hold."""
         from pydantic_core import from_json
 
         data = self.objects.read(digest)
