@@ -16,10 +16,18 @@ unchanged tree; unchanged and 100-changed boundaries in place and in a worktree,
 without the watcher (vs ``git status`` / ``git add -A`` on a warm index, writing the changed
 files' blobs into an object directory of its own); a rewind restoring 300
 files from a fresh tracker, as a new process would (vs ``git checkout HEAD -- <300 files>``); the
-first boundary after a resume (a new tracker: walk + stat cache from disk); the per-node cycle at
+first boundary of a new process on the unchanged tree (a new tracker, resuming: the warm start
+from the previous process's stat cache and directory fingerprints, vs ``git status``); rewind
+planning of 300 files (``rewind --dry-run``'s work: the object check and the preview, each by a
+new read-only tracker, vs ``git status``); the per-node cycle at
 nodes 1-20 and 281-300 of a 300-iteration loop run by the engine (median over repeated runs); a
 100-file capture while another process keeps writing without flushing (vs the same capture
 unloaded).
+
+Each row also gives the peak resident memory of this process while it was measured (Linux: the
+high-water mark is reset before each measure through /proc/self/clear_refs; "-" elsewhere).
+Progress goes to stdout as it runs (a 1,000,000-file size takes a long while); every tree and
+store lives in one temporary directory, removed at the end, also on an error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -98,10 +106,37 @@ def file_path(ws: Path, i: int) -> Path:
     return ws / f"d{i // (PER_DIR * 20):03d}" / f"s{(i // PER_DIR) % 20:02d}" / f"f{i:06d}.txt"
 
 
+def progress(msg: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f}] {msg}", flush=True)
+
+
+def peak_reset() -> None:
+    """Start a new resident-memory high-water mark for this process (Linux; else nothing)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_mb() -> float | None:
+    """This process's resident-memory high-water mark since ``peak_reset``, in MB (None: unknown)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def build_tree(ws: Path, n: int) -> None:
     """``n`` tracked files, 100 per directory, plus ~2% ignored ones; committed (a clean checkout)."""
     ws.mkdir(parents=True)
     for i in range(n):
+        if i and i % 100_000 == 0:
+            progress(f"tree: {i} files written")
         p = file_path(ws, i)
         if i % PER_DIR == 0:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +151,7 @@ def build_tree(ws: Path, n: int) -> None:
     # and repacks for a minute, during the measures (seen: a 72 s tree build, moved baselines);
     # packed here instead, as a repository people work in is
     git(ws, "config", "gc.auto", "0")
+    progress("tree: git add, commit, gc")
     git(ws, "add", "-A")
     git(ws, "commit", "-q", "-m", "tree")
     git(ws, "gc", "-q")
@@ -158,6 +194,7 @@ class Row:
     base_name: str
     goal: str
     unit: str = "ms"
+    peak: float | None = None  # peak resident MB of this process during the measure
 
     @property
     def ratio(self) -> float | None:
@@ -193,6 +230,20 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
     changer = Changer(ws, n)
     rows: list[Row] = []
     label_seq = [0]
+    opened = [0]
+
+    def group(name: str) -> None:
+        """A measure starts: progress, and a new memory high-water mark for its rows."""
+        done()
+        progress(name)
+        opened[0] = len(rows)
+        peak_reset()
+
+    def done() -> None:
+        peak = peak_mb()
+        for r in rows[opened[0]:]:
+            r.peak = peak
+        opened[0] = len(rows)
 
     def lbl(kind: str = "nodes") -> BoundaryLabel:
         label_seq[0] += 1
@@ -202,6 +253,7 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
     status_s = med([timed(status) for _ in range(reps)])
 
     # -- cold first boundary ------------------------------------------------------------------
+    group("cold first boundary")
     empty_index = base / "empty.index"
 
     def add_fresh() -> None:
@@ -221,6 +273,7 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
                     "git status", "-"))
 
     # -- store bytes after a first and a second run -----------------------------------------
+    group("store bytes of two runs")
     src = base / "src"
     src.mkdir()
     (src / "twice.bot").write_text(TWO_NODES)
@@ -239,6 +292,7 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
                     ".git size", "< 1 MB", "MB"))
 
     # -- boundaries: in place / worktree, with / without the watcher ------------------------
+    group("boundaries in place and in worktrees")
     modes: dict[str, Versioning] = {}
     for name, worktree, watch in (("in place, watcher", False, True), ("in place, walk", False, False),
                                   ("worktree, watcher", True, True), ("worktree, no watcher", True, False)):
@@ -276,10 +330,13 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
         v.close()
 
     # -- rewind restoring 300 files, from a fresh tracker (what a new process does) ----------
+    # (and first its planning alone, as ``iterion rewind --dry-run`` plans in a new process: the
+    # object check, then the preview, each by a new tracker reading the store without writing)
+    group("rewind planning and rewind of 300 files")
     tr = Tracker(base / "rewind-store", ws, "rw")
     tr.capture(lbl("pre"))
     tr.close()
-    rewinds, checkouts = [], []
+    rewinds, checkouts, plans, plan_status = [], [], [], []
     for r in range(reps):
         tr = Tracker(base / "rewind-store", ws, "rw")
         tr.capture(BoundaryLabel.parse(f"nodes:sync{r}:0"))  # the disk as the baseline left it
@@ -288,6 +345,8 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
         files = changer.change(300)
         tr.capture(BoundaryLabel.parse(f"nodes:rw{r}:0"))
         tr.close()
+        plans.append(timed(lambda: plan_dry_run(base / "rewind-store", ws, "rw", pivot, 300)))
+        plan_status.append(timed(status))
         fresh = Tracker(base / "rewind-store", ws, "rw")
         report: list[object] = []
         rewinds.append(timed(lambda: report.append(fresh.restore(pivot))))
@@ -300,10 +359,18 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
                 f.write("again\n")
         rel = [str(p.relative_to(ws)) for p in files]
         checkouts.append(timed(lambda: git(ws, "checkout", "HEAD", "--", *rel)))
+    rows.append(Row("rewind planning (--dry-run), 300 files", med(plans) * 1000, med(plan_status) * 1000,
+                    "git status", "<= 1x"))
     rows.append(Row("rewind restoring 300 files (tracker, no CLI)", med(rewinds) * 1000, med(checkouts) * 1000,
                     "git checkout HEAD -- 300 files", "<= 3x"))
 
-    # -- first boundary after a resume: a new tracker in a new process --------------------------
+    # -- first boundary of a new process (resume), unchanged tree -------------------------------
+    group("first boundary of a new process")
+    tr = Tracker(base / "rewind-store", ws, "rw")  # the previous process: records the tree as it is
+    tr.start_watching()
+    tr.capture(BoundaryLabel.parse("nodes:settle:0"))
+    tr.close()
+    time.sleep(SETTLE)
     resumes, st2 = [], []
     for r in range(reps):
         tr = Tracker(base / "rewind-store", ws, "rw")
@@ -311,10 +378,11 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
         resumes.append(timed(lambda: tr.capture(BoundaryLabel.parse(f"resume:rs{r}:0"))))
         tr.close()
         st2.append(timed(status))
-    rows.append(Row("first boundary after a resume (new tracker)", med(resumes) * 1000, med(st2) * 1000,
-                    "git status", "-"))
+    rows.append(Row("first boundary of a new process (resume), unchanged tree", med(resumes) * 1000,
+                    med(st2) * 1000, "git status", "<= 1x"))
 
     # -- per-node cycle of a 300-iteration loop -----------------------------------------------
+    group("per-node cycle of a 300-iteration loop")
     # (a cycle is ~3 ms, where a shared machine's jitter is of the same order: the loop runs
     # ``reps`` times and each window's figure is the median over the runs of its median)
     (src / "loop.bot").write_text(LOOP)
@@ -334,6 +402,7 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
                     "nodes 1-20", "<= 1.2"))
 
     # -- a 100-file capture while another process writes without flushing ---------------------
+    group("100-file capture under a writer")
     tr = Tracker(base / "heavy-store", ws, "heavy")
     tr.start_watching()
     tr.capture(lbl("pre"))
@@ -358,7 +427,27 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
         tr.close()
     rows.append(Row(f"100-file capture under a writer of {size_mb} MB unflushed", med(loaded) * 1000,
                     med(unloaded) * 1000, "same capture unloaded", "<= 2x"))
+    done()
+    progress("done; removing the trees and stores")
     return rows
+
+
+def plan_dry_run(store: Path, ws: Path, run_id: str, pivot: BoundaryLabel, want: int) -> None:
+    """What ``iterion rewind --dry-run`` does to the tracker of an in-place run, in a new process:
+    the object check, then the preview, each by a tracker that writes nothing to the store."""
+    with tempfile.TemporaryDirectory(prefix="bench-preview-") as scratch:
+        t = Tracker(store, ws, run_id, scratch=Path(scratch))
+        try:
+            assert not t.missing_for_restore(pivot, "produced")
+        finally:
+            t.close()
+    with tempfile.TemporaryDirectory(prefix="bench-preview-") as scratch:
+        t = Tracker(store, ws, run_id, scratch=Path(scratch))
+        try:
+            report = t.preview_restore(pivot)
+        finally:
+            t.close()
+    assert len(report.restored) == want, len(report.restored)
 
 
 # Keeps rewriting a file of SIZE MB in 1 MB chunks, never flushing: the kernel holds its pages dirty.
@@ -377,12 +466,14 @@ while True:
 
 
 def print_rows(n: int, rows: list[Row]) -> None:
-    print(f"\n{n} files")
-    print(f"  {'measure':58s} {'ours':>10s} {'git baseline':>12s} {'ratio':>7s}  {'goal':8s} baseline")
+    print(f"\n{n} files (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    print(f"  {'measure':58s} {'ours':>10s} {'git baseline':>12s} {'ratio':>7s}  {'goal':8s} {'peak MB':>8s}  baseline")
     for r in rows:
         base = "-" if r.base is None else f"{r.base:10.1f}"
         ratio = "-" if r.ratio is None else f"{r.ratio:7.2f}"
-        print(f"  {r.measure:58s} {r.ours:8.1f}{r.unit:>2s} {base:>12s} {ratio:>7s}  {r.goal:8s} {r.base_name}")
+        peak = "-" if r.peak is None else f"{r.peak:8.0f}"
+        print(f"  {r.measure:58s} {r.ours:8.1f}{r.unit:>2s} {base:>12s} {ratio:>7s}  {r.goal:8s} {peak:>8s}  "
+              f"{r.base_name}")
 
 
 def main() -> None:
@@ -400,7 +491,9 @@ def main() -> None:
     print(f"bench_scale: sizes {sizes}, median of {reps}; {git(Path.cwd(), '--version').strip()}")
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as tmp:
-            print_rows(n, measure_size(n, reps, Path(tmp)))
+            progress(f"{n} files, in {tmp}")
+            rows = measure_size(n, reps, Path(tmp))
+        print_rows(n, rows)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@
  * (the loop over git's index entries, as a dict or as a C table that fresh_dir and index_row look
  * paths up in by their bytes; 100,000 entries in Python cost ~100 ms of a cold capture),
  * rows_and_parts and sorted_json (a manifest's rows, its entries sorted, and their JSON exactly as
- * pydantic writes it: the sort and the JSON on a thread of their own).
+ * pydantic writes it: the sort and the JSON on a thread of their own), pick_entries (the entries
+ * of a few paths out of a stored manifest's JSON: a rewind plans from its scope, not the tree).
  *
  * Every decision (ignore rules, hashing, git's index, records) stays in workspacetrack/walk.py,
  * which also holds the pure-Python twin of each function, used when this module is not built.
@@ -1403,6 +1404,150 @@ static PyObject *table_rows(PyObject *self, PyObject *cap) {
 }
 
 
+/* ---- a manifest's entries, picked by path -----------------------------------------------------
+ * pick_entries(data, wanted, rule_names) -> (picked, count, start, end) | None: one pass over the
+ * JSON of a stored manifest (as put_manifest / put_delta wrote it) without building an object per
+ * entry: ``picked`` maps each path of ``entries`` that is in the set ``wanted``, or whose last
+ * component is one of the bytes in ``rule_names``, to the JSON bytes of its value; ``count`` is
+ * the number of entries; data[start:end] is the ``entries`` object itself. None when the text is
+ * not what the writers write (a name with an escape, a missing key...): the caller then parses
+ * the document in full (workspacetrack/store.py: the Python twin). */
+static const char *json_str_end(const char *p, const char *end, int *escaped) {
+    /* p just after an opening quote: the closing quote, or NULL */
+    while (p < end) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (q == NULL) return NULL;
+        const char *b = q;
+        while (b > p && b[-1] == '\\') b--;
+        if (b != q) *escaped = 1;
+        if (((q - b) & 1) == 0) return q;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+static PyObject *pick_entries(PyObject *self, PyObject *args) {
+    const char *data;
+    Py_ssize_t len;
+    PyObject *wanted, *rule_names;
+    if (!PyArg_ParseTuple(args, "y#OO", &data, &len, &wanted, &rule_names)) return NULL;
+    if (!PyAnySet_Check(wanted) || !PyTuple_Check(rule_names)) {
+        PyErr_SetString(PyExc_TypeError, "wanted must be a set and rule_names a tuple of bytes");
+        return NULL;
+    }
+    Py_ssize_t n_rules = PyTuple_GET_SIZE(rule_names);
+    for (Py_ssize_t i = 0; i < n_rules; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(rule_names, i))) {
+            PyErr_SetString(PyExc_TypeError, "rule_names must be bytes");
+            return NULL;
+        }
+    }
+    static const char key[] = "{\"format_version\":";
+    static const char ent[] = ",\"entries\":{";
+    const char *end = data + len;
+    if ((size_t)len < sizeof key || memcmp(data, key, sizeof key - 1) != 0) Py_RETURN_NONE;
+    const char *p = data + sizeof key - 1;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    if ((size_t)(end - p) < sizeof ent - 1 || memcmp(p, ent, sizeof ent - 1) != 0) Py_RETURN_NONE;
+    p += sizeof ent - 1;
+    Py_ssize_t start = (p - 1) - data;
+    PyObject *picked = PyDict_New();
+    if (picked == NULL) return NULL;
+    Py_ssize_t count = 0;
+    if (p < end && *p == '}') {
+        p++;
+        goto done;
+    }
+    for (;;) {
+        if (p >= end || *p != '"') goto fallback;
+        int escaped = 0;
+        const char *k0 = p + 1;
+        const char *k1 = json_str_end(k0, end, &escaped);
+        if (k1 == NULL || escaped || memchr(k0, '\\', (size_t)(k1 - k0)) != NULL)
+            goto fallback;  /* a name with an escape (a wire-form name, a quote...): the full parse */
+        p = k1 + 1;
+        if (p + 1 >= end || p[0] != ':' || p[1] != '[') goto fallback;
+        const char *v0 = p + 1;
+        p = v0 + 1;
+        /* the value: a flat array of strings, ints and null */
+        for (;;) {
+            if (p >= end) goto fallback;
+            if (*p == '"') {
+                int esc = 0;
+                const char *q = json_str_end(p + 1, end, &esc);
+                if (q == NULL) goto fallback;
+                p = q + 1;
+            } else if (*p == ']') {
+                break;
+            } else if (*p == '[' || *p == '{') {
+                goto fallback;
+            } else {
+                p++;
+            }
+        }
+        const char *v1 = ++p;  /* just after ']' */
+        count++;
+        int want = 0;
+        for (Py_ssize_t i = 0; i < n_rules && !want; i++) {
+            PyObject *r = PyTuple_GET_ITEM(rule_names, i);
+            Py_ssize_t rl = PyBytes_GET_SIZE(r);
+            Py_ssize_t kl = k1 - k0;
+            if (kl >= rl && memcmp(k1 - rl, PyBytes_AS_STRING(r), (size_t)rl) == 0
+                && (kl == rl || k1[-rl - 1] == '/'))
+                want = 1;
+        }
+        PyObject *name = NULL;
+        if (!want && PySet_GET_SIZE(wanted) > 0) {
+            name = PyUnicode_DecodeUTF8(k0, k1 - k0, NULL);
+            if (name == NULL) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            int in = PySet_Contains(wanted, name);
+            if (in < 0) {
+                Py_DECREF(name);
+                goto error;
+            }
+            want = in;
+        }
+        if (want) {
+            if (name == NULL) {
+                name = PyUnicode_DecodeUTF8(k0, k1 - k0, NULL);
+                if (name == NULL) {
+                    PyErr_Clear();
+                    goto fallback;
+                }
+            }
+            PyObject *v = PyBytes_FromStringAndSize(v0, v1 - v0);
+            if (v == NULL || PyDict_SetItem(picked, name, v) < 0) {
+                Py_XDECREF(v);
+                Py_DECREF(name);
+                goto error;
+            }
+            Py_DECREF(v);
+        }
+        Py_XDECREF(name);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < end && *p == '}') {
+            p++;
+            break;
+        }
+        goto fallback;
+    }
+done:
+    return Py_BuildValue("(Nnnn)", picked, count, start, (Py_ssize_t)(p - data));
+fallback:
+    Py_DECREF(picked);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(picked);
+    return NULL;
+}
+
+
 static PyMethodDef methods[] = {
     {"list_dirs", list_dirs, METH_VARARGS, "Many directories listed on threads, packed; None per failure."},
     {"same_packed", same_packed, METH_VARARGS, "same_dir on a packed listing."},
@@ -1414,6 +1559,7 @@ static PyMethodDef methods[] = {
     {"index_beyond", index_beyond, METH_VARARGS, "The stat-cache rows an index table does not vouch for."},
     {"sorted_json", sorted_json, METH_VARARGS, "A manifest's entries or skips sorted, and their JSON, or None."},
     {"index_entries", index_entries, METH_VARARGS, "The entries of git's index a stat can vouch for, or None."},
+    {"pick_entries", pick_entries, METH_VARARGS, "A manifest's entries of some paths, as JSON, in one pass; or None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1426,7 +1572,7 @@ static struct PyModuleDef module = {
  * when it matches (an editable install keeps a stale build after a pull until it is rebuilt). */
 PyMODINIT_FUNC PyInit__fastwalk(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", 7) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

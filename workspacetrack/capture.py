@@ -13,6 +13,10 @@ nothing. The persisted stat cache of a git-ids run holds only the rows git's ind
 vouch for; ``Capturer._beyond`` carries that set from capture to capture (re-checking only the
 changed paths against the same index), so saving it costs what changed, not the tree.
 
+A new process starts warm (``Capturer._warm``, docs/technical/durability.md "Warm start"): the
+stat cache keeps a fingerprint of every directory listing behind a manifest; a walk takes each
+directory listed with the same fingerprint from that manifest as it is, and examines the rest.
+
 Crash safety is the store's (``workspacetrack.store``): every object and manifest is written
 and flushed before the state names it; a delta names its base, which the state already names.
 """
@@ -31,7 +35,7 @@ from typing import Literal
 from workspacetrack.changes import changed_paths
 from workspacetrack.ignore import RULE_FILES, IgnoreRules
 from workspacetrack.journal import Journal
-from workspacetrack.models import CacheRow, Entry, Manifest, StatCacheDoc
+from workspacetrack.models import EMPTY_DIR, CacheRow, Entry, Manifest, StatCacheDoc
 from workspacetrack.store import TrackStore, apply_delta
 from workspacetrack.walk import DirRecord, Scan, manifest_parts
 
@@ -40,6 +44,13 @@ from workspacetrack.walk import DirRecord, Scan, manifest_parts
 PAUSE_HOOK_ENV = "ITERION_TRACK_TEST_PAUSE_MID_CAPTURE"
 # A journal capture stores a delta manifest; past this many stacked deltas it writes a full one.
 MAX_DELTA_DEPTH = 8
+# Set to 0 (or false/no/off): a new process walks as before, examining every directory (a kill
+# switch for the warm start, and what the tests compare it against).
+WARM_ENV = "ITERION_TRACK_WARM_START"
+
+
+def warm_enabled() -> bool:
+    return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,7 @@ class CaptureStats:
     reused_manifest: bool
     fallback_reason: str | None = None
     seconds: float = 0.0  # the scan phase alone (walk or journal, hashing, manifest), before the commit
+    warm_dirs: int = 0  # directories a new process took from the previous one's manifest (warm start)
 
 
 class Capturer:
@@ -79,6 +91,14 @@ class Capturer:
         self._epoch = store.objects.epoch
         # (base manifest, new manifest, paths that differ) of the last journal capture
         self._last_diff: tuple[str, str, frozenset[str]] | None = None
+        # The warm start (module doc): the directory fingerprints of the walks behind manifest
+        # ``_fps_manifest`` (``StatCacheDoc.dirs``), kept up to date by every capture; dirty:
+        # not saved yet. ``_doc``: the stat cache as last loaded or saved.
+        self._fps: dict[str, str] | None = None
+        self._fps_manifest: str | None = None
+        self._fps_dirty = False
+        self._fps_pending: tuple[dict[str, str], str] | None = None
+        self._doc: StatCacheDoc | None = None
         try:
             st = os.stat(store.root)
             self._store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -91,13 +111,21 @@ class Capturer:
             if doc.size_cap == self.size_cap and doc.ids == self.store.objects.ids:
                 self._rows, self._rows_manifest = doc.rows, doc.manifest
                 self._rows_index = (doc.index, doc.total) if doc.index is not None else None
+                self._doc = doc
+                self._fps = doc.dirs if doc.dirs and doc.dirs_manifest is not None else None
+                self._fps_manifest = doc.dirs_manifest if self._fps is not None else None
             else:
                 self._rows, self._rows_manifest, self._rows_index = {}, None, None
+                self._doc, self._fps, self._fps_manifest = None, None, None
+            self._fps_dirty = False
         return self._rows
 
     def rules_frozen(self) -> None:
         """The rules were just fixed to what this capture read: outside sources no longer count."""
         self._outside_fp = self.rules.outside_fingerprint()
+        if self._fps_pending is not None:
+            self._fps, self._fps_manifest = self._fps_pending
+            self._fps_pending = None
 
     def forget_baseline(self) -> None:
         self._baseline = None
@@ -124,6 +152,7 @@ class Capturer:
             # no committed snapshot referenced (and so were swept); start from the disk cache
             self._epoch = self.store.objects.epoch
             self._rows = self._rows_manifest = self._dirs = self._baseline = self._beyond = None
+            self._fps = self._fps_manifest = None
         # A walk of a big tree makes a few hundred thousand tuples and no reference cycles; the
         # cyclic collector would otherwise traverse the whole heap several times meanwhile.
         paused = gc.isenabled()
@@ -166,9 +195,19 @@ class Capturer:
             fp = self.rules.outside_fingerprint()  # the reload may have found new sources
         self._outside_fp = fp
         on_dir = self.journal.watch_dir if self.journal.active else None
+        frozen = self.rules.frozen  # fingerprints vouch for a listing under fixed rules only
+        # (a walk after a walk of this process has its per-directory records: better still)
+        warm = self._fps if self.can_warm() else None
         scan = Scan(self.ws, self.rules, self.store.objects, self.size_cap, rows, self._store_id, on_dir,
-                    self._dirs)
+                    self._dirs, warm=warm)
         scan.walk("", self.rules.root_levels)
+        if warm is not None:
+            done = self._warm(scan, warm, reason)
+            if done is not None:
+                return done
+            # the warm start's base manifest is gone: walk again, examining every directory
+            scan = Scan(self.ws, self.rules, self.store.objects, self.size_cap, rows, self._store_id, on_dir)
+            scan.walk("", self.rules.root_levels)
         n_rows = scan.n_rows
         # Every row found is a trusted old row, as many as there were: the walk found exactly
         # the old rows (no flattening); and with no path skipped without a row, the manifest
@@ -202,6 +241,7 @@ class Capturer:
                                  reason if self.journal.active else None)
             self._finish(new_rows, digest, exact=True, beyond=self._beyond)
             self._dirs = scan.dirs
+            self._note_fps(scan, digest, frozen)
             return digest, stats
         else:
             entries_json = None
@@ -218,9 +258,119 @@ class Capturer:
                       else None)
         self._finish(new_rows, digest, exact=not scan.extra_skipped, beyond=beyond)
         self._dirs = scan.dirs
+        self._note_fps(scan, digest, frozen)
         stats = CaptureStats("full", scan.hashed, n_rows, unchanged,
                              reason if self.journal.active else None)
         return digest, stats
+
+    # -- the warm start of a new process ----------------------------------------------------
+    def can_warm(self) -> bool:
+        """Whether the next walk starts from directory fingerprints (``_warm``): the rules are
+        fixed, this process holds no per-directory records of its own, and the cache has them."""
+        self._load_rows()
+        return (warm_enabled() and self.rules.frozen and self._dirs is None and self._fps is not None
+                and self._fps_manifest is not None)
+
+    def _note_fps(self, scan: Scan, digest: str, frozen: bool) -> None:
+        """Record the directory fingerprints of walk ``scan``, which found manifest ``digest``:
+        a directory vouches for its entries only when every row it holds is trusted (not racily
+        clean: git's racy-timestamp rule, ``walk.RACY_WINDOW_NS``) and every name in its listing
+        has a row or an ignore verdict; a directory the warm start took as it was keeps its
+        fingerprint. None at all when the walk's rules were not fixed yet or a path was skipped
+        without a row (its manifest holds a path no listing accounts for)."""
+        self._fps_dirty = True
+        self._fps_pending = None
+        if scan.extra_skipped or scan.rows or not scan.listed:
+            self._fps = self._fps_manifest = None
+            return
+        fps: dict[str, str] = {}
+        dirs, hit = scan.dirs, scan.warm_hit
+        before = self._fps or {}
+        for d, fp in scan.listed.items():
+            if d in hit or before.get(d) == fp:  # (the same listing a vouching record was made of)
+                fps[d] = fp
+                continue
+            rec = dirs.get(d)
+            ok = rec is not None and rec[2] is not None and all(row[2] for row in rec[1].values())
+            fps[d] = fp if ok else ""
+        if frozen:
+            self._fps, self._fps_manifest = fps, digest
+        else:
+            # the run's first walk: valid once its rules are frozen to what it read (``rules_frozen``)
+            self._fps = self._fps_manifest = None
+            self._fps_pending = (fps, digest)
+
+    def _warm(self, scan: Scan, warm: dict[str, str], reason: str | None) -> tuple[str, CaptureStats] | None:
+        """The state a warm walk found: the fingerprinted manifest for every directory whose
+        listing is the same (``Scan.warm_hit``), the walk's rows for the others. None when that
+        manifest is no longer in the store (a gc swept it): the caller walks in full."""
+        base_digest = self._fps_manifest
+        assert base_digest is not None
+        if not self.store.objects.has(base_digest):
+            self._fps = self._fps_manifest = None
+            return None
+        hit = scan.warm_hit
+        rows = self._rows if self._rows is not None else {}
+        stats_reason = reason if self.journal.active else None
+        if (len(hit) == len(scan.listed) == len(warm) and not scan.dirs and not scan.extra_skipped
+                and not scan.rows):
+            # every directory as the previous process left it: its manifest, not one file read
+            # (rows and the rest of the cache stay as loaded: they describe the same state)
+            self._dirs = self._beyond = None
+            self._baseline = base_digest if self.journal.active else None
+            self._last_diff = (base_digest, base_digest, frozenset())
+            return base_digest, CaptureStats("full", 0, 0, True, stats_reason, warm_dirs=len(hit))
+        base = self.store.read_manifest_once(base_digest)
+        # the directories not taken as they were: examined by this walk, or gone
+        redo = warm.keys() - hit
+
+        def owner(p: str, h: str) -> str:
+            """The directory whose listing records ``p`` (an empty directory records itself)."""
+            return p if h == EMPTY_DIR else p.rpartition("/")[0]
+
+        found, new_e, new_s, _ = scan.found_rows_and_parts()
+        redo.update(scan.dirs)  # a directory the previous walks did not list (new, or not vouched)
+        entries: dict[str, Entry] = {}
+        skipped: dict[str, str] = {}
+        d_entries: dict[str, Entry] = {}
+        d_skipped: dict[str, str] = {}
+        removed: list[str] = []
+        for p, e in base.entries.items():
+            if owner(p, e[0]) not in redo:
+                entries[p] = (e[0], e[1], e[2], e[3])
+            elif p not in new_e and p not in new_s:
+                removed.append(p)
+        for p, r in base.skipped.items():
+            if p.rpartition("/")[0] not in redo:
+                skipped[p] = r
+            elif p not in new_e and p not in new_s:
+                removed.append(p)
+        for p, e in new_e.items():
+            was = base.entries.get(p)
+            if was is None or (was[0], was[1], was[2], was[3]) != e or p in base.skipped:
+                d_entries[p] = e
+            entries[p] = e
+            skipped.pop(p, None)
+        for p, r in new_s.items():
+            if base.skipped.get(p) != r or p in base.entries:
+                d_skipped[p] = r
+            skipped[p] = r
+            entries.pop(p, None)
+        digest = self._store_change(base_digest, len(base.entries), d_entries, d_skipped, removed,
+                                    lambda: (entries, skipped), full_known=True)
+        # the loaded rows outside the re-examined directories, and the walk's
+        marker = self._rows_index
+        new_rows = {p: row for p, row in rows.items() if owner(p, row[1]) not in redo}
+        changes: dict[str, CacheRow | None] = {p: None for p in rows.keys() - new_rows.keys()}
+        changes.update(found)
+        new_rows.update(found)
+        self._rows_dirty = True
+        self._finish(new_rows, digest, exact=False, beyond=None)
+        if not scan.extra_skipped:  # (a path skipped without a row is in neither form)
+            self._keep_index_marker(marker, rows, changes, digest, len(entries) + len(skipped))
+        self._note_fps(scan, digest, True)
+        return digest, CaptureStats("full", scan.hashed, scan.n_rows, digest == base_digest, stats_reason,
+                                    warm_dirs=len(hit))
 
     def _walk_delta(self, rows: dict[str, CacheRow], old_dirs: dict[str, DirRecord],
                     new_dirs: dict[str, DirRecord], base_digest: str) -> tuple[dict[str, CacheRow], str]:
@@ -386,8 +536,54 @@ class Capturer:
         digest = self._store_change(base_digest, len(base.entries), d_entries, d_skipped, removed,
                                     lambda: (entries, skipped), full_known=True)
         self._rows_dirty = True
+        marker = self._rows_index
         self._finish(new_rows, digest, exact=len(entries) + len(skipped) == len(new_rows), beyond=None)
+        if marker is not None and not scan.extra_skipped:  # (a path skipped without a row: in neither form)
+            changes: dict[str, CacheRow | None] = {p: new_rows.get(p) for p in gone | found.keys()}
+            self._keep_index_marker(marker, rows, changes, digest, len(entries) + len(skipped))
+        self._journal_fps(base_digest, digest, dirty | trees, trees, bool(scan.extra_skipped))
         return digest, CaptureStats("journal", scan.hashed, len(dirty) + len(trees), digest == base_digest)
+
+    def _keep_index_marker(self, marker: tuple[str, int] | None, rows: dict[str, CacheRow],
+                           changes: dict[str, CacheRow | None], digest: str, total: int) -> None:
+        """After a capture that started from rows leaving out what index ``marker`` vouched for
+        (a cache as loaded: ``StatCacheDoc.index``) and changed only ``changes`` (path -> new
+        row, None: gone): keep that form for manifest ``digest`` of ``total`` paths when git's
+        index is still that one, re-checking only the changed paths against it (so the next
+        process, and a rewind's ``drift``, can rely on it); else the rows stand for no manifest."""
+        git = self.store.objects.git if self.store.objects.ids == "git" else None
+        index = git.index_view() if git is not None and marker is not None else None
+        if marker is None or git is None or index is None or git.index_checksum() != marker[0]:
+            return
+        kept = dict(rows)
+        for p, row in changes.items():
+            if row is None or index.vouches(p, row):
+                kept.pop(p, None)
+            else:
+                kept[p] = row
+        self._rows, self._rows_manifest, self._rows_index = kept, digest, (marker[0], total)
+        self._beyond = None
+
+    def _journal_fps(self, base: str, digest: str, named: set[str], trees: set[str], skipped: bool) -> None:
+        """Carry the fingerprints of ``base`` over to ``digest``, a journal capture on it: every
+        directory the journal ``named`` a path of (or that lies in a tree it named) must be
+        listed and examined again by a warm start; the others' entries are the same in both (an
+        empty directory's own entry belongs to it: it is named as the parent of what went)."""
+        if self._fps is None or self._fps_manifest != base:
+            return
+        self._fps_dirty = True
+        if skipped:
+            self._fps = self._fps_manifest = None
+            return
+        fps = dict(self._fps)
+        touched = {p.rpartition("/")[0] for p in named} | named
+        if trees:
+            prefixes = tuple(t + "/" for t in trees)
+            touched.update(d for d in fps if d.startswith(prefixes))
+        for d in touched:
+            if d in fps:
+                fps[d] = ""
+        self._fps, self._fps_manifest = fps, digest
 
     def _finish(self, rows: dict[str, CacheRow], digest: str, *, exact: bool,
                 beyond: tuple[str, dict[str, CacheRow]] | None) -> None:
@@ -411,6 +607,22 @@ class Capturer:
         """
         if not force and self._baseline is not None:
             return
+        if not self._rows_dirty and self._fps_dirty and self._doc is not None:
+            # the rows as loaded (or last saved) stand: only the fingerprints are news
+            doc = self._doc.model_copy(update={"dirs": self._fps or {}, "dirs_manifest": self._fps_manifest})
+            self.store.save_cache(doc)
+            self._doc, self._fps_dirty = doc, False
+            return
+        if self._rows_dirty and self._rows is not None and self._rows_index is not None:
+            # rows that leave out what that index vouches for (``_keep_index_marker``): as they are
+            doc = StatCacheDoc.model_construct(
+                format_version=StatCacheDoc.FORMAT_VERSION, manifest=self._rows_manifest,
+                ids=self.store.objects.ids, size_cap=self.size_cap, rows=self._rows,
+                index=self._rows_index[0], total=self._rows_index[1],
+                dirs=self._fps or {}, dirs_manifest=self._fps_manifest if self._fps else None)
+            self.store.save_cache(doc)
+            self._doc, self._rows_dirty, self._fps_dirty = doc, False, False
+            return
         if self._rows_dirty and self._rows is not None:
             rows, index, total = self._rows, None, 0
             known = self._beyond
@@ -423,10 +635,12 @@ class Capturer:
             if beyond is not None:
                 # the rest are re-derived from git's index by the next walk, as this one did
                 rows, index, total = beyond[0], beyond[1], len(rows)
-            self.store.save_cache(StatCacheDoc.model_construct(
+            doc = StatCacheDoc.model_construct(
                 format_version=StatCacheDoc.FORMAT_VERSION, manifest=self._rows_manifest,
-                ids=self.store.objects.ids, size_cap=self.size_cap, rows=rows, index=index, total=total))
-            self._rows_dirty = False
+                ids=self.store.objects.ids, size_cap=self.size_cap, rows=rows, index=index, total=total,
+                dirs=self._fps or {}, dirs_manifest=self._fps_manifest if self._fps else None)
+            self.store.save_cache(doc)
+            self._doc, self._rows_dirty, self._fps_dirty = doc, False, False
 
     def _beyond_index(self, rows: dict[str, CacheRow]) -> tuple[dict[str, CacheRow], str] | None:
         """(The rows git's index cannot vouch for, that index's checksum) for a git-ids run, or

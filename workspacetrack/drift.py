@@ -77,6 +77,8 @@ class GitDrift:
         self.doc = doc
         self._proc: subprocess.Popen[bytes] | None = None
         self.refused: str | None = None  # why the walk is needed after all (for diagnostics and tests)
+        self._asked = False  # git status ran and was waited for (``reported``)
+        self._reported: set[str] | None = None
         self._index = _trailer(git)
         if self._index is None or self._index != doc.index or git.prefix:
             # not the index that vouched, or a workspace below the work tree's root
@@ -97,22 +99,38 @@ class GitDrift:
             self._proc.kill()
             self._proc.wait()
 
-    def candidates(self, last_digest: str, last: Manifest, rules: IgnoreRules, workspace: Path) -> set[str] | None:
-        """Every path whose disk state may differ from ``last`` (None: ask a walk instead)."""
+    def reported(self) -> set[str] | None:
+        """What ``git status`` reported (waiting for it), None when it failed or never ran; a
+        caller reads the last boundary's entries of these paths (and of the stat cache's rows)
+        for ``candidates``."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        try:
-            out, _ = proc.communicate()
-        except OSError:
-            return None
+        if proc is not None:
+            self._asked = True
+            try:
+                out, _ = proc.communicate()
+            except OSError:
+                self._reported = None
+            else:
+                self._reported = _parse_status(out) if proc.returncode == 0 else None
+        return self._reported
+
+    def candidates(self, last_digest: str, last: Manifest, rules: IgnoreRules, workspace: Path,
+                   total: int | None = None) -> set[str] | None:
+        """Every path whose disk state may differ from ``last`` (None: ask a walk instead).
+
+        ``last`` may hold only some entries (``TrackStore.read_manifest_paths``): those of every
+        path ``reported`` names, of every row of the stat cache and of every ignore-rule file;
+        ``total`` then says how many entries its full state has."""
+        if self._proc is None and not self._asked:
+            return None  # git status never ran
         doc = self.doc
-        reported = _parse_status(out) if proc.returncode == 0 else None
+        reported = self.reported()
         beyond = set(doc.rows)
+        n_entries = len(last.entries) if total is None else total
         exclude = self.git.common / "info" / "exclude"
         if reported is None:
             self.refused = "git status failed"
-        elif doc.manifest != last_digest or doc.total != len(last.entries) + len(last.skipped):
+        elif doc.manifest != last_digest or doc.total != n_entries + len(last.skipped):
             self.refused = "stat cache of another boundary"
         elif str(exclude) not in rules.recorded() and exclude.exists():
             self.refused = "git reads an exclude file the run's rules never had"

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-API = 7
+API = 8
 PURE_ENV = "ITERION_PURE"
 QUIET_ENV = "ITERION_QUIET"
 REBUILD_HINT = ("reinstall with a C compiler present (Debian/Ubuntu: apt-get install gcc python3-dev, then "

@@ -159,7 +159,7 @@ class StatCacheDoc(VersionedModel):
     others from the index (``Capturer._beyond_index``). Persisted as a hard link to a file
     shared by content (``TrackStore.save_cache``)."""
 
-    FORMAT_VERSION = 3
+    FORMAT_VERSION = 4
     manifest: str | None = None
     ids: Literal["blake3", "git"] = "blake3"  # the kind of the rows' hashes (version 1: blake3)
     # Version 3: when rows were left out for git's index, the index's checksum (hex of its
@@ -170,3 +170,10 @@ class StatCacheDoc(VersionedModel):
     total: int = 0
     size_cap: int = 0  # rows record "oversized" verdicts: valid only under the same cap
     rows: dict[str, CacheRow] = Field(default_factory=dict)
+    # Version 4, the warm start of a new process (docs/technical/durability.md, "Warm start"):
+    # every directory the walks behind ``dirs_manifest`` listed -> the fingerprint of that
+    # listing (names and lstat keys), "" where its rows could not vouch for it (a racily clean
+    # row, a name without a row, a change the journal reported since). A walk that lists every
+    # one of them again with the same fingerprint finds ``dirs_manifest``. Older versions: none.
+    dirs: dict[str, str] = Field(default_factory=dict)
+    dirs_manifest: str | None = None

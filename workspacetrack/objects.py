@@ -89,6 +89,11 @@ class ObjectStore:
         finally:
             os.close(fd)
 
+    @property
+    def generation(self) -> bytes | None:
+        """The gc generation this process last saw (changes with every sweep)."""
+        return self._generation
+
     def check_generation(self) -> None:
         """After a sweep, forget what this process believed present (it may be gone)."""
         try:

@@ -24,7 +24,7 @@ import errno
 import os
 import secrets
 import stat as st_mod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -102,11 +102,14 @@ def _is_protected(path: str, protected: set[str]) -> bool:
 
 def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Manifest | None,
                  current: Manifest, scope: Scope, produced: frozenset[str],
-                 protected: set[str], drifted: set[str] | None = None) -> Plan:
+                 protected: set[str], drifted: set[str] | None = None, *,
+                 target_full: Callable[[], Manifest] | None = None) -> Plan:
     """Decide every path's fate. ``last`` None: no recorded range (undo) - nothing is 'overwritten'.
 
     ``drifted``: when known, every path whose state differs between ``last`` and ``current``
-    (``changed_paths`` of the two, without diffing two whole manifests)."""
+    (``changed_paths`` of the two, without diffing two whole manifests). ``target_full``: the
+    target holds the entries of the scope's paths alone (``TrackStore.read_manifest_paths``);
+    this gives all of them, for the one question about the whole state (an emptied directory)."""
     if scope is Scope.NONE:
         paths: set[str] = set()
     elif scope is Scope.PRODUCED:
@@ -141,7 +144,8 @@ def plan_restore(workspace: Path, rules: IgnoreRules, target: Manifest, last: Ma
             continue
         if t is None and c is not None and c[0] == EMPTY_DIR:
             if target_dirs is None:
-                target_dirs = {d for p in target.entries for d in parent_dirs(p)}
+                whole = target_full() if target_full is not None else target
+                target_dirs = {d for p in whole.entries for d in parent_dirs(p)}
             if path in target_dirs:
                 continue  # an emptied directory the pivot's files go back into: not a removal
         was = last.entries.get(path) if last is not None else c

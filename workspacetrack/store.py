@@ -62,6 +62,7 @@ from gitrefs.persist.atomic import TMP_SUFFIX, is_temp_leftover
 from gitrefs.persist.killpoint import kill_point
 from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.fastext import FAST
+from workspacetrack.ignore import RULE_FILES
 from workspacetrack.models import (
     CacheRow,
     Entry,
@@ -88,6 +89,11 @@ _IDS_TAIL = re.compile(rb',"ids":"(blake3|git)"\}\s*\Z')  # how a manifest of fo
 _DEPTH_TAIL = re.compile(rb',"depth":(\d+),"ids":"(?:blake3|git)"\}\s*\Z')
 STATCACHE_DIR = "statcache"  # under the objects dir: stat caches shared by content (``save_cache``)
 _COMPACT_MIN = 256  # log lines before the log may be folded into state.json
+_RULE_SET = frozenset(RULE_FILES)
+_RULE_NAMES = tuple(name.encode() for name in RULE_FILES)  # ``read_manifest_paths`` picks them all
+# (objects dir, gc generation, manifest) -> (paths asked, their entries, the full state's count)
+_PICKED: OrderedDict[tuple[Path, bytes | None, str], tuple[frozenset[str], Manifest, int]] = OrderedDict()
+_PICKED_MAX = 8
 
 M = TypeVar("M", bound=VersionedModel)
 
@@ -432,6 +438,76 @@ class TrackStore:
         self._once = (digest, m)
         return m
 
+    def read_manifest_paths(self, digest: str, paths: Iterable[str]) -> tuple[Manifest, int]:
+        """The state manifest ``digest`` records for ``paths`` alone, and how many entries its
+        full state has: a restore plans from its scope, so its cost follows the scope, not the
+        tree (issue 30 point 4). The result's ``entries`` hold only those of ``paths`` and of
+        every ignore-rule file (``ignore.RULE_FILES``: a rewind checks them all), as lists
+        where read from disk; ``skipped`` is whole (it is small). Read and verified once, then
+        ``_fastwalk.pick_entries`` finds those entries in one pass over the JSON without an
+        object per entry; a delta is applied onto its base read the same way. Without the
+        extension, or for a document it does not take, the document is parsed in full."""
+        wanted = paths if isinstance(paths, (set, frozenset)) else set(paths)
+        held = self._manifests.get(digest)
+        if held is None and self._once is not None and self._once[0] == digest:
+            held = self._once[1]
+        if held is not None:
+            return _restricted(held, wanted), len(held.entries)
+        # the process's last picks, shared by the trackers of one rewind (its object check and
+        # its plan each open one): a manifest is read once (content-addressed: never stale
+        # while no gc swept, which the key's generation tells)
+        key = (self.objects.root, self.objects.generation, digest)
+        known = _PICKED.get(key)
+        if known is not None and wanted <= known[0]:
+            _PICKED.move_to_end(key)
+            return _restricted(known[1], wanted), known[2]
+        got_m, got_n = self._pick(digest, wanted)
+        _PICKED[key] = (frozenset(wanted), got_m, got_n)
+        while len(_PICKED) > _PICKED_MAX:
+            _PICKED.popitem(last=False)
+        return _restricted(got_m, wanted), got_n
+
+    def _pick(self, digest: str, wanted: set[str] | frozenset[str]) -> tuple[Manifest, int]:
+        """``read_manifest_paths`` of a manifest this process does not hold."""
+        from pydantic_core import from_json
+
+        data = self.objects.read(digest)
+        picked = FAST.pick_entries(data, wanted, _RULE_NAMES) if FAST is not None else None
+        try:
+            if picked is not None:
+                got, count, start, end = picked
+                raw = from_json(b"".join((data[:start], b"{}", data[end:])))
+                if isinstance(raw, dict):
+                    raw["entries"] = {p: from_json(v) for p, v in got.items()}
+            else:  # the Python twin: the whole document
+                raw = from_json(data, cache_strings=False)
+                if isinstance(raw, dict) and isinstance(raw.get("entries"), dict):
+                    count = len(raw["entries"])
+                    raw["entries"] = {p: e for p, e in raw["entries"].items()
+                                      if p in wanted or p.rsplit("/", 1)[-1] in _RULE_SET
+                                      or from_wire(p) in wanted}
+        except ValueError:
+            raw = None
+        base = raw.get("base") if isinstance(raw, dict) else None
+        if (not isinstance(raw, dict) or raw.get("format_version") != Manifest.FORMAT_VERSION
+                or raw.get("ids") not in ("blake3", "git") or not isinstance(raw.get("skipped"), dict)
+                or not all(isinstance(e, list) and len(e) == 4 for e in raw["entries"].values())
+                or not (base is None or (isinstance(base, str) and isinstance(raw.get("removed"), list)
+                                         and isinstance(raw.get("depth"), int)))):
+            full = self.read_manifest(digest)  # an older format, or not what the writers write
+            return _restricted(full, wanted), len(full.entries)
+        own = _unwire_manifest(Manifest.model_construct(
+            format_version=Manifest.FORMAT_VERSION, entries=raw["entries"], skipped=raw["skipped"],
+            removed=raw.get("removed") or [], ids=raw["ids"]))
+        if base is None:
+            self._depths[digest] = 0
+            return own, count
+        self._depths[digest] = raw["depth"]
+        touched = set(own.entries) | set(own.skipped) | set(own.removed)
+        under, base_count = self.read_manifest_paths(base, wanted | touched)
+        total = base_count - sum(1 for p in touched if p in under.entries) + len(own.entries)
+        return apply_delta(under, own), total
+
     def manifest_ids(self, digest: str) -> str:
         """``read_manifest(digest).ids`` without parsing a manifest this process does not hold:
         ``ids`` is the document's last field, so its tail names it (a 100,000-entry manifest is
@@ -464,7 +540,7 @@ class TrackStore:
         path = self.run_dir / "statcache.json"
         try:
             raw = json.loads(path.read_bytes())
-            if raw.get("format_version") not in (2, StatCacheDoc.FORMAT_VERSION):
+            if raw.get("format_version") not in (2, 3, StatCacheDoc.FORMAT_VERSION):
                 raise ValueError("another format")  # version 1 hashed rows another way: cold
             rows: dict[str, CacheRow] = {}
             for p, (key, h, trusted, target) in raw["rows"].items():
@@ -475,6 +551,10 @@ class TrackStore:
             manifest, size_cap = raw.get("manifest"), raw.get("size_cap", 0)
             ids = raw.get("ids", "blake3")  # the kind of content ids its rows hold (workspacetrack.gitsource)
             index, total = raw.get("index"), raw.get("total", 0)  # version 3 (absent in 2)
+            dirs, dirs_manifest = raw.get("dirs", {}), raw.get("dirs_manifest")  # version 4
+            if not isinstance(dirs, dict) or not all(type(v) is str for v in dirs.values()) \
+                    or not (dirs_manifest is None or isinstance(dirs_manifest, str)):
+                raise ValueError("bad directory fingerprints")
             if not (manifest is None or isinstance(manifest, str)) or not isinstance(size_cap, int) \
                     or ids not in ("blake3", "git") or not (index is None or isinstance(index, str)) \
                     or not isinstance(total, int):
@@ -483,7 +563,8 @@ class TrackStore:
             return StatCacheDoc()  # a cache: unreadable means cold, never an error
         doc = StatCacheDoc.model_construct(format_version=StatCacheDoc.FORMAT_VERSION, manifest=manifest,
                                            size_cap=size_cap, ids=ids, rows=_rows_from_wire(rows),
-                                           index=index, total=total)
+                                           index=index, total=total, dirs=keys_from_wire(dirs),
+                                           dirs_manifest=dirs_manifest if dirs else None)
         return doc
 
     def save_cache(self, doc: StatCacheDoc) -> None:
@@ -493,6 +574,8 @@ class TrackStore:
         wire = _rows_to_wire(doc.rows)
         if wire is not doc.rows:
             doc = doc.model_copy(update={"rows": wire})
+        if not all_clean(doc.dirs):
+            doc = doc.model_copy(update={"dirs": {to_wire(d): fp for d, fp in doc.dirs.items()}})
         data = doc.model_dump_json().encode("utf-8")
         path = self.run_dir / "statcache.json"
         # Shared by content: runs over the same unchanged tree write the same cache bytes, and
@@ -599,6 +682,14 @@ def _wire_manifest(m: Manifest) -> Manifest:
     if entries is m.entries and skipped is m.skipped and removed is m.removed:
         return m
     return m.model_copy(update={"entries": entries, "skipped": skipped, "removed": removed})
+
+
+def _restricted(m: Manifest, wanted: set[str] | frozenset[str]) -> Manifest:
+    """``m`` with the entries of ``wanted`` and of the ignore-rule files alone (``read_manifest_paths``)."""
+    entries = {p: m.entries[p] for p in wanted if p in m.entries}
+    entries.update((p, e) for p, e in m.entries.items() if p.endswith(RULE_FILES) and p.rsplit("/", 1)[-1] in _RULE_SET)
+    return Manifest.model_construct(format_version=Manifest.FORMAT_VERSION, entries=entries, skipped=m.skipped,
+                                    removed=[], ids=m.ids)
 
 
 def apply_delta(base: Manifest, delta: Manifest) -> Manifest:

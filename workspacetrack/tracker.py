@@ -344,10 +344,13 @@ class Tracker:
         with self.store.locked():
             state = self._state()
             pivot_id = self._pivot_id(state, pivot)
-            target = self.store.read_manifest(self.store.snapshot(state, pivot_id).manifest)
+            digest = self.store.snapshot(state, pivot_id).manifest
             paths = set(self.produced_scope(pivot, state).paths)
             if scope is Scope.FULL:
+                target = self.store.read_manifest_once(digest)
                 paths |= set(target.entries)
+            else:  # the scope's entries alone: the check costs what the run changed, not the tree
+                target, _ = self.store.read_manifest_paths(digest, paths)
             guarded = self._relative(protected)
             return missing_objects(self.store.objects, target,
                                    (p for p in paths if not any(p == g or p.startswith(g + "/") for g in guarded)))
@@ -379,18 +382,42 @@ class Tracker:
                         exclude: Iterable[str] = (), *, bank: bool = True) -> PlannedRestore:
         state = self._state()
         pivot_id = self._pivot_id(state, pivot)
-        drift = self._start_drift(state, scope)  # git's status runs while the manifests load
+        # In a new process, a walk from the previous one's directory fingerprints (the warm
+        # start) when the stat cache has them, else git's status, tells what changed since the
+        # last boundary without examining the tree; failing both, one stat walk.
+        self._choose_ids(state)  # (the stat cache holds ids of the run's kind)
+        warm = scope is not Scope.FULL and not self.journal.active and self._capturer.can_warm()
+        drift = None if warm else self._start_drift(state, scope)  # runs while the scope is worked out
         try:
             produced = self.produced_scope(pivot, state)
-            # read once, by path: parsed without validating 100,000 tuples (entries are lists)
-            pivot_m = self.store.read_manifest_once(self.store.snapshot(state, pivot_id).manifest)
+            pivot_digest = self.store.snapshot(state, pivot_id).manifest
             last_digest = self.store.snapshot(state, state.head or pivot_id).manifest
-            last_m = self.store.read_manifest_once(last_digest)
+            last_total: int | None = None
+            covered: set[str] | None = None
+            if warm:
+                # the scope's entries alone: what changed since comes from the warm walk
+                pivot_m, _ = self.store.read_manifest_paths(pivot_digest, produced.paths)
+                last_m, _ = self.store.read_manifest_paths(last_digest, produced.paths)
+                covered = set(produced.paths)
+            elif drift is not None and drift.reported() is not None:
+                # git named what may have changed: the two states are read for those paths, the
+                # stat cache's rows and the scope alone (issue 30 point 4: planning follows the
+                # scope, not the tree); a walk, if git's answer is refused, reads them in full
+                covered = set(produced.paths) | (drift.reported() or set()) | set(drift.doc.rows)
+                covered |= {d for p in list(covered) for d in _parents(p)}
+                pivot_m, _ = self.store.read_manifest_paths(pivot_digest, produced.paths)
+                last_m, last_total = self.store.read_manifest_paths(last_digest, covered)
+            else:
+                # read once, by path: parsed without validating 100,000 tuples (entries are lists)
+                pivot_m = self.store.read_manifest_once(pivot_digest)
+                last_m = self.store.read_manifest_once(last_digest)
             # another run's work is taken out of a produced scope and named as left in place
             kept = produced.paths & frozenset(exclude) if scope is Scope.PRODUCED else frozenset()
             planned = self._prepare_to(state, pivot_m, last_m, scope, produced.paths - kept, protected,
                                        label=f"rewind:{pivot.node}:{len(state.banks)}", pivot=str(pivot),
-                                       bank=bank, drift=drift, last_digest=last_digest)
+                                       bank=bank, drift=drift, last_digest=last_digest,
+                                       partial=(pivot_digest, covered, last_total) if covered is not None else None,
+                                       warm=warm)
         finally:
             if drift is not None:
                 drift.close()
@@ -414,7 +441,8 @@ class Tracker:
         return GitDrift(git, doc)
 
     def _examine(self, last_digest: str, last: Manifest, paths: set[str],
-                 rows: dict[str, CacheRow]) -> tuple[str, Manifest, set[str]]:
+                 rows: dict[str, CacheRow],
+                 partial: tuple[set[str], int | None] | None = None) -> tuple[str, Manifest, set[str]]:
         """The disk state now, as a capture would record it, when only ``paths`` may differ from
         ``last``: each of them examined as the journal's capture examines a path it names
         (``Scan.rescan``; a directory is walked), everything else as ``last`` recorded it.
@@ -422,7 +450,11 @@ class Tracker:
 
         Returns its digest, the PARTIAL state ``plan_restore`` reads when it is given the
         drifted paths (the entries of every examined path, every skipped path), and the paths
-        whose state differs from ``last`` (``changed_paths`` of the two full states)."""
+        whose state differs from ``last`` (``changed_paths`` of the two full states).
+
+        ``partial``: ``last`` holds the entries of these paths alone, and its full state has
+        this many entries (``TrackStore.read_manifest_paths``); read again for any path looked
+        at beyond them (a directory git reported, walked), and in full for a full manifest."""
         try:
             st = os.stat(self.store.root)
             store_id: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -440,6 +472,12 @@ class Tracker:
         self.store.objects.seal()  # git blobs referenced are pinned before anything names them
         found = scan.found_rows()
         looked = paths | parents | found.keys() | scan.extra_skipped.keys()
+        n_last = len(last.entries)
+        if partial is not None:
+            covered, total = partial
+            if not looked <= covered:
+                last, total = self.store.read_manifest_paths(last_digest, covered | looked)
+            n_last = len(last.entries) if total is None else total
         entries: dict[str, Entry] = {}
         skipped = {p: r for p, r in last.skipped.items() if p not in looked}
         for p, (key, h, _trusted, target) in found.items():
@@ -476,7 +514,9 @@ class Tracker:
         if n_changes == 0:
             return last_digest, current, drifted
         depth = self.store.depth_of(last_digest)
-        if depth >= MAX_DELTA_DEPTH or n_changes > len(last.entries) // 8 + 64:
+        if depth >= MAX_DELTA_DEPTH or n_changes > n_last // 8 + 64:
+            if partial is not None:
+                last = self.store.read_manifest_once(last_digest)
             full = {p: (e[0], e[1], e[2], e[3]) for p, e in last.entries.items() if p not in looked}
             full.update(entries)
             return self.store.put_manifest(full, skipped), current, drifted
@@ -508,7 +548,12 @@ class Tracker:
     def _prepare_to(self, state: RunState, target: Manifest, last: Manifest | None, scope: Scope,
                     produced: frozenset[str], protected: Iterable[str], *, label: str,
                     pivot: str, bank: bool = True, drift: GitDrift | None = None,
-                    last_digest: str | None = None) -> PlannedRestore:
+                    last_digest: str | None = None,
+                    partial: tuple[str, set[str], int | None] | None = None,
+                    warm: bool = False) -> PlannedRestore:
+        """``partial``: ``target`` and ``last`` hold the entries of some paths alone
+        (``TrackStore.read_manifest_paths``): (the target's digest, the paths ``last`` was read
+        for, its full number of entries); each is read in full where a step needs all of it."""
         # The bank IS the current disk state: capturing it first gives both the undo point and
         # the evidence (what changed since the last boundary) the report needs. With the journal
         # running (this process captured the last boundary) that costs what changed since; in
@@ -519,18 +564,46 @@ class Tracker:
         self._choose_ids(state)
         maybe = drifted = None
         if drift is not None and last is not None and last_digest is not None:
-            maybe = drift.candidates(last_digest, last, self.rules, self.workspace)
-        if drift is not None and maybe is not None and last is not None and last_digest is not None:
+            maybe = drift.candidates(last_digest, last, self.rules, self.workspace,
+                                     total=partial[2] if partial is not None else None)
+        if warm and last is not None and last_digest is not None:
+            manifest, stats = self._capturer.scan()
+            self.last_capture = stats
+            self.restore_mode = "warm walk"
+            since = [] if manifest == last_digest else self._capturer.changed_since(last_digest, manifest)
+            if since is not None and partial is not None:
+                # the disk is the last boundary's state but for ``since``: the plan reads the
+                # scope's paths and those alone
+                drifted = set(since)
+                current = last if not drifted else \
+                    self.store.read_manifest_paths(manifest, set(produced) | drifted)[0]
+            else:  # (what changed is not known without comparing whole states)
+                current = self.store.read_manifest(manifest)
+                if partial is not None:
+                    target, last = self.store.read_manifest_once(partial[0]), self.store.read_manifest_once(last_digest)
+                    partial = None
+        elif drift is not None and maybe is not None and last is not None and last_digest is not None:
             in_scope = set(produced) if scope is Scope.PRODUCED else set()
-            manifest, current, drifted = self._examine(last_digest, last, maybe | in_scope, drift.doc.rows)
+            manifest, current, drifted = self._examine(last_digest, last, maybe | in_scope, drift.doc.rows,
+                                                       partial[1:] if partial is not None else None)
             self.restore_mode = "git status"
         else:
             self.restore_mode = "walk" if drift is None or drift.refused is None else f"walk ({drift.refused})"
             manifest, stats = self._capturer.scan()
             self.last_capture = stats
             current = self.store.read_manifest(manifest)
+            if partial is not None and last_digest is not None:  # the walk compares whole states
+                target, last = self.store.read_manifest_once(partial[0]), self.store.read_manifest_once(last_digest)
+                partial = None
+        target_full = None
+        if partial is not None:
+            target_digest = partial[0]
+
+            def target_full() -> Manifest:
+                return self.store.read_manifest_once(target_digest)
+
         plan = plan_restore(self.workspace, self.rules, target, last, current, scope, produced,
-                            self._relative(protected), drifted)
+                            self._relative(protected), drifted, target_full=target_full)
         bad = unreadable_objects(self.store.objects, plan)
         if bad:
             raise MissingObjectsError(bad)  # before the bank: nothing recorded, nothing written
@@ -573,6 +646,13 @@ class Tracker:
             index.setdefault(link.snapshot, []).append(link.label)
         self._label_index = (index, state, len(state.chain))
         return index
+
+
+def _parents(path: str) -> Iterable[str]:
+    """Every directory above ``path`` (an empty one has an entry of its own)."""
+    while "/" in path:
+        path = path.rpartition("/")[0]
+        yield path
 
 
 def _link(label: str, snap: str) -> ChainLink:

@@ -16,8 +16,10 @@ difference sends the directory through the full per-entry examination (``_list_d
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat as st_mod
+import struct
 import threading
 import time
 from collections import deque
@@ -70,7 +72,7 @@ class Scan:
     def __init__(self, workspace: str, rules: IgnoreRules, objects: ObjectStore, size_cap: int,
                  old_rows: dict[str, CacheRow], store_id: tuple[int, int] | None,
                  on_dir: OnDir | None = None, old_dirs: dict[str, DirRecord] | None = None, *,
-                 use_index: bool = True) -> None:
+                 use_index: bool = True, warm: dict[str, str] | None = None) -> None:
         note_slow_path()  # once per process, when the C extension is not in use
         self.ws = workspace
         self.rules = rules
@@ -103,6 +105,19 @@ class Scan:
         # rows of ``dirs`` neither reused from ``old_rows`` nor taken from the index by
         # ``_list_dir``: with no reused row, the index vouches for every row not in here
         self.made: dict[str, CacheRow] = {}
+        # The warm start (``Capturer._warm``): directory -> fingerprint of its listing as a
+        # previous walk recorded it. A directory listed with the same fingerprint is not
+        # examined: the previous walk's entries for it stand, and its subdirectories are the
+        # ones that walk listed under it (``warm_hit``). ``listed``: this walk's fingerprints.
+        self.warm = warm
+        self._warm_children: dict[str, list[str]] = {}
+        if warm:
+            for sub in warm:
+                if sub:
+                    parent, _, name = sub.rpartition("/")
+                    self._warm_children.setdefault(parent, []).append(name)
+        self.warm_hit: set[str] = set()
+        self.listed: dict[str, str] = {}
 
     def _git_index(self) -> IndexView | None:
         """git's index rows, read on the first file a stat row cannot vouch for."""
@@ -226,6 +241,13 @@ class Scan:
                     added = rules.level_for_dir(d)
                     if added is not None:
                         lv = (*lv, added)
+                if listing is not None:
+                    fp = self.listed[d] = _fingerprint(listing)
+                    if self.warm is not None and self.warm.get(d) == fp:
+                        self.warm_hit.add(d)
+                        for name in self._warm_children.get(d, ()):
+                            self._push_dir(queued, prefix + name, name, lv)
+                        continue
                 # (an empty listing goes to ``_examine``: the directory's own empty row)
                 # (unfrozen rules: ``lv`` holds unless a rule file is here, which C hands back)
                 if fast is not None and listing and old is not None and old[2] is not None and old[0] == lv:
@@ -638,6 +660,28 @@ class _Lister:
         if isinstance(got, BaseException):
             raise got
         return batch, got  # type: ignore[return-value]
+
+
+# ``_fastwalk.list_dirs``'s record header (rec_t): size, mtime, ctime, ino, mode, name length,
+# state, padding; the name follows, zero-padded to 8 bytes
+_REC = struct.Struct("=qqqQIHBB")
+
+
+def _fingerprint(listing: bytes) -> str:
+    """A directory's listing (``_fastwalk.list_dirs``'s records: every name with its lstat key,
+    zero-padded, so equal listings are equal bytes) in 32 hex digits. A ``.git`` directory's
+    record is left out: the walk never enters it, and git changes its times at every command."""
+    if b".git\0" in listing:
+        parts, pos, n = [], 0, len(listing)
+        while pos + _REC.size <= n:
+            _s, _m, _c, _i, mode, namelen, _st, _p = _REC.unpack_from(listing, pos)
+            end = pos + ((_REC.size + namelen + 7) & ~7)
+            name = listing[pos + _REC.size:pos + _REC.size + namelen]
+            if not (name == b".git" and st_mod.S_ISDIR(mode)):
+                parts.append(listing[pos:end])
+            pos = end
+        listing = b"".join(parts)
+    return hashlib.blake2b(listing, digest_size=16).hexdigest()
 
 
 def _name_rules(lv: Levels) -> tuple[list[Matcher], Matcher | None]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from workspacetrack import Tracker
+from workspacetrack.capture import WARM_ENV
 from workspacetrack.drift import STATUS_ENV
 
 from ..conftest import git, make_checkout
@@ -106,7 +107,9 @@ def _pair(tmp_path: Path, after: Step | None, *, before_last: Step | None = None
 
 
 def _restore(repo: Path, store: Path, monkeypatch: pytest.MonkeyPatch, *, walk: bool, scope: str = "produced",
-             preview: bool = False) -> tuple[dict[str, object], Tracker]:
+             preview: bool = False, warm: bool = False) -> tuple[dict[str, object], Tracker]:
+    # (the warm start, preferred to git's status when the stat cache allows it: only when asked)
+    monkeypatch.setenv(WARM_ENV, "1" if warm else "0")
     if walk:
         monkeypatch.setenv(STATUS_ENV, "0")
     else:
