@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from iterion.store.lock import RunLock
     from iterion.store.run_doc import RunDoc
     from iterion.store.runindex import IndexRow, Page
+    from iterion.store.spend import SpendCounter
     from iterion.store.summary import RunSummary
 
 
@@ -135,7 +136,10 @@ class FencedDocs(RunDocumentStore):
     """The document backend behind a FencedStore (what ``store.docs`` is on it)."""
 
     READS = frozenset({"where", "load_run", "list_runs", "list_entries", "exists", "run_names", "load_checkpoint",
-                       "has_checkpoint", "checkpoint_location", "read_events", "last_flush_time", "close"})
+                       "has_checkpoint", "checkpoint_location", "read_events", "last_flush_time", "close",
+                       # the store-wide spend counter: charges record money already spent, whoever
+                       # spent it, so a fenced runner's last call still counts (not the run's state)
+                       "spend_counter"})
     SUBSTORES = frozenset({"events", "artifacts", "attachments"})
 
     def __init__(self, inner: RunDocumentStore, lease: Lease) -> None:
@@ -208,6 +212,9 @@ class FencedDocs(RunDocumentStore):
 
     def attachments(self, run_id: str, run_dir: Path) -> AttachmentStore:
         return FencedAttachments(self._inner.attachments(run_id, run_dir), self._lease)
+
+    def spend_counter(self) -> SpendCounter:
+        return self._inner.spend_counter()
 
     def close(self) -> None:
         self._inner.close()

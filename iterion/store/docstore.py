@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the models (pydantic) are not needed to list runs: see iter
     from iterion.store.checkpoint import Checkpoint
     from iterion.store.events import Event
     from iterion.store.run_doc import RunDoc
+    from iterion.store.spend import SpendCounter
 
 
 @dataclass(frozen=True)
@@ -99,5 +100,9 @@ class RunDocumentStore(Protocol):
     def artifacts(self, run_id: str, run_dir: Path) -> ArtifactStore: ...
 
     def attachments(self, run_id: str, run_dir: Path) -> AttachmentStore: ...
+
+    def spend_counter(self) -> SpendCounter:
+        """The store-wide daily spend counter kept beside these documents (iterion/store/spend.py)."""
+        ...
 
     def close(self) -> None: ...

@@ -35,6 +35,7 @@ from iterion.store.names import NameIndex, indexable
 from iterion.store.refs import unique_name
 from iterion.store.reserve import ensure_reserve, is_storage_error, reserve_size
 from iterion.store.runindex import IndexRow, RunIndex, corrupt_row, row_of_doc
+from iterion.store.spend import FileSpendCounter, SpendCounter
 from iterion.store.summary import RunSummary, read_summary
 from iterion.store.timeutil import utcnow
 
@@ -328,6 +329,9 @@ class FsRunDocs:
         from iterion.store.attachments import AttachmentStore
 
         return AttachmentStore(run_dir)
+
+    def spend_counter(self) -> SpendCounter:
+        return FileSpendCounter(self.root)  # <store>/spend/, beside the run documents
 
     def close(self) -> None:
         pass

@@ -13,7 +13,6 @@ import pytest
 from iterion.engine.errors import EngineError
 from iterion.store import RunStatus, Store
 from iterion.store.jetstream import JetStreamStore
-from iterion.store.jetstream.spend import JetStreamSpendCounter
 from iterion.store.spend import FileSpendCounter, resets_at, utc_day
 from tests.natsserver import NatsServer
 
@@ -140,7 +139,7 @@ def test_the_counter_is_shared_through_jetstream(tmp_path: Path, ws: Path, llm: 
         assert b.status is RunStatus.PAUSED_OPERATOR, b.error
         assert events(two, b.run_id, "run_paused")[-1].payload["spent_today_usd"] == pytest.approx(4.0)
         assert not (tmp_path / "machine-1" / "spend").exists()  # the counter is in JetStream
-        assert JetStreamSpendCounter.for_store(docs2).today().charges == 4
+        assert docs2.spend_counter().today().charges == 4
         with pytest.raises(EngineError) as refused:
             resume(two, a.run_id)
         assert "$4 spent today" in refused.value.message
@@ -150,7 +149,7 @@ def test_the_counter_is_shared_through_jetstream(tmp_path: Path, ws: Path, llm: 
         with pytest.raises(EngineError):
             resume(one, b.run_id, max_daily_cost_usd=5)
         assert resume(one, b.run_id, max_daily_cost_usd=7).status is RunStatus.FINISHED
-        assert JetStreamSpendCounter.for_store(docs1).today().spent_usd == pytest.approx(6.0)
+        assert docs1.spend_counter().today().spent_usd == pytest.approx(6.0)
 
 
 def test_the_cli_parks_with_exit_8_prints_the_raising_resume_and_resumes_under_it(

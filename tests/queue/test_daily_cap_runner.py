@@ -9,7 +9,6 @@ import yaml
 
 from iterion.queue.publish import queue_launch
 from iterion.store import RunStatus
-from iterion.store.jetstream.spend import JetStreamSpendCounter
 from tests.queue.conftest import Cluster, make_forge, wait_for
 
 COSTLY = """schema verdict:
@@ -44,7 +43,7 @@ def test_the_runner_flag_parks_its_runs_at_the_shared_cap(cluster: Cluster, tmp_
     paused = [e for e in store.read_events(doc.id) if e.type == "run_paused"][-1].payload
     assert paused["pause_reason"] == "daily_cap" and paused["cap_usd"] == 1.5
     assert store.load_checkpoint(doc.id).restart_node == "second"  # $1, then $2 at the second node
-    counter = JetStreamSpendCounter.for_store(store.docs)
+    counter = store.docs.spend_counter()
     assert counter.today().spent_usd == 2.0 and counter.today().charges == 2
     assert not (runner.log.parent / "work-capped" / "store" / "spend").exists()  # in JetStream, not on disk
     assert runner.stop() == 0

@@ -18,9 +18,8 @@ from iterion.store.spend import FileSpendCounter, SpendCounter, new_charge_id
 def open_counter(spec: dict[str, str]) -> SpendCounter:
     if "url" in spec:
         from iterion.store.jetstream import JetStreamStore
-        from iterion.store.jetstream.spend import JetStreamSpendCounter
 
-        return JetStreamSpendCounter.for_store(JetStreamStore(spec["url"], prefix=spec["prefix"], timeout_s=10))
+        return (JetStreamStore(spec["url"], prefix=spec["prefix"], timeout_s=10)).spend_counter()
     return FileSpendCounter(Path(spec["root"]))
 
 

@@ -14,22 +14,18 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iterion.store.errors import StoreUnavailableError
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
-from iterion.store.jetstream.store import JetStreamStore
 from iterion.store.spend import SpendDay, unreadable, utc_day
+
+if TYPE_CHECKING:  # the store hands out its counter (JetStreamStore.spend_counter): no import back
+    pass
 
 CAS_ATTEMPTS = 200  # lost races in a row before giving up (each loser re-reads: progress is global)
 TRANSIENT_WAIT_S = 0.2
-
-
-def jetstream_of(docs: Any) -> JetStreamStore:
-    if not isinstance(docs, JetStreamStore):
-        raise TypeError(f"not a JetStream run store: {type(docs).__name__}")
-    return docs
 
 
 class JetStreamSpendCounter:
@@ -37,10 +33,6 @@ class JetStreamSpendCounter:
         self.bridge = bridge
         self.bucket = f"{prefix}_spend"
         self._kv: Any = None
-
-    @classmethod
-    def for_store(cls, store: JetStreamStore) -> JetStreamSpendCounter:
-        return cls(store.bridge, store.prefix)
 
     async def _bucket(self) -> Any:
         if self._kv is None:

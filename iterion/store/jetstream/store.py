@@ -59,9 +59,11 @@ from iterion.store.fsdocs import update_with_retry
 from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
+from iterion.store.jetstream.spend import JetStreamSpendCounter
 from iterion.store.jetstream.tokens import key_token, run_id_of, run_token
 from iterion.store.run_doc import RunDoc
 from iterion.store.runindex import IndexRow, corrupt_row, row_of_doc
+from iterion.store.spend import SpendCounter
 from iterion.store.timeutil import utcnow
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -135,6 +137,9 @@ class JetStreamStore:
         """The connection (sync face over nats-py): the queue and the runner share it, so one
         process holds one connection to the server."""
         return self._bridge
+
+    def spend_counter(self) -> SpendCounter:
+        return JetStreamSpendCounter(self.bridge, self.prefix)  # KV <prefix>_spend: every machine charges it
 
     def close(self) -> None:
         self._bridge.close()
