@@ -194,6 +194,8 @@ def run_cmd(
         _print_invalid(exc.path, [d.format() for d in exc.diagnostics], [d.to_json() for d in exc.diagnostics],
                        as_json)
         raise
+    # the command line's own mistakes first (a malformed permission rule), then this machine's
+    permission_layer = _permission("launch", permission, permission_allow, permission_ask, permission_deny)
     check_backends_usable(compiled.workflow, file, backend, script)  # before the run exists
     if not as_json:
         for d in compiled.diagnostics:  # warnings only (errors refuse above)
@@ -205,8 +207,7 @@ def run_cmd(
         wait=not no_wait, auto_resume=auto_resume, on_event=notices_only if as_json else Progress(),
         on_question=terminal_answerer(no_input or as_json),
         engine_options={"on_wait": echo_err, "push_checkpoints": push_checkpoints, "push_every": push_every,
-                        "permission": _permission("launch", permission, permission_allow, permission_ask,
-                                                  permission_deny),
+                        "permission": permission_layer,
                         "sandbox": sandbox_mode})
     _finish(outcome, store, as_json)
 

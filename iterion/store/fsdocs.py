@@ -35,7 +35,6 @@ from iterion.store.names import NameIndex, indexable
 from iterion.store.refs import unique_name
 from iterion.store.reserve import ensure_reserve, is_storage_error, reserve_size
 from iterion.store.runindex import IndexRow, RunIndex, corrupt_row, row_of_doc
-from iterion.store.spend import FileSpendCounter, SpendCounter
 from iterion.store.summary import RunSummary, read_summary
 from iterion.store.timeutil import utcnow
 
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from iterion.store.checkpoint import Checkpoint
     from iterion.store.events import Event, EventLog
     from iterion.store.run_doc import RunDoc
+    from iterion.store.spend import SpendCounter
 
 RUNS_DIR = "runs"
 NAMES_LOCK = "names.lock"  # at the store root: serializes picking a unique run name
@@ -331,6 +331,9 @@ class FsRunDocs:
         return AttachmentStore(run_dir)
 
     def spend_counter(self) -> SpendCounter:
+        # lazily: the counter's document model (pydantic) stays out of a plain listing's start-up
+        from iterion.store.spend import FileSpendCounter
+
         return FileSpendCounter(self.root)  # <store>/spend/, beside the run documents
 
     def close(self) -> None:
