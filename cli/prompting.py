@@ -1,6 +1,7 @@
 """Answering a parked run at the terminal: `run`/`resume` (and `iterion dev`) ask each field, then go on.
 
-When a run parks at a human gate and both stdin and stdout are a terminal, ``answer_at_terminal``
+When a run parks at a human gate and both stdin and stdout are a terminal, ``ask`` (called by
+``cli.run.terminal_answerer`` through ``iterion.api``'s ``on_question``, and by `iterion dev`)
 asks the question's fields one by one, typed as the gate's schema declares them:
 
 - an enum: its values numbered, answered by number or by value;
@@ -23,7 +24,6 @@ summary and exit 4, nothing read from stdin.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,6 @@ from cli.output import echo, styled
 from gitrefs.persist import UserError
 
 if TYPE_CHECKING:
-    from iterion.engine.result import RunResult
     from iterion.ir import SchemaField
     from iterion.store import Store
 
@@ -220,24 +219,3 @@ def ask_before_resume(store: Store, run_ref: str, *, no_input: bool) -> dict[str
         echo(styled("  not answered: the run stays parked", "dim"))
         echo(f"  answer with: {answer_command(doc.name or run_id, pending, store_args(store))}")
         raise typer.Exit(int(STATUS_EXIT[RunStatus.PAUSED_WAITING_HUMAN])) from None
-
-
-def answer_at_terminal(store: Store, result: RunResult, options: Any, *, token: Any, listener: Any,
-                       no_input: bool) -> RunResult:
-    """While ``result`` is parked at a human gate and the terminal can answer, ask and resume
-    (``options``: the ResumeOptions of a further attempt; each resume gets the answers)."""
-    from dataclasses import replace
-
-    from iterion.engine.resume import resume_run
-    from iterion.store import RunStatus
-
-    resume: Callable[[dict[str, Any]], RunResult] = lambda answers: resume_run(  # noqa: E731
-        store, result.run_id, replace(options, answers=answers), token=token, listener=listener)
-    while result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending and interactive(no_input):
-        try:
-            answers = ask(result.pending)
-        except Stop:
-            echo(styled("  not answered: the run stays parked", "dim"))
-            break
-        result = resume(answers)
-    return result

@@ -91,13 +91,6 @@ def plan_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) ->
     return CreatedWorktree(path, branch, base, top)
 
 
-def create_worktree(repo_dir: Path, store_root: Path, run_id: str, branch: str) -> CreatedWorktree:
-    """Plan and make the checkout at once (callers that need it now)."""
-    planned = plan_worktree(repo_dir, store_root, run_id, branch)
-    add_worktree(planned.path, planned.branch, planned.base_commit, planned.repo)
-    return planned
-
-
 def _is_complete_checkout(path: Path, branch: str, base: str) -> bool:
     """A finished ``git worktree add``: its own top, on ``branch`` at ``base``, nothing differing
     (nothing of the run ran there yet, so any difference is a checkout cut short)."""
