@@ -12,7 +12,8 @@ comparison is measured in interleaved rounds.
 
 Measures: cold first boundary of an in-place run (vs ``git status``; ``git add -A`` into an empty
 index is printed for reference); store bytes after a first and a second engine run over the
-unchanged tree; unchanged and 100-changed boundaries in place and in a worktree, each with and
+unchanged tree; store growth per finished ``worktree: auto`` run, whose checkout is released
+once its commit is recorded (bench/worktree_growth.py; up to 100,000 files); unchanged and 100-changed boundaries in place and in a worktree, each with and
 without the watcher (vs ``git status`` / ``git add -A`` on a warm index, writing the changed
 files' blobs into an object directory of its own); a rewind restoring 300
 files from a fresh tracker, as a new process would (vs ``git checkout HEAD -- <300 files>``); the
@@ -290,6 +291,13 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
                     "-", "MB"))
     rows.append(Row("store growth for a second run (unchanged tree)", (after2 - after1) / 1e6, git_bytes / 1e6,
                     ".git size", "< 1 MB", "MB"))
+
+    # -- store growth per finished worktree run (its checkout is released once committed) ----
+    if n <= 100_000:  # two full checkouts per measure: at a million files, minutes of disk only
+        group("store growth per finished worktree run")
+        from worktree_growth import worktree_growth  # bench/ is sys.path[0]; it imports du from here
+
+        rows.append(Row(*worktree_growth(ws, base)))
 
     # -- boundaries: in place / worktree, with / without the watcher ------------------------
     group("boundaries in place and in worktrees")
