@@ -3,6 +3,9 @@
 * ``boundaries``: every ``boundary_written`` event (label, state, seq, time) in timeline order;
 * ``executions``: one row per node execution (node, iteration, kind, start, duration, status),
   paired from ``node_started`` with the node's next finished/failed event of the same iteration;
+* ``pause_edits``: what changed while the run was parked (a ``pause:``/``fail:`` boundary to the
+  ``resume:`` that closed it): the person's edits; ``attach_files`` cuts those intervals out of
+  every execution's files, so no node is credited with them;
 * ``changes`` / ``unified_diff``: what differs between two recorded states of the run's
   workspace, read through the run's versioning mechanism (``open_state_reader``: a worktree
   run's commits, an in-place run's snapshots). Nothing here writes: no lock, no index, no

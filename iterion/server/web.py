@@ -12,7 +12,10 @@ could: cookies are shared by every port of a host). docs/technical/web-security.
 The rewind box sits above the timeline, next to its own "Rewind" button, and shows the dry
 run's JSON as the CLI's ``rewind --dry-run`` prints it (restored, removed, skipped, overwritten
 edits of yours, left in place, each with its reason); after a rewind it shows what happened and
-"Undo this rewind" (POST .../rewind/undo: ``iterion rewind --undo``).
+"Undo this rewind" (POST .../rewind/undo: ``iterion rewind --undo``). Each execution row offers
+its own rewind only where the rewind would take it (``row["rewind"]``, set by
+``Service.mark_rewinds`` from iterion/rewind/offer.py). The subbot tree (parent link, child runs,
+the graph's links) is read from ``subbot_children`` (iterion/store/subbot_tree.py, as ``inspect``).
 """
 
 from __future__ import annotations
