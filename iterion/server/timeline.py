@@ -130,8 +130,9 @@ def _key(label: Any) -> tuple[str, str, str] | None:
 
 def _gaps(bounds: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The intervals in which nothing of the run executed: a ``pause:`` or ``fail:`` boundary and
-    the ``resume:`` of the same node and iteration that closed it (spec resume-and-rewind.md:
-    "pause:/fail: open, and resume: closes"). What changed in between is the person's work."""
+    the ``resume:`` of the same node and iteration that closed it ("pause:/fail: open, and resume:
+    closes", the same intervals a rewind's scope excludes: docs/cli-reference.md). What changed in
+    between is the person's work (docs/user-guide.md, "The web page")."""
     out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     open_: dict[tuple[str, str], dict[str, Any]] = {}
     for b in bounds:
