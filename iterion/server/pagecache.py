@@ -66,7 +66,7 @@ class SourceCache:
             with self._lock:
                 self._entries.move_to_end(key)
             if hit.problem is not None:
-                raise hit.problem
+                raise hit.problem.with_traceback(None)  # the same instance: its traceback not grown
             return hit.source
         files = [Path(key)]
         print_before = self._fingerprint(files)  # taken before reading: an edit during the compile misses

@@ -364,6 +364,12 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
                      f"launched by this run's subbot node <code>{esc(pending.get('node'))}</code>. Answering here "
                      f"resumes this run, which passes the answers to the child (as <code>iterion resume --run-id "
                      f"{esc(run['id'])}</code> does).</p>")
+        if run.get("parent_run") and not child:  # the child's own page: the parent is where it is answered
+            href = "/runs/" + quote(str(run["parent_run"]), safe="")
+            owner = (f"<p class=warn id=question-parent>This run is the child of run <a href='{esc(href)}'><code>"
+                     f"{esc(run['parent_run'])}</code></a> (its subbot node <code>{esc(run.get('parent_node'))}</code>), "
+                     "which waits on this same question: answer it on the parent's page so the parent carries on "
+                     "with the answer (as <code>iterion resume --run-id PARENT</code> does).</p>")
         parts.append(f"<h2>Waiting on {esc(pending.get('node'))}</h2><div class=box id=question>{owner}"
                      f"<pre class=asks>{esc(asks)}</pre><form id=answer-form data-run='{rid}'>"
                      + "".join(_field_input(f) for f in fields)

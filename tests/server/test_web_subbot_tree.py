@@ -72,6 +72,9 @@ def test_parent_and_child_pages_link_each_other(family: tuple[Server, str, str],
     link = page.locator("#parent-run a")
     assert link.get_attribute("href") == f"/runs/{parent}"
     assert "kid" in page.locator("#parent-run").inner_text()
+    # the child's own question box sends the person to the parent's page
+    note = page.locator("#question-parent")
+    assert note.locator("a").get_attribute("href") == f"/runs/{parent}" and "answer it on the parent" in note.inner_text()
     page.close()
 
 
