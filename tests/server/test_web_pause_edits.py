@@ -7,6 +7,7 @@ latest execution of a node only, none once the run is finished."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -106,3 +107,23 @@ def test_a_finished_run_offers_no_rewind(paused_and_edited: tuple[Server, str], 
     body = server.client().get(f"/api/runs/{run_id}").json()
     assert "rewind" not in body["executions"][0]  # the offers are the page's (they compile the workflow)
     page.close()
+
+
+def test_a_failure_then_resume_splits_like_a_pause(tmp_path: Any) -> None:
+    """fail: opens the interval as pause: does; the retried execution starts from its resume:."""
+    from iterion.server import timeline as tl
+    from iterion.store import Store
+
+    def b(seq: int, label: str) -> dict[str, Any]:
+        return {"label": label, "state": f"s{seq}", "seq": seq, "time": "", "node": "t", "iteration": 0}
+
+    bounds = [b(3, "pre:t:0"), b(5, "fail:t:0"), b(8, "resume:t:0"), b(10, "nodes:t:0")]
+    rows: list[dict[str, Any]] = [{"node": "t", "iteration": 0, "start_seq": 4},
+                                  {"node": "t", "iteration": 0, "start_seq": 9}]
+    store = Store(tmp_path / "store")
+    doc: Any = SimpleNamespace(id="r1")  # a run with no recorded state: the states above are made up
+    tl.attach_files(store, doc, rows, bounds)
+    assert [(g["from_label"], g["to_label"]) for g in rows[0]["diff_segments"]] == [("pre:t:0", "fail:t:0")]
+    assert [(g["from_label"], g["to_label"]) for g in rows[1]["diff_segments"]] == [("resume:t:0", "nodes:t:0")]
+    [gap] = tl.pause_edits(store, doc, bounds)
+    assert (gap["stopped"], gap["from_label"], gap["to_label"], gap["seq"]) == ("fail", "fail:t:0", "resume:t:0", 5)
