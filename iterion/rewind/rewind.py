@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
-from gitrefs.errors import GitRefsError
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.killpoint import kill_point
 from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
@@ -47,6 +46,8 @@ from iterion.rewind.files import (
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.intent import RewindIntent, clear_intent, has_intent, load_intent, write_intent
 from iterion.rewind.invalidation import in_execution_order, invalidated_nodes, require_node
+from iterion.rewind.offer import pre_iterations as load_pre_iterations
+from iterion.rewind.offer import pre_recorded
 from iterion.rewind.other_runs import other_runs_production
 from iterion.rewind.promotion import promote
 from iterion.rewind.sources import load_current_workflow
@@ -61,7 +62,6 @@ from iterion.rewind.undo import save_undo_record, undo_before
 from iterion.rewind.worktree import check_worktree, ensure_worktree
 from iterion.store import Checkpoint, Command, RunDoc, StaleWriteError, Store, WorkspaceMode, check_command
 from iterion.store import events as ev
-from workspacetrack.errors import TrackError
 
 
 @dataclass
@@ -215,7 +215,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
 
     source = _source_path(doc, req.file)
     wf, unit_files = load_current_workflow(source, doc)
-    pre_iterations = _pre_iterations(store, doc, worktree)
+    pre_iterations = load_pre_iterations(store, doc, worktree)
     attempt = current_attempt(cp, pre_iterations)
     # "executed" for --auto: completed executions, plus the one the run stopped inside
     executed = executed_nodes(cp) + ([attempt.node] if attempt is not None else [])
@@ -244,8 +244,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     dropped = in_execution_order(dropped_set, executed, wf)
     iteration = target.iteration
     anchor = BoundaryLabel(BoundaryKind.PRE, pivot, iteration)
-    if scope is not RestoreScope.NONE and pre_iterations is not None \
-            and iteration not in pre_iterations.get(pivot, set()):
+    if scope is not RestoreScope.NONE and not pre_recorded(pre_iterations, pivot, iteration):
         # refused before the claim: nothing about the run changes
         raise RewindError(f"the run recorded no workspace boundary {anchor}, so its files cannot be restored",
                           hint="rewind with --restore-scope none to move the checkpoint alone")
@@ -430,29 +429,6 @@ def _preview_intent(store: Store, intent: RewindIntent) -> RewindResult:
     result.completed_interrupted = True
     result.warnings.append(intent.describe())
     return result
-
-
-def _pre_iterations(store: Store, doc: RunDoc, worktree: bool) -> dict[str, set[int]] | None:
-    """node -> iterations with a recorded ``pre:`` boundary; None when the workspace's record
-    cannot be read (a released worktree), so callers fall back to the checkpoint alone."""
-    workspace = Path(doc.workspace_dir) if doc.workspace_dir else None
-    if workspace is None or not workspace.is_dir():
-        return None
-    try:
-        versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
-                                     run_id=doc.id, watch=False)
-    except (GitRefsError, TrackError):
-        return None
-    try:
-        out: dict[str, set[int]] = {}
-        for entry in versioning.chain():
-            if entry.label.kind is BoundaryKind.PRE:
-                out.setdefault(entry.label.node, set()).add(entry.label.iteration)
-        return out
-    except (GitRefsError, TrackError):
-        return None
-    finally:
-        versioning.close()
 
 
 def _source_path(doc: RunDoc, explicit: Path | None) -> Path:

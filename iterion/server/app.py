@@ -281,6 +281,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
 
     async def index_page(request: Request) -> str:
         runs = await run_in_threadpool(service.list_runs, request.query_params.get("status") or None, None, 200)
+        await run_in_threadpool(service.tag_subbot_parents, runs["runs"])
         workflows = await run_in_threadpool(service.launchable)
         return web.index_page(runs["runs"], workflows, token, service.executor.kind)
 

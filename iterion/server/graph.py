@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from typing import Any
+from urllib.parse import quote
 
 from iterion.ir import DONE, FAIL, Workflow
 
@@ -58,7 +59,9 @@ def layers(wf: Workflow) -> dict[str, int]:
     return depth
 
 
-def workflow_svg(wf: Workflow, statuses: dict[str, str]) -> str:
+def workflow_svg(wf: Workflow, statuses: dict[str, str], children: dict[str, dict[str, Any]] | None = None) -> str:
+    """``children``: subbot node -> its child run (``subbot_tree.children_of`` entries): a subbot
+    node is drawn with a double border and, once it launched its child, links to the child's page."""
     depth = layers(wf)
     rows: dict[int, list[str]] = {}
     for name in [*wf.nodes, *TERMINALS]:
@@ -100,12 +103,24 @@ def workflow_svg(wf: Workflow, statuses: dict[str, str]) -> str:
         kind = "" if terminal else wf.nodes[name].kind.value
         text_fill = "#fff" if terminal else "#1d232a"
         label = name if len(name) <= 18 else name[:17] + "…"
-        parts.append(f"<g class=gnode data-node='{esc(name)}' data-status='{esc(status)}'>"
-                     f"<title>{esc(name)} ({esc(kind or 'end')}): {esc(status)}</title>"
-                     f"<rect x='{x}' y='{y}' width='{NODE_W}' height='{NODE_H}' rx=8 fill='{fill}' stroke='#68717d'/>"
-                     f"<text x='{x + NODE_W / 2}' y='{y + (23 if terminal else 15)}' text-anchor=middle font-size=12 fill='{text_fill}' "
-                     f"font-weight=600>{esc(label)}</text>"
-                     f"<text x='{x + NODE_W / 2}' y='{y + 29}' text-anchor=middle font-size=10 fill='{text_fill}'>"
-                     f"{esc(kind + ' · ' + status if kind else '')}</text></g>")
+        child = (children or {}).get(name)
+        subbot = kind == "subbot"
+        what = f"{name} ({kind or 'end'}): {status}"
+        if child:
+            what += f"; child run {child.get('run')} ({child.get('name') or '?'}, {child.get('status') or 'not created'})"
+        inner = "" if not subbot else (f"<rect x='{x + 3}' y='{y + 3}' width='{NODE_W - 6}' height='{NODE_H - 6}' rx=6 "
+                                      "fill=none stroke='#68717d'/>")
+        node = (f"<g class='gnode{' subbot' if subbot else ''}' data-node='{esc(name)}' data-status='{esc(status)}'"
+                f"{' data-child=' + chr(39) + esc(child.get('run')) + chr(39) if child else ''}>"
+                f"<title>{esc(what)}</title>"
+                f"<rect x='{x}' y='{y}' width='{NODE_W}' height='{NODE_H}' rx=8 fill='{fill}' stroke='#68717d'/>{inner}"
+                f"<text x='{x + NODE_W / 2}' y='{y + (23 if terminal else 15)}' text-anchor=middle font-size=12 fill='{text_fill}' "
+                f"font-weight=600>{esc(label)}</text>"
+                f"<text x='{x + NODE_W / 2}' y='{y + 29}' text-anchor=middle font-size=10 fill='{text_fill}'>"
+                f"{esc(kind + ' · ' + status if kind else '')}{' ↗' if child else ''}</text></g>")
+        if child and child.get("run"):  # a link (focusable by keyboard) to the run this node launched
+            href = "/runs/" + quote(str(child["run"]), safe="")
+            node = f"<a class=child-link href='{esc(href)}' aria-label='{esc(what)}'>{node}</a>"
+        parts.append(node)
     parts.append("</svg>")
     return "".join(parts)

@@ -32,7 +32,10 @@ POSTS: tuple[tuple[str, str, type[BaseModel], str], ...] = (
 )
 GETS: tuple[tuple[str, str], ...] = (
     ("/api/runs", "List runs, newest first (status, workflow, since, after, limit)"),
-    ("/api/runs/{run}", "A run: document, checkpoint, pending question, executions"),
+    ("/api/runs/{run}", "A run: document, checkpoint, pending question, executions (each with files and "
+                        "diff_segments: its stretches, pauses cut out), pause_edits (what changed while the run was "
+                        "parked, between pause:/fail: and resume: - the person's edits, in no execution's files), "
+                        "subbot_children (the subbot tree below it; its parent is run.parent_run/parent_node)"),
     ("/api/runs/{run}/events", "A page of the run's events (after, limit; follow=1 streams them)"),
     ("/api/runs/{run}/commits", "The run's workspace commits (worktree runs)"),
     ("/api/runs/{run}/files", "Files changed between two boundaries (from, to)"),

@@ -18,6 +18,7 @@ anything is written; so is the engine's own StaleWriteError when a concurrent wr
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from iterion.server import timeline as tl
 from iterion.server.apierror import ApiError, _one_line, bad_input, from_user_error
 from iterion.server.executor import Executor
 from iterion.server.local import LocalExecutor
+from iterion.server.pagecache import Memo, SourceCache, TtlValue
 from iterion.server.queued import QueueExecutor
 from iterion.store import RunDoc, RunStatus, Store
 from iterion.store.subbot_tree import children_of
@@ -40,6 +42,7 @@ def _handshake_timeout_s(env: str = "ITERION_SERVER_HANDSHAKE_S", default: float
     line, exit 2). Read when the Service is built, never at import (gitrefs/persist/envsettings.py)."""
     return env_seconds(env, default, zero_ok=False)
 EVENTS_PAGE_MAX = 1000
+LAUNCHABLE_TTL_S = 10.0  # how long the index page's list of .bot files is kept (an edit shows at once)
 
 
 def _doc_json(doc: RunDoc) -> dict[str, Any]:
@@ -58,6 +61,14 @@ class Service:
         # runner` (iterion/server/queued.py), else they execute here (iterion/server/local.py)
         self.executor: Executor = QueueExecutor(queue) if queue is not None else LocalExecutor()
         self.handshake_timeout_s = _handshake_timeout_s()
+        # the pages' caches (iterion/server/pagecache.py): a live refresh of a parked run with
+        # nothing changed compiles nothing and plans no rewind; the index walks the project once
+        # per LAUNCHABLE_TTL_S
+        self.sources = SourceCache()
+        self._source_changes: Memo[dict[str, Any] | None] = Memo()
+        self._rewind_offers: Memo[Any] = Memo()
+        self._parents: Memo[tuple[str | None, str | None]] = Memo(max_entries=8192)
+        self._launchable_files: TtlValue[list[str]] = TtlValue(LAUNCHABLE_TTL_S)
 
     @property
     def queue(self) -> Any:
@@ -144,6 +155,22 @@ class Service:
                              "error": r.error, "mode": r.mode, "version": r.version, "parent": r.parent})
         return {"runs": rows, "total": page.total, "next": page.next, "more": page.more}
 
+    def tag_subbot_parents(self, rows: list[dict[str, Any]]) -> None:
+        """Add ``parent_run``/``parent_node`` (the subbot that launched it) to each run-list row;
+        read from the run's document once per (run, version): the index holds no such column."""
+        def read(rid: str) -> tuple[str | None, str | None]:
+            try:
+                doc = self.store.load_run(rid)
+            except Exception:  # noqa: BLE001 - a listing aid: an unreadable run is listed as a top-level one
+                return (None, None)
+            return (doc.parent_run, doc.parent_node)
+
+        for r in rows:
+            if r.get("version") is None:
+                continue
+            rid: str = r["id"]
+            r["parent_run"], r["parent_node"] = self._parents.get_or((rid, r["version"]), partial(read, rid))
+
     def get_run(self, ref: str) -> dict[str, Any]:
         doc = self.load(ref)
         cp = self._guard(self.store.load_checkpoint, doc.id)
@@ -169,6 +196,9 @@ class Service:
                 "consumed": cp.accounting.model_dump(mode="json")},
             "pending": cp.pending_interaction.model_dump(mode="json") if cp and cp.pending_interaction else None,
             "executions": rows,
+            # what changed while the run was parked (pause:/fail: -> resume:): the person's edits,
+            # excluded from the executions' files
+            "pause_edits": tl.pause_edits(self.store, doc, bounds),
             "boundaries": bounds,
             "last_seq": events[-1].seq if events else 0,
             "executing": self.store.is_locked(doc.id),  # a process holds the run's lock right now
@@ -354,14 +384,13 @@ class Service:
     # -- the web page's views (iterion/server/web.py renders them) --------------------------------
     def current_source(self, doc: RunDoc) -> Any:
         """The run's workflow compiled from disk as a resume would (``iterion.engine.resume``'s
-        path choice: bundle, else file), or None when it is gone or does not compile."""
-        from iterion.engine.source import compile_source
-
+        path choice: bundle, else file), or None when it is gone or does not compile. Compiled
+        once per state of its files (``SourceCache``)."""
         path = doc.bundle_path or doc.file_path
         if not path or not Path(path).exists():
             return None
         try:
-            return compile_source(path)
+            return self.sources.compile(path)
         except Exception:  # noqa: BLE001 - a display aid: the resume itself names the problem
             return None
 
@@ -371,6 +400,10 @@ class Service:
         "Resume with updated workflow (force)" action. None when the source is unchanged."""
         if src is None or src.digest == doc.workflow_digest or doc.workflow_digest == src.bare_digest:
             return None
+        # the dry run reads the checkpoint (moves with the version) and the source (its digest)
+        return self._source_changes.get_or((doc.id, src.digest, doc.version), lambda: self._plan_change(doc, src))
+
+    def _plan_change(self, doc: RunDoc, src: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"file": str(src.path), "recorded": doc.workflow_digest, "current": src.digest,
                                "changes": [], "pivot": None, "candidates": [], "problem": None}
         try:
@@ -385,22 +418,71 @@ class Service:
 
     def run_view(self, ref: str) -> dict[str, Any]:
         """``get_run`` plus what only the page shows: the graph of the workflow on disk, coloured by
-        the timeline's statuses, and the source change (both None when the file cannot be read)."""
+        the timeline's statuses, the source change (both None when the file cannot be read), and
+        on each execution row the rewind it offers (``rewind``: see ``mark_rewinds``)."""
         from iterion.server.graph import node_statuses, workflow_svg
 
         detail = self.get_run(ref)
         doc = self.load(detail["run"]["id"])
         src = self.current_source(doc)
-        detail["graph_svg"] = None if src is None else workflow_svg(src.workflow, node_statuses(detail["executions"]))
+        children = {c["node"]: c for c in detail.get("subbot_children") or []}
+        detail["graph_svg"] = None if src is None else workflow_svg(src.workflow, node_statuses(detail["executions"]),
+                                                                    children)
         parked = doc.status.value not in ("running", "queued", "finished", "failed")
         detail["source_change"] = self.source_change(doc, src) if parked else None
+        self.mark_rewinds(doc, detail, src)
         return detail
+
+    def mark_rewinds(self, doc: RunDoc, detail: dict[str, Any], src: Any) -> None:
+        """Each execution row's ``rewind``: ``{"offered": true, "pivot": NODE}`` on the row a
+        ``rewind --node`` of its node goes back to, else ``{"offered": false, "why": ...}`` (the
+        rules' home: iterion/rewind/offer.py). ``rewind_refused`` says why none is offered at all."""
+        from iterion.rewind.offer import RewindOffers, rewind_offers
+
+        def compute() -> RewindOffers:
+            cp = self._guard(self.store.load_checkpoint, doc.id)
+            return rewind_offers(self.store, doc, cp, None if src is None else src.workflow)
+
+        # the offers read the checkpoint and the boundaries (both move with the version or a new
+        # event) and the workflow's fan-outs (its digest)
+        key = (doc.id, doc.version, detail.get("last_seq"), None if src is None else src.digest)
+        offers = self._rewind_offers.get_or(key, compute)
+        detail["rewind_refused"] = offers.refused
+        for row in detail.get("executions") or []:
+            node, it = row.get("node"), row.get("iteration")
+            if row.get("rewound"):
+                row["rewind"] = {"offered": False, "reason": "rewound", "why": "a rewind already dropped this execution"}
+            elif offers.refused:
+                row["rewind"] = {"offered": False, "reason": "status", "why": offers.refused}
+            elif node not in offers.targets:
+                row["rewind"] = {"offered": False, "reason": "refused",
+                                 "why": f"`iterion rewind --node {node}` would refuse: no recorded start boundary "
+                                        "(pre:) for it, or it is not in the workflow on disk"}
+            elif offers.latest.get(node) != it or row.get("status") == "running":
+                row["rewind"] = {"offered": False, "reason": "not_latest", "latest": offers.latest.get(node),
+                                 "why": f"a rewind to {node} goes back to its latest execution (iteration "
+                                        f"{offers.latest.get(node)}): offered on that row"}
+            else:
+                pivot, pit = offers.targets[node]
+                row["rewind"] = {"offered": True, "pivot": pivot, "iteration": pit}
+        # several rows of one execution key (a replay after a rewind): only the newest offers it
+        seen: set[tuple[Any, Any]] = set()
+        for row in reversed(detail.get("executions") or []):
+            k = (row.get("node"), row.get("iteration"))
+            if row.get("rewind", {}).get("offered") and k in seen:
+                row["rewind"] = {"offered": False, "reason": "not_latest", "latest": row.get("iteration"),
+                                 "why": "a later execution of this node and iteration is the one a rewind goes back to"}
+            seen.add(k)
 
     def launchable(self, limit: int = 200) -> list[dict[str, Any]]:
         """The workflow files the launch form offers: ``.bot`` files under the project (never
         through a symlink, never in a hidden or dependency directory), each with its declared vars;
         a file that does not compile is listed with its problem instead."""
-        found: list[dict[str, Any]] = []
+        files = self._launchable_files.get(limit, lambda: self._walk_bots(limit))
+        return [self.workflow_decl(rel) for rel in files if (self.project / rel).is_file()]  # gone since the walk
+
+    def _walk_bots(self, limit: int) -> list[str]:
+        found: list[str] = []
         for top, dirs, files in os.walk(self.project, followlinks=False):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
             for name in sorted(files):
@@ -409,7 +491,7 @@ class Service:
                 full = Path(top) / name
                 if full.is_symlink():
                     continue
-                found.append(self.workflow_decl(str(full.relative_to(self.project))))
+                found.append(str(full.relative_to(self.project)))
                 if len(found) >= limit:
                     return found
         return found
@@ -417,8 +499,6 @@ class Service:
     def workflow_decl(self, raw: str) -> dict[str, Any]:
         """One workflow file of the project and its declared vars (name, type, default). Refused
         (422) outside the project: ``..``, an absolute path, or a symlink leading out."""
-        from iterion.engine.source import compile_source
-
         if not isinstance(raw, str) or Path(raw).is_absolute() or ".." in Path(raw).parts:
             raise bad_input(f"workflow {raw} is not a relative path inside the project",
                             hint="give a path such as flows/main.bot, relative to the project")
@@ -427,7 +507,7 @@ class Service:
             raise bad_input(f"workflow {raw}: no such file", hint="give the path of a .bot file inside the project")
         rel = str(path.relative_to(self.project))
         try:
-            wf = compile_source(path).workflow
+            wf = self.sources.compile(path).workflow
         except Exception as exc:  # noqa: BLE001 - listed with its problem; the launch names it again
             return {"file": rel, "name": None, "vars": [], "problem": _one_line(str(exc))}
         vars_ = [{"name": v.name, "type": v.type.value, "default": v.default if v.has_default else None,

@@ -3,6 +3,9 @@
 * ``boundaries``: every ``boundary_written`` event (label, state, seq, time) in timeline order;
 * ``executions``: one row per node execution (node, iteration, kind, start, duration, status),
   paired from ``node_started`` with the node's next finished/failed event of the same iteration;
+* ``pause_edits``: what changed while the run was parked (a ``pause:``/``fail:`` boundary to the
+  ``resume:`` that closed it): the person's edits; ``attach_files`` cuts those intervals out of
+  every execution's files, so no node is credited with them;
 * ``changes`` / ``unified_diff``: what differs between two recorded states of the run's
   workspace, read through the run's versioning mechanism (``open_state_reader``: a worktree
   run's commits, an in-place run's snapshots). Nothing here writes: no lock, no index, no
@@ -116,53 +119,132 @@ _FILES_CACHE_MAX = 8192
 _FILES_LOCK = threading.Lock()
 
 
-def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: list[dict[str, Any]]) -> None:
-    """Add ``files`` (paths the execution changed: its ``pre:`` boundary to its closing one).
+def _key(label: Any) -> tuple[str, str, str] | None:
+    """``kind:node:iteration`` split, None for any other label."""
+    if not isinstance(label, str):
+        return None
+    kind, _, rest = label.partition(":")
+    node, _, it = rest.rpartition(":")
+    return (kind, node, it) if node and it else None
 
-    Recorded states never change (commits and snapshots are content-addressed), so the paths
-    between two of them are cached: the live page re-reads a long run's timeline cheaply."""
-    by_label = {b["label"]: b["state"] for b in bounds}
-    reader = None
-    for row in rows:
-        start = by_label.get(f"pre:{row['node']}:{row['iteration']}")
-        end = None
-        for kind in ("nodes", "fail", "pause"):
-            end = by_label.get(f"{kind}:{row['node']}:{row['iteration']}") or end
-            if end:
-                break
-        if start and end:  # the labels the page's "diff" button asks GET .../files for
-            row["diff_from"], row["diff_to"] = f"pre:{row['node']}:{row['iteration']}", _closing(by_label, row)
-        if not start or not end:
-            row["files"] = []
+
+def _gaps(bounds: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The intervals in which nothing of the run executed: a ``pause:`` or ``fail:`` boundary and
+    the ``resume:`` of the same node and iteration that closed it ("pause:/fail: open, and resume:
+    closes", the same intervals a rewind's scope excludes: docs/cli-reference.md). What changed in
+    between is the person's work (docs/user-guide.md, "The web page")."""
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    open_: dict[tuple[str, str], dict[str, Any]] = {}
+    for b in bounds:
+        k = _key(b["label"])
+        if k is None:
             continue
-        if start == end:
-            row["files"] = []
-            continue
-        key = (doc.id, start, end)
+        kind, node, it = k
+        if kind in ("pause", "fail"):
+            open_[(node, it)] = b
+        elif kind == "resume" and (node, it) in open_:
+            out.append((open_.pop((node, it)), b))
+    return out
+
+
+def _refs(bounds: list[dict[str, Any]]) -> dict[int, str]:
+    """seq -> how GET .../files names that boundary: its label when it is the newest carrying it
+    (``resolve_boundary`` picks the newest), else its state id."""
+    newest: dict[str, int] = {}
+    for b in bounds:
+        newest[b["label"]] = b["seq"]
+    return {b["seq"]: (b["label"] if newest[b["label"]] == b["seq"] else str(b["state"])) for b in bounds}
+
+
+class _Changes:
+    """Paths changed between two recorded states, cached (they never change) and read lazily."""
+
+    def __init__(self, store: Store, doc: RunDoc) -> None:
+        self.store, self.doc = store, doc
+        self.reader: StateReader | None = None
+
+    def __call__(self, start: Any, end: Any) -> list[str]:
+        if not start or not end or start == end:
+            return []
+        key = (self.doc.id, str(start), str(end))
         with _FILES_LOCK:
             cached = _FILES_CACHE.get(key)
         if cached is not None:
-            row["files"] = list(cached)
-            continue
+            return list(cached)
         try:
-            reader = reader or StateReader(store, doc)
-            paths = [c["path"] for c in reader.changes(start, end)]
+            self.reader = self.reader or StateReader(self.store, self.doc)
+            paths = [c["path"] for c in self.reader.changes(start, end)]
         except Exception:  # noqa: BLE001 - a display aid: a state that cannot be read shows no files
-            row["files"] = []
-            continue
-        row["files"] = paths
+            return []
         with _FILES_LOCK:
             _FILES_CACHE[key] = list(paths)
             while len(_FILES_CACHE) > _FILES_CACHE_MAX:
                 _FILES_CACHE.popitem(last=False)
+        return paths
 
 
-def _closing(by_label: dict[str, Any], row: dict[str, Any]) -> str | None:
-    for kind in ("nodes", "fail", "pause"):
-        label = f"{kind}:{row['node']}:{row['iteration']}"
-        if by_label.get(label):
-            return label
-    return None
+def attach_files(store: Store, doc: RunDoc, rows: list[dict[str, Any]], bounds: list[dict[str, Any]]) -> None:
+    """Add ``files`` (paths the execution changed) and ``diff_segments`` to each row.
+
+    An execution runs from its ``pre:`` boundary (or the ``resume:`` it was restarted from) to
+    its ``nodes:``/``fail:`` boundary (its ``pause:`` while it is parked), minus every pause in
+    between (``_gaps``): what changed while the run waited is yours (``pause_edits``), not the
+    node's. ``diff_from``/``diff_to`` name the first segment that changed something (the page's
+    "diff" button). Recorded states never change (commits and snapshots are content-addressed),
+    so the paths between two of them are cached: the live page re-reads a long run cheaply."""
+    changes = _Changes(store, doc)
+    gaps = _gaps(bounds)
+    refs = _refs(bounds)
+    next_start: dict[int, int] = {}  # row index -> start_seq of the next row of the same execution key
+    last_of: dict[tuple[Any, Any], int] = {}
+    for i in range(len(rows) - 1, -1, -1):
+        k = (rows[i]["node"], rows[i]["iteration"])
+        if k in last_of:
+            next_start[i] = rows[last_of[k]]["start_seq"]
+        last_of[k] = i
+    for i, row in enumerate(rows):
+        tag = f"{row['node']}:{row['iteration']}"
+        begin, limit = row["start_seq"], next_start.get(i, 1 << 62)
+        start = next((b for b in reversed(bounds) if b["seq"] < begin
+                      and b["label"] in (f"pre:{tag}", f"resume:{tag}")), None)
+        end = next((b for b in bounds if begin < b["seq"] < limit and b["label"] in (f"nodes:{tag}", f"fail:{tag}")),
+                   None) or next((b for b in reversed(bounds) if begin < b["seq"] < limit
+                                  and b["label"] == f"pause:{tag}"), None)
+        row["files"], row["diff_segments"] = [], []
+        if start is None or end is None:
+            continue
+        cut = start
+        spans: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for opened, closed in gaps:
+            if cut["seq"] <= opened["seq"] and closed["seq"] <= end["seq"]:
+                spans.append((cut, opened))
+                cut = closed
+        spans.append((cut, end))
+        seen: dict[str, None] = {}
+        for a, z in spans:
+            paths = changes(a["state"], z["state"])
+            row["diff_segments"].append({"from": refs[a["seq"]], "to": refs[z["seq"]], "from_label": a["label"],
+                                         "to_label": z["label"], "files": paths})
+            seen.update(dict.fromkeys(paths))
+        row["files"] = list(seen)
+        first = next((g for g in row["diff_segments"] if g["files"]), row["diff_segments"][0])
+        row["diff_from"], row["diff_to"] = first["from"], first["to"]
+
+
+def pause_edits(store: Store, doc: RunDoc, bounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What changed in the workspace while the run was parked (a ``pause:``/``fail:`` boundary to
+    the ``resume:`` that closed it), one entry per pause: the person's edits, never a node's.
+    ``seq`` is the boundary the pause opened at (the timeline places the entry there)."""
+    changes = _Changes(store, doc)
+    refs = _refs(bounds)
+    out = []
+    for opened, closed in _gaps(bounds):
+        kind, node, it = _key(opened["label"]) or ("", "", "")
+        out.append({"node": node, "iteration": int(it) if it.isdigit() else it, "stopped": kind,
+                    "seq": opened["seq"], "resumed_seq": closed["seq"], "from": refs[opened["seq"]],
+                    "to": refs[closed["seq"]], "from_label": opened["label"], "to_label": closed["label"],
+                    "files": changes(opened["state"], closed["state"])})
+    return out
 
 
 def resolve_boundary(bounds: list[dict[str, Any]], ref: str) -> dict[str, Any]:

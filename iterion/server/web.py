@@ -12,7 +12,10 @@ could: cookies are shared by every port of a host). docs/technical/web-security.
 The rewind box sits above the timeline, next to its own "Rewind" button, and shows the dry
 run's JSON as the CLI's ``rewind --dry-run`` prints it (restored, removed, skipped, overwritten
 edits of yours, left in place, each with its reason); after a rewind it shows what happened and
-"Undo this rewind" (POST .../rewind/undo: ``iterion rewind --undo``).
+"Undo this rewind" (POST .../rewind/undo: ``iterion rewind --undo``). Each execution row offers
+its own rewind only where the rewind would take it (``row["rewind"]``, set by
+``Service.mark_rewinds`` from iterion/rewind/offer.py). The subbot tree (parent link, child runs,
+the graph's links) is read from ``subbot_children`` (iterion/store/subbot_tree.py, as ``inspect``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 :focus-visible{outline:2px solid #1a73e8;outline-offset:2px}button{min-height:28px}
 pre.diff span{display:block;white-space:pre}.d-add{background:#e6f7ea}.d-del{background:#fde8e8}.d-hunk{color:#1a5fb4}
 .d-file{font-weight:700;background:#eef0f3}tr.rewound td{color:#68717d;background:#f3f0f8}.s-rewound{background:#e6d9f5}
+tr.pause-edits td{background:#fff8e6}.s-edited{background:#ffe3a3}#subbot-children{list-style:none;padding-left:12px}
+#subbot-children ul{list-style:none;padding-left:18px}tr.child td:first-child{white-space:nowrap}
 details.output pre{max-height:200px;margin:2px 0}#graph svg{display:block}.legend span{margin-right:6px}
 #launch label{display:block;margin:4px 0}input,select{max-width:100%;box-sizing:border-box}
 @media (max-width:640px){main{padding:10px 8px}table{display:block;overflow-x:auto}header{padding:8px 10px}
@@ -157,13 +162,50 @@ def launch_form(workflows: list[dict[str, Any]], executor: str) -> str:
             f"<script type=application/json id=workflows>{data}</script>")
 
 
+def _nested(runs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """The rows in list order, each subbot child right under its parent (depth 1, 2...); a child
+    whose parent is not on this page stays where it is, marked as a child."""
+    shown = {r["id"] for r in runs}
+    kids: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r.get("parent_run") in shown and r["parent_run"] != r["id"]:
+            kids.setdefault(r["parent_run"], []).append(r)
+    out: list[tuple[dict[str, Any], int]] = []
+    placed: set[str] = set()
+
+    def put(r: dict[str, Any], depth: int) -> None:
+        if r["id"] in placed or depth > 8:
+            return
+        placed.add(r["id"])
+        out.append((r, depth))
+        for k in sorted(kids.get(r["id"], []), key=lambda k: k["id"]):
+            put(k, depth + 1)
+
+    for r in runs:
+        if r.get("parent_run") not in shown or r["parent_run"] == r["id"]:
+            put(r, 0)
+    for r in runs:  # a cycle (never written by iterion): listed anyway
+        put(r, 0)
+    return out
+
+
+def _run_row(r: dict[str, Any], depth: int) -> str:
+    """One run of the list; a subbot child is indented under its parent and names it."""
+    indent = f"<span class=nest style='padding-left:{depth * 14}px'>↳ </span>" if depth else ""
+    of = ""
+    if r.get("parent_run"):
+        of = (f"<div class='muted child-of'>child of <a href='/runs/{esc(r['parent_run'])}'>"
+              f"<code>{esc(str(r['parent_run'])[:12])}</code></a> (subbot {esc(r.get('parent_node'))})</div>")
+    kind = " class=child" if r.get("parent_run") else ""
+    return (f"<tr data-run='{esc(r['id'])}'{kind} data-depth='{depth}'>"
+            f"<td>{indent}<a href='/runs/{esc(r['id'])}'><code>{esc(r['id'][:12])}</code></a></td>"
+            f"<td>{esc(r['name'])}{of}</td><td>{_status(r['status'])}</td><td>{esc(r['workflow'])}</td>"
+            f"<td>{esc((r.get('created_at') or '')[:19].replace('T', ' '))}</td><td>{esc(r.get('failure_code') or '')}</td></tr>")
+
+
 def index_page(runs: list[dict[str, Any]], workflows: list[dict[str, Any]] | None = None, token: str | None = None,
                executor: str = "local") -> str:
-    rows = "".join(
-        f"<tr data-run='{esc(r['id'])}'><td><a href='/runs/{esc(r['id'])}'><code>{esc(r['id'][:12])}</code></a></td>"
-        f"<td>{esc(r['name'])}</td><td>{_status(r['status'])}</td><td>{esc(r['workflow'])}</td>"
-        f"<td>{esc((r.get('created_at') or '')[:19].replace('T', ' '))}</td><td>{esc(r.get('failure_code') or '')}</td></tr>"
-        for r in runs)
+    rows = "".join(_run_row(r, depth) for r, depth in _nested(runs))
     table = ("<table id=runs><thead><tr><th>run</th><th>name</th><th>status</th><th>workflow</th><th>created (UTC)</th>"
              f"<th>failure</th></tr></thead><tbody>{rows}</tbody></table>") if runs else "<p id=runs>No runs yet.</p>"
     if token is None:  # no launch form: the list alone, reloaded
@@ -204,10 +246,77 @@ REWIND_BOX = ("<h2>Rewind</h2><div class=box id=rewind><p id=rewind-pick>"
 def rewind_box(detail: dict[str, Any]) -> str:
     nodes: list[str] = []
     for x in detail.get("executions") or []:
-        if x.get("status") in ("finished", "failed", "paused") and x["node"] not in nodes:
+        offered = (x.get("rewind") or {}).get("offered") if "rewind" in x else (
+            x.get("status") in ("finished", "failed", "paused") and not x.get("rewound"))
+        if offered and x["node"] not in nodes:
             nodes.append(x["node"])
     options = "".join(f"<option value='{esc(n)}'>{esc(n)}</option>" for n in nodes)
-    return REWIND_BOX.format(options=options or "<option value=''>(no node executed yet)</option>")
+    box = REWIND_BOX.format(options=options or "<option value=''>(no node to rewind to)</option>")
+    return box if nodes else box.replace("<p id=rewind-pick>", "<p id=rewind-pick hidden>", 1)
+
+
+def subbot_section(detail: dict[str, Any]) -> str:
+    """Where the run sits in its subbot tree (``iterion inspect``'s tree: iterion/store/subbot_tree.py):
+    the parent that launched it, and the child run each of its subbot nodes launched."""
+    run = detail["run"]
+    out = ""
+    if run.get("parent_run"):
+        parent = quote(str(run["parent_run"]), safe="")
+        out += (f"<p class=box id=parent-run>Child run of <a href='/runs/{esc(parent)}'><code>"
+                f"{esc(run['parent_run'])}</code></a>, launched by its subbot node <code>{esc(run.get('parent_node'))}"
+                "</code>.</p>")
+
+    def items(children: list[dict[str, Any]]) -> str:
+        lis = []
+        for c in children:
+            href = "/runs/" + quote(str(c.get("run")), safe="")
+            status = _status(c["status"]) if c.get("status") else "<span class=muted>not created</span>"
+            sub = f"<ul>{items(c['children'])}</ul>" if c.get("children") else ""
+            lis.append(f"<li data-node='{esc(c.get('node'))}' data-child='{esc(c.get('run'))}'>subbot <code>"
+                       f"{esc(c.get('node'))}</code> → <a href='{esc(href)}'><code>{esc(str(c.get('run'))[:12])}</code> "
+                       f"{esc(c.get('name') or '?')}</a> {status}{sub}</li>")
+        return "".join(lis)
+
+    children = detail.get("subbot_children") or []
+    if children:
+        out += f"<h2>Child runs</h2><ul class=box id=subbot-children>{items(children)}</ul>"
+    return out
+
+
+def _pause_row(p: dict[str, Any]) -> str:
+    """The person's edits while the run was parked (``pause_edits``): not any node's doing."""
+    files = p.get("files") or []
+    shown = "".join(f"<div>{esc(f)}</div>" for f in files[:50]) + (
+        f"<div class=muted>… {len(files) - 50} more</div>" if len(files) > 50 else "")
+    why = "paused" if p.get("stopped") == "pause" else "stopped (failed or cancelled)"
+    what = f"you while the run was {why} at {p.get('node')}"
+    n = len(files)
+    return (f"<tr class=pause-edits data-node='{esc(p.get('node'))}' data-iteration='{esc(p.get('iteration'))}'>"
+            f"<td></td><td colspan=5><strong>edited by you</strong> while the run was {esc(why)} at "
+            f"<code>{esc(p.get('node'))}</code> ({n} file{'' if n == 1 else 's'})</td>"
+            "<td><span class='s s-edited'>your edits</span></td>"
+            f"<td class=files>{shown}</td><td><button class=diff data-from='{esc(p.get('from'))}' "
+            f"data-to='{esc(p.get('to'))}' data-what='{esc(what)}' aria-controls=diff-panel>diff</button></td></tr>")
+
+
+def _rewind_cell(x: dict[str, Any], runs_of_node: int) -> str:
+    """The row's own rewind (preview, then rewind), or why it offers none (service.mark_rewinds)."""
+    offer = x.get("rewind")
+    if offer is None:  # a detail without the offers (older callers): the statuses decide
+        ok = x.get("status") in ("finished", "failed", "paused") and not x.get("rewound")
+        offer = {"offered": ok, "pivot": x["node"], "iteration": x.get("iteration")}
+    if offer.get("offered"):
+        goes = f" (goes to {offer['pivot']})" if offer.get("pivot") not in (None, x["node"]) else ""
+        it = f" to iteration {offer.get('iteration')}" if runs_of_node > 1 and not goes else ""
+        return (f"<button class=preview data-node='{esc(x['node'])}' title='preview the rewind to this execution"
+                f"{esc(goes)}'>preview rewind{esc(it)}</button>"
+                f"{'<span class=muted> ' + esc(goes) + '</span>' if goes else ''}")
+    if offer.get("reason") == "not_latest":
+        return (f"<span class='muted rewind-note' title='{esc(offer.get('why'))}'>rewind: on iteration "
+                f"{esc(offer.get('latest'))}</span>")
+    if offer.get("reason") == "refused":
+        return f"<span class='muted rewind-note' title='{esc(offer.get('why'))}'>no rewind here</span>"
+    return ""
 
 
 def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
@@ -220,6 +329,7 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
     if run.get("failure_code") or run.get("error"):
         head += f" · <span class=err>{esc(run.get('failure_code'))}: {esc(run.get('error'))}</span>"
     parts.append(head + "</p>")
+    parts.append(subbot_section(detail))
     status = run["status"]
     ops = []
     if status in ("failed_resumable", "cancelled", "paused_operator"):
@@ -245,7 +355,22 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         q = pending.get("questions") or {}
         asks = q.get("instructions") or q.get("question") or ""
         fields = q.get("fields") or [{"name": "answer", "type": "string"}]
-        parts.append(f"<h2>Waiting on {esc(pending.get('node'))}</h2><div class=box id=question>"
+        owner = ""
+        child = q.get("subbot") if isinstance(q.get("subbot"), dict) else None
+        if child:  # the question is the child run's: answering here resumes the parent, which hands it down
+            href = "/runs/" + quote(str(child.get("child_run")), safe="")
+            owner = (f"<p class=warn id=question-owner>This question belongs to child run <a href='{esc(href)}'><code>"
+                     f"{esc(child.get('child_run'))}</code></a> (its node <code>{esc(child.get('node'))}</code>), "
+                     f"launched by this run's subbot node <code>{esc(pending.get('node'))}</code>. Answering here "
+                     f"resumes this run, which passes the answers to the child (as <code>iterion resume --run-id "
+                     f"{esc(run['id'])}</code> does).</p>")
+        if run.get("parent_run") and not child:  # the child's own page: the parent is where it is answered
+            href = "/runs/" + quote(str(run["parent_run"]), safe="")
+            owner = (f"<p class=warn id=question-parent>This run is the child of run <a href='{esc(href)}'><code>"
+                     f"{esc(run['parent_run'])}</code></a> (its subbot node <code>{esc(run.get('parent_node'))}</code>), "
+                     "which waits on this same question: answer it on the parent's page so the parent carries on "
+                     "with the answer (as <code>iterion resume --run-id PARENT</code> does).</p>")
+        parts.append(f"<h2>Waiting on {esc(pending.get('node'))}</h2><div class=box id=question>{owner}"
                      f"<pre class=asks>{esc(asks)}</pre><form id=answer-form data-run='{rid}'>"
                      + "".join(_field_input(f) for f in fields)
                      + ("<label><input type=checkbox id=answer-force> resume with the updated workflow (force)</label><br>"
@@ -261,9 +386,17 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
                      f"<pre>{esc(hint['fetch_command'])}\n{esc(hint['verify'])}</pre></div>")
 
     parts.append(rewind_box(detail) if with_rewind else "<div id=rewind-slot></div>")
+    if detail.get("rewind_refused"):
+        parts.append(f"<p class=muted id=rewind-refused>No rewind offered: {esc(detail['rewind_refused'])}</p>")
 
     rows = []
+    pauses = sorted((p for p in detail.get("pause_edits") or [] if p.get("files")), key=lambda p: p.get("seq") or 0)
+    runs_of: dict[Any, int] = {}
+    for x in detail.get("executions") or []:
+        runs_of[x["node"]] = runs_of.get(x["node"], 0) + 1
     for i, x in enumerate(detail.get("executions") or []):
+        while pauses and (pauses[0].get("seq") or 0) < (x.get("start_seq") or 0):
+            rows.append(_pause_row(pauses.pop(0)))
         files = x.get("files") or []
         shown = "".join(f"<div>{esc(p)}</div>" for p in files[:50]) + (
             f"<div class=muted>… {len(files) - 50} more</div>" if len(files) > 50 else "")
@@ -272,16 +405,20 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
         warned = "".join(f"<div class='err warning'>{esc(w.get('code') or 'warning')}: {esc(w.get('message'))}</div>"
                          for w in x.get("warnings") or [])
         rewound = bool(x.get("rewound"))  # its outputs were dropped by a rewind: nothing to rewind to
-        preview = (f"<button class=preview data-node='{esc(x['node'])}'>preview rewind</button>"
-                   if x.get("status") in ("finished", "failed", "paused") and not rewound else "")
+        preview = _rewind_cell(x, runs_of.get(x["node"], 1))
         art = x.get("artifact")
         if art and art.get("version") is not None:  # read through the API (the page's cookie is enough for a GET)
             href = f"/api/runs/{quote(str(run['id']), safe='')}/artifacts/{quote(str(x['node']), safe='')}/{int(art['version'])}"
             preview += (f" <a class=artifact href='{esc(href)}' target=_blank rel=noopener>"
                         f"artifact {esc(art.get('name'))} v{esc(art['version'])}</a>")
-        if x.get("diff_from") and x.get("diff_to") and files:  # opens the /files diff in the panel below
-            preview += (f" <button class=diff data-from='{esc(x['diff_from'])}' data-to='{esc(x['diff_to'])}' "
-                        f"aria-controls=diff-panel>diff</button>")
+        # opens the /files diff in the panel below: one per stretch the node ran (a pause splits it)
+        segs = [g for g in x.get("diff_segments") or [] if g.get("files")]
+        if not segs and x.get("diff_from") and x.get("diff_to") and files:
+            segs = [{"from": x["diff_from"], "to": x["diff_to"]}]
+        for n, g in enumerate(segs):
+            name = "diff" if len(segs) == 1 else ("diff before the pause" if n == 0 else "diff after the resume")
+            preview += (f" <button class=diff data-from='{esc(g['from'])}' data-to='{esc(g['to'])}' "
+                        f"aria-controls=diff-panel>{name}</button>")
         if "output" in x:  # what the execution produced, as its node_finished event recorded it
             text = json.dumps(x["output"], indent=1, ensure_ascii=False, default=str)
             more = f"\n… {len(text) - 4000} more characters" if len(text) > 4000 else ""
@@ -292,6 +429,7 @@ def live_section(detail: dict[str, Any], *, with_rewind: bool = False) -> str:
                     f"<td>{i + 1}</td><td class=node>{esc(x['node'])}</td><td>{esc(x['iteration'])}</td>"
                     f"<td>{esc(x.get('kind'))}</td><td>{esc((x.get('start') or '')[11:23])}</td><td>{dur}</td>"
                     f"<td>{_status(x['status'])}{mark}{warned}</td><td class=files>{shown}</td><td>{preview}</td></tr>")
+    rows.extend(_pause_row(p) for p in pauses)
     parts.append("<h2>Timeline</h2><table id=timeline><thead><tr><th>#</th><th>node</th><th>iteration</th>"
                  "<th>kind</th><th>start</th><th>duration</th><th>status</th><th>files changed</th><th></th></tr>"
                  f"</thead><tbody>{''.join(rows)}</tbody></table>")
@@ -374,6 +512,7 @@ function nodeOptions(){
   var sel = document.getElementById('rewind-node'), rows = document.querySelectorAll('button.preview'), seen = {};
   var keep = sel.value, names = [];
   for (var i = 0; i < rows.length; i++) { var n = rows[i].getAttribute('data-node'); if (!seen[n]) { seen[n] = 1; names.push(n); } }
+  document.getElementById('rewind-pick').hidden = !names.length;
   if (!names.length) return;
   sel.innerHTML = '';
   names.forEach(function(n){ var o = document.createElement('option'); o.value = n; o.textContent = n; sel.appendChild(o); });
@@ -424,7 +563,8 @@ function bind(){
   var diffs = document.querySelectorAll('button.diff');
   for (var d = 0; d < diffs.length; d++) diffs[d].onclick = function(){
     var row = this.parentNode.parentNode;
-    openDiff(row.getAttribute('data-node') + ' (iteration ' + row.getAttribute('data-iteration') + ')',
+    openDiff(this.getAttribute('data-what') ||
+             (row.getAttribute('data-node') + ' (iteration ' + row.getAttribute('data-iteration') + ')'),
              this.getAttribute('data-from'), this.getAttribute('data-to'));
   };
   var buttons = document.querySelectorAll('button.preview');

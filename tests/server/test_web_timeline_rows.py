@@ -12,6 +12,7 @@ from iterion.engine.resume import ResumeOptions, resume_run
 from iterion.rewind.rewind import RewindRequest, rewind_run
 from iterion.rewind.undo import undo_rewind
 from iterion.server import timeline as tl
+from iterion.server.service import Service
 from iterion.server.web import live_section
 from iterion.store import RunStatus, Store
 from tests.conftest import FIXTURES
@@ -27,11 +28,12 @@ def test_rows_once_with_outputs_and_rewound_marks(ws: Path, monkeypatch: object)
     rows = tl.executions(store.read_events(run.run_id))
     marked = {r["node"] for r in rows if r.get("rewound")}
     assert marked == {"collect", "approve"}
-    detail = {"run": {"id": run.run_id, "status": "paused_operator", "version": 1}, "executions": rows}
+    detail = Service(store, ws).run_view(run.run_id)  # the page's view: each row's rewind offer
+    assert [r["node"] for r in detail["executions"]] == [r["node"] for r in rows]
     page = live_section(detail)
     assert page.count("s-rewound") == 2 and "<summary>output</summary>" in page
-    assert "data-node='collect'>preview rewind" not in page  # no rewind offered on a dropped execution
-    assert "data-node='stamp'>preview rewind" in page
+    assert "class=preview data-node='collect'" not in page  # no rewind offered on a dropped execution
+    assert "class=preview data-node='stamp'" in page and "(goes to checks)" in page  # its fan-out's router
 
     undo_rewind(store, run.run_id)
     rows = tl.executions(store.read_events(run.run_id))
