@@ -95,6 +95,21 @@ def _child_sandbox(ctx: ExecContext, node_id: str) -> str | None:
     return None
 
 
+def _still_capped(ctx: ExecContext, child_id: str) -> None:
+    """A child parked by the daily cap, reattached while today's spend still reaches the cap in
+    effect (the parent died before parking on it): the parent parks on it too, instead of failing
+    the node on the child's refusal."""
+    from iterion.engine.dailycap import daily_cap, reset_text
+    from iterion.store.spend_counter import spend_counter
+
+    if _daily_cap_pause(ctx, child_id) is None:
+        return
+    cap = daily_cap(ctx.options.daily_cap_usd)
+    day = spend_counter(ctx.store).today()
+    if cap is not None and day.spent_usd >= cap:
+        raise DailyCapReached(cap, day.spent_usd, reset_text(day))
+
+
 def _inherited(ctx: ExecContext, node_id: str, path: Path) -> dict[str, Any]:
     """What the child takes from the parent's launch (and its resumes) besides the permission
     layers and the caps: docs/technical/subbots.md lists every option and why."""
@@ -278,6 +293,8 @@ def _resume(ctx: ExecContext, call: NodeCall, child_id: str) -> RunResult:
     from iterion.budget import BudgetAsk as Ask
     from iterion.engine.source import compile_source
 
+    if child.status is RunStatus.PAUSED_OPERATOR:
+        _still_capped(ctx, child_id)
     recorded = child.bundle_path or child.file_path
     path = Path(recorded) if recorded else child_source(ctx, call.node.source_path or "")
     try:
