@@ -170,3 +170,28 @@ def test_a_resume_of_the_parent_gives_its_overrides_to_the_reattached_child(proj
     resumed = [e.payload for e in store.read_events(child) if e.type == "run_resumed"][-1]
     assert resumed["daily_cap_usd"] == 7.5 and resumed["sandbox"]["flag"] == "auto"
     assert (resumed["model"], resumed["backend"]) == ("m2", "script")
+
+
+def test_a_rule_given_to_the_parents_resume_answers_the_childs_permission_question(
+        project: Path, store: Store, llm: ScriptedLLM) -> None:
+    (project / "notes.txt").write_text("hello\n")
+    (project / "bots" / "child.bot").write_text("vars:\n  task: string\n" + AGENT.format(name="reader")
+                                                + "workflow child:\n  entry: reader\n  reader -> done\n")
+    (project / "p.bot").write_text('subbot kid:\n  source: "bots/child.bot"\n  with: { task: "t" }\n'
+                                   'workflow p:\n  entry: kid\n  kid -> done\n')
+    llm.add({"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]}, {"text": "done"})
+    ask = layer_to_json(flags_layer("launch", "ask"))
+    r = _launch(store, project / "p.bot", project, permission=ask)
+    # the launch's mode asks, in the child too: both park on the child's permission question
+    assert r.status is RunStatus.PAUSED_WAITING_HUMAN, r.error
+    assert r.pending is not None and r.pending["permission"]["tool"] == "read_file"
+    child = _child(store, r.run_id)
+    assert store.load_run(child).status is RunStatus.PAUSED_WAITING_HUMAN
+
+    allow = layer_to_json(flags_layer("resume", None, allow=["read_file(notes.txt)"]))
+    done = _resume(store, r.run_id, permission=allow)  # no answer: the new rule decides
+    assert done.status is RunStatus.FINISHED, done.error
+    decided = [e.payload for e in store.read_events(child) if e.type == "permission_decided"]
+    assert [(d["decision"], d["source"]) for d in decided] == [("ask", "launch"), ("allow", "resume")]
+    assert store.load_run(child).options["permission_layers"] == [ask, allow]
+    assert len(llm.requests) == 2

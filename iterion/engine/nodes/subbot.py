@@ -284,10 +284,14 @@ def _resume(ctx: ExecContext, call: NodeCall, child_id: str) -> RunResult:
 
     answers = call.answers or {}
     child = ctx.store.load_run(child_id)
-    if child.status is RunStatus.PAUSED_WAITING_HUMAN and not answers:
+    cp = ctx.store.load_checkpoint(child_id) if child.status is RunStatus.PAUSED_WAITING_HUMAN else None
+    p = cp.pending_interaction if cp is not None else None
+    recorded_layers = child.options.get("permission_layers") or []
+    # a permission question the parent's resume brought new rules for: the child re-decides under them
+    new_rules = p is not None and bool(p.questions.get("permission")) and any(
+        layer not in recorded_layers for layer in ctx.options.permission_layers)
+    if child.status is RunStatus.PAUSED_WAITING_HUMAN and not answers and not new_rules:
         # reattached without answers (the parent was taken over): ask the child's question again
-        cp = ctx.store.load_checkpoint(child_id)
-        p = cp.pending_interaction if cp is not None else None
         pending = None if p is None else {"interaction_id": p.id, "node": p.node, "kind": p.kind, **p.questions}
         return RunResult(run_id=child_id, name=child.name, status=child.status, pending=pending)
     from iterion.budget import BudgetAsk as Ask
