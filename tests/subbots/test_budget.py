@@ -10,7 +10,7 @@ import pytest
 
 from iterion.failure_codes import FailureCode
 from iterion.store.spend import FileSpendCounter
-from tests.conftest import cli_json, run_cli
+from tests.conftest import cli_json, kill_process, run_cli, start_cli, wait_for_file
 from tests.subbots.conftest import run_docs
 
 CHILD = '''vars:
@@ -161,3 +161,36 @@ def test_a_parent_killed_before_parking_on_its_childs_cap_parks_on_it_when_resum
     assert done["status"] == "finished", done
     assert len(run_docs(project)) == 2 and run_docs(project)[child]["status"] == "finished"
     assert _spent_today(project) == pytest.approx(0.09)
+
+
+SPEND_THEN_SLOW = '''vars:
+  task: string
+agent one:
+  backend: script
+  user: "{{vars.task}}"
+tool slow:
+  command: "if [ -f started.flag ]; then echo again; else touch started.flag; sleep 120; fi"
+workflow child:
+  entry: one
+  one -> slow
+  slow -> done
+'''
+
+
+def test_a_parent_killed_while_its_child_runs_is_charged_what_the_child_spent(project: Path) -> None:
+    (project / "bots" / "child.bot").write_text(SPEND_THEN_SLOW)
+    (project / "bots" / "child.script.yaml").write_text(CHILD_SCRIPT)
+    (project / "p.bot").write_text(_parent("1"))
+    proc = start_cli("run", "p.bot", cwd=project, start_new_session=True)
+    wait_for_file(project / "started.flag", proc)  # the child spent 0.03, then runs its slow tool
+    kill_process(proc)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    parent = next(i for i, d in run_docs(project).items() if d.get("parent_run") is None)
+    done = cli_json("resume", "--run-id", parent, cwd=project)
+    assert done["status"] == "finished", done
+    assert len(run_docs(project)) == 2
+    # the parent's checkpoint predates the child's spend: the whole of it is charged, once
+    assert cli_json("inspect", "--run-id", parent, cwd=project)["budget"]["consumed"]["cost_usd"] \
+        == pytest.approx(0.03)
+    assert _spent_today(project) == pytest.approx(0.03)

@@ -34,7 +34,8 @@ from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_tex
 from iterion.engine.errors import EngineError, NodeFailure
 from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode
-from iterion.store import RunStatus
+from iterion.store import RunDoc, RunStatus
+from iterion.store.checkpoint import AnchorReason
 from iterion.store.errors import StoreError
 
 _RELAUNCH = (RunStatus.FAILED,)  # terminal: a new child (a cancelled one resumes, like any run)
@@ -60,6 +61,26 @@ def _usage(ctx: ExecContext, child_id: str) -> Usage:
         return Usage()
     return Usage() if cp is None else Usage(tokens=cp.accounting.tokens, cost_usd=cp.accounting.cost_usd,
                                             active_duration_s=cp.accounting.active_duration_s)
+
+
+def _already_charged(ctx: ExecContext, node_id: str, child: RunDoc | None) -> Usage:
+    """What of the child's spend the parent's accounting already holds. A stop of the parent while
+    this node ran (the child parked, failed, hit a cap) charged all the child had spent; a
+    checkpoint from before the node started (the parent died while its child ran) holds none of
+    it. A finished child's spend was charged when it finished (a loop re-entering the node)."""
+    if child is None:
+        return Usage()
+    used = _usage(ctx, child.id)
+    if child.status is RunStatus.FINISHED:
+        return used
+    try:
+        cp = ctx.store.load_checkpoint(ctx.run_id)
+    except Exception:  # noqa: BLE001 - unreadable here: the pre-crash reading, as before
+        return used
+    if cp is not None and cp.restart_node == node_id and cp.anchor_reason in (AnchorReason.NODE_BOUNDARY,
+                                                                               AnchorReason.ENTRY):
+        return Usage()
+    return used
 
 
 def _child_ask(ctx: ExecContext, own: BudgetAsk, child_used: Usage | None = None) -> BudgetAsk:
@@ -144,7 +165,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     child_doc = None
     if recorded is not None and ctx.store.exists(recorded):
         child_doc = ctx.store.load_run(recorded)
-    before = _usage(ctx, child_doc.id) if child_doc is not None else Usage()
+    before = _already_charged(ctx, node.id, child_doc)
     with lend_workspace(ctx.workspace):
         if child_doc is not None and child_doc.status is RunStatus.FINISHED:
             result = RunResult(run_id=child_doc.id, name=child_doc.name, status=RunStatus.FINISHED)
