@@ -145,7 +145,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         tried_in = Path(doc.options.get("repo_dir") or doc.workspace_dir) if (
             doc.worktree is not None and not doc.worktree.created) else Path(doc.workspace_dir)
         sandbox = build_sandbox(wf, tried_in, store.root, sandbox_flag, layers)
-        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None or bool(inherited),
+        answers = _check_answers(doc.status, state, wf, options.answers,
+                                 new_permission=options.permission is not None or bool(inherited),
                                  ref=doc.name or state.run_id)
         check_pending_uploads(state, wf, answers)
 
