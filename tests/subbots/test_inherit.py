@@ -118,14 +118,17 @@ def test_a_child_of_a_sandboxed_launch_runs_sandboxed(project: Path, store: Stor
     assert shutil.which("bwrap"), "this test needs bubblewrap: apt-get install bubblewrap (.ci/run installs it)"
     target = outside / "escaped.txt"
     (project / "bots" / "child.bot").write_text(TOOL_CHILD.format(target=target))
-    (project / "p.bot").write_text('subbot kid:\n  source: "bots/child.bot"\n  with: { task: "t" }\n'
-                                   'workflow p:\n  entry: kid\n  kid -> done\n')
+    own = TOOL_CHILD.format(target=outside / "own.txt").split("tool ", 1)[1].split("workflow", 1)[0]
+    (project / "p.bot").write_text(f'tool {own}subbot kid:\n  source: "bots/child.bot"\n  with: {{ task: "t" }}\n'
+                                   'workflow p:\n  entry: escape\n  escape -> kid\n  kid -> done\n')
     r = _launch(store, project / "p.bot", project, sandbox="auto")
     assert r.status is RunStatus.FINISHED, r.error
     child = _child(store, r.run_id)
-    cp = store.load_checkpoint(child)
+    cp, parent_cp = store.load_checkpoint(child), store.load_checkpoint(r.run_id)
+    # the child's tool is refused exactly as the parent's own is
+    assert parent_cp is not None and parent_cp.outputs["escape"]["stdout"] == "refused\n"
     assert cp is not None and cp.outputs["escape"]["stdout"] == "refused\n"
-    assert not target.exists()  # nothing escaped the child's sandbox
+    assert not target.exists() and not (outside / "own.txt").exists()  # nothing escaped either sandbox
     assert store.load_run(child).options["sandbox"]["flag"] == "auto"
     assert store.load_run(child).options["sandbox"]["mode"] == "auto"
     # the same child without the flag writes there: what the sandbox stopped was real
