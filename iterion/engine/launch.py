@@ -75,6 +75,10 @@ class LaunchOptions:
     sandbox: str | None = None                              # --sandbox auto|none (None: the workflow's sandbox:)
     parent_run: str | None = None                           # a subbot's child: the parent run and node
     parent_node: str | None = None
+    # a subbot's child: its parent's --permission* layers (launch and resumes, in order, under
+    # this launch's own) and its --max-daily-cost-usd (docs/technical/subbots.md)
+    permission_layers: list[dict[str, Any]] = field(default_factory=list)
+    max_daily_cost_usd: float | None = None
 
 
 def resolve_vars(wf: Workflow, preset: str | None, raw: dict[str, Any],
@@ -152,7 +156,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
     values = resolve_vars(wf, options.preset, options.vars, var_warnings, project_dir=workspace)
     check_attachments(wf, options.attachments)
     ask = merge_ask(BudgetAsk.from_ir(wf.budget), options.budget)
-    layers = [options.permission] if options.permission else []
+    layers = [*options.permission_layers, *([options.permission] if options.permission else [])]
     build_policy(wf.extra.get("permission"), layers)  # a malformed permission: block refuses before anything exists
     if not workspace.exists():  # never created: a typo must not become a fresh empty workspace
         raise EngineError(f"workspace {workspace} does not exist",
@@ -267,7 +271,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
         run_options = RunOptions(backend=options.backend, model=options.model, script_file=script_file,
                                  answers=options.answers,
                                  watch=options.watch, on_budget=options.on_budget, permission_layers=layers,
-                                 sandbox=options.sandbox)
+                                 sandbox=options.sandbox, daily_cap_usd=options.max_daily_cost_usd)
         return drive(store, doc, wf, state, budget, versioning, options=run_options, token=token,
                      listener=listener, emit=emit)
     except OSError as exc:

@@ -94,6 +94,9 @@ class ResumeOptions:
     push_every: int | None = None        # replace its --push-every (0: only at stops)
     sandbox: str | None = None           # --sandbox auto|none: replaces the launch's (None keeps it)
     max_daily_cost_usd: float | None = None  # this resume's daily cap (None: $ITERION_DAILY_COST_CAP_USD)
+    # a subbot's child: its parent's --permission* layers; those the child lacks go over its own
+    # recorded ones, so a parent's later rule reaches a reattached child (docs/technical/subbots.md)
+    parent_permission_layers: list[dict[str, Any]] = field(default_factory=list)
 
 
 def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, *,
@@ -131,7 +134,9 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
             state = from_checkpoint(cp)
             usage = cp.accounting
         state.run_id = run_id
-        layers = [*(doc.options.get("permission_layers") or []), *([options.permission] if options.permission else [])]
+        recorded = list(doc.options.get("permission_layers") or [])
+        inherited = [layer for layer in options.parent_permission_layers if layer not in recorded]
+        layers = [*recorded, *inherited, *([options.permission] if options.permission else [])]
         build_policy(wf.extra.get("permission"), layers)  # refuse a malformed policy before anything changes
         # a fresh sandbox, never the last attempt's: refused here (the run keeps its status) when it cannot start
         sandbox_flag = options.sandbox or recorded_flag(doc.options)
@@ -140,7 +145,8 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
         tried_in = Path(doc.options.get("repo_dir") or doc.workspace_dir) if (
             doc.worktree is not None and not doc.worktree.created) else Path(doc.workspace_dir)
         sandbox = build_sandbox(wf, tried_in, store.root, sandbox_flag, layers)
-        answers = _check_answers(doc.status, state, wf, options.answers, new_permission=options.permission is not None,
+        answers = _check_answers(doc.status, state, wf, options.answers,
+                                 new_permission=options.permission is not None or bool(inherited),
                                  ref=doc.name or state.run_id)
         check_pending_uploads(state, wf, answers)
 
@@ -172,7 +178,7 @@ def resume_run(store: Store, run_id: str, options: ResumeOptions | None = None, 
                 d.options = {**d.options, "model": options.model}
             if options.script_file:
                 d.options = {**d.options, "script_file": options.script_file}
-            if options.permission:  # rebuilt on every later resume too (each resume adds its layer)
+            if options.permission or inherited:  # rebuilt on every later resume too (each resume adds its layer)
                 d.options = {**d.options, "permission_layers": layers}
             d.options = {**d.options, SANDBOX_OPTION: sandbox.summary()}
             if push_option is not None:  # the override persists: later resumes keep it

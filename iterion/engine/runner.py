@@ -217,9 +217,10 @@ class Runner:
             self.fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": FailureCode.CANCELLED.value, "error": "cancelled"})
             raise
-        except DailyCapReached as exc:  # interrupted at a charge point, like a cancel: re-executed on resume
+        except DailyCapReached:  # interrupted at a charge point: re-executed on resume
+            # a pause, not a failure (the spec's paused_operator is "a soft pause or daily-spend-cap
+            # pause"): its fail: boundary, then only run_paused, as an operator pause (_daily_capped)
             self.fail_boundary(nid, it)
-            ctx.emit(ev.NODE_FAILED, nid, it, {"code": "DAILY_CAP", "error": exc.message})
             raise
         except NodeFailure as exc:
             exc.node = exc.node or nid
@@ -539,11 +540,13 @@ class Runner:
         in progress was interrupted (its ``fail:`` boundary written, as a cancel) and re-executes
         on resume (iterion/engine/dailycap.py)."""
         anchor = current if current and current not in TERMINALS else None
+        it = self._anchor_iteration(anchor) if anchor else None
         return stop_run(self, Stop(
             RunStatus.PAUSED_OPERATOR, None, exc.message,
-            mark=Mark(BoundaryKind.FAIL, anchor, self._anchor_iteration(anchor)) if anchor else None,
+            mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and it is not None else None,
             anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message),
-            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, None, pause_payload(exc, anchor))]))
+            # node and iteration, as an operator pause's: the timeline shows that execution paused
+            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, pause_payload(exc, anchor))]))
 
 
 _PREVIEW_BYTES = 4096

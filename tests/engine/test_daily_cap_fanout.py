@@ -59,6 +59,9 @@ def test_a_branch_reaching_the_cap_parks_the_run_on_the_router(tmp_path: Path, w
     assert paused["pause_reason"] == "daily_cap" and paused["spent_today_usd"] == pytest.approx(2.0)
     assert FileSpendCounter(store.root).today().charges == 2  # both branches' calls were counted
     assert not events(store, r.run_id, "run_failed")
+    # a pause, not a failure: no branch node reports node_failed (its code would be no FailureCode)
+    assert not events(store, r.run_id, "node_failed")
+    assert events(store, r.run_id, "run_paused")[-1].node == "spread"
 
     r2 = resume(store, r.run_id, max_daily_cost_usd=10)
     assert r2.status is RunStatus.FINISHED, r2.error

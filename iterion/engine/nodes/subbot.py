@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.persist.killpoint import kill_point
-from iterion.budget import BudgetAsk, Usage
+from iterion.budget import BudgetAsk, DailyCapReached, Usage
 from iterion.engine.cancel import CancelToken
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
 from iterion.engine.errors import EngineError, NodeFailure
 from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode
-from iterion.store import RunStatus
+from iterion.store import RunDoc, RunStatus
+from iterion.store.checkpoint import AnchorReason
 from iterion.store.errors import StoreError
 
 _RELAUNCH = (RunStatus.FAILED,)  # terminal: a new child (a cancelled one resumes, like any run)
@@ -58,23 +59,102 @@ def _usage(ctx: ExecContext, child_id: str) -> Usage:
         cp = ctx.store.load_checkpoint(child_id)
     except Exception:  # noqa: BLE001 - no readable checkpoint: nothing was spent that we can see
         return Usage()
-    return Usage() if cp is None else Usage(tokens=cp.accounting.tokens, cost_usd=cp.accounting.cost_usd)
+    return Usage() if cp is None else Usage(tokens=cp.accounting.tokens, cost_usd=cp.accounting.cost_usd,
+                                            active_duration_s=cp.accounting.active_duration_s)
 
 
-def _child_ask(ctx: ExecContext, own: BudgetAsk) -> BudgetAsk:
-    """The child's caps: its own, each lowered to what the parent has left on that axis."""
+def _already_charged(ctx: ExecContext, node_id: str, child: RunDoc | None) -> Usage:
+    """What of the child's spend the parent's accounting already holds. A stop of the parent while
+    this node ran (the child parked, failed, hit a cap) charged all the child had spent; a
+    checkpoint from before the node started (the parent died while its child ran) holds none of
+    it. A finished child's spend was charged when it finished (a loop re-entering the node)."""
+    if child is None:
+        return Usage()
+    used = _usage(ctx, child.id)
+    if child.status is RunStatus.FINISHED:
+        return used
+    try:
+        cp = ctx.store.load_checkpoint(ctx.run_id)
+    except Exception:  # noqa: BLE001 - unreadable here: the pre-crash reading, as before
+        return used
+    if cp is not None and cp.restart_node == node_id and cp.anchor_reason in (AnchorReason.NODE_BOUNDARY,
+                                                                               AnchorReason.ENTRY):
+        return Usage()
+    return used
+
+
+def _child_ask(ctx: ExecContext, own: BudgetAsk, child_used: Usage | None = None) -> BudgetAsk:
+    """The child's caps: its own, each lowered to what the parent has left on that axis. A
+    reattached child's consumption (``child_used``) is already in the parent's, and the child's
+    caps are compared with its own total: it may reach that plus what the parent has left."""
     parent, used = ctx.budget.ask, ctx.budget.usage()
+    had = child_used or Usage()
 
-    def low(mine: float, cap: float, spent: float) -> float:
+    def low(mine: float, cap: float, spent: float, child_spent: float) -> float:
         if not cap:
             return mine
-        left = max(cap - spent, 1e-9)
+        left = max(cap - spent, 1e-9) + child_spent
         return min(mine, left) if mine else left
 
     return own.model_copy(update={
-        "max_cost_usd": low(own.max_cost_usd, parent.max_cost_usd, used.cost_usd),
-        "max_tokens": int(low(own.max_tokens, parent.max_tokens, used.tokens)) or own.max_tokens,
+        "max_cost_usd": low(own.max_cost_usd, parent.max_cost_usd, used.cost_usd, had.cost_usd),
+        "max_tokens": int(low(own.max_tokens, parent.max_tokens, used.tokens, had.tokens)) or own.max_tokens,
+        "max_duration_s": low(own.max_duration_s, parent.max_duration_s, used.active_duration_s,
+                              had.active_duration_s),
+        "max_parallel_branches": int(min(own.max_parallel_branches or parent.max_parallel_branches,
+                                         parent.max_parallel_branches or own.max_parallel_branches)),
     })
+
+
+def _child_sandbox(ctx: ExecContext, node_id: str) -> str | None:
+    """The child's ``--sandbox``: the parent's flag; without one, ``auto`` when the subbot node
+    itself runs sandboxed (the parent's workflow asked for it), so the child is never less confined."""
+    if ctx.options.sandbox:
+        return ctx.options.sandbox
+    if ctx.sandbox is not None and ctx.sandbox.of(node_id).active:
+        return "auto"
+    return None
+
+
+def _still_capped(ctx: ExecContext, child_id: str) -> None:
+    """A child parked by the daily cap, reattached while today's spend still reaches the cap in
+    effect (the parent died before parking on it): the parent parks on it too, instead of failing
+    the node on the child's refusal."""
+    from iterion.engine.dailycap import daily_cap, reset_text
+    from iterion.store.spend_counter import spend_counter
+
+    if _daily_cap_pause(ctx, child_id) is None:
+        return
+    cap = daily_cap(ctx.options.daily_cap_usd)
+    day = spend_counter(ctx.store).today()
+    if cap is not None and day.spent_usd >= cap:
+        raise DailyCapReached(cap, day.spent_usd, reset_text(day))
+
+
+def _inherited(ctx: ExecContext, node_id: str, path: Path) -> dict[str, Any]:
+    """What the child takes from the parent's launch (and its resumes) besides the permission
+    layers and the caps: docs/technical/subbots.md lists every option and why."""
+    from iterion.backends.script import find_script_file
+
+    opts = ctx.options
+    # the script backend's answers: the child's own file beside it, else the parent's
+    return {"backend": opts.backend, "model": opts.model, "script_file": find_script_file(path) or opts.script_file,
+            "watch": opts.watch, "sandbox": _child_sandbox(ctx, node_id), "max_daily_cost_usd": opts.daily_cap_usd}
+
+
+def _daily_cap_pause(ctx: ExecContext, child_id: str) -> DailyCapReached | None:
+    """The child parked ``paused_operator`` by the store's daily cap: the same stop for the parent."""
+    from iterion.engine.dailycap import PAUSE_REASON, paused_by_cap
+    from iterion.store import events as ev
+
+    events = ctx.store.read_events(child_id)
+    if not paused_by_cap(events):
+        return None
+    p = next(e.payload or {} for e in reversed(events) if e.type == ev.RUN_PAUSED)
+    if p.get("pause_reason") != PAUSE_REASON:
+        return None
+    return DailyCapReached(float(p.get("cap_usd") or 0.0), float(p.get("spent_today_usd") or 0.0),
+                           str(p.get("resets_at") or ""))
 
 
 def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
@@ -85,7 +165,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     child_doc = None
     if recorded is not None and ctx.store.exists(recorded):
         child_doc = ctx.store.load_run(recorded)
-    before = _usage(ctx, child_doc.id) if child_doc is not None else Usage()
+    before = _already_charged(ctx, node.id, child_doc)
     with lend_workspace(ctx.workspace):
         if child_doc is not None and child_doc.status is RunStatus.FINISHED:
             result = RunResult(run_id=child_doc.id, name=child_doc.name, status=RunStatus.FINISHED)
@@ -110,6 +190,10 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     if result_status is RunStatus.FINISHED:
         return NodeResult(_outputs(ctx, call, child_id))
     ctx.token.check()  # the parent was cancelled (and relayed it): the parent's cancel, not a failure
+    if result_status is RunStatus.PAUSED_OPERATOR:
+        capped = _daily_cap_pause(ctx, child_id)
+        if capped is not None:  # parks the parent paused_operator too; its resume continues the child
+            raise capped
     if result_status is RunStatus.PAUSED_WAITING_HUMAN and pending is not None:
         questions = {k: v for k, v in pending.items() if k not in ("interaction_id", "kind")}
         questions["subbot"] = {"child_run": child_id, "node": pending.get("node")}
@@ -204,18 +288,13 @@ def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult
         d.subbot_children = {**d.subbot_children, node.id: child_id}
 
     ctx.store.update_run(ctx.run_id, record)
-    opts = ctx.options
-    # the script backend's answers: the child's own file beside it, else the parent's
-    from iterion.backends.script import find_script_file
-
-    script_file = find_script_file(path) or opts.script_file
     try:
         with _linked(ctx.token) as token:
-            return launch_child(ctx.store, path, src, token=token, vars=values, backend=opts.backend,
-                                model=opts.model, script_file=script_file, workspace=ctx.workspace,
-                                budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), watch=opts.watch,
-                                run_id=child_id, on_budget=opts.on_budget, parent_run=ctx.run_id,
-                                parent_node=node.id)
+            return launch_child(ctx.store, path, src, token=token, vars=values, workspace=ctx.workspace,
+                                budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), run_id=child_id,
+                                on_budget=ctx.options.on_budget, parent_run=ctx.run_id, parent_node=node.id,
+                                permission_layers=list(ctx.options.permission_layers),
+                                **_inherited(ctx, node.id, path))
     except (EngineError, StoreError) as exc:
         raise NodeFailure(FailureCode.EXECUTION_FAILED, f"subbot {node.id}: the child could not start: {exc}",
                           node=node.id, details={"child_run": child_id}) from None
@@ -226,15 +305,33 @@ def _resume(ctx: ExecContext, call: NodeCall, child_id: str) -> RunResult:
 
     answers = call.answers or {}
     child = ctx.store.load_run(child_id)
-    if child.status is RunStatus.PAUSED_WAITING_HUMAN and not answers:
+    cp = ctx.store.load_checkpoint(child_id) if child.status is RunStatus.PAUSED_WAITING_HUMAN else None
+    p = cp.pending_interaction if cp is not None else None
+    recorded_layers = child.options.get("permission_layers") or []
+    # a permission question the parent's resume brought new rules for: the child re-decides under them
+    new_rules = p is not None and bool(p.questions.get("permission")) and any(
+        layer not in recorded_layers for layer in ctx.options.permission_layers)
+    if child.status is RunStatus.PAUSED_WAITING_HUMAN and not answers and not new_rules:
         # reattached without answers (the parent was taken over): ask the child's question again
-        cp = ctx.store.load_checkpoint(child_id)
-        p = cp.pending_interaction if cp is not None else None
         pending = None if p is None else {"interaction_id": p.id, "node": p.node, "kind": p.kind, **p.questions}
         return RunResult(run_id=child_id, name=child.name, status=child.status, pending=pending)
+    from iterion.budget import BudgetAsk as Ask
+    from iterion.engine.source import compile_source
+
+    if child.status is RunStatus.PAUSED_OPERATOR:
+        _still_capped(ctx, child_id)
+    recorded = child.bundle_path or child.file_path
+    path = Path(recorded) if recorded else child_source(ctx, call.node.source_path or "")
+    try:
+        own = Ask.from_ir(compile_source(path).workflow.budget)
+    except EngineError:
+        own = Ask()  # the child's resume reports its unloadable source itself
     try:
         with _linked(ctx.token) as token:
-            return resume_child(ctx.store, child_id, token=token, answers=dict(answers), watch=ctx.options.watch)
+            return resume_child(ctx.store, child_id, token=token, answers=dict(answers),
+                                budget=_child_ask(ctx, own, _usage(ctx, child_id)),
+                                parent_permission_layers=list(ctx.options.permission_layers),
+                                **_inherited(ctx, call.node.id, path))
     except (EngineError, StoreError) as exc:
         raise NodeFailure(FailureCode.EXECUTION_FAILED, f"subbot {call.node.id}: child run {child_id} could not "
                           f"be resumed: {exc}", node=call.node.id, details={"child_run": child_id}) from None
