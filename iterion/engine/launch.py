@@ -75,6 +75,7 @@ class LaunchOptions:
     sandbox: str | None = None                              # --sandbox auto|none (None: the workflow's sandbox:)
     parent_run: str | None = None                           # a subbot's child: the parent run and node
     parent_node: str | None = None
+    parent_iteration: int | None = None
     # a subbot's child: its parent's --permission* layers (launch and resumes, in order, under
     # this launch's own) and its --max-daily-cost-usd (docs/technical/subbots.md)
     permission_layers: list[dict[str, Any]] = field(default_factory=list)
@@ -206,7 +207,8 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
                           "permission_layers": layers, SANDBOX_OPTION: sandbox.summary(),
                           **({PUSH_OPTION: push.to_json()} if push is not None else {})},
                  workspace_dir=str(run_workspace), workspace_mode=mode, worktree=worktree_info,
-                 owner=OwnerInfo.this_process(), parent_run=options.parent_run, parent_node=options.parent_node)
+                 owner=OwnerInfo.this_process(), parent_run=options.parent_run, parent_node=options.parent_node,
+                 parent_iteration=options.parent_iteration)
     doc.record_sources(src.main_path, src.sources)
     # in place: wait for (or, --no-wait, refuse) another run executing here BEFORE the run exists
     ws_lock = None if wf.worktree else hold_workspace(store, workspace, run_id, wait=options.wait_workspace,

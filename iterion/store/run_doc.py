@@ -124,6 +124,9 @@ class RunDoc(VersionedModel):
     # a subbot's child run: the parent run and its subbot node (absent in older documents)
     parent_run: str | None = None
     parent_node: str | None = None
+    # the parent node's iteration that launched it: a loop's next pass launches a new child
+    # instead of reusing this one's outputs (absent in older documents: not compared)
+    parent_iteration: int | None = None
     owner: OwnerInfo | None = None
     # the run's live process groups (format 2; absent before: none recorded)
     children: list[ChildGroup] = Field(default_factory=list)

@@ -7,7 +7,8 @@ checkpoint, so a crash at any point leaves one child to reattach, never two:
 
 * no child recorded (or the recorded one ended ``failed``): launch a new child;
 * recorded but absent from the store (the crash came before its creation): launch it under that id;
-* recorded and ``finished``: its outputs are the node's (the parent died after the child ended);
+* recorded and ``finished``: its outputs are the node's (the parent died after the child ended),
+  unless it was launched for an earlier iteration of the node (a loop's next pass: a new child);
 * recorded and parked, cancelled or ``running`` with a dead owner: resume it, with the
   parent's answers.
 
@@ -157,6 +158,13 @@ def _daily_cap_pause(ctx: ExecContext, child_id: str) -> DailyCapReached | None:
                            str(p.get("resets_at") or ""))
 
 
+def _earlier_pass(child: RunDoc, iteration: int) -> bool:
+    """A finished child launched for an earlier iteration of the node (a loop came back to it).
+    A child recorded before ``parent_iteration`` existed is taken as this pass's (the old rule)."""
+    return (child.status is RunStatus.FINISHED and child.parent_iteration is not None
+            and child.parent_iteration != iteration)
+
+
 def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     from iterion.engine.workspace_guard import lend_workspace
 
@@ -165,6 +173,8 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
     child_doc = None
     if recorded is not None and ctx.store.exists(recorded):
         child_doc = ctx.store.load_run(recorded)
+        if _earlier_pass(child_doc, call.iteration):
+            recorded, child_doc = None, None  # its outputs belong to that pass; this one runs its own
     before = _already_charged(ctx, node.id, child_doc)
     with lend_workspace(ctx.workspace):
         if child_doc is not None and child_doc.status is RunStatus.FINISHED:
@@ -293,6 +303,7 @@ def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult
             return launch_child(ctx.store, path, src, token=token, vars=values, workspace=ctx.workspace,
                                 budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), run_id=child_id,
                                 on_budget=ctx.options.on_budget, parent_run=ctx.run_id, parent_node=node.id,
+                                parent_iteration=call.iteration,
                                 permission_layers=list(ctx.options.permission_layers),
                                 **_inherited(ctx, node.id, path))
     except (EngineError, StoreError) as exc:
