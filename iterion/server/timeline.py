@@ -109,6 +109,11 @@ def executions(events: list[Event]) -> list[dict[str, Any]]:
                 elif row["status"] == "paused":
                     parked[(row["node"], row["iteration"])] = row
             open_rows.clear()
+        if e.type == ev.RUN_PAUSED:
+            # the run stopped: any other execution still open (a fan-out branch the daily cap or a
+            # pause cut short) was interrupted; it re-executes on resume as a row of its own
+            for k in [k for k, r in open_rows.items() if k != key and r["status"] == "running"]:
+                open_rows.pop(k)["status"] = "interrupted"
     for row in rows:
         row.pop("_t", None)
     return rows
