@@ -48,23 +48,25 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from gitrefs.persist.killpoint import kill_point
-from iterion.store.checkpoint import Checkpoint
 from iterion.store.docstore import CorruptRun
 from iterion.store.errors import CorruptDocumentError, RunExistsError, RunNotFoundError, StaleWriteError
-from iterion.store.events import Event
 from iterion.store.fsdocs import update_with_retry
-from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
-from iterion.store.jetstream.spend import JetStreamSpendCounter
 from iterion.store.jetstream.tokens import key_token, run_id_of, run_token
-from iterion.store.run_doc import RunDoc
 from iterion.store.runindex import IndexRow, corrupt_row, row_of_doc
-from iterion.store.spend import SpendCounter
 from iterion.store.timeutil import utcnow
+
+if TYPE_CHECKING:
+    # the document models (pydantic) load on first use: listing runs needs none of them
+    from iterion.store.checkpoint import Checkpoint
+    from iterion.store.events import Event
+    from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
+    from iterion.store.run_doc import RunDoc
+    from iterion.store.spend import SpendCounter
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
@@ -139,6 +141,8 @@ class JetStreamStore:
         return self._bridge
 
     def spend_counter(self) -> SpendCounter:
+        from iterion.store.jetstream.spend import JetStreamSpendCounter
+
         return JetStreamSpendCounter(self.bridge, self.prefix)  # KV <prefix>_spend: every machine charges it
 
     def close(self) -> None:
@@ -255,6 +259,8 @@ class JetStreamStore:
         async def go() -> None:
             from nats.js.errors import KeyNotFoundError
 
+            from iterion.store.run_doc import RunDoc
+
             entry = await self._run_entry(run_token(run_id))
             if entry is None:
                 return
@@ -309,6 +315,8 @@ class JetStreamStore:
 
     async def _get_run(self, run_id: str) -> tuple[RunDoc, int]:
         from nats.js.errors import KeyNotFoundError
+
+        from iterion.store.run_doc import RunDoc
 
         try:
             entry = await self._runs.get(run_token(run_id))
@@ -365,6 +373,8 @@ class JetStreamStore:
         return update_with_retry(self, run_id, mutate, attempts=attempts)
 
     def list_runs(self) -> list[RunDoc]:
+        from iterion.store.run_doc import RunDoc
+
         return [r for r in self.list_entries() if isinstance(r, RunDoc)]
 
     def list_entries(self) -> list[RunDoc | CorruptRun]:
@@ -633,6 +643,8 @@ class JetStreamStore:
         async def go() -> Checkpoint | None:
             from nats.js.errors import KeyNotFoundError
 
+            from iterion.store.checkpoint import Checkpoint
+
             try:
                 entry = await self._ckpts.get(run_token(run_id))
             except KeyNotFoundError:
@@ -659,6 +671,8 @@ class JetStreamStore:
     # -- events ----------------------------------------------------------------------------------------
     async def _last_event(self, subject: str) -> tuple[int, int]:
         """(our seq, stream sequence) of the run's last event; (0, 0) when it has none."""
+        from iterion.store.events import Event
+
         msg = await self._last_msg(subject)
         return (0, 0) if msg is None else (Event.model_validate_json(msg.data).seq, int(msg.seq))
 
@@ -684,6 +698,8 @@ class JetStreamStore:
 
         async def go() -> Event:
             from nats.js.errors import APIError
+
+            from iterion.store.events import Event
 
             transient = TRANSIENT()
             # the tail this process last wrote or read: one round trip per event while nobody else
@@ -718,15 +734,21 @@ class JetStreamStore:
 
     # -- artifacts and attachments (iterion/store/jetstream/blobs.py) -------------------------------
     def artifacts(self, run_id: str, run_dir: Path) -> JetStreamArtifacts:
+        from iterion.store.jetstream.blobs import JetStreamArtifacts
+
         return JetStreamArtifacts(self, run_id, run_dir)
 
     def attachments(self, run_id: str, run_dir: Path) -> JetStreamAttachments:
+        from iterion.store.jetstream.blobs import JetStreamAttachments
+
         return JetStreamAttachments(self, run_id, run_dir)
 
     def last_flush_time(self, run_id: str) -> float | None:
         """When the run's last event was written (its recorded time), or None without events:
         the staleness rule works across machines without any local file."""
         async def go() -> float | None:
+            from iterion.store.events import Event
+
             msg = await self._last_msg(self._subject(run_id))
             return None if msg is None else Event.model_validate_json(msg.data).time.timestamp()
 
@@ -741,6 +763,8 @@ class JetStreamStore:
         async def go() -> list[Event]:
             from nats.errors import TimeoutError as NatsTimeout
             from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+            from iterion.store.events import Event
 
             last_seq, last_stream_seq = await self._last_event(subject)
             if last_stream_seq == 0 or last_seq <= after_seq:
