@@ -553,50 +553,46 @@ class JetStreamStore:
         it. Reading 10,000 rows as one object costs milliseconds where 10,000 messages cost most
         of a second in the client; a listing that finds more than SNAPSHOT_EVERY rows past the
         snapshot writes a new one (any listing may: each snapshot is exact as of its sequence, so
-        racing writers are all right). A snapshot that cannot be read, or of another incarnation of
-        the bucket (``created``: its stream's creation time), is ignored (all rows read)."""
-        base: dict[str, list[Any]] = {}
+        racing writers are all right), as does one that read a snapshot of an older format. The
+        format: iterion/store/jetstream/snapshot.py (one that cannot be read, or of another
+        incarnation of the bucket, ``created``: its stream's creation time, is ignored)."""
+        from iterion.store.jetstream import snapshot
+
+        rows: dict[str, IndexRow] = {}
         upto = 0
+        current = True
         if sums.messages > SNAPSHOT_EVERY:
             try:
-                import zlib
-
-                body = json.loads(zlib.decompress(bytes((await self._objects.get(SNAPSHOT)).data or b"")))
-                if body["format_version"] == 1 and body["stream"] == created and int(body["upto"]) <= sums.last_seq:
-                    base, upto = dict(body["rows"]), int(body["upto"])
-            except Exception:  # noqa: BLE001 - missing, damaged, or replaced while read: read every row
-                base, upto = {}, 0
+                data = bytes((await self._objects.get(SNAPSHOT)).data or b"")
+            except Exception:  # noqa: BLE001 - missing, or replaced while read: read every row
+                data = b""
+            got = snapshot.decode(data, stream=created, last_seq=sums.last_seq) if data else None
+            if got is not None:
+                rows, upto, current = got
         last = upto
         tail = 0
         if sums.last_seq > upto:
-            got = await self._entries("summaries", meta_only=False, count=sums.last_seq - upto if upto else sums.messages,
-                                      start_seq=upto + 1 if upto else 0)
-            for key, (seq, value) in got.items():
+            entries = await self._entries("summaries", meta_only=False,
+                                          count=sums.last_seq - upto if upto else sums.messages,
+                                          start_seq=upto + 1 if upto else 0)
+            for key, (seq, value) in entries.items():
                 last, tail = max(last, seq), tail + 1
                 try:
-                    base[key] = json.loads(value) if value else None  # type: ignore[assignment]
+                    row = snapshot.row_of(json.loads(value)) if value else None
                 except ValueError:
-                    base.pop(key, None)
-        rows: dict[str, IndexRow] = {}
-        for key, raw in base.items():
-            if raw is None:
-                continue
-            try:
-                rows[key] = IndexRow(*raw)
-            except TypeError:
-                continue
-        if tail > SNAPSHOT_EVERY and len(rows) > SNAPSHOT_EVERY:
-            import zlib
-
+                    row = None
+                if row is None:  # removed (a discarded run), or damaged: not listed
+                    rows.pop(key, None)
+                else:
+                    rows[key] = row
+        if (tail > SNAPSHOT_EVERY or not current) and len(rows) > SNAPSHOT_EVERY:
             from nats.js.api import ObjectMeta, ObjectMetaOptions
 
-            snap = {"format_version": 1, "stream": created, "upto": last, "rows": {k: list(r) for k, r in rows.items()}}
-            # compressed, in chunks under the server's 1 MiB message limit: 10,000 rows are one
-            # ~270 KB chunk (nats-py reads an object's chunks one message at a time)
+            # in chunks under the server's 1 MiB message limit: 10,000 rows are one ~200 KB chunk
+            # (nats-py reads an object's chunks one message at a time)
             meta = ObjectMeta(name=SNAPSHOT, options=ObjectMetaOptions(max_chunk_size=SNAPSHOT_CHUNK))
             try:
-                await self._objects.put(SNAPSHOT, zlib.compress(json.dumps(snap, separators=(",", ":")).encode(), 1),
-                                        meta=meta)
+                await self._objects.put(SNAPSHOT, snapshot.encode(rows, stream=created, upto=last), meta=meta)
             except Exception:  # noqa: BLE001 - a read-only user: the next listing reads the rows again
                 pass
         return rows
