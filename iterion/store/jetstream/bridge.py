@@ -95,6 +95,8 @@ class Bridge:
             raise
 
     def close(self) -> None:
+        if not self._thread.is_alive():
+            return  # closed already (a second close must not leave a coroutine never awaited)
         if self.nc is not None:
             with contextlib.suppress(Exception):  # closing a dead connection must not mask the caller's error
                 asyncio.run_coroutine_threadsafe(self.nc.close(), self._loop).result(5)

@@ -42,6 +42,7 @@ and the next read tells (CAS writes are idempotent to retry only through update_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -80,6 +81,7 @@ READ_BATCH = 256
 SNAPSHOT = "index/summaries"  # the summaries bucket as of a stream sequence (index_rows)
 SNAPSHOT_EVERY = 500  # summaries past the snapshot that make a listing write a new one
 SNAPSHOT_CHUNK = 512 * 1024
+SUMMARY_REVS_KEPT = 4096  # runs whose last summary revision a process remembers (_put_summary)
 
 
 class JetStreamStore:
@@ -108,6 +110,10 @@ class JetStreamStore:
         self._read_marks: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of the last event read
         self._logs: dict[str, JetStreamEventLog] = {}
         self._logs_lock = threading.Lock()
+        self._unmarking: set[asyncio.Future[None]] = set()  # a writer's marker purges in flight
+        # run key -> (KV revision of the summary this process last wrote, the document revision it
+        # summarises): the next summary of a newer document is one revision-checked update
+        self._summary_revs: dict[str, tuple[int, int]] = {}
         self._bridge.call(self._setup(file_storage))
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -146,6 +152,9 @@ class JetStreamStore:
         return JetStreamSpendCounter(self.bridge, self.prefix)  # KV <prefix>_spend: every machine charges it
 
     def close(self) -> None:
+        if self._unmarking:
+            with contextlib.suppress(Exception):  # (best effort: a leftover marker costs one re-read)
+                self._bridge.call(asyncio.wait(set(self._unmarking), timeout=2.0), timeout_s=3.0)
         self._bridge.close()
 
     def __enter__(self) -> Self:
@@ -179,22 +188,27 @@ class JetStreamStore:
         key = run_token(doc.id)
 
         async def go() -> None:
-            if await self._run_entry(key) is not None:
-                raise RunExistsError(f"run {doc.id} already exists")
-            claimed = await self._claim_name(doc.name, doc.id) if doc.name else None
+            marking = asyncio.ensure_future(self._mark_pending(key))  # (its round trip overlaps the read)
+            try:
+                if await self._run_entry(key) is not None:
+                    raise RunExistsError(f"run {doc.id} already exists")
+                claimed = await self._claim_name(doc.name, doc.id) if doc.name else None
+            except BaseException:
+                await self._unmark_after(key, marking)
+                raise
             doc.name = claimed or doc.name
             doc.version = 1
             doc.created_at = doc.updated_at = utcnow()
-            await self._mark_pending(key)
+            marker = await marking  # stored before the document is written
             revision = await kv_create(self._runs, key, await self._encode(doc.model_dump_json().encode()))
             if revision is None:
                 if claimed:
                     await self._release_name(claimed, doc.id)
-                await self._unmark_pending(key)
+                await self._unmark_pending(key, marker)
                 raise RunExistsError(f"run {doc.id} already exists")
             kill_point("run-index")
-            if await self._put_summary(key, row_of_doc(doc, None), revision):
-                await self._unmark_pending(key)
+            if await self._put_summary(key, row_of_doc(doc, None), revision, True):
+                self._unmark_later(key, marker)
 
         self._bridge.call(go())
         return doc
@@ -279,6 +293,7 @@ class JetStreamStore:
             await self._unmark_pending(run_token(run_id))
             self._tails.pop(run_id, None)
             self._read_marks.pop(run_id, None)
+            self._summary_revs.pop(run_token(run_id), None)
 
         self._bridge.call(go())
 
@@ -346,12 +361,17 @@ class JetStreamStore:
         async def go() -> RunDoc:
             from nats.js.errors import KeyWrongLastSequenceError
 
-            current, revision = await self._get_run(doc.id)
-            if current.version != expected_version:
-                raise StaleWriteError(doc.id, expected_version, current.version)
-            new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
             key = run_token(doc.id)
-            await self._mark_pending(key)
+            marking = asyncio.ensure_future(self._mark_pending(key))  # (its round trip overlaps the read)
+            try:
+                current, revision = await self._get_run(doc.id)
+                if current.version != expected_version:
+                    raise StaleWriteError(doc.id, expected_version, current.version)
+            except BaseException:
+                await self._unmark_after(key, marking)
+                raise
+            new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
+            marker = await marking  # stored before the document is written
             try:
                 written = await self._runs.update(key, await self._encode(new.model_dump_json().encode()),
                                                   last=revision)
@@ -362,7 +382,7 @@ class JetStreamStore:
                 raise StaleWriteError(doc.id, expected_version, latest.version) from None
             kill_point("run-index")
             if await self._put_summary(key, row_of_doc(new, None), int(written)):
-                await self._unmark_pending(key)
+                self._unmark_later(key, marker)
             return new
 
         new = self._bridge.call(go())
@@ -401,34 +421,71 @@ class JetStreamStore:
     def _pending_subject(self, key: str) -> str:
         return f"{self.prefix}.summary-pending.{key}"
 
-    async def _mark_pending(self, key: str) -> None:
-        """Before a document write: a stored marker that its summary may fall behind."""
-        await self._bridge.js.publish(self._pending_subject(key), b"", stream=self.pending_stream)
+    async def _mark_pending(self, key: str) -> int:
+        """Before a document write: a stored marker that its summary may fall behind (its stream
+        sequence returned)."""
+        ack = await self._bridge.js.publish(self._pending_subject(key), b"", stream=self.pending_stream)
+        return int(ack.seq)
 
-    async def _unmark_pending(self, key: str) -> None:
-        """After the summary write (a purge: no tombstone, so an empty stream means nothing pending)."""
+    async def _unmark_pending(self, key: str, marker: int | None = None) -> None:
+        """After the summary write (a purge: no tombstone, so an empty stream means nothing pending).
+        ``marker``: only the marker of that stream sequence (and older ones), so a purge never
+        removes the marker of a later write of the run, whenever it lands."""
         try:
-            await self._bridge.js.purge_stream(self.pending_stream, subject=self._pending_subject(key))
+            await self._bridge.js.purge_stream(self.pending_stream, subject=self._pending_subject(key),
+                                               seq=marker + 1 if marker else None)
         except Exception:  # noqa: BLE001 - a marker left behind costs the next listing one re-read
             pass
 
-    async def _put_summary(self, key: str, row: IndexRow, revision: int) -> bool:
+    def _unmark_later(self, key: str, marker: int) -> None:
+        """The writer's purge of its own marker, not waited for: a document write costs its
+        round trips, and this one may land late or never (a leftover marker costs one re-read);
+        ``marker`` bounds it (see ``_unmark_pending``). ``close`` waits for the ones in flight."""
+        task = asyncio.ensure_future(self._unmark_pending(key, marker))
+        self._unmarking.add(task)
+        task.add_done_callback(self._unmarking.discard)
+
+    async def _unmark_after(self, key: str, marking: asyncio.Future[int]) -> None:
+        """A write given up before its document: its marker, once stored, purged."""
+        try:
+            marker = await marking
+        except Exception:  # noqa: BLE001 - not stored: nothing to purge
+            return
+        self._unmark_later(key, marker)
+
+    async def _put_summary(self, key: str, row: IndexRow, revision: int, new: bool = False) -> bool:
         """The run's summary row, tagged with the revision of the document it summarises. Written
         right after the document (NATS has no two-key transaction; the pending marker published
         before the document covers a crash between the two), and only over an older row: two
         writers' (or a writer's and a repairing reader's) summaries may arrive in either order,
-        and the newer document's row must stay. False: not written (the marker stays)."""
+        and the newer document's row must stay. False: not written (the marker stays).
+
+        One round trip when this process wrote the run's last summary (``_summary_revs``), or
+        ``new`` (a run just created: no summary yet): the update expects that summary's revision
+        (the create, none), so any other write since makes the server refuse it, and the full
+        read-compare-write below decides."""
         from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
         data = json.dumps(list(row._replace(mtime_ns=revision, size=0))).encode()
         try:
+            known = self._summary_revs.get(key)
+            if (new and known is None) or (known is not None and known[1] < revision):
+                try:
+                    written = await (self._summaries.create(key, data) if known is None
+                                     else self._summaries.update(key, data, last=known[0]))
+                    self._remember_summary(key, int(written), revision)
+                    return True
+                except (KeyWrongLastSequenceError, KeyNotFoundError):
+                    pass  # written meanwhile (or a removed run's tombstone): read, compare, write
             for _ in range(APPEND_ATTEMPTS):
                 try:
                     entry = await self._summaries.get(key)
                 except KeyNotFoundError:  # (KeyDeletedError too: a purged run's marker)
                     entry = None
                 if entry is None or entry.value is None:
-                    if await kv_create(self._summaries, key, data) is not None:
+                    created = await kv_create(self._summaries, key, data)
+                    if created is not None:
+                        self._remember_summary(key, created, revision)
                         return True
                     continue
                 try:
@@ -437,13 +494,20 @@ class JetStreamStore:
                 except (ValueError, TypeError, IndexError):
                     pass  # a damaged row: replaced
                 try:
-                    await self._summaries.update(key, data, last=entry.revision)
+                    written = await self._summaries.update(key, data, last=entry.revision)
+                    self._remember_summary(key, int(written), revision)
                     return True
                 except KeyWrongLastSequenceError:
                     continue
         except Exception:  # noqa: BLE001 - the document is written; the next listing repairs the row
+            self._summary_revs.pop(key, None)
             return False
         return False
+
+    def _remember_summary(self, key: str, summary_revision: int, doc_revision: int) -> None:
+        if len(self._summary_revs) >= SUMMARY_REVS_KEPT:
+            self._summary_revs.clear()  # (a cache: forgetting costs a read, never a wrong row)
+        self._summary_revs[key] = (summary_revision, doc_revision)
 
     async def _entries(self, bucket: str, *, meta_only: bool, count: int,
                        start_seq: int = 0) -> dict[str, tuple[int, bytes]]:
