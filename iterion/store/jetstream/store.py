@@ -122,20 +122,21 @@ class JetStreamStore:
 
         storage = StorageType.FILE if file_storage else StorageType.MEMORY
         js = self._bridge.js
-        self._runs = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_runs", history=1,
-                                                              storage=storage))
-        self._ckpts = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_checkpoints", history=1,
-                                                               storage=storage, max_value_size=-1))
-        self._objects = await js.create_object_store(f"{self.prefix}_objects", storage=storage)
-        for attr, bucket in (("_names", "names"), ("_artifacts", "artifacts"), ("_attachments", "attachments"),
-                             ("_summaries", "summaries")):
-            setattr(self, attr, await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_{bucket}", history=1,
-                                                                         storage=storage)))
-        # add_stream is idempotent for an identical config (a second process opening the store)
-        await js.add_stream(StreamConfig(name=self.events_stream, subjects=[f"{self.prefix}.events.*"],
-                                         storage=storage))
-        await js.add_stream(StreamConfig(name=self.pending_stream, storage=storage, max_msgs_per_subject=1,
-                                         subjects=[f"{self.prefix}.summary-pending.*", self._checked_subject]))
+
+        def kv(bucket: str, **more: Any) -> Any:
+            return js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_{bucket}", history=1, storage=storage,
+                                                      **more))
+
+        # all at once (each is one idempotent request: a second process opening the store gets the
+        # existing ones): one round trip's wait instead of nine
+        (self._runs, self._ckpts, self._names, self._artifacts, self._attachments, self._summaries,
+         self._objects, _, _) = await asyncio.gather(
+            kv("runs"), kv("checkpoints", max_value_size=-1), kv("names"), kv("artifacts"), kv("attachments"),
+            kv("summaries"), js.create_object_store(f"{self.prefix}_objects", storage=storage),
+            js.add_stream(StreamConfig(name=self.events_stream, subjects=[f"{self.prefix}.events.*"],
+                                       storage=storage)),
+            js.add_stream(StreamConfig(name=self.pending_stream, storage=storage, max_msgs_per_subject=1,
+                                       subjects=[f"{self.prefix}.summary-pending.*", self._checked_subject])))
 
     def where(self) -> str:
         return f"the run store at {self.url} (prefix {self.prefix})"
