@@ -94,6 +94,11 @@ class Bridge:
                                             hint="check that nats-server is running with JetStream (-js)") from None
             raise
 
+    @property
+    def alive(self) -> bool:
+        """Not closed yet."""
+        return self._thread.is_alive()
+
     def close(self) -> None:
         if not self._thread.is_alive():
             return  # closed already (a second close must not leave a coroutine never awaited)

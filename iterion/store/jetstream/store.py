@@ -153,10 +153,15 @@ class JetStreamStore:
         return JetStreamSpendCounter(self.bridge, self.prefix)  # KV <prefix>_spend: every machine charges it
 
     def close(self) -> None:
-        if self._unmarking:
+        if self._unmarking and self._bridge.alive:
             with contextlib.suppress(Exception):  # (best effort: a leftover marker costs one re-read)
-                self._bridge.call(asyncio.wait(set(self._unmarking), timeout=2.0), timeout_s=3.0)
+                self._bridge.call(self._settle(), timeout_s=3.0)
         self._bridge.close()
+
+    async def _settle(self) -> None:
+        """The marker purges still in flight, waited for (on the loop: the set is the loop's)."""
+        if self._unmarking:
+            await asyncio.wait(set(self._unmarking), timeout=2.0)
 
     def __enter__(self) -> Self:
         return self
