@@ -81,3 +81,39 @@ def test_concurrent_writers_leave_the_newest_documents_row(stores: list[JetStrea
     row = _summary(b, rid)
     assert (row[2], row[9]) == (doc.status.value, doc.version)
     assert [(r.id, r.status, r.version) for r in b.index_rows()] == [(rid, doc.status.value, doc.version)]
+
+
+_WRITER_NEVER_CLOSING = """
+import sys
+from iterion.store import RunDoc, RunStatus
+from iterion.store.jetstream import JetStreamStore
+import asyncio
+store = JetStreamStore(sys.argv[1], prefix=sys.argv[2])  # never closed, as the commands leave it
+real = store._unmark_pending
+async def slow(key, marker=None):  # a purge still in flight when the process ends
+    await asyncio.sleep(0.5)
+    await real(key, marker)
+store._unmark_pending = slow
+store.create_run(RunDoc(id=sys.argv[3], name="exits", workflow_name="a", workspace_dir="/w"))
+store.update_run(sys.argv[3], lambda d: d.set_status(RunStatus.RUNNING))
+"""
+
+
+def test_a_process_exiting_without_close_leaves_no_marker(stores: list[JetStreamStore],
+                                                          nats_server: NatsServer) -> None:
+    """The commands never close their store; the purge of their last write's marker, sent
+    without waiting, is still waited for at exit (else every command would leave the next
+    listing a repair to make)."""
+    import subprocess
+    import sys
+
+    from tests.storeconf.conftest import REPO
+
+    store = stores[0]
+    rid = new_id()
+    proc = subprocess.run([sys.executable, "-c", _WRITER_NEVER_CLOSING, nats_server.url, store.prefix, rid],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert _markers(store) == {}
+    row = _summary(store, rid)
+    assert (row[2], row[9]) == ("running", 2)

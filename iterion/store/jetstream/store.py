@@ -42,11 +42,13 @@ and the next read tells (CAS writes are idempotent to retry only through update_
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -115,6 +117,18 @@ class JetStreamStore:
         # run key -> (KV revision of the summary this process last wrote, the document revision it
         # summarises): the next summary of a newer document is one revision-checked update
         self._summary_revs: dict[str, tuple[int, int]] = {}
+        # the commands never close their store: at exit, the purges still in flight are sent and
+        # waited for, or each command's last write would leave its marker for the next listing
+        # (a weak reference: registering keeps no store alive)
+        ref = weakref.ref(self)
+
+        def at_exit() -> None:
+            store = ref()
+            if store is not None:
+                store.close()
+
+        self._at_exit = at_exit  # (its own function: atexit.unregister removes every registration of one)
+        atexit.register(at_exit)
         self._bridge.call(self._setup(file_storage))
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -154,6 +168,7 @@ class JetStreamStore:
         return JetStreamSpendCounter(self.bridge, self.prefix)  # KV <prefix>_spend: every machine charges it
 
     def close(self) -> None:
+        atexit.unregister(self._at_exit)
         if self._unmarking and self._bridge.alive:
             with contextlib.suppress(Exception):  # (best effort: a leftover marker costs one re-read)
                 self._bridge.call(self._settle(), timeout_s=3.0)
