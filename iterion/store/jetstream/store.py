@@ -119,13 +119,14 @@ class JetStreamStore:
         self._summary_revs: dict[str, tuple[int, int]] = {}
         # the commands never close their store: at exit, the purges still in flight are sent and
         # waited for, or each command's last write would leave its marker for the next listing
-        # (a weak reference: registering keeps no store alive)
+        # (only those: the connection is left as it always was; a weak reference: registering
+        # keeps no store alive)
         ref = weakref.ref(self)
 
         def at_exit() -> None:
             store = ref()
             if store is not None:
-                store.close()
+                store._wait_unmarking()
 
         self._at_exit = at_exit  # (its own function: atexit.unregister removes every registration of one)
         atexit.register(at_exit)
@@ -169,10 +170,13 @@ class JetStreamStore:
 
     def close(self) -> None:
         atexit.unregister(self._at_exit)
+        self._wait_unmarking()
+        self._bridge.close()
+
+    def _wait_unmarking(self) -> None:
         if self._unmarking and self._bridge.alive:
             with contextlib.suppress(Exception):  # (best effort: a leftover marker costs one re-read)
                 self._bridge.call(self._settle(), timeout_s=3.0)
-        self._bridge.close()
 
     async def _settle(self) -> None:
         """The marker purges still in flight, waited for (on the loop: the set is the loop's)."""
