@@ -605,22 +605,28 @@ class JetStreamStore:
         return row._replace(mtime_ns=rev, size=0)
 
     def index_rows(self) -> list[IndexRow]:
-        """Every run's summary row, from the summaries bucket alone: three stream-info calls and
-        one batched read. Repaired first: every run with a pending marker (a writer killed
+        """Every run's summary row, from the summaries bucket alone: three stream-info calls (at
+        once) and one batched read. Repaired first: every run with a pending marker (a writer killed
         between its document and its summary). Documents with no summary at all, or newer than
         every summary (written by an iterion before the index, which writes no marker), make the
         listing compare every summary with its document's revision once (the documents' revisions
         only: headers, no values) and record that it did (``<prefix>.summary-checked``)."""
         async def go() -> list[IndexRow]:
             js = self._bridge.js
-            pending = await js.stream_info(self.pending_stream, subjects_filter=f"{self.prefix}.summary-pending.*")
+
+            def states() -> Any:
+                return asyncio.gather(js.stream_info(f"KV_{self.prefix}_runs"),
+                                      js.stream_info(f"KV_{self.prefix}_summaries"))
+
+            # the three asked at once (one round trip's wait); a repair writes summaries: asked again
+            pending, (runs_info, sums_info) = await asyncio.gather(
+                js.stream_info(self.pending_stream, subjects_filter=f"{self.prefix}.summary-pending.*"), states())
             if pending.state.subjects:
                 await self._repair_pending(list(pending.state.subjects))
-            runs = (await js.stream_info(f"KV_{self.prefix}_runs")).state
-            sums_info = await js.stream_info(f"KV_{self.prefix}_summaries")
-            sums = sums_info.state
+                runs_info, sums_info = await states()
+            runs, sums = runs_info.state, sums_info.state
             # unchanged streams (no write since the last listing: same last sequences) give the
-            # same rows: a long-lived reader (the server) pays three stream-info calls
+            # same rows: a long-lived reader (the server) pays three stream-info calls (one round trip)
             stamp = (runs.last_seq, sums.last_seq)
             if self._rows_cache is not None and self._rows_cache[0] == stamp:
                 return self._rows_cache[1]
