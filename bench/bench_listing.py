@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--nats", action="store_true", help="also a JetStream store on a real nats-server")
     ap.add_argument("--reps", type=int, default=7)
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]  # (a shared machine: the figures mean little without it)
     results: dict[tuple[str, int], dict[str, float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="bench-listing-"))
     try:
@@ -180,7 +181,8 @@ def main() -> None:
                 files = results[("files", top_n)][m]
                 goal = f"<= 2x files ({results[(kind, top_n)][m] / files:.2f}x)"
             print(f"{kind:<10} {label:<28} " + " ".join(f"{c:>14}" for c in cells) + f"   {goal}")
-    print("\n(ms, median; each cell: the figure and its ratio to the first size)")
+    print(f"\n(ms, median; each cell: the figure and its ratio to the first size; "
+          f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after)")
 
 
 if __name__ == "__main__":

@@ -195,11 +195,11 @@ def plain_validate(argv: Sequence[str]) -> tuple[list[str], bool] | None:
 
 # `inspect`'s options answered without typer: flags, and options taking one value
 _INSPECT_FLAGS = {"--json": "as_json", "--all": "show_all", "--events": "events"}
-_INSPECT_VALUES = {"--run-id": "run_id", "--store-dir": "store_dir"}
+_INSPECT_VALUES = {"--run-id": "run_id", "--store-dir": "store_dir", "--nats": "nats"}
 
 
 def plain_inspect(argv: Sequence[str]) -> dict[str, object] | None:
-    """``iterion inspect [--run-id ID] [--events] [--all] [--store-dir DIR] [--json]`` as typer
+    """``iterion inspect [--run-id ID] [--events] [--all] [--store-dir DIR] [--nats URL] [--json]`` as typer
     parses it: the keyword arguments of ``cli.inspect_cmd.inspect_cmd`` (a directory as a Path), or
     None for any other command line (typer parses it).
 

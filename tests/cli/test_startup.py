@@ -300,7 +300,7 @@ def test_plain_inspect_prints_and_exits_as_typers_inspect(tmp_path: Path) -> Non
         assert ran.returncode in (0, 4), ran.stderr
     rid = sorted((tmp_path / "store" / "runs").iterdir())[0].name
     lines = [[], ["--all", "--json"], ["--run-id", rid], ["--run-id", rid[:6], "--events", "--json"], ["--events"],
-             ["--run-id", "nosuch"]]
+             ["--run-id", "nosuch"], ["--nats", "off"], ["--nats", "http://not-nats"]]
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO_ROOT)}
     codes = set()
     for args in lines:
@@ -324,10 +324,12 @@ def test_other_inspect_command_lines_go_to_typer(monkeypatch: pytest.MonkeyPatch
     assert plain_inspect(["inspect"]) == {}
     assert plain_inspect(["inspect", "--json", "--store-dir", "s", "--run-id", "r", "--events", "--all"]) == {
         "as_json": True, "store_dir": Path("s"), "run_id": "r", "events": True, "show_all": True}
+    assert plain_inspect(["inspect", "--nats", "nats://h:4222"]) == {"nats": "nats://h:4222"}
     for argv in (["inspect", "--limit", "2"], ["inspect", "--json", "--json"], ["inspect", "--run-id"],
                  ["inspect", "--run-id", "--json"], ["inspect", "--store-dir="], ["inspect", "--store-dir=s"],
                  ["inspect", "--store-dir", ""], ["inspect", "-h"], ["inspect", "--help"], ["inspect", "x"],
-                 ["inspect", "--run-id", "a", "--run-id", "b"], ["inspect", "--follow"], ["validate", "a.bot"], []):
+                 ["inspect", "--run-id", "a", "--run-id", "b"], ["inspect", "--follow"],
+                 ["inspect", "--nats"], ["inspect", "--nats", ""], ["inspect", "--nats=off"], ["validate", "a.bot"], []):
         assert plain_inspect(argv) is None, argv
     monkeypatch.setenv("_ITERION_COMPLETE", "complete_bash")
     assert plain_inspect(["inspect"]) is None

@@ -72,3 +72,39 @@ def test_printed_commands_name_the_shared_store(nats_server: NatsServer, tmp_pat
         assert store_args(store) == ["--store-dir", str(tmp_path / "s")]
     finally:
         store.close()
+
+
+def test_inspect_on_jetstream_loads_no_document_model(nats_server: NatsServer, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run list on JetStream reads summaries only: neither typer's pydantic coercion (--nats is
+    answered by cli/startup.py plain_inspect) nor the document models load; its output is typer's."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from iterion.store import RunDoc, new_id
+    from tests.cli.test_startup import _TYPER_ONLY, _modules_after
+    from tests.conftest import REPO_ROOT
+
+    monkeypatch.delenv("ITERION_NATS_URL", raising=False)
+    monkeypatch.setenv("ITERION_NATS_PREFIX", "opener3")
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO_ROOT)}
+    store = open_store(tmp_path / "s", nats=nats_server.url, cwd=tmp_path, prefix="opener3")
+    try:
+        rid = store.create_run(RunDoc(id=new_id(), name="listed", workflow_name="wf", workspace_dir="/w")).id
+    finally:
+        store.close()
+    argv = ["iterion", "inspect", "--nats", nats_server.url, "--store-dir", str(tmp_path / "s")]
+    outs = []
+    for code in ("from cli.main import main\nmain()", _TYPER_ONLY):
+        proc = subprocess.run([sys.executable, "-c", f"import sys\nsys.argv = {[*argv, '--json']!r}\n{code}"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        outs.append([{**r, "age": None} for r in json.loads(proc.stdout)])  # (two processes a second apart)
+    assert outs[0] == outs[1] and [r["id"] for r in outs[0]] == [rid]
+    modules = _modules_after("from cli.main import main\nmain()", argv[1:], cwd=tmp_path)
+    assert "nats" in modules and "cli.inspect_cmd" in modules
+    for heavy in ("pydantic", "iterion.store.run_doc", "iterion.store.checkpoint", "iterion.store.events",
+                  "iterion.budget"):
+        assert heavy not in modules, heavy

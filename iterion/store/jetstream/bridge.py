@@ -94,7 +94,14 @@ class Bridge:
                                             hint="check that nats-server is running with JetStream (-js)") from None
             raise
 
+    @property
+    def alive(self) -> bool:
+        """Not closed yet."""
+        return self._thread.is_alive()
+
     def close(self) -> None:
+        if not self._thread.is_alive():
+            return  # closed already (a second close must not leave a coroutine never awaited)
         if self.nc is not None:
             with contextlib.suppress(Exception):  # closing a dead connection must not mask the caller's error
                 asyncio.run_coroutine_threadsafe(self.nc.close(), self._loop).result(5)

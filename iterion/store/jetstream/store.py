@@ -42,29 +42,34 @@ and the next read tells (CAS writes are idempotent to retry only through update_
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import json
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from gitrefs.persist.killpoint import kill_point
-from iterion.store.checkpoint import Checkpoint
 from iterion.store.docstore import CorruptRun
 from iterion.store.errors import CorruptDocumentError, RunExistsError, RunNotFoundError, StaleWriteError
-from iterion.store.events import Event
 from iterion.store.fsdocs import update_with_retry
-from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
 from iterion.store.jetstream.bridge import TRANSIENT, Bridge
 from iterion.store.jetstream.kvcreate import kv_create
-from iterion.store.jetstream.spend import JetStreamSpendCounter
 from iterion.store.jetstream.tokens import key_token, run_id_of, run_token
-from iterion.store.run_doc import RunDoc
 from iterion.store.runindex import IndexRow, corrupt_row, row_of_doc
-from iterion.store.spend import SpendCounter
 from iterion.store.timeutil import utcnow
+
+if TYPE_CHECKING:
+    # the document models (pydantic) load on first use: listing runs needs none of them
+    from iterion.store.checkpoint import Checkpoint
+    from iterion.store.events import Event
+    from iterion.store.jetstream.blobs import JetStreamArtifacts, JetStreamAttachments
+    from iterion.store.run_doc import RunDoc
+    from iterion.store.spend import SpendCounter
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
@@ -76,8 +81,10 @@ INLINE_LIMIT = 512 * 1024
 _OBJECT_KEY = "$object"
 READ_BATCH = 256
 SNAPSHOT = "index/summaries"  # the summaries bucket as of a stream sequence (index_rows)
-SNAPSHOT_EVERY = 500  # summaries past the snapshot that make a listing write a new one
+SNAPSHOT_EVERY = 200  # summaries past the snapshot that make a listing write a new one (each read past it
+# costs a listing ~0.1 ms; a rewrite at 10,000 runs ~30 ms, paid by the listing that makes it)
 SNAPSHOT_CHUNK = 512 * 1024
+SUMMARY_REVS_KEPT = 4096  # runs whose last summary revision a process remembers (_put_summary)
 
 
 class JetStreamStore:
@@ -106,6 +113,23 @@ class JetStreamStore:
         self._read_marks: dict[str, tuple[int, int]] = {}  # run -> (seq, stream seq) of the last event read
         self._logs: dict[str, JetStreamEventLog] = {}
         self._logs_lock = threading.Lock()
+        self._unmarking: set[asyncio.Future[None]] = set()  # a writer's marker purges in flight
+        # run key -> (KV revision of the summary this process last wrote, the document revision it
+        # summarises): the next summary of a newer document is one revision-checked update
+        self._summary_revs: dict[str, tuple[int, int]] = {}
+        # the commands never close their store: at exit, the purges still in flight are sent and
+        # waited for, or each command's last write would leave its marker for the next listing
+        # (only those: the connection is left as it always was; a weak reference: registering
+        # keeps no store alive)
+        ref = weakref.ref(self)
+
+        def at_exit() -> None:
+            store = ref()
+            if store is not None:
+                store._wait_unmarking()
+
+        self._at_exit = at_exit  # (its own function: atexit.unregister removes every registration of one)
+        atexit.register(at_exit)
         self._bridge.call(self._setup(file_storage))
 
     # -- set-up ------------------------------------------------------------------------------------
@@ -114,20 +138,21 @@ class JetStreamStore:
 
         storage = StorageType.FILE if file_storage else StorageType.MEMORY
         js = self._bridge.js
-        self._runs = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_runs", history=1,
-                                                              storage=storage))
-        self._ckpts = await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_checkpoints", history=1,
-                                                               storage=storage, max_value_size=-1))
-        self._objects = await js.create_object_store(f"{self.prefix}_objects", storage=storage)
-        for attr, bucket in (("_names", "names"), ("_artifacts", "artifacts"), ("_attachments", "attachments"),
-                             ("_summaries", "summaries")):
-            setattr(self, attr, await js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_{bucket}", history=1,
-                                                                         storage=storage)))
-        # add_stream is idempotent for an identical config (a second process opening the store)
-        await js.add_stream(StreamConfig(name=self.events_stream, subjects=[f"{self.prefix}.events.*"],
-                                         storage=storage))
-        await js.add_stream(StreamConfig(name=self.pending_stream, storage=storage, max_msgs_per_subject=1,
-                                         subjects=[f"{self.prefix}.summary-pending.*", self._checked_subject]))
+
+        def kv(bucket: str, **more: Any) -> Any:
+            return js.create_key_value(KeyValueConfig(bucket=f"{self.prefix}_{bucket}", history=1, storage=storage,
+                                                      **more))
+
+        # all at once (each is one idempotent request: a second process opening the store gets the
+        # existing ones): one round trip's wait instead of nine
+        (self._runs, self._ckpts, self._names, self._artifacts, self._attachments, self._summaries,
+         self._objects, _, _) = await asyncio.gather(
+            kv("runs"), kv("checkpoints", max_value_size=-1), kv("names"), kv("artifacts"), kv("attachments"),
+            kv("summaries"), js.create_object_store(f"{self.prefix}_objects", storage=storage),
+            js.add_stream(StreamConfig(name=self.events_stream, subjects=[f"{self.prefix}.events.*"],
+                                       storage=storage)),
+            js.add_stream(StreamConfig(name=self.pending_stream, storage=storage, max_msgs_per_subject=1,
+                                       subjects=[f"{self.prefix}.summary-pending.*", self._checked_subject])))
 
     def where(self) -> str:
         return f"the run store at {self.url} (prefix {self.prefix})"
@@ -139,10 +164,24 @@ class JetStreamStore:
         return self._bridge
 
     def spend_counter(self) -> SpendCounter:
+        from iterion.store.jetstream.spend import JetStreamSpendCounter
+
         return JetStreamSpendCounter(self.bridge, self.prefix)  # KV <prefix>_spend: every machine charges it
 
     def close(self) -> None:
+        atexit.unregister(self._at_exit)
+        self._wait_unmarking()
         self._bridge.close()
+
+    def _wait_unmarking(self) -> None:
+        if self._unmarking and self._bridge.alive:
+            with contextlib.suppress(Exception):  # (best effort: a leftover marker costs one re-read)
+                self._bridge.call(self._settle(), timeout_s=3.0)
+
+    async def _settle(self) -> None:
+        """The marker purges still in flight, waited for (on the loop: the set is the loop's)."""
+        if self._unmarking:
+            await asyncio.wait(set(self._unmarking), timeout=2.0)
 
     def __enter__(self) -> Self:
         return self
@@ -175,22 +214,27 @@ class JetStreamStore:
         key = run_token(doc.id)
 
         async def go() -> None:
-            if await self._run_entry(key) is not None:
-                raise RunExistsError(f"run {doc.id} already exists")
-            claimed = await self._claim_name(doc.name, doc.id) if doc.name else None
+            marking = asyncio.ensure_future(self._mark_pending(key))  # (its round trip overlaps the read)
+            try:
+                if await self._run_entry(key) is not None:
+                    raise RunExistsError(f"run {doc.id} already exists")
+                claimed = await self._claim_name(doc.name, doc.id) if doc.name else None
+            except BaseException:
+                await self._unmark_after(key, marking)
+                raise
             doc.name = claimed or doc.name
             doc.version = 1
             doc.created_at = doc.updated_at = utcnow()
-            await self._mark_pending(key)
+            marker = await marking  # stored before the document is written
             revision = await kv_create(self._runs, key, await self._encode(doc.model_dump_json().encode()))
             if revision is None:
                 if claimed:
                     await self._release_name(claimed, doc.id)
-                await self._unmark_pending(key)
+                await self._unmark_pending(key, marker)
                 raise RunExistsError(f"run {doc.id} already exists")
             kill_point("run-index")
-            if await self._put_summary(key, row_of_doc(doc, None), revision):
-                await self._unmark_pending(key)
+            if await self._put_summary(key, row_of_doc(doc, None), revision, True):
+                self._unmark_later(key, marker)
 
         self._bridge.call(go())
         return doc
@@ -255,6 +299,8 @@ class JetStreamStore:
         async def go() -> None:
             from nats.js.errors import KeyNotFoundError
 
+            from iterion.store.run_doc import RunDoc
+
             entry = await self._run_entry(run_token(run_id))
             if entry is None:
                 return
@@ -273,6 +319,7 @@ class JetStreamStore:
             await self._unmark_pending(run_token(run_id))
             self._tails.pop(run_id, None)
             self._read_marks.pop(run_id, None)
+            self._summary_revs.pop(run_token(run_id), None)
 
         self._bridge.call(go())
 
@@ -310,6 +357,8 @@ class JetStreamStore:
     async def _get_run(self, run_id: str) -> tuple[RunDoc, int]:
         from nats.js.errors import KeyNotFoundError
 
+        from iterion.store.run_doc import RunDoc
+
         try:
             entry = await self._runs.get(run_token(run_id))
         except KeyNotFoundError:  # KeyDeletedError derives from it
@@ -338,12 +387,17 @@ class JetStreamStore:
         async def go() -> RunDoc:
             from nats.js.errors import KeyWrongLastSequenceError
 
-            current, revision = await self._get_run(doc.id)
-            if current.version != expected_version:
-                raise StaleWriteError(doc.id, expected_version, current.version)
-            new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
             key = run_token(doc.id)
-            await self._mark_pending(key)
+            marking = asyncio.ensure_future(self._mark_pending(key))  # (its round trip overlaps the read)
+            try:
+                current, revision = await self._get_run(doc.id)
+                if current.version != expected_version:
+                    raise StaleWriteError(doc.id, expected_version, current.version)
+            except BaseException:
+                await self._unmark_after(key, marking)
+                raise
+            new = doc.model_copy(update={"version": expected_version + 1, "updated_at": utcnow()})
+            marker = await marking  # stored before the document is written
             try:
                 written = await self._runs.update(key, await self._encode(new.model_dump_json().encode()),
                                                   last=revision)
@@ -354,7 +408,7 @@ class JetStreamStore:
                 raise StaleWriteError(doc.id, expected_version, latest.version) from None
             kill_point("run-index")
             if await self._put_summary(key, row_of_doc(new, None), int(written)):
-                await self._unmark_pending(key)
+                self._unmark_later(key, marker)
             return new
 
         new = self._bridge.call(go())
@@ -365,6 +419,8 @@ class JetStreamStore:
         return update_with_retry(self, run_id, mutate, attempts=attempts)
 
     def list_runs(self) -> list[RunDoc]:
+        from iterion.store.run_doc import RunDoc
+
         return [r for r in self.list_entries() if isinstance(r, RunDoc)]
 
     def list_entries(self) -> list[RunDoc | CorruptRun]:
@@ -391,34 +447,71 @@ class JetStreamStore:
     def _pending_subject(self, key: str) -> str:
         return f"{self.prefix}.summary-pending.{key}"
 
-    async def _mark_pending(self, key: str) -> None:
-        """Before a document write: a stored marker that its summary may fall behind."""
-        await self._bridge.js.publish(self._pending_subject(key), b"", stream=self.pending_stream)
+    async def _mark_pending(self, key: str) -> int:
+        """Before a document write: a stored marker that its summary may fall behind (its stream
+        sequence returned)."""
+        ack = await self._bridge.js.publish(self._pending_subject(key), b"", stream=self.pending_stream)
+        return int(ack.seq)
 
-    async def _unmark_pending(self, key: str) -> None:
-        """After the summary write (a purge: no tombstone, so an empty stream means nothing pending)."""
+    async def _unmark_pending(self, key: str, marker: int | None = None) -> None:
+        """After the summary write (a purge: no tombstone, so an empty stream means nothing pending).
+        ``marker``: only the marker of that stream sequence (and older ones), so a purge never
+        removes the marker of a later write of the run, whenever it lands."""
         try:
-            await self._bridge.js.purge_stream(self.pending_stream, subject=self._pending_subject(key))
+            await self._bridge.js.purge_stream(self.pending_stream, subject=self._pending_subject(key),
+                                               seq=marker + 1 if marker else None)
         except Exception:  # noqa: BLE001 - a marker left behind costs the next listing one re-read
             pass
 
-    async def _put_summary(self, key: str, row: IndexRow, revision: int) -> bool:
+    def _unmark_later(self, key: str, marker: int) -> None:
+        """The writer's purge of its own marker, not waited for: a document write costs its
+        round trips, and this one may land late or never (a leftover marker costs one re-read);
+        ``marker`` bounds it (see ``_unmark_pending``). ``close`` waits for the ones in flight."""
+        task = asyncio.ensure_future(self._unmark_pending(key, marker))
+        self._unmarking.add(task)
+        task.add_done_callback(self._unmarking.discard)
+
+    async def _unmark_after(self, key: str, marking: asyncio.Future[int]) -> None:
+        """A write given up before its document: its marker, once stored, purged."""
+        try:
+            marker = await marking
+        except Exception:  # noqa: BLE001 - not stored: nothing to purge
+            return
+        self._unmark_later(key, marker)
+
+    async def _put_summary(self, key: str, row: IndexRow, revision: int, new: bool = False) -> bool:
         """The run's summary row, tagged with the revision of the document it summarises. Written
         right after the document (NATS has no two-key transaction; the pending marker published
         before the document covers a crash between the two), and only over an older row: two
         writers' (or a writer's and a repairing reader's) summaries may arrive in either order,
-        and the newer document's row must stay. False: not written (the marker stays)."""
+        and the newer document's row must stay. False: not written (the marker stays).
+
+        One round trip when this process wrote the run's last summary (``_summary_revs``), or
+        ``new`` (a run just created: no summary yet): the update expects that summary's revision
+        (the create, none), so any other write since makes the server refuse it, and the full
+        read-compare-write below decides."""
         from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
         data = json.dumps(list(row._replace(mtime_ns=revision, size=0))).encode()
         try:
+            known = self._summary_revs.get(key)
+            if (new and known is None) or (known is not None and known[1] < revision):
+                try:
+                    written = await (self._summaries.create(key, data) if known is None
+                                     else self._summaries.update(key, data, last=known[0]))
+                    self._remember_summary(key, int(written), revision)
+                    return True
+                except (KeyWrongLastSequenceError, KeyNotFoundError):
+                    pass  # written meanwhile (or a removed run's tombstone): read, compare, write
             for _ in range(APPEND_ATTEMPTS):
                 try:
                     entry = await self._summaries.get(key)
                 except KeyNotFoundError:  # (KeyDeletedError too: a purged run's marker)
                     entry = None
                 if entry is None or entry.value is None:
-                    if await kv_create(self._summaries, key, data) is not None:
+                    created = await kv_create(self._summaries, key, data)
+                    if created is not None:
+                        self._remember_summary(key, created, revision)
                         return True
                     continue
                 try:
@@ -427,13 +520,20 @@ class JetStreamStore:
                 except (ValueError, TypeError, IndexError):
                     pass  # a damaged row: replaced
                 try:
-                    await self._summaries.update(key, data, last=entry.revision)
+                    written = await self._summaries.update(key, data, last=entry.revision)
+                    self._remember_summary(key, int(written), revision)
                     return True
                 except KeyWrongLastSequenceError:
                     continue
         except Exception:  # noqa: BLE001 - the document is written; the next listing repairs the row
+            self._summary_revs.pop(key, None)
             return False
         return False
+
+    def _remember_summary(self, key: str, summary_revision: int, doc_revision: int) -> None:
+        if len(self._summary_revs) >= SUMMARY_REVS_KEPT:
+            self._summary_revs.clear()  # (a cache: forgetting costs a read, never a wrong row)
+        self._summary_revs[key] = (summary_revision, doc_revision)
 
     async def _entries(self, bucket: str, *, meta_only: bool, count: int,
                        start_seq: int = 0) -> dict[str, tuple[int, bytes]]:
@@ -505,22 +605,28 @@ class JetStreamStore:
         return row._replace(mtime_ns=rev, size=0)
 
     def index_rows(self) -> list[IndexRow]:
-        """Every run's summary row, from the summaries bucket alone: three stream-info calls and
-        one batched read. Repaired first: every run with a pending marker (a writer killed
+        """Every run's summary row, from the summaries bucket alone: three stream-info calls (at
+        once) and one batched read. Repaired first: every run with a pending marker (a writer killed
         between its document and its summary). Documents with no summary at all, or newer than
         every summary (written by an iterion before the index, which writes no marker), make the
         listing compare every summary with its document's revision once (the documents' revisions
         only: headers, no values) and record that it did (``<prefix>.summary-checked``)."""
         async def go() -> list[IndexRow]:
             js = self._bridge.js
-            pending = await js.stream_info(self.pending_stream, subjects_filter=f"{self.prefix}.summary-pending.*")
+
+            def states() -> Any:
+                return asyncio.gather(js.stream_info(f"KV_{self.prefix}_runs"),
+                                      js.stream_info(f"KV_{self.prefix}_summaries"))
+
+            # the three asked at once (one round trip's wait); a repair writes summaries: asked again
+            pending, (runs_info, sums_info) = await asyncio.gather(
+                js.stream_info(self.pending_stream, subjects_filter=f"{self.prefix}.summary-pending.*"), states())
             if pending.state.subjects:
                 await self._repair_pending(list(pending.state.subjects))
-            runs = (await js.stream_info(f"KV_{self.prefix}_runs")).state
-            sums_info = await js.stream_info(f"KV_{self.prefix}_summaries")
-            sums = sums_info.state
+                runs_info, sums_info = await states()
+            runs, sums = runs_info.state, sums_info.state
             # unchanged streams (no write since the last listing: same last sequences) give the
-            # same rows: a long-lived reader (the server) pays three stream-info calls
+            # same rows: a long-lived reader (the server) pays three stream-info calls (one round trip)
             stamp = (runs.last_seq, sums.last_seq)
             if self._rows_cache is not None and self._rows_cache[0] == stamp:
                 return self._rows_cache[1]
@@ -543,50 +649,46 @@ class JetStreamStore:
         it. Reading 10,000 rows as one object costs milliseconds where 10,000 messages cost most
         of a second in the client; a listing that finds more than SNAPSHOT_EVERY rows past the
         snapshot writes a new one (any listing may: each snapshot is exact as of its sequence, so
-        racing writers are all right). A snapshot that cannot be read, or of another incarnation of
-        the bucket (``created``: its stream's creation time), is ignored (all rows read)."""
-        base: dict[str, list[Any]] = {}
+        racing writers are all right), as does one that read a snapshot of an older format. The
+        format: iterion/store/jetstream/snapshot.py (one that cannot be read, or of another
+        incarnation of the bucket, ``created``: its stream's creation time, is ignored)."""
+        from iterion.store.jetstream import snapshot
+
+        rows: dict[str, IndexRow] = {}
         upto = 0
+        current = True
         if sums.messages > SNAPSHOT_EVERY:
             try:
-                import zlib
-
-                body = json.loads(zlib.decompress(bytes((await self._objects.get(SNAPSHOT)).data or b"")))
-                if body["format_version"] == 1 and body["stream"] == created and int(body["upto"]) <= sums.last_seq:
-                    base, upto = dict(body["rows"]), int(body["upto"])
-            except Exception:  # noqa: BLE001 - missing, damaged, or replaced while read: read every row
-                base, upto = {}, 0
+                data = bytes((await self._objects.get(SNAPSHOT)).data or b"")
+            except Exception:  # noqa: BLE001 - missing, or replaced while read: read every row
+                data = b""
+            got = snapshot.decode(data, stream=created, last_seq=sums.last_seq) if data else None
+            if got is not None:
+                rows, upto, current = got
         last = upto
         tail = 0
         if sums.last_seq > upto:
-            got = await self._entries("summaries", meta_only=False, count=sums.last_seq - upto if upto else sums.messages,
-                                      start_seq=upto + 1 if upto else 0)
-            for key, (seq, value) in got.items():
+            entries = await self._entries("summaries", meta_only=False,
+                                          count=sums.last_seq - upto if upto else sums.messages,
+                                          start_seq=upto + 1 if upto else 0)
+            for key, (seq, value) in entries.items():
                 last, tail = max(last, seq), tail + 1
                 try:
-                    base[key] = json.loads(value) if value else None  # type: ignore[assignment]
+                    row = snapshot.row_of(json.loads(value)) if value else None
                 except ValueError:
-                    base.pop(key, None)
-        rows: dict[str, IndexRow] = {}
-        for key, raw in base.items():
-            if raw is None:
-                continue
-            try:
-                rows[key] = IndexRow(*raw)
-            except TypeError:
-                continue
-        if tail > SNAPSHOT_EVERY and len(rows) > SNAPSHOT_EVERY:
-            import zlib
-
+                    row = None
+                if row is None:  # removed (a discarded run), or damaged: not listed
+                    rows.pop(key, None)
+                else:
+                    rows[key] = row
+        if (tail > SNAPSHOT_EVERY or not current) and len(rows) > SNAPSHOT_EVERY:
             from nats.js.api import ObjectMeta, ObjectMetaOptions
 
-            snap = {"format_version": 1, "stream": created, "upto": last, "rows": {k: list(r) for k, r in rows.items()}}
-            # compressed, in chunks under the server's 1 MiB message limit: 10,000 rows are one
-            # ~270 KB chunk (nats-py reads an object's chunks one message at a time)
+            # in chunks under the server's 1 MiB message limit: 10,000 rows are one ~200 KB chunk
+            # (nats-py reads an object's chunks one message at a time)
             meta = ObjectMeta(name=SNAPSHOT, options=ObjectMetaOptions(max_chunk_size=SNAPSHOT_CHUNK))
             try:
-                await self._objects.put(SNAPSHOT, zlib.compress(json.dumps(snap, separators=(",", ":")).encode(), 1),
-                                        meta=meta)
+                await self._objects.put(SNAPSHOT, snapshot.encode(rows, stream=created, upto=last), meta=meta)
             except Exception:  # noqa: BLE001 - a read-only user: the next listing reads the rows again
                 pass
         return rows
@@ -633,6 +735,8 @@ class JetStreamStore:
         async def go() -> Checkpoint | None:
             from nats.js.errors import KeyNotFoundError
 
+            from iterion.store.checkpoint import Checkpoint
+
             try:
                 entry = await self._ckpts.get(run_token(run_id))
             except KeyNotFoundError:
@@ -659,6 +763,8 @@ class JetStreamStore:
     # -- events ----------------------------------------------------------------------------------------
     async def _last_event(self, subject: str) -> tuple[int, int]:
         """(our seq, stream sequence) of the run's last event; (0, 0) when it has none."""
+        from iterion.store.events import Event
+
         msg = await self._last_msg(subject)
         return (0, 0) if msg is None else (Event.model_validate_json(msg.data).seq, int(msg.seq))
 
@@ -684,6 +790,8 @@ class JetStreamStore:
 
         async def go() -> Event:
             from nats.js.errors import APIError
+
+            from iterion.store.events import Event
 
             transient = TRANSIENT()
             # the tail this process last wrote or read: one round trip per event while nobody else
@@ -718,15 +826,21 @@ class JetStreamStore:
 
     # -- artifacts and attachments (iterion/store/jetstream/blobs.py) -------------------------------
     def artifacts(self, run_id: str, run_dir: Path) -> JetStreamArtifacts:
+        from iterion.store.jetstream.blobs import JetStreamArtifacts
+
         return JetStreamArtifacts(self, run_id, run_dir)
 
     def attachments(self, run_id: str, run_dir: Path) -> JetStreamAttachments:
+        from iterion.store.jetstream.blobs import JetStreamAttachments
+
         return JetStreamAttachments(self, run_id, run_dir)
 
     def last_flush_time(self, run_id: str) -> float | None:
         """When the run's last event was written (its recorded time), or None without events:
         the staleness rule works across machines without any local file."""
         async def go() -> float | None:
+            from iterion.store.events import Event
+
             msg = await self._last_msg(self._subject(run_id))
             return None if msg is None else Event.model_validate_json(msg.data).time.timestamp()
 
@@ -741,6 +855,8 @@ class JetStreamStore:
         async def go() -> list[Event]:
             from nats.errors import TimeoutError as NatsTimeout
             from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+            from iterion.store.events import Event
 
             last_seq, last_stream_seq = await self._last_event(subject)
             if last_stream_seq == 0 or last_seq <= after_seq:
