@@ -19,9 +19,9 @@ files' blobs into an object directory of its own); a rewind restoring 300
 files from a fresh tracker, as a new process would (vs ``git checkout HEAD -- <300 files>``); the
 first boundary of a new process on the unchanged tree (a new tracker, resuming: the warm start
 from the previous process's stat cache and directory fingerprints, vs ``git status``); rewind
-planning of 300 files (``rewind --dry-run``'s work: the object check and the preview, each by a
-new read-only tracker, vs ``git status``); the per-node cycle at
-nodes 1-20 and 281-300 of a 300-iteration loop run by the engine (median over repeated runs); a
+planning of 300 files (``rewind --dry-run``'s work, by the product's own functions: one read-only
+versioning lent to the pivots' check, the object check and the preview, vs ``git status``); the
+per-node cycle at nodes 1-20 and 281-300 of a 300-iteration loop run by the engine (median over repeated runs); a
 100-file capture while another process keeps writing without flushing (vs the same capture
 unloaded).
 
