@@ -19,9 +19,9 @@ files' blobs into an object directory of its own); a rewind restoring 300
 files from a fresh tracker, as a new process would (vs ``git checkout HEAD -- <300 files>``); the
 first boundary of a new process on the unchanged tree (a new tracker, resuming: the warm start
 from the previous process's stat cache and directory fingerprints, vs ``git status``); rewind
-planning of 300 files (``rewind --dry-run``'s work: the object check and the preview, each by a
-new read-only tracker, vs ``git status``); the per-node cycle at
-nodes 1-20 and 281-300 of a 300-iteration loop run by the engine (median over repeated runs); a
+planning of 300 files (``rewind --dry-run``'s work, by the product's own functions: one read-only
+versioning lent to the pivots' check, the object check and the preview, vs ``git status``); the
+per-node cycle at nodes 1-20 and 281-300 of a 300-iteration loop run by the engine (median over repeated runs); a
 100-file capture while another process keeps writing without flushing (vs the same capture
 unloaded).
 
@@ -338,24 +338,25 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
         v.close()
 
     # -- rewind restoring 300 files, from a fresh tracker (what a new process does) ----------
-    # (and first its planning alone, as ``iterion rewind --dry-run`` plans in a new process: the
-    # object check, then the preview, each by a new tracker reading the store without writing)
+    # (and first its planning alone, as ``iterion rewind --dry-run`` plans in a new process: one
+    # read-only versioning lent to the pivots' check, the object check and the preview)
     group("rewind planning and rewind of 300 files")
-    tr = Tracker(base / "rewind-store", ws, "rw")
+    rw_run = base / "rewind-run"  # a run directory: its tracker where the engine keeps an in-place run's
+    tr = Tracker(rw_run / "track", ws, "rw")
     tr.capture(lbl("pre"))
     tr.close()
     rewinds, checkouts, plans, plan_status = [], [], [], []
     for r in range(reps):
-        tr = Tracker(base / "rewind-store", ws, "rw")
+        tr = Tracker(rw_run / "track", ws, "rw")
         tr.capture(BoundaryLabel.parse(f"nodes:sync{r}:0"))  # the disk as the baseline left it
         pivot = BoundaryLabel.parse(f"pre:rw{r}:0")
         tr.capture(pivot)
         files = changer.change(300)
         tr.capture(BoundaryLabel.parse(f"nodes:rw{r}:0"))
         tr.close()
-        plans.append(timed(lambda: plan_dry_run(base / "rewind-store", ws, "rw", pivot, 300)))
+        plans.append(timed(lambda: plan_dry_run(rw_run, ws, "rw", pivot, 300)))
         plan_status.append(timed(status))
-        fresh = Tracker(base / "rewind-store", ws, "rw")
+        fresh = Tracker(rw_run / "track", ws, "rw")
         report: list[object] = []
         rewinds.append(timed(lambda: report.append(fresh.restore(pivot))))
         restored = report[0].restored  # type: ignore[attr-defined]
@@ -374,14 +375,14 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
 
     # -- first boundary of a new process (resume), unchanged tree -------------------------------
     group("first boundary of a new process")
-    tr = Tracker(base / "rewind-store", ws, "rw")  # the previous process: records the tree as it is
+    tr = Tracker(rw_run / "track", ws, "rw")  # the previous process: records the tree as it is
     tr.start_watching()
     tr.capture(BoundaryLabel.parse("nodes:settle:0"))
     tr.close()
     time.sleep(SETTLE)
     resumes, st2 = [], []
     for r in range(reps):
-        tr = Tracker(base / "rewind-store", ws, "rw")
+        tr = Tracker(rw_run / "track", ws, "rw")
         tr.start_watching()
         resumes.append(timed(lambda: tr.capture(BoundaryLabel.parse(f"resume:rs{r}:0"))))
         tr.close()
@@ -440,21 +441,25 @@ def measure_size(n: int, reps: int, base: Path) -> list[Row]:
     return rows
 
 
-def plan_dry_run(store: Path, ws: Path, run_id: str, pivot: BoundaryLabel, want: int) -> None:
-    """What ``iterion rewind --dry-run`` does to the tracker of an in-place run, in a new process:
-    the object check, then the preview, each by a tracker that writes nothing to the store."""
-    with tempfile.TemporaryDirectory(prefix="bench-preview-") as scratch:
-        t = Tracker(store, ws, run_id, scratch=Path(scratch))
-        try:
-            assert not t.missing_for_restore(pivot, "produced")
-        finally:
-            t.close()
-    with tempfile.TemporaryDirectory(prefix="bench-preview-") as scratch:
-        t = Tracker(store, ws, run_id, scratch=Path(scratch))
-        try:
-            report = t.preview_restore(pivot)
-        finally:
-            t.close()
+def plan_dry_run(run_dir: Path, ws: Path, run_id: str, pivot: BoundaryLabel, want: int) -> None:
+    """What ``iterion rewind --dry-run`` does to the record of an in-place run, in a new process
+    (iterion/rewind/rewind.py ``_dry_run``, with the product's own functions): one read-only
+    versioning, lent to the pivots' check, the object check and the preview (the run store's
+    documents, the workflow and the other runs' records are left out: no tracker reads them)."""
+    from iterion.rewind.files import RestoreScope, restore_files
+    from iterion.rewind.lent import LentVersioning
+    from iterion.rewind.rewind import require_objects
+
+    lent = LentVersioning()
+    try:
+        v = lent.get(worktree=False, workspace=ws, run_dir=run_dir, run_id=run_id)
+        assert any(e.label == pivot for e in v.chain())  # the recorded pivots (``_pre_iterations``)
+        require_objects(v, run_id, pivot, RestoreScope.PRODUCED, [])
+        assert v.recorded_at(pivot) is not None  # (``other_runs_production``: no other run here)
+        report = restore_files(v, pivot, RestoreScope.PRODUCED, workspace=ws, protected=[], dry_run=True,
+                               other_runs=[])
+    finally:
+        lent.close()
     assert len(report.restored) == want, len(report.restored)
 
 

@@ -1426,6 +1426,77 @@ static const char *json_str_end(const char *p, const char *end, int *escaped) {
     return NULL;
 }
 
+/* The paths ``pick_entries`` looks for, by their UTF-8 bytes (open addressing on fnv1a): a key
+ * of the manifest is looked up without making a str of it and hashing that (100,000 of those
+ * were most of the pass). A ``wanted`` element that is not a str, or not encodable as strict
+ * UTF-8 (a surrogate-escaped name), can equal no key the pass accepts: it is left out. */
+typedef struct {
+    const char **p;   /* the bytes of each path (owned by its str object, alive for the call) */
+    size_t *n;
+    size_t mask;      /* slots - 1; slot i holds index + 1 into p/n, 0 when empty */
+    uint32_t *slots;
+} pathset_t;
+
+static void pathset_free(pathset_t *s) {
+    free(s->p);
+    free(s->n);
+    free(s->slots);
+}
+
+/* 1: built; 0: no memory (an exception is set) */
+static int pathset_of(PyObject *wanted, pathset_t *s) {
+    Py_ssize_t size = PySet_GET_SIZE(wanted);
+    size_t slots = 16;
+    while (slots < (size_t)size * 2 + 1) slots <<= 1;
+    s->p = malloc(sizeof(char *) * (size_t)(size ? size : 1));
+    s->n = malloc(sizeof(size_t) * (size_t)(size ? size : 1));
+    s->slots = calloc(slots, sizeof(uint32_t));
+    s->mask = slots - 1;
+    if (s->p == NULL || s->n == NULL || s->slots == NULL) {
+        pathset_free(s);
+        PyErr_NoMemory();
+        return 0;
+    }
+    PyObject *it = PyObject_GetIter(wanted);
+    if (it == NULL) {
+        pathset_free(s);
+        return 0;
+    }
+    Py_ssize_t k = 0;
+    PyObject *item;
+    while ((item = PyIter_Next(it)) != NULL) {
+        Py_ssize_t n;
+        /* (the UTF-8 bytes are cached on the str, which the set keeps alive for the call) */
+        const char *b = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &n) : NULL;
+        Py_DECREF(item);
+        if (b == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        size_t i = (size_t)fnv1a(b, (size_t)n) & s->mask;
+        while (s->slots[i] != 0) i = (i + 1) & s->mask;
+        s->p[k] = b;
+        s->n[k] = (size_t)n;
+        s->slots[i] = (uint32_t)(++k);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        pathset_free(s);
+        return 0;
+    }
+    return 1;
+}
+
+static int pathset_has(const pathset_t *s, const char *p, size_t n) {
+    size_t i = (size_t)fnv1a(p, n) & s->mask;
+    for (;;) {
+        uint32_t v = s->slots[i];
+        if (v == 0) return 0;
+        if (s->n[v - 1] == n && memcmp(s->p[v - 1], p, n) == 0) return 1;
+        i = (i + 1) & s->mask;
+    }
+}
+
 static PyObject *pick_entries(PyObject *self, PyObject *args) {
     const char *data;
     Py_ssize_t len;
@@ -1451,8 +1522,13 @@ static PyObject *pick_entries(PyObject *self, PyObject *args) {
     if ((size_t)(end - p) < sizeof ent - 1 || memcmp(p, ent, sizeof ent - 1) != 0) Py_RETURN_NONE;
     p += sizeof ent - 1;
     Py_ssize_t start = (p - 1) - data;
+    pathset_t set;
+    if (!pathset_of(wanted, &set)) return NULL;
     PyObject *picked = PyDict_New();
-    if (picked == NULL) return NULL;
+    if (picked == NULL) {
+        pathset_free(&set);
+        return NULL;
+    }
     Py_ssize_t count = 0;
     if (p < end && *p == '}') {
         p++;
@@ -1496,27 +1572,13 @@ static PyObject *pick_entries(PyObject *self, PyObject *args) {
                 && (kl == rl || k1[-rl - 1] == '/'))
                 want = 1;
         }
-        PyObject *name = NULL;
-        if (!want && PySet_GET_SIZE(wanted) > 0) {
-            name = PyUnicode_DecodeUTF8(k0, k1 - k0, NULL);
+        if (!want) want = pathset_has(&set, k0, (size_t)(k1 - k0));
+        if (want) {
+            /* (a key that is not valid UTF-8 is no str any wanted path equals: the full parse) */
+            PyObject *name = PyUnicode_DecodeUTF8(k0, k1 - k0, NULL);
             if (name == NULL) {
                 PyErr_Clear();
                 goto fallback;
-            }
-            int in = PySet_Contains(wanted, name);
-            if (in < 0) {
-                Py_DECREF(name);
-                goto error;
-            }
-            want = in;
-        }
-        if (want) {
-            if (name == NULL) {
-                name = PyUnicode_DecodeUTF8(k0, k1 - k0, NULL);
-                if (name == NULL) {
-                    PyErr_Clear();
-                    goto fallback;
-                }
             }
             PyObject *v = PyBytes_FromStringAndSize(v0, v1 - v0);
             if (v == NULL || PyDict_SetItem(picked, name, v) < 0) {
@@ -1525,8 +1587,8 @@ static PyObject *pick_entries(PyObject *self, PyObject *args) {
                 goto error;
             }
             Py_DECREF(v);
+            Py_DECREF(name);
         }
-        Py_XDECREF(name);
         if (p < end && *p == ',') {
             p++;
             continue;
@@ -1538,11 +1600,14 @@ static PyObject *pick_entries(PyObject *self, PyObject *args) {
         goto fallback;
     }
 done:
+    pathset_free(&set);
     return Py_BuildValue("(Nnnn)", picked, count, start, (Py_ssize_t)(p - data));
 fallback:
+    pathset_free(&set);
     Py_DECREF(picked);
     Py_RETURN_NONE;
 error:
+    pathset_free(&set);
     Py_DECREF(picked);
     return NULL;
 }

@@ -32,6 +32,7 @@ from workspacetrack.errors import CorruptStoreError, UnknownSnapshotError
 from workspacetrack.gitsource import GitSource, blob_hasher, blob_id, is_blob_id
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST_OR_BLOB = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?\Z")  # (``path_for``'s two kinds in one)
 
 
 def digest_of(data: bytes) -> str:
@@ -55,6 +56,9 @@ class ObjectStore:
         self.root = root
         self._root_str = str(root)
         self.legacy = legacy
+        # every directory an object may be in, as strings: ``_locate`` is called per path of a
+        # restore's scope (hundreds per rewind plan), where pathlib cost more than the stat
+        self._dirs = (self._root_str, *map(str, legacy))
         self._pending: list[str] = []  # object files written since the last flush
         self._known: set[str] = set()
         self._in_git: set[str] = set()
@@ -120,13 +124,12 @@ class ObjectStore:
         return self._locate(digest)
 
     def _locate(self, digest: str) -> Path | None:
-        path = self.path_for(digest)
-        if path.exists():
-            return path
-        for old in self.legacy:
-            p = old / digest[:2] / digest[2:]
-            if p.exists():
-                return p
+        if not (len(digest) in (40, 64) and _DIGEST_OR_BLOB.match(digest)):
+            self.path_for(digest)  # a malformed id is named as such
+        tail = f"/{digest[:2]}/{digest[2:]}"
+        for d in self._dirs:
+            if os.path.exists(d + tail):
+                return Path(d + tail)
         return None
 
     def has(self, digest: str) -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from gitrefs.boundary import BoundaryKind
 from gitrefs.errors import GitRefsError
-from iterion.engine.versioning import open_versioning
+from iterion.rewind.lent import LentVersioning, versioning_for
 from iterion.rewind.promotion import promote
 from iterion.rewind.state_edit import current_attempt, executed_nodes, last_execution, resolve_anchor
 from iterion.store import Checkpoint, Command, RunDoc, Store, WorkspaceMode
@@ -27,27 +27,24 @@ if TYPE_CHECKING:
     from iterion.ir import Workflow
 
 
-def pre_iterations(store: Store, doc: RunDoc, worktree: bool) -> dict[str, set[int]] | None:
+def pre_iterations(store: Store, doc: RunDoc, worktree: bool,
+                   lent: LentVersioning | None = None) -> dict[str, set[int]] | None:
     """node -> iterations with a recorded ``pre:`` boundary; None when the workspace's record
-    cannot be read (a released worktree), so callers fall back to the checkpoint alone."""
+    cannot be read (a released worktree), so callers fall back to the checkpoint alone. A dry
+    run lends its one versioning (``lent``: iterion/rewind/lent.py) instead of opening another."""
     workspace = Path(doc.workspace_dir) if doc.workspace_dir else None
     if workspace is None or not workspace.is_dir():
         return None
     try:
-        versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
-                                     run_id=doc.id, watch=False)
+        with versioning_for(lent, worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
+                            run_id=doc.id) as versioning:
+            out: dict[str, set[int]] = {}
+            for entry in versioning.chain():
+                if entry.label.kind is BoundaryKind.PRE:
+                    out.setdefault(entry.label.node, set()).add(entry.label.iteration)
+            return out
     except (GitRefsError, TrackError):
         return None
-    try:
-        out: dict[str, set[int]] = {}
-        for entry in versioning.chain():
-            if entry.label.kind is BoundaryKind.PRE:
-                out.setdefault(entry.label.node, set()).add(entry.label.iteration)
-        return out
-    except (GitRefsError, TrackError):
-        return None
-    finally:
-        versioning.close()
 
 
 def pre_recorded(pre: dict[str, set[int]] | None, node: str, iteration: int) -> bool:

@@ -28,7 +28,7 @@ from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from gitrefs.persist.errors import ErrorCode
 from gitrefs.persist.killpoint import kill_point
 from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
-from iterion.engine.versioning import mechanism_of, open_versioning, worktree_of
+from iterion.engine.versioning import Versioning, mechanism_of, worktree_of
 from iterion.engine.workspace_guard import hold_for_restore, release_workspace
 from iterion.rewind.auto import AutoSelection, select_pivot
 from iterion.rewind.auto_detect import DetectedEdit, detect_edit
@@ -46,6 +46,7 @@ from iterion.rewind.files import (
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.intent import RewindIntent, clear_intent, has_intent, load_intent, write_intent
 from iterion.rewind.invalidation import in_execution_order, invalidated_nodes, require_node
+from iterion.rewind.lent import LentVersioning, versioning_for
 from iterion.rewind.offer import pre_iterations as load_pre_iterations
 from iterion.rewind.offer import pre_recorded
 from iterion.rewind.other_runs import other_runs_production
@@ -190,10 +191,12 @@ def _asks_another_pivot(req: RewindRequest, intent: RewindIntent) -> bool:
     return bool(req.node) and req.node not in (intent.asked, intent.pivot)
 
 
-def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> _Decision:
+def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None, *,
+            lent: LentVersioning | None = None) -> _Decision:
     """Check everything the rewind needs and decide it, reading only (a refusal changes nothing).
     A dry run (``req.dry_run``) writes nothing, so it needs the store and the workspace readable,
-    not writable: it works on a read-only mount."""
+    not writable: it works on a read-only mount. ``lent``: the dry run's one versioning
+    (``iterion.rewind.lent``), used by every step that reads the run's record."""
     doc = store.load_run(run_id)
     check_command(Command.REWIND, run_id, doc.status)
     cp = store.load_checkpoint(run_id)
@@ -215,7 +218,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
 
     source = _source_path(doc, req.file)
     wf, unit_files = load_current_workflow(source, doc)
-    pre_iterations = load_pre_iterations(store, doc, worktree)
+    pre_iterations = load_pre_iterations(store, doc, worktree, lent)
     attempt = current_attempt(cp, pre_iterations)
     # "executed" for --auto: completed executions, plus the one the run stopped inside
     executed = executed_nodes(cp) + ([attempt.node] if attempt is not None else [])
@@ -253,7 +256,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     if scope is not RestoreScope.NONE:
         workspace = _check_workspace(doc, workspace, worktree, writable=not req.dry_run)
         protected = protected_paths(workspace, unit_files)
-        _check_objects(store, doc, workspace, anchor, scope, protected, worktree, dry_run=req.dry_run)
+        _check_objects(store, doc, workspace, anchor, scope, protected, worktree, dry_run=req.dry_run, lent=lent)
 
     from_node = cp.restart_node
     artifacts = store.artifacts(run_id)
@@ -282,39 +285,46 @@ def _check_workspace(doc: RunDoc, workspace: Path | None, worktree: bool, *, wri
 
 
 def _check_objects(store: Store, doc: RunDoc, workspace: Path, anchor: BoundaryLabel, scope: RestoreScope,
-                   protected: list[str], worktree: bool, *, dry_run: bool = False) -> None:
+                   protected: list[str], worktree: bool, *, dry_run: bool = False,
+                   lent: LentVersioning | None = None) -> None:
     """Every object the restore may read must be present: refused here, before anything changes."""
     if not workspace.is_dir():
         return  # a released worktree: rebuilt at its base commit, read from git's own objects
-    with tempfile.TemporaryDirectory(prefix="iterion-preview-") if dry_run else nullcontext(None) as scratch:
-        _check_objects_in(store, doc, workspace, anchor, scope, protected, worktree,
-                          Path(scratch) if scratch is not None else None)
+    with tempfile.TemporaryDirectory(prefix="iterion-preview-") if dry_run and lent is None \
+            else nullcontext(None) as scratch, \
+            versioning_for(lent, worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id), run_id=doc.id,
+                           scratch=Path(scratch) if scratch is not None else None) as versioning:
+        require_objects(versioning, doc.id, anchor, scope, protected)
 
 
-def _check_objects_in(store: Store, doc: RunDoc, workspace: Path, anchor: BoundaryLabel, scope: RestoreScope,
-                      protected: list[str], worktree: bool, scratch: Path | None) -> None:
-    versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
-                                 run_id=doc.id, watch=False, scratch=scratch)
-    try:
-        if not versioning.has(anchor):
-            return  # refused by the restore itself, before it changes anything
-        missing = versioning.missing_objects(anchor, scope, protected)
-        where = versioning.objects_home
-    finally:
-        versioning.close()
+def require_objects(versioning: Versioning, run_id: str, anchor: BoundaryLabel, scope: RestoreScope,
+                    protected: list[str]) -> None:
+    """The object check of run ``run_id``'s restore to ``anchor`` through ``versioning``: a
+    RewindError naming the first missing object, and how many more (nothing when ``anchor``
+    was not recorded: the restore itself refuses that, before it changes anything)."""
+    if not versioning.has(anchor):
+        return
+    missing = versioning.missing_objects(anchor, scope, protected)
+    where = versioning.objects_home
     if missing:
         path, digest = missing[0].path, missing[0].digest
         more = f" and {len(missing) - 1} more path(s)" if len(missing) > 1 else ""
         obj = f" (object {digest[:16]})" if digest else ""
-        raise RewindError(f"cannot rewind run {doc.id}: {where} lacks the content of {path}{obj}{more}, which "
+        raise RewindError(f"cannot rewind run {run_id}: {where} lacks the content of {path}{obj}{more}, which "
                           f"the restore to {anchor} needs; {UNCHANGED}",
                           hint="the store is damaged: restore it from a backup, or rewind with "
                                "--restore-scope none to move the checkpoint alone", exit_code=ErrorCode.BAD_INPUT)
 
 
 def _dry_run(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> RewindResult:
-    d = _decide(store, run_id, req, on_detected)
-    d.result.files = _files(store, d.doc, d.workspace, d.anchor, d.scope, d.protected, True, d.worktree)
+    # one read-only versioning for the whole plan (iterion/rewind/lent.py): the pivots' check,
+    # the object check and the preview read the run's record through the same tracker
+    lent = LentVersioning()
+    try:
+        d = _decide(store, run_id, req, on_detected, lent=lent)
+        d.result.files = _files(store, d.doc, d.workspace, d.anchor, d.scope, d.protected, True, d.worktree, lent=lent)
+    finally:
+        lent.close()
     d.result.dry_run = True
     d.result.status = d.doc.status.value
     return d.result
@@ -448,7 +458,7 @@ def _source_path(doc: RunDoc, explicit: Path | None) -> Path:
 
 def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLabel, scope: RestoreScope,
            protected: list[str], dry_run: bool, worktree: bool, *, on_planned: OnPlanned | None = None,
-           planned: FilesPlan | None = None) -> FilesReport:
+           planned: FilesPlan | None = None, lent: LentVersioning | None = None) -> FilesReport:
     if scope is RestoreScope.NONE:
         return FilesReport(mechanism=mechanism_of(worktree), scope=scope.value,
                            anchor=str(anchor), skip_reason=NONE_REASON)
@@ -458,12 +468,11 @@ def _files(store: Store, doc: RunDoc, workspace: Path | None, anchor: BoundaryLa
                           hint="rewind with --restore-scope none")
     with ExitStack() as stack:
         # a dry run writes nothing to the store: what its disk scan stores goes to a scratch dir
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iterion-preview-"))) if dry_run else None
-        versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(doc.id),
-                                     run_id=doc.id, watch=False, scratch=scratch)
-        try:
-            others = other_runs_production(store, doc, versioning, anchor)
-            return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
-                                 dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)
-        finally:
-            versioning.close()
+        # (the lent versioning, when there is one, was opened so)
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iterion-preview-"))) \
+            if dry_run and lent is None else None
+        versioning = stack.enter_context(versioning_for(lent, worktree=worktree, workspace=workspace,
+                                                        run_dir=store.run_dir(doc.id), run_id=doc.id, scratch=scratch))
+        others = other_runs_production(store, doc, versioning, anchor)
+        return restore_files(versioning, anchor, scope, workspace=workspace, protected=protected,
+                             dry_run=dry_run, on_planned=on_planned, planned=planned, other_runs=others)

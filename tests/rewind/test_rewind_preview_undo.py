@@ -53,6 +53,35 @@ def test_dry_run_reports_exactly_what_the_rewind_does(repo: Path, tmp_path: Path
 
 
 
+def test_dry_run_reads_the_run_s_record_through_one_read_only_tracker(repo: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pivots' check, the object check and the preview of a dry run share one tracker,
+    opened read-only (iterion/rewind/lent.py): one state load, one repository, and not a byte
+    of the store written; the report is the one the CLI gives."""
+    from iterion.rewind.rewind import RewindRequest, rewind_run
+    from workspacetrack import tracker as tracker_mod
+
+    store = tmp_path / "store"
+    run_id = _parked_with_edits(repo, store)
+    expected = cli_json(repo, store, "rewind", "--run-id", run_id, "--node", "draft", "--dry-run")
+    opened: list[object] = []
+    real_init = tracker_mod.Tracker.__init__
+
+    def counting(self: tracker_mod.Tracker, *args: object, **kwargs: object) -> None:
+        opened.append(kwargs.get("scratch"))
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tracker_mod.Tracker, "__init__", counting)
+    st = Store(store)
+    before = store_fingerprint(store)
+    result = rewind_run(st, RewindRequest(run_id=run_id, node="draft", dry_run=True))
+    assert len(opened) == 1 and opened[0] is not None  # one tracker, with a scratch directory
+    assert store_fingerprint(store) == before
+    assert result.dry_run and result.files.overwritten == ["c.txt"]
+    assert result.files.left_in_place == expected["files"]["left_in_place"]
+    assert result.files.restored == expected["files"]["restored"]
+    assert result.files.removed == expected["files"]["removed"]
+
 
 def test_dry_run_is_the_rewind_on_a_worktree_run(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"

@@ -327,3 +327,26 @@ def test_picking_a_manifest_s_entries_agrees_with_its_python_twin(ws: Path, tmp_
         assert got[0][2] == len(whole.entries)
         assert got[0][0] == {p: tuple(e) for p, e in whole.entries.items()
                              if p in wanted or p.rsplit("/", 1)[-1] in (".gitignore", ".iterionignore")}
+
+
+def test_picking_looks_paths_up_by_their_bytes_as_the_python_twin_does() -> None:
+    """``_fastwalk.pick_entries`` finds the wanted paths by their UTF-8 bytes (no str per key):
+    non-ASCII names match, a wanted element that is not a str or not strict UTF-8 (a surrogate-
+    escaped name) matches nothing, rule files are picked whatever is wanted, and the count is
+    every entry's."""
+    from workspacetrack import _fastwalk as fast  # (built by the install: setup.py)
+
+    entries = {"a/b.txt": ["x1", 33188, 1, None], "é/ü.txt": ["x2", 33188, 2, None],
+               "a/.gitignore": ["x3", 33188, 3, None], "c": ["x4", 33188, 4, "t"],
+               "deep/er/name.txt": ["x5", 33188, 5, None]}
+    data = json.dumps({"format_version": 2, "entries": entries, "skipped": {}}, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+    for wanted in (set(), {"é/ü.txt", 7, "\udcff", "c", "missing"}, frozenset(entries), {"a/b.tx", "a/b.txt"}):
+        got = fast.pick_entries(data, wanted, (b".gitignore",))
+        assert got is not None
+        picked, count, start, end = got
+        assert count == len(entries)
+        expect = {p for p in entries if p in wanted or p.endswith("/.gitignore")}
+        assert set(picked) == expect, wanted
+        assert all(json.loads(picked[p]) == entries[p] for p in expect)
+        assert json.loads(data[start:end]) == entries
