@@ -70,23 +70,13 @@ def _errors() -> Iterator[None]:
 
 def _open(store: Store | str | Path | None, *, write: bool, skip: str | None = None) -> Store:
     """The store: given, or found as the CLI finds it ($ITERION_NATS_URL, $ITERION_STORE_DIR, the
-    git repository or project of the current directory); stale `running` runs promoted first."""
-    from iterion.engine.stale import reconcile_orphans
-    from iterion.store import Store
-    from iterion.store.opener import open_store
+    git repository or project of the current directory); stale `running` runs promoted first, as
+    every command does (``iterion.command_store``: the one home of both; a sweep problem never
+    blocks the call, the call itself reports)."""
+    from iterion.command_store import open_command_store, sweep_orphans
 
-    st = store if isinstance(store, Store) else open_store(Path(store) if store is not None else None, cwd=Path.cwd())
-    if write:
-        from gitrefs.persist.writable import nearest_existing
-        from iterion.store.location import check_store_space, check_store_writable
-        from iterion.store.reserve import MIN_RESERVE_BYTES
-
-        check_store_writable(st.root, st.runs_dir)
-        check_store_space(nearest_existing(st.root), MIN_RESERVE_BYTES)
-    try:
-        reconcile_orphans(st, skip=st.resolve_run(skip) if skip is not None else None)
-    except Exception:  # noqa: BLE001 - as the CLI's sweep: never blocks the call (the call itself reports)
-        pass
+    st = open_command_store(store, write=write)
+    sweep_orphans(st, skip)
     return st
 
 

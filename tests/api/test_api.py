@@ -208,3 +208,21 @@ def test_api_errors_keep_the_layers_kind(demo: Path, tmp_path: Path) -> None:
     assert missing.value.kind is ErrorKind.BAD_INPUT and missing.value.kind is missing.value.__cause__.kind  # type: ignore[union-attr]
     assert api.RefusedError("x", kind=ErrorKind.REFUSED).kind is ErrorKind.REFUSED
     assert api.RefusedError("x", exit_code=1).kind is ErrorKind.REFUSED  # the older spelling still accepted
+
+
+def test_the_api_sweeps_orphans_as_the_cli_does_silently(demo: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
+    """One home (iterion/command_store.py) for opening a store and sweeping orphans: a run left
+    `running` by a process that is gone is promoted by the API's first call, and nothing is printed."""
+    from iterion.store import RunStatus, Store
+
+    store = tmp_path / "store"
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    st = Store(store)
+    st.update_run(r.id, lambda d: (setattr(d, "status", RunStatus.RUNNING), setattr(d.owner, "host", "another-host")))
+    monkeypatch.setenv("ITERION_STALE_AFTER_S", "0")
+    capfd.readouterr()
+    promoted = iterion.inspect(r.id, store=store)
+    assert promoted.status is RunStatus.FAILED_RESUMABLE and promoted.failure_code == "ORPHANED_RUN"
+    assert capfd.readouterr() == ("", "")
