@@ -126,12 +126,14 @@ def test_run_and_resume_take_the_request_models_and_both_answers_shapes(demo: Pa
 
 
 def test_the_cli_verbs_reach_the_engine_only_through_the_api() -> None:
-    """One path from a request to the engine: run, resume, rewind and inspect import none of the
-    engine's entry points (launch_run, resume_run, rewind_run, the auto-resume loop)."""
+    """One path from a request to the engine: run, resume, rewind, inspect and dev import none of
+    the engine's entry points (launch_run, resume_run, rewind_run, the auto-resume loop, the
+    operator verbs and their request file)."""
     import ast
 
-    entry_points = {"launch_run", "resume_run", "rewind_run", "undo_rewind", "auto_resume", "answer_at_terminal"}
-    for name in ("run.py", "rewind.py", "inspect_cmd.py"):
+    entry_points = {"launch_run", "resume_run", "rewind_run", "undo_rewind", "auto_resume", "answer_at_terminal",
+                    "pause_run", "cancel_run", "write_request", "clear_request"}
+    for name in ("run.py", "rewind.py", "inspect_cmd.py", "dev.py"):
         tree = ast.parse((REPO_ROOT / "cli" / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not imported & entry_points, f"cli/{name} imports {imported & entry_points}"
