@@ -101,6 +101,16 @@ class Watch:
         return Event("stopped")
 
 
+def _discard_typed() -> None:
+    """Drop what was typed at the terminal and not yet sent with Enter."""
+    try:
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):  # not a terminal: nothing is half-typed
+        pass
+
+
 def answer_reader(changed: threading.Event, quit_word: str = "q") -> Callable[[str], str]:
     """A gate answer's reader (``cli.prompting.reading_with``): ``input`` that ``changed`` (set
     by the watch on a save) interrupts with ``Interrupted``; ``quit_word`` alone on a line stops
@@ -112,6 +122,7 @@ def answer_reader(changed: threading.Event, quit_word: str = "q") -> Callable[[s
         sys.stdout.flush()
         while True:
             if changed.is_set():
+                _discard_typed()  # a half-typed answer belongs to the withdrawn question
                 raise Interrupted("the workflow changed: the question is withdrawn")
             ready, _, _ = select.select([sys.stdin], [], [], POLL_S)
             if not ready:
