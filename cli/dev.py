@@ -201,7 +201,8 @@ class Session:
             for key in ("instructions", "question"):
                 if p.get(key):
                     echo(styled("?", "yellow"), f" {p['node']} asks: {str(p[key]).strip()}")
-            echo(styled("waiting: Enter answers the gate, a save applies the edit, q quits", "bold"))
+            # (on a terminal the fields are asked at once: ask_gate; here there is none to ask at)
+            echo(styled("waiting at the gate (no terminal to ask it at): a save applies the edit, q quits", "bold"))
         elif status is RunStatus.FINISHED:
             echo(styled(f"run {result.name} finished; ", "green"), "q quits")
         else:

@@ -19,6 +19,9 @@ asking: the run stays parked (exit 4) and the summary prints the `answer with:` 
 
 ``--no-input``, ``--json``, or a stdin/stdout that is not a terminal keep the old behaviour: the
 summary and exit 4, nothing read from stdin.
+
+`iterion dev` asks through the same functions with its own line reader (``reading_with``): a
+save of the workflow withdraws the open question (``Interrupted``), and ``q`` stops asking.
 """
 
 from __future__ import annotations

@@ -228,3 +228,68 @@ def test_the_api_sweeps_orphans_as_the_cli_does_silently(demo: Path, tmp_path: P
     promoted = iterion.inspect(r.id, store=store)
     assert promoted.status is RunStatus.FAILED_RESUMABLE and promoted.failure_code == "ORPHANED_RUN"
     assert capfd.readouterr() == ("", "")
+
+
+SLOW = """\
+tool slow:
+  command: "sleep 1; printf done > slow.txt"
+
+tool after:
+  command: "printf after > after.txt"
+
+workflow w:
+  entry: slow
+  slow -> after
+  after -> done
+"""
+
+
+def test_pause_and_cancel_drive_a_run_another_thread_executes(demo: Path, tmp_path: Path) -> None:
+    """``run(run_id=...)`` names the run up front; ``pause`` parks it at the next node boundary (the
+    node in progress finishes), ``cancel`` of a parked run is direct; ``withdraw_request`` is a no-op
+    without a request, and refuses an unknown run as every call does."""
+    import threading
+    import time
+
+    from iterion.store.ids import new_id
+
+    store = tmp_path / "store"
+    (demo / "slow.bot").write_text(SLOW)
+    rid = new_id()
+    out: list[iterion.Run] = []
+    worker = threading.Thread(target=lambda: out.append(
+        iterion.run(demo / "slow.bot", workspace=demo, store=store, run_id=rid)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not (store / "runs" / rid / "events.jsonl").is_file() or \
+            '"node_started"' not in (store / "runs" / rid / "events.jsonl").read_text():
+        assert time.monotonic() < deadline and worker.is_alive()
+        time.sleep(0.02)
+    paused = api.pause(rid, reason="from a test", store=store)
+    worker.join(60)
+    assert (paused.run_id, paused.action, paused.status, paused.delivered) == (
+        rid, "pause", iterion.RunStatus.PAUSED_OPERATOR, "requested")
+    assert paused.checkpoint_node == "after"
+    [r] = out
+    assert r.id == rid and r.status is iterion.RunStatus.PAUSED_OPERATOR
+    assert (demo / "slow.txt").read_text() == "done" and not (demo / "after.txt").exists()  # finished, not killed
+    api.withdraw_request(rid, store=store)  # nothing pending: nothing happens
+    assert not (store / "runs" / rid / "control.json").exists()
+    with pytest.raises(api.RefusedError, match="paused_operator"):
+        api.pause(rid, store=store)  # only a running run pauses
+    cancelled = api.cancel(rid, store=store)
+    assert (cancelled.status, cancelled.delivered) == (iterion.RunStatus.CANCELLED, "direct")
+    assert iterion.resume(rid, store=store).status is iterion.RunStatus.FINISHED  # a cancel is resumable
+    assert (demo / "after.txt").read_text() == "after"
+    with pytest.raises(api.RunNotFoundError):
+        api.withdraw_request("no-such-run", store=store)
+
+
+def test_auto_rewind_refusal_is_typed_and_still_a_rewind_refusal(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    before = _state(store)
+    with pytest.raises(api.AutoRewindRefusedError) as caught:  # no edit: nothing to rewind to
+        api.rewind(r.id, auto=True, store=store)
+    assert isinstance(caught.value, api.RewindRefusedError) and caught.value.hint
+    assert _state(store) == before

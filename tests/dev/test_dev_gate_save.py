@@ -7,12 +7,13 @@ question quits and leaves the run parked, never cancelled. Through a real pty (p
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 
-from tests.conftest import cli_env, make_checkout, run_cli
+from tests.conftest import cli_env, make_checkout, run_cli, start_cli
 
 FLOW = """\
 schema note:
@@ -123,3 +124,23 @@ def test_ctrl_c_at_a_question_quits_and_leaves_the_run_parked(tmp_path: Path) ->
     assert detail["status"] == "paused_waiting_human"
     assert detail["pending"]["node"] == "review"  # type: ignore[index]
     assert _started(store) == ["write", "save", "review"]
+
+
+def test_off_a_terminal_nothing_is_asked_and_q_quits(tmp_path: Path) -> None:
+    """stdin a pipe: the gate is shown, no field is read from stdin; a typed `q` quits, parked."""
+    ws, store, bot = _setup(tmp_path)
+    proc = start_cli("dev", str(bot), "--store-dir", str(store), "--debounce", "0.1", cwd=ws,
+                     stdin=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None and proc.stdin is not None
+    lines = []
+    for line in proc.stdout:  # until the gate is shown
+        lines.append(line)
+        if "waiting at the gate" in line:
+            break
+    assert any("review asks: Ship it" in x for x in lines), lines
+    proc.stdin.write("q\n")
+    proc.stdin.flush()
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "[y/n]" not in "".join(lines) + rest  # never asked
+    assert _inspect(store, ws)["status"] == "paused_waiting_human"
