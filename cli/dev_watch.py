@@ -115,11 +115,11 @@ def answer_reader(changed: threading.Event, quit_word: str = "q") -> Callable[[s
     """A gate answer's reader (``cli.prompting.reading_with``): ``input`` that ``changed`` (set
     by the watch on a save) interrupts with ``Interrupted``; ``quit_word`` alone on a line stops
     the questions (``Stop``). Polled with ``select`` so the save is seen while the person types."""
+    from cli.output import echo
     from cli.prompting import Interrupted, Stop
 
     def read(prompt: str) -> str:
-        sys.stdout.write(prompt)
-        sys.stdout.flush()
+        echo(prompt, nl=False)
         while True:
             if changed.is_set():
                 _discard_typed()  # a half-typed answer belongs to the withdrawn question
