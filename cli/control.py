@@ -38,18 +38,14 @@ def sweep_orphans(store: Store, skip: str | None = None) -> Store:
     """The start-up sweep of commands that open the store (run, resume, inspect, rewind): promote
     stale `running` runs, one stderr line each. Best effort: it never stops the command itself.
     ``skip``: the run `resume` takes over itself (id, prefix or name)."""
+    from iterion.command_store import sweep_orphans as sweep  # the one home, shared with iterion.api
+
     legacy_store_hint(store)
-    try:
-        if skip is not None:
-            try:
-                skip = store.resolve_run(skip)
-            except Exception:  # noqa: BLE001 - not a run here: the command itself will say so
-                skip = None
-        promoted = reconcile_orphans(store, skip=skip)
-    except Exception as exc:  # noqa: BLE001 - a sweep problem must not block the user's command
-        echo_err(f"iterion: warning: orphan sweep skipped: {exc}")
+    done = sweep(store, skip)
+    if done.error is not None:
+        echo_err(f"iterion: warning: orphan sweep skipped: {done.error}")
         return store
-    for p in promoted:
+    for p in done.promoted:
         at = f" at {p.restart_node}" if p.restart_node else " (no checkpoint)"
         echo_err(f"iterion: run {p.run_id} was orphaned (its process is gone): promoted to {p.status}{at}")
     return store

@@ -11,23 +11,28 @@ and watches FILE and every file it imports or includes (cli/dev_watch.py). On ea
 
 A save while a node runs is applied at the next node boundary: dev asks for a pause as
 `iterion pause` does (iterion/engine/operator_verbs.py) and rewinds once the run has parked;
-the node is never killed. At a human gate the question is shown; Enter asks its fields at the
-terminal (cli/prompting.py). ``q`` quits and leaves the run parked and resumable; Ctrl-C cancels
-the run (resumable), a second Ctrl-C stops at once and the run is moved to ``cancelled``, never
-left ``running``. A dev session only ever rewinds the one run it started or attached to.
+the node is never killed. At a human gate the fields are asked at once at the terminal
+(cli/prompting.py), as `iterion run` asks them, while the watch goes on beside the questions: a
+save withdraws the question (one line says so), is applied as any save, and if the run parks at
+a gate again its fields are asked again. ``q`` (at a question too, or Ctrl-C/Ctrl-D there) quits
+and leaves the run parked and resumable; Ctrl-C while a node runs cancels the run (resumable), a
+second Ctrl-C stops at once and the run is moved to ``cancelled``, never left ``running``. A dev
+session only ever rewinds the one run it started or attached to.
+
+Runs are driven only through ``iterion.api`` (run, resume, rewind, pause, cancel), the one path
+from a command to the engine that `run`, `resume`, `rewind` and `inspect` take too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from cli.dev_watch import DEBOUNCE_S, Watch
+from cli.dev_watch import DEBOUNCE_S, Watch, answer_reader
 from cli.errors import CliError
 from cli.exit_codes import ExitCode
 from cli.output import echo, echo_err, styled
@@ -35,16 +40,18 @@ from cli.storeopts import STORE_DIR
 from gitrefs.persist import UserError
 
 if TYPE_CHECKING:
-    from iterion.engine.result import RunResult
-    from iterion.engine.resume import ResumeOptions
+    from iterion.api import Run
     from iterion.store import Store
 
 HELP = """Start (or attach to) a run of FILE, watch FILE and what it imports/includes, and on each
 save validate, rewind to the node the edit affects (`rewind --auto`) and resume with --force.
 
 \b
-Keys (type, then Enter): Enter answers a waiting gate or resumes a parked run; q quits, leaving
-the run parked and resumable. Ctrl-C cancels the run (resumable); twice stops at once.
+At a human gate its fields are asked at once; a save while a question is open withdraws it,
+applies the edit, and the fields are asked again if the run parks at a gate again.
+Keys (type, then Enter): q quits, at a question too (or Ctrl-C/Ctrl-D there), leaving the run
+parked and resumable; Enter resumes a run parked otherwise (failed, paused, cancelled).
+Ctrl-C while a node runs cancels the run (resumable); twice stops at once.
 
 \b
 Examples:
@@ -57,12 +64,13 @@ Examples:
 class Session:
     """One dev session: the run it owns, and how it executes, rewinds and resumes it."""
 
-    def __init__(self, store: Store, file: Path, run_id: str, options: ResumeOptions, *, confirm: bool,
-                 debounce_s: float) -> None:
+    def __init__(self, store: Store, file: Path, run_id: str, *, backend: str | None = None,
+                 script: Path | None = None, confirm: bool, debounce_s: float) -> None:
         from cli.progress import Progress
         from iterion.engine.cancel import CancelToken
 
-        self.store, self.file, self.run_id, self.options = store, file, run_id, options
+        self.store, self.file, self.run_id = store, file, run_id
+        self.backend, self.script = backend, script
         self.confirm = confirm
         self.token = CancelToken()
         self.listener = Progress()
@@ -72,18 +80,18 @@ class Session:
 
     # -- executing, with the watch running beside it ----------------------------------------------
     def _pause(self, why: str) -> None:
-        from iterion.engine.operator_verbs import pause_run
+        from iterion import api
 
         try:
-            pause_run(self.store, self.run_id, wait_s=0, reason=why)
+            api.pause(self.run_id, wait=0, reason=why, store=self.store)
         except Exception:  # noqa: BLE001 - not running any more: the main loop sees the save/quit itself
             return
         echo_err(styled(f"  {why}: pausing at the next node boundary", "dim"))
 
-    def execute(self, call: Callable[[], RunResult]) -> RunResult:
+    def execute(self, call: Callable[[], Run]) -> Run:
         """Run ``call`` (a launch or resume) while saves and ``q`` are watched for; a save or a
         ``q`` asks the run to pause at its next node boundary."""
-        from iterion.engine.control import clear_request
+        from iterion import api
 
         stop = threading.Event()
 
@@ -107,34 +115,33 @@ class Session:
         finally:
             stop.set()
             thread.join()
-            clear_request(self.store, self.run_id)  # a pause the run ended before seeing
+            api.withdraw_request(self.run_id, store=self.store)  # a pause the run ended before seeing
 
     def _never_running(self) -> None:
         """After an abrupt stop, the run is not left ``running`` (its lock was released as the
         stack unwound: the cancel moves the status directly)."""
-        from iterion.engine.operator_verbs import cancel_run
+        from iterion import api
         from iterion.store import RunStatus
 
         try:
             if self.store.load_run(self.run_id).status is RunStatus.RUNNING:
-                cancel_run(self.store, self.run_id, wait_s=0, reason="iterion dev: interrupted twice")
+                api.cancel(self.run_id, wait=0, reason="iterion dev: interrupted twice", store=self.store)
         except Exception as exc:  # noqa: BLE001 - reported; the run is then promoted by the next sweep
             echo_err(f"warning: could not record the cancel of run {self.run_id}: {exc}")
 
-    def resume(self, answers: dict[str, Any] | None = None) -> RunResult:
-        from iterion.engine.resume import resume_run
+    def resume(self, answers: dict[str, Any] | None = None) -> Run:
+        from iterion import api
 
-        opts = replace(self.options, answers=answers or {})
-        return self.execute(lambda: resume_run(self.store, self.run_id, opts, token=self.token,
-                                               listener=self.listener))
+        return self.execute(lambda: api.resume(
+            self.run_id, answers=answers or {}, force=True, store=self.store, file=self.file, backend=self.backend,
+            script=self.script, token=self.token, on_event=self.listener, engine_options={"on_wait": echo_err}))
 
     # -- a save ------------------------------------------------------------------------------------
-    def apply_save(self, result: RunResult) -> RunResult:
+    def apply_save(self, result: Run) -> Run:
         from cli.prompting import Stop, interactive, yes_no
         from cli.rewind import print_files, print_result
         from cli.validate import check
-        from iterion.rewind.errors import AutoRefusedError
-        from iterion.rewind.rewind import RewindRequest, rewind_run
+        from iterion import api
         from iterion.store import RunStatus
 
         echo()
@@ -149,9 +156,9 @@ class Session:
                         "yellow"))
             return result
         try:
-            dry = rewind_run(self.store, RewindRequest(run_id=self.run_id, auto=True, file=self.file,
-                                                       dry_run=True), on_detected=_print_detected)
-        except AutoRefusedError as exc:
+            dry = api.rewind(self.run_id, auto=True, file=self.file, dry_run=True, store=self.store,
+                             on_detected=_print_detected)
+        except api.AutoRewindRefusedError as exc:
             echo(styled(f"  rewind --auto: {exc.message}", "yellow"))
             if status in (RunStatus.PAUSED_OPERATOR, RunStatus.FAILED_RESUMABLE) and "resume" in (exc.hint or ""):
                 echo("  nothing to rewind: resuming the edited workflow from the checkpoint (--force)")
@@ -162,7 +169,7 @@ class Session:
             if exc.hint:
                 echo(f"  hint: {exc.hint}")
             return result
-        report = dry.to_json()
+        report = dict(dry.detail)
         print_result(report, "", "")
         overwritten = report["files"].get("overwritten") or []
         if self.confirm or overwritten:
@@ -177,15 +184,14 @@ class Session:
             if not go:
                 echo("  not applied; waiting for the next save")
                 return result
-        done = rewind_run(self.store, RewindRequest(run_id=self.run_id, auto=True, file=self.file))
-        r = done.to_json()
+        r = dict(api.rewind(self.run_id, auto=True, file=self.file, store=self.store).detail)
         echo(f"rewound to {r['to_node']}; dropped outputs: {', '.join(r.get('dropped_nodes') or [])}")
         print_files(r["files"], False)
         echo(styled("resuming with --force", "dim"))
         return self.resume()
 
     # -- the loop ----------------------------------------------------------------------------------
-    def show(self, result: RunResult) -> None:
+    def show(self, result: Run) -> None:
         from iterion.store import RunStatus
 
         status = result.status
@@ -195,7 +201,8 @@ class Session:
             for key in ("instructions", "question"):
                 if p.get(key):
                     echo(styled("?", "yellow"), f" {p['node']} asks: {str(p[key]).strip()}")
-            echo(styled("waiting: Enter answers the gate, a save applies the edit, q quits", "bold"))
+            # (on a terminal the fields are asked at once: ask_gate; here there is none to ask at)
+            echo(styled("waiting at the gate (no terminal to ask it at): a save applies the edit, q quits", "bold"))
         elif status is RunStatus.FINISHED:
             echo(styled(f"run {result.name} finished; ", "green"), "q quits")
         else:
@@ -203,14 +210,47 @@ class Session:
             echo(styled(f"run {result.name} {status.value}{extra}", "yellow"),
                  "; Enter resumes it, a save applies the edit, q quits")
 
-    def loop(self, result: RunResult) -> RunResult:
-        from cli.prompting import Stop, ask, interactive
+    def ask_gate(self, pending: dict[str, Any]) -> dict[str, Any] | None:
+        """The gate's answers asked at once, the watch running beside the questions; None: a save
+        withdrew the question (``pending_save`` set) or the person quit (``quit`` set)."""
+        from cli.prompting import Interrupted, Stop, ask, reading_with
+
+        changed, stop = threading.Event(), threading.Event()
+
+        def monitor() -> None:
+            if self.watch.wait(stop, lines=False).kind == "save":  # stdin is the questions'
+                changed.set()
+
+        thread = threading.Thread(target=monitor, name="iterion-dev-gate-watch", daemon=True)
+        thread.start()
+        try:
+            with reading_with(answer_reader(changed)):
+                return ask(pending, hint="(a save withdraws the question and applies the edit; "
+                                         "q quits, the run stays parked)")
+        except Interrupted:
+            echo()
+            echo(styled("the workflow changed: the question is withdrawn; applying the save", "yellow"))
+            self.pending_save = True
+        except Stop:
+            self.quit = True
+        finally:
+            stop.set()
+            thread.join()
+        return None
+
+    def loop(self, result: Run) -> Run:
+        from cli.prompting import interactive
         from iterion.store import RunStatus
 
         while not self.quit and not self.token.cancelled:  # (Ctrl-C cancelled it: stop)
             if self.pending_save:
                 self.pending_save = False
                 result = self.apply_save(result)
+                continue
+            if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending and interactive(False):
+                answers = self.ask_gate(dict(result.pending))
+                if answers is not None:
+                    result = self.resume(answers)
                 continue
             self.show(result)
             try:
@@ -223,13 +263,7 @@ class Session:
                 continue
             if event.text == "q":
                 break
-            if result.status is RunStatus.PAUSED_WAITING_HUMAN and result.pending and interactive(False):
-                try:
-                    answers = ask(result.pending)
-                except Stop:
-                    continue
-                result = self.resume(answers)
-            elif result.status in (RunStatus.PAUSED_OPERATOR, RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
+            if result.status in (RunStatus.PAUSED_OPERATOR, RunStatus.FAILED_RESUMABLE, RunStatus.CANCELLED):
                 result = self.resume()
         return result
 
@@ -240,9 +274,9 @@ def _print_detected(d: Any) -> None:
     print_detected(d)
 
 
-def _attach(store: Store, run_ref: str, file: Path) -> RunResult:
-    """A parked run of ``file`` as a RunResult (refused: another workflow's run, or running)."""
-    from iterion.engine.result import RunResult
+def _attach(store: Store, run_ref: str, file: Path) -> Run:
+    """A parked run of ``file`` (refused: another workflow's run, or running)."""
+    from iterion import api
     from iterion.store import RunStatus
 
     run_id = store.resolve_run(run_ref)
@@ -254,11 +288,7 @@ def _attach(store: Store, run_ref: str, file: Path) -> RunResult:
     if doc.status is RunStatus.RUNNING:
         raise CliError(f"run {doc.name} is running in another process: dev attaches only to a parked run",
                        hint=f"iterion pause --run-id {doc.name}, then attach again")
-    cp = store.load_checkpoint(run_id)
-    p = cp.pending_interaction if cp is not None else None
-    pending = {"node": p.node, "kind": p.kind, **p.questions} if p is not None else None
-    return RunResult(run_id=run_id, name=doc.name, status=doc.status, failure_code=doc.failure_code,
-                     error=doc.error, pending=pending if doc.status is RunStatus.PAUSED_WAITING_HUMAN else None)
+    return api.inspect(run_id, store=store)
 
 
 def dev_cmd(
@@ -283,11 +313,10 @@ def dev_cmd(
         check_script,
     )
     from cli.storeopts import open_swept
-    from iterion.engine.launch import launch_run
-    from iterion.engine.resume import ResumeOptions
+    from iterion import api
     from iterion.engine.source import InvalidWorkflow, compile_source
     from iterion.invocation import command
-    from iterion.requests import LaunchRequest, human_nodes
+    from iterion.requests import LaunchRequest
     from iterion.store import RunStatus
     from iterion.store.ids import new_id
 
@@ -298,14 +327,13 @@ def dev_cmd(
     if run_id is None:
         check_launch(workspace, backend, script)
     store = open_swept(store_dir, skip=run_id, write=True)
-    options = ResumeOptions(file=file, force=True, backend=backend,
-                            script_file=str(script.resolve()) if script else None, on_wait=echo_err)
-    first: Callable[[], RunResult] | None = None  # the launch, for a new run
+    first: Callable[[], Run] | None = None  # the launch, for a new run
     if run_id is not None:
         check_run_writable(store, run_id)
         attached = _attach(store, run_id, file)
-        session = Session(store, file, attached.run_id, options, confirm=confirm, debounce_s=debounce)
-        echo(f"attached to run {attached.name} ({attached.run_id}): {attached.status.value}")
+        session = Session(store, file, attached.id, backend=backend, script=script, confirm=confirm,
+                          debounce_s=debounce)
+        echo(f"attached to run {attached.name} ({attached.id}): {attached.status.value}")
         session.pending_save = True  # the source may have changed since it parked: apply it first
     else:
         try:
@@ -319,13 +347,13 @@ def dev_cmd(
             file=str(file), workspace=str(workspace) if workspace is not None else None,
             vars=dict(key_values(var, "--var")), preset=preset, backend=backend, model=check_model(model),
             script=str(script.resolve()) if script else None)
-        new = new_id()
-        launch = request.launch_options(human_nodes(compiled), workspace=workspace, on_wait=echo_err, run_id=new)
-        session = Session(store, file, new, options, confirm=confirm, debounce_s=debounce)
+        new = new_id()  # known before the launch returns: a save or a q pauses it meanwhile
+        session = Session(store, file, new, backend=backend, script=script, confirm=confirm, debounce_s=debounce)
         echo(styled(f"watching {len(session.watch.files)} file(s) of {file}; q + Enter quits", "dim"))
         start = session  # (for the closure below: the session that owns the new run)
-        first = lambda: launch_run(  # noqa: E731
-            store, file, launch, token=start.token, listener=start.listener, compiled=compiled)
+        first = lambda: api.run(  # noqa: E731
+            request=request, store=store, compiled=compiled, token=start.token, on_event=start.listener,
+            run_id=new, engine_options={"on_wait": echo_err})
     try:
         session.loop(session.execute(first) if first is not None else attached)
     except KeyboardInterrupt:  # a second Ctrl-C: execute() has moved the run out of `running`

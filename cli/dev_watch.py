@@ -4,7 +4,9 @@ Files are polled (content digests, every ``POLL_S``): no new dependency, and an 
 writes a temporary file then renames it over the original is seen like any other write. A
 change is reported once the files have been quiet for ``debounce_s`` (editors write several
 times per save). Lines typed at the terminal are read only while stdin is readable (``select``),
-so the main thread can take stdin back (a gate's questions) as soon as the watch stops.
+so the main thread can take stdin back as soon as the watch stops. While a gate's questions are
+open the watch runs beside them without reading stdin (``wait(lines=False)``), and the answers
+are read by ``answer_reader``, which a save interrupts.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +68,8 @@ class Watch:
         self.files = unit_files(self.source)
         self.seen = self._snapshot()
 
-    def _line(self, timeout: float) -> str | None:
-        if not self.read_stdin:
+    def _line(self, timeout: float, lines: bool = True) -> str | None:
+        if not (self.read_stdin and lines):
             time.sleep(timeout)
             return None
         try:
@@ -82,10 +85,11 @@ class Watch:
             return "q"
         return line.strip()
 
-    def wait(self, stop: threading.Event | None = None) -> Event:
+    def wait(self, stop: threading.Event | None = None, *, lines: bool = True) -> Event:
+        """The next save, typed line (``lines=False``: stdin is someone else's), or a stop."""
         changed_at: float | None = None
         while stop is None or not stop.is_set():
-            line = self._line(POLL_S)
+            line = self._line(POLL_S, lines)
             if line is not None:
                 return Event("line", line)
             now = self._snapshot()
@@ -95,3 +99,40 @@ class Watch:
             elif changed_at is not None and time.monotonic() - changed_at >= self.debounce_s:
                 return Event("save")
         return Event("stopped")
+
+
+def _discard_typed() -> None:
+    """Drop what was typed at the terminal and not yet sent with Enter."""
+    try:
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):  # not a terminal: nothing is half-typed
+        pass
+
+
+def answer_reader(changed: threading.Event, quit_word: str = "q") -> Callable[[str], str]:
+    """A gate answer's reader (``cli.prompting.reading_with``): ``input`` that ``changed`` (set
+    by the watch on a save) interrupts with ``Interrupted``; ``quit_word`` alone on a line stops
+    the questions (``Stop``). Polled with ``select`` so the save is seen while the person types."""
+    from cli.output import echo
+    from cli.prompting import Interrupted, Stop
+
+    def read(prompt: str) -> str:
+        echo(prompt, nl=False)
+        while True:
+            if changed.is_set():
+                _discard_typed()  # a half-typed answer belongs to the withdrawn question
+                raise Interrupted("the workflow changed: the question is withdrawn")
+            ready, _, _ = select.select([sys.stdin], [], [], POLL_S)
+            if not ready:
+                continue
+            line = sys.stdin.readline()
+            if line == "":
+                raise EOFError
+            text = line.rstrip("\n")
+            if text.strip() == quit_word:
+                raise Stop("quit: the run stays parked")
+            return text
+
+    return read

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.errors import CliError
-from gitrefs.persist.writable import nearest_existing, unwritable_reason
+from gitrefs.persist.writable import unwritable_reason
 from iterion.store import Store
 from iterion.store.location import check_store_space, check_store_writable
 from iterion.store.lock import check_lock_path, lock_path
-from iterion.store.reserve import MIN_RESERVE_BYTES, reserve_size
+from iterion.store.reserve import reserve_size
 
 WRITABLE_HINT = "remount it read-write or fix its permissions, then retry"
 
@@ -28,13 +28,9 @@ NATS_HELP = ("Keep run documents, checkpoints and events in NATS JetStream at UR
 def open_store(store_dir: Path | None, *, write: bool, nats: str | None = None) -> Store:
     """The command's store (``iterion.store.opener``: --nats, else $ITERION_NATS_URL, else files);
     ``write``: refuse a read-only one before anything is written."""
-    from iterion.store.opener import open_store as open_run_store
+    from iterion.command_store import open_command_store  # the one home, shared with iterion.api
 
-    store = open_run_store(store_dir, nats=nats, cwd=Path.cwd())
-    if write:
-        check_store_writable(store.root, store.runs_dir)
-        check_store_space(nearest_existing(store.root), MIN_RESERVE_BYTES)
-    return store
+    return open_command_store(store_dir, write=write, nats=nats, cwd=Path.cwd())
 
 
 def check_backend(backend: str | None) -> None:

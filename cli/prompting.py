@@ -19,11 +19,17 @@ asking: the run stays parked (exit 4) and the summary prints the `answer with:` 
 
 ``--no-input``, ``--json``, or a stdin/stdout that is not a terminal keep the old behaviour: the
 summary and exit 4, nothing read from stdin.
+
+`iterion dev` asks through the same functions with its own line reader (``reading_with``): a
+save of the workflow withdraws the open question (``Interrupted``), and ``q`` stops asking.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +55,28 @@ class Stop(UserError):
     module: the summary and exit 4 follow, never an error line)."""
 
 
+class Interrupted(UserError):
+    """The question was withdrawn before it was answered (`iterion dev`: a workflow file was saved);
+    raised by the line reader ``reading_with`` installs, never by the default one (caught by
+    `iterion dev`, never reported as an error)."""
+
+
+# reads one answer line given its prompt (default: ``input``); `iterion dev` installs one that a
+# save interrupts (cli/dev.py) - a context variable, so nothing else ever sees it
+_READER: ContextVar[Callable[[str], str]] = ContextVar("iterion_prompt_reader", default=input)
+
+
+@contextmanager
+def reading_with(reader: Callable[[str], str]) -> Iterator[None]:
+    """Within the block, answers are read with ``reader(prompt)`` (it raises ``EOFError`` or
+    ``KeyboardInterrupt`` to stop asking, ``Interrupted`` or ``Stop`` to leave the questions)."""
+    token = _READER.set(reader)
+    try:
+        yield
+    finally:
+        _READER.reset(token)
+
+
 def interactive(no_input: bool) -> bool:
     """Asking is possible and wanted: both ends a terminal, no ``--no-input``/``--json``."""
     if no_input:
@@ -61,7 +89,7 @@ def interactive(no_input: bool) -> bool:
 
 def _read(prompt: str) -> str:
     try:
-        return input(prompt)
+        return _READER.get()(prompt)
     except (EOFError, KeyboardInterrupt):
         echo()
         raise Stop("not answered: the run stays parked") from None
@@ -170,8 +198,9 @@ def _schema_field(d: dict[str, Any]) -> SchemaField:
     return SchemaField(str(d.get("name")), kind, enum)
 
 
-def ask(pending: dict[str, Any]) -> dict[str, Any]:
-    """The answers to one parked gate, asked at the terminal (raises ``Stop``)."""
+def ask(pending: dict[str, Any], *, hint: str = "(Ctrl-D leaves the run parked)") -> dict[str, Any]:
+    """The answers to one parked gate, asked at the terminal (raises ``Stop``); ``hint``: the
+    line shown before the fields."""
     from iterion.engine.placeholder import PERMISSION_FIELD
     from iterion.engine.recovery import ACK_FIELD
 
@@ -189,7 +218,7 @@ def ask(pending: dict[str, Any]) -> dict[str, Any]:
         if not _yes_no("  is the cause fixed (retry the node)?"):
             raise Stop("not answered: the run stays parked")
         return {ACK_FIELD: "true"}
-    echo(styled("  (Ctrl-D leaves the run parked)", "dim"))
+    echo(styled(f"  {hint}", "dim"))
     return {str(f.get("name")): ask_field(_schema_field(f)) for f in fields}
 
 

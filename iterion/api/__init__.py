@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iterion.api.errors import (
+    AutoRewindRefusedError,
     EnvironmentProblemError,
     InvalidWorkflowError,
     IterionError,
@@ -30,7 +31,7 @@ from iterion.api.errors import (
     StoreProblemError,
     translate,
 )
-from iterion.api.types import Field, Question, RewindReport, Run, RunSummary, UndoReport
+from iterion.api.types import ControlReport, Field, Question, RewindReport, Run, RunSummary, UndoReport
 from iterion.requests import LaunchRequest, ResumeRequest
 from iterion.store.status import RunStatus
 
@@ -42,11 +43,11 @@ if TYPE_CHECKING:
     from iterion.store import Event, Store
 
 __all__ = [
-    "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "LaunchRequest", "Question",
+    "AutoRewindRefusedError", "ControlReport", "EnvironmentProblemError", "Field", "InvalidWorkflowError", "IterionError", "LaunchRequest", "Question",
     "RefusedError", "ResumeRequest",
     "RewindRefusedError", "Run", "RunBusyError", "RunFailedError", "RunNotFoundError", "RunStatus",
-    "RunSummary", "SourceChangedError", "StoreProblemError", "UndoReport", "inspect", "resume", "rewind", "run",
-    "runs", "undo_rewind",
+    "RunSummary", "SourceChangedError", "StoreProblemError", "UndoReport", "cancel", "inspect", "pause", "resume",
+    "rewind", "run", "runs", "undo_rewind", "withdraw_request",
 ]
 
 OnEvent = Callable[["Event"], None]
@@ -70,23 +71,13 @@ def _errors() -> Iterator[None]:
 
 def _open(store: Store | str | Path | None, *, write: bool, skip: str | None = None) -> Store:
     """The store: given, or found as the CLI finds it ($ITERION_NATS_URL, $ITERION_STORE_DIR, the
-    git repository or project of the current directory); stale `running` runs promoted first."""
-    from iterion.engine.stale import reconcile_orphans
-    from iterion.store import Store
-    from iterion.store.opener import open_store
+    git repository or project of the current directory); stale `running` runs promoted first, as
+    every command does (``iterion.command_store``: the one home of both; a sweep problem never
+    blocks the call, the call itself reports)."""
+    from iterion.command_store import open_command_store, sweep_orphans
 
-    st = store if isinstance(store, Store) else open_store(Path(store) if store is not None else None, cwd=Path.cwd())
-    if write:
-        from gitrefs.persist.writable import nearest_existing
-        from iterion.store.location import check_store_space, check_store_writable
-        from iterion.store.reserve import MIN_RESERVE_BYTES
-
-        check_store_writable(st.root, st.runs_dir)
-        check_store_space(nearest_existing(st.root), MIN_RESERVE_BYTES)
-    try:
-        reconcile_orphans(st, skip=st.resolve_run(skip) if skip is not None else None)
-    except Exception:  # noqa: BLE001 - as the CLI's sweep: never blocks the call (the call itself reports)
-        pass
+    st = open_command_store(store, write=write)
+    sweep_orphans(st, skip)
     return st
 
 
@@ -167,7 +158,7 @@ def run(workflow: str | Path | None = None, *, workspace: str | Path | None = No
         auto_resume: int = 0, wait: bool = True, on_event: OnEvent | None = None,
         request: LaunchRequest | None = None, on_question: OnQuestion | None = None,
         token: CancelToken | None = None, compiled: Any = None, answers_source: str = "answers",
-        engine_options: Mapping[str, Any] | None = None) -> Run:
+        engine_options: Mapping[str, Any] | None = None, run_id: str | None = None) -> Run:
     """Run ``workflow`` (a .bot file, a bundle directory or a .botz) from its entry node, as
     ``iterion run`` does, and return the run once it finished, failed or parked.
 
@@ -187,7 +178,9 @@ def run(workflow: str | Path | None = None, *, workspace: str | Path | None = No
     workflow already compiled (``iterion.engine.source.compile_source``). ``answers_source``: how
     a refusal of the answers names them. ``engine_options``: fields of the engine's options that
     only this process decides (``on_wait``, ``permission``, ``sandbox``, ``push_checkpoints``,
-    ``push_every``), as ``iterion run`` passes its flags.
+    ``push_every``), as ``iterion run`` passes its flags. ``run_id``: the new run's id
+    (``iterion.store.ids.new_id()``), known before the call returns: another thread can then
+    ``pause`` or ``cancel`` it.
     """
     from iterion.engine.auto_resume import auto_resume as retry_automatically
     from iterion.engine.cancel import CancelToken
@@ -209,6 +202,8 @@ def run(workflow: str | Path | None = None, *, workspace: str | Path | None = No
         if compiled is None:
             compiled = compile_source(Path(request.file))
         local = dict(engine_options or {})
+        if run_id is not None:
+            local["run_id"] = run_id
         options = request.launch_options(human_nodes(compiled), source=answers_source, wait_workspace=wait, **local)
         token = token or CancelToken()
         result = launch_run(st, Path(request.file), options, token=token, listener=on_event, compiled=compiled)
@@ -316,6 +311,51 @@ def undo_rewind(run_id: str, *, store: Store | str | Path | None = None) -> Undo
         return UndoReport(run_id=u.run_id, to_node=u.to_node, checkpoint_node=u.restored_checkpoint_node,
                           status=u.status, restored=tuple(u.files_restored), removed=tuple(u.files_removed),
                           detail=u.to_json())
+
+
+def _control(outcome: Any) -> ControlReport:
+    return ControlReport(run_id=outcome.run_id, action=outcome.action, status=RunStatus(outcome.status),
+                         delivered=outcome.delivered, checkpoint_node=outcome.restart_node,
+                         message=outcome.message)
+
+
+def pause(run_id: str, *, reason: str | None = None, wait: float = 30.0,
+          store: Store | str | Path | None = None) -> ControlReport:
+    """Ask the process executing a ``running`` run to park it ``paused_operator`` at its next node
+    boundary (the node in progress finishes), as ``iterion pause`` does; ``resume`` continues it.
+    ``wait``: seconds to wait for the run to park (0: just ask; ``delivered`` is then
+    ``"pending"``). Refused (``RefusedError``) for a run that is not running, or that no process
+    executes any more."""
+    from iterion.engine.operator_verbs import pause_run
+
+    with _errors():
+        # as `iterion pause`: no free-space reserve asked (a request is a few bytes)
+        st = _open(store, write=False)
+        return _control(pause_run(st, run_id, wait_s=wait, reason=reason))
+
+
+def cancel(run_id: str, *, reason: str | None = None, wait: float = 30.0,
+           store: Store | str | Path | None = None) -> ControlReport:
+    """Cancel a run, as ``iterion cancel`` does: its process stops at once (a running tool is
+    killed) and the run stays resumable from its checkpoint; a run no process executes (parked,
+    or left ``running`` by a process that is gone) just becomes ``cancelled``. ``wait``: seconds to
+    wait for the process to record it (0: just ask)."""
+    from iterion.engine.operator_verbs import cancel_run
+
+    with _errors():
+        st = _open(store, write=False)  # as `iterion cancel`: works on a nearly full disk too
+        return _control(cancel_run(st, run_id, wait_s=wait, reason=reason))
+
+
+def withdraw_request(run_id: str, *, store: Store | str | Path | None = None) -> None:
+    """Withdraw a ``pause``/``cancel`` request the run's process has not acted on (it parked on
+    its own first); nothing happens without one. A later resume ignores an older request anyway:
+    this keeps the run's directory saying what is really asked."""
+    from iterion.engine.control import clear_request
+
+    with _errors():
+        st = _open(store, write=False)
+        clear_request(st, st.resolve_run(run_id))
 
 
 def inspect(run_id: str, *, store: Store | str | Path | None = None) -> Run:

@@ -61,6 +61,17 @@ class RewindRefusedError(RefusedError):
     """The rewind was refused (unknown node, nothing to detect, a run that moved on)."""
 
 
+class AutoRewindRefusedError(RewindRefusedError):
+    """``rewind(auto=True)`` cannot name the node to replay from (the edit affects no node, the
+    source cannot be compared, the affected node never ran); ``hint`` says what works instead
+    (often a ``resume(force=True)``); ``candidates``: the nodes it considered."""
+
+    def __init__(self, message: str, hint: str | None = None, *, kind: ErrorKind | None = None,
+                 exit_code: int | None = None, candidates: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint, kind=kind, exit_code=exit_code)
+        self.candidates = candidates
+
+
 class EnvironmentProblemError(IterionError):
     """The machine refused (a full or read-only disk, a permission): fix it and retry."""
 
@@ -83,7 +94,7 @@ def translate(exc: BaseException) -> IterionError | None:
     the caller lets it propagate unchanged)."""
     from gitrefs.persist.oserror import environment_error
     from iterion.engine.errors import InvalidWorkflow, SourceChanged
-    from iterion.rewind.errors import RewindError
+    from iterion.rewind.errors import AutoRefusedError, RewindError
     from iterion.store.errors import (
         CorruptDocumentError,
         LockHeldError,
@@ -114,6 +125,9 @@ def translate(exc: BaseException) -> IterionError | None:
         cls = RunNotFoundError
     elif isinstance(exc, (LockHeldError, WorkspaceBusy)):
         cls = RunBusyError
+    elif isinstance(exc, AutoRefusedError):
+        cls = AutoRewindRefusedError
+        extra["candidates"] = tuple(exc.candidates)
     elif isinstance(exc, RewindError):
         cls = RewindRefusedError
     elif isinstance(exc, (CorruptDocumentError, StoreFullError, StoreUnavailableError)):

@@ -132,6 +132,20 @@ class RewindReport:
 
 
 @dataclass(frozen=True)
+class ControlReport:
+    """What ``pause`` or ``cancel`` did: the run's status when the call returned, and how the
+    request was delivered: ``"direct"`` (no process executed the run: its status moved here),
+    ``"requested"`` (its process acted on it) or ``"pending"`` (asked; not acted on yet)."""
+
+    run_id: str
+    action: str  # pause | cancel
+    status: RunStatus
+    delivered: str
+    checkpoint_node: str | None = None  # where a resume continues
+    message: str = ""  # why it is still pending, or what the run did instead
+
+
+@dataclass(frozen=True)
 class UndoReport:
     """What undoing the last rewind of a run put back."""
 

@@ -126,12 +126,14 @@ def test_run_and_resume_take_the_request_models_and_both_answers_shapes(demo: Pa
 
 
 def test_the_cli_verbs_reach_the_engine_only_through_the_api() -> None:
-    """One path from a request to the engine: run, resume, rewind and inspect import none of the
-    engine's entry points (launch_run, resume_run, rewind_run, the auto-resume loop)."""
+    """One path from a request to the engine: run, resume, rewind, inspect and dev import none of
+    the engine's entry points (launch_run, resume_run, rewind_run, the auto-resume loop, the
+    operator verbs and their request file)."""
     import ast
 
-    entry_points = {"launch_run", "resume_run", "rewind_run", "undo_rewind", "auto_resume", "answer_at_terminal"}
-    for name in ("run.py", "rewind.py", "inspect_cmd.py"):
+    entry_points = {"launch_run", "resume_run", "rewind_run", "undo_rewind", "auto_resume", "answer_at_terminal",
+                    "pause_run", "cancel_run", "write_request", "clear_request"}
+    for name in ("run.py", "rewind.py", "inspect_cmd.py", "dev.py"):
         tree = ast.parse((REPO_ROOT / "cli" / name).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not imported & entry_points, f"cli/{name} imports {imported & entry_points}"
@@ -208,3 +210,86 @@ def test_api_errors_keep_the_layers_kind(demo: Path, tmp_path: Path) -> None:
     assert missing.value.kind is ErrorKind.BAD_INPUT and missing.value.kind is missing.value.__cause__.kind  # type: ignore[union-attr]
     assert api.RefusedError("x", kind=ErrorKind.REFUSED).kind is ErrorKind.REFUSED
     assert api.RefusedError("x", exit_code=1).kind is ErrorKind.REFUSED  # the older spelling still accepted
+
+
+def test_the_api_sweeps_orphans_as_the_cli_does_silently(demo: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capfd: pytest.CaptureFixture[str]) -> None:
+    """One home (iterion/command_store.py) for opening a store and sweeping orphans: a run left
+    `running` by a process that is gone is promoted by the API's first call, and nothing is printed."""
+    from iterion.store import RunStatus, Store
+
+    store = tmp_path / "store"
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    st = Store(store)
+    st.update_run(r.id, lambda d: (setattr(d, "status", RunStatus.RUNNING), setattr(d.owner, "host", "another-host")))
+    monkeypatch.setenv("ITERION_STALE_AFTER_S", "0")
+    capfd.readouterr()
+    promoted = iterion.inspect(r.id, store=store)
+    assert promoted.status is RunStatus.FAILED_RESUMABLE and promoted.failure_code == "ORPHANED_RUN"
+    assert capfd.readouterr() == ("", "")
+
+
+SLOW = """\
+tool slow:
+  command: "sleep 1; printf done > slow.txt"
+
+tool after:
+  command: "printf after > after.txt"
+
+workflow w:
+  entry: slow
+  slow -> after
+  after -> done
+"""
+
+
+def test_pause_and_cancel_drive_a_run_another_thread_executes(demo: Path, tmp_path: Path) -> None:
+    """``run(run_id=...)`` names the run up front; ``pause`` parks it at the next node boundary (the
+    node in progress finishes), ``cancel`` of a parked run is direct; ``withdraw_request`` is a no-op
+    without a request, and refuses an unknown run as every call does."""
+    import threading
+    import time
+
+    from iterion.store.ids import new_id
+
+    store = tmp_path / "store"
+    (demo / "slow.bot").write_text(SLOW)
+    rid = new_id()
+    out: list[iterion.Run] = []
+    worker = threading.Thread(target=lambda: out.append(
+        iterion.run(demo / "slow.bot", workspace=demo, store=store, run_id=rid)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not (store / "runs" / rid / "events.jsonl").is_file() or \
+            '"node_started"' not in (store / "runs" / rid / "events.jsonl").read_text():
+        assert time.monotonic() < deadline and worker.is_alive()
+        time.sleep(0.02)
+    paused = api.pause(rid, reason="from a test", store=store)
+    worker.join(60)
+    assert (paused.run_id, paused.action, paused.status, paused.delivered) == (
+        rid, "pause", iterion.RunStatus.PAUSED_OPERATOR, "requested")
+    assert paused.checkpoint_node == "after"
+    [r] = out
+    assert r.id == rid and r.status is iterion.RunStatus.PAUSED_OPERATOR
+    assert (demo / "slow.txt").read_text() == "done" and not (demo / "after.txt").exists()  # finished, not killed
+    api.withdraw_request(rid, store=store)  # nothing pending: nothing happens
+    assert not (store / "runs" / rid / "control.json").exists()
+    with pytest.raises(api.RefusedError, match="paused_operator"):
+        api.pause(rid, store=store)  # only a running run pauses
+    cancelled = api.cancel(rid, store=store)
+    assert (cancelled.status, cancelled.delivered) == (iterion.RunStatus.CANCELLED, "direct")
+    assert iterion.resume(rid, store=store).status is iterion.RunStatus.FINISHED  # a cancel is resumable
+    assert (demo / "after.txt").read_text() == "after"
+    with pytest.raises(api.RunNotFoundError):
+        api.withdraw_request("no-such-run", store=store)
+
+
+def test_auto_rewind_refusal_is_typed_and_still_a_rewind_refusal(demo: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    r = iterion.run(demo / "demo.bot", workspace=demo, store=store)
+    before = _state(store)
+    with pytest.raises(api.AutoRewindRefusedError) as caught:  # no edit: nothing to rewind to
+        api.rewind(r.id, auto=True, store=store)
+    assert isinstance(caught.value, api.RewindRefusedError) and caught.value.hint
+    assert _state(store) == before

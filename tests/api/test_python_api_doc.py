@@ -59,8 +59,9 @@ def test_every_python_block_of_the_doc_runs(tmp_path: Path) -> None:
     work, store, out = _run_blocks(blocks, tmp_path)
     assert "approve ['approved', 'note']" in out and "published: ship it" in out
     assert "approve -> write" in out
+    assert "already stopped" in out  # api.pause refused the cancelled run
     # the runs the doc made are the CLI's runs: same store, same statuses
     listed = json.loads(run_cli("inspect", "--json", cwd=work, env={"ITERION_STORE_DIR": str(store)}).stdout)
     statuses = sorted(r["status"] for r in listed)
-    assert statuses == ["cancelled"] + ["finished"] * 6, listed  # the last example cancels one on purpose
+    assert statuses == ["cancelled"] + ["finished"] * 7, listed  # the last example cancels one on purpose
     assert (work / "demo-out" / "published.md").is_file()

@@ -41,6 +41,9 @@ workflow slow:
 """
 
 
+GATE = r"ok \[y/n\]: "  # the gate's field, asked at once
+
+
 def _setup(tmp_path: Path, sleep_s: float) -> tuple[Path, Path, Path]:
     ws = make_checkout(tmp_path / "ws")
     src = tmp_path / "src"
@@ -81,7 +84,7 @@ def test_a_save_during_a_node_is_applied_at_its_boundary(tmp_path: Path) -> None
     child.expect("pausing at the next node boundary")
     child.expect("impacts write")
     child.expect("rewound to write")
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     child.sendline("q")
     assert _exit(child) == 0
     kinds = [(e["type"], e.get("node")) for e in _events(store)]
@@ -97,7 +100,7 @@ def test_a_save_during_a_node_is_applied_at_its_boundary(tmp_path: Path) -> None
 def test_confirm_asks_and_no_changes_nothing(tmp_path: Path) -> None:
     ws, store, bot = _setup(tmp_path, 0)
     child = _spawn(["dev", str(bot), "--store-dir", str(store), "--debounce", "0.1", "--confirm"], ws)
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     bot.write_text(FLOW.format(topic="lakes"))
     child.expect("would be removed out.txt")
     child.expect(r"rewind to write and resume\? \[y/n\]: ")
@@ -108,7 +111,7 @@ def test_confirm_asks_and_no_changes_nothing(tmp_path: Path) -> None:
     child.expect(r"rewind to write and resume\? \[y/n\]: ")
     child.sendline("y")
     child.expect("rewound to write")
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     child.sendline("q")
     assert _exit(child) == 0
     assert [e.get("node") for e in _events(store) if e["type"] == "node_started"].count("write") == 2
@@ -160,7 +163,7 @@ def test_attach_refuses_a_run_of_another_file(tmp_path: Path) -> None:
 def test_a_persons_edit_of_a_produced_file_is_always_asked_about(tmp_path: Path) -> None:
     ws, store, bot = _setup(tmp_path, 0)
     child = _spawn(["dev", str(bot), "--store-dir", str(store), "--debounce", "0.1"], ws)  # no --confirm
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     (ws / "out.txt").write_text("my own notes\n")  # a person edits what the run wrote
     bot.write_text(FLOW.format(topic="lakes"))
     child.expect("would be overwritten out.txt")
@@ -181,10 +184,10 @@ def test_dev_never_rewinds_another_run(tmp_path: Path) -> None:
     (other,) = json.loads(run_cli("inspect", "--store-dir", str(store), "--json", cwd=ws).stdout)
     other_events = (store / "runs" / other["id"] / "events.jsonl").read_text()
     child = _spawn(["dev", str(bot), "--store-dir", str(store), "--debounce", "0.1"], ws)
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     bot.write_text(FLOW.format(topic="lakes"))
     child.expect("rewound to write")
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     child.sendline("q")
     assert _exit(child) == 0
     assert (store / "runs" / other["id"] / "events.jsonl").read_text() == other_events  # untouched

@@ -16,7 +16,6 @@ import pytest
 
 from cli.dev import Session
 from cli.preflight import open_store
-from iterion.engine.resume import ResumeOptions
 from iterion.store import RunStatus
 from tests.conftest import kill_process, make_checkout, start_cli
 from tests.dev.test_dev_edges import FLOW
@@ -45,7 +44,7 @@ def test_an_interrupted_execution_never_leaves_the_run_running(tmp_path: Path) -
     proc.wait()
     store = open_store(store_dir, write=True)
     assert store.load_run(run_id).status is RunStatus.RUNNING
-    session = Session(store, bot, run_id, ResumeOptions(file=bot, force=True), confirm=False, debounce_s=0.1)
+    session = Session(store, bot, run_id, confirm=False, debounce_s=0.1)
     session.watch.read_stdin = False
 
     def interrupted() -> object:

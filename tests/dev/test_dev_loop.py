@@ -2,7 +2,8 @@
 
 Start; edit the prompt file (imported by the main file) twice, with an invalid save in between;
 see the rewind report name exactly the affected nodes, the produced file put back and only those
-nodes re-run; answer a gate at the prompt; quit; attach again later and finish the run.
+nodes re-run; every save arrives while a gate's question is open (it is withdrawn, then asked
+again); answer a gate at the prompt; quit at the next one; attach again later and finish the run.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ workflow devloop:
 
 PROMPTS = 'prompt write_user:\n  Write about {version}.\n'
 SCRIPT = 'write:\n  "*": {echo: true}\n'
+GATE = r"ok \[y/n\]: "  # a gate's field, asked at once
+WITHDRAWN = "the workflow changed: the question is withdrawn"
 
 
 def _spawn(args: list[str], cwd: Path) -> pexpect.spawn:
@@ -91,37 +94,43 @@ def test_dev_loop_edit_invalid_edit_gate_quit_attach(tmp_path: Path) -> None:
     (src / "wf.script.yaml").write_text(SCRIPT)
     child = _spawn(["dev", str(bot), "--store-dir", str(store), "--debounce", "0.2"], ws)
     child.expect(r"watching 2 file\(s\)")
-    child.expect("review asks: Ship it")
-    child.expect("waiting: Enter answers the gate")
+    child.expect("review asks:")  # asked at once, as `iterion run` asks; the watch goes on beside
+    child.expect("Ship it")
+    child.expect(GATE)
     assert (ws / "out.txt").read_text() == "saved\n"
-    # 1. an edit of the prompt: the report, the rewind to `write`, out.txt put back, write+save re-run
+    # 1. an edit of the prompt while the question is open: withdrawn, then the report, the rewind
+    # to `write`, out.txt put back, write+save re-run, and the gate asked again
     prompts.write_text(PROMPTS.format(version="lakes"))
+    child.expect(WITHDRAWN)
     child.expect("detected changes")
     child.expect("impacts write")
     child.expect("dry run: would rewind run .*: review -> write")
     child.expect("would be removed out.txt")
     child.expect("rewound to write")
-    child.expect("review asks: Ship it")
-    child.expect("waiting: Enter answers the gate")
+    child.expect("review asks:")
+    child.expect(GATE)
     assert (ws / "out.txt").read_text() == "saved\n"  # put back, then written once more
     assert (ws / "prep.log").read_text() == "prep\n"  # prep was not re-run
-    # 2. an invalid save changes nothing
+    # 2. an invalid save changes nothing: the same question is asked again
     prompts.write_text("prompt write_user\n  broken\n")
+    child.expect(WITHDRAWN)
     child.expect(r"prompts.bot:\d+:\d+: ")
     child.expect("invalid: nothing changed")
+    child.expect("review asks:")
+    child.expect(GATE)
     # 3. fixed: applied again
     prompts.write_text(PROMPTS.format(version="seas"))
+    child.expect(WITHDRAWN)
     child.expect("impacts write")
     child.expect("rewound to write")
-    child.expect("waiting: Enter answers the gate")
+    child.expect(GATE)
     assert _started(store, ws) == ["prep", "write", "save", "review", "write", "save", "review",
                                    "write", "save", "review"]
-    # 4. the gate, answered at the prompt; the run goes on to the next gate; q quits
-    child.sendline("")
-    child.expect(r"ok \[y/n\]: ")
+    # 4. the gate, answered at the prompt; the run goes on to the next gate; q there quits
     child.sendline("y")
-    child.expect("final asks: All done")
-    child.expect("waiting: Enter answers the gate")
+    child.expect("final asks:")
+    child.expect("All done")
+    child.expect(GATE)
     child.sendline("q")
     child.expect("paused_waiting_human")
     child.expect("continue with: ")
@@ -133,10 +142,8 @@ def test_dev_loop_edit_invalid_edit_gate_quit_attach(tmp_path: Path) -> None:
     # 5. later: attach and finish
     child = _spawn(["dev", str(bot), "--store-dir", str(store), "--run-id", run["name"]], ws)
     child.expect("attached to run")
-    child.expect("final asks: All done")
-    child.expect("waiting: Enter answers the gate")
-    child.sendline("")
-    child.expect(r"ok \[y/n\]: ")
+    child.expect("final asks:")
+    child.expect(GATE)
     child.sendline("y")
     child.expect("finished")
     child.sendline("q")
