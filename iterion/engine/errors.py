@@ -25,6 +25,8 @@ tree, with the place each internal one is translated::
     │                               -> Runner.run: stop.lost (CHECKPOINT_LOST, or parked on a full disk)
     ├── OperatorPause               `iterion pause` seen at a node boundary
     │                               -> Runner.run: control.park_operator (`paused_operator`)
+    ├── ChildPaused                 a subbot's child run was paused by an operator
+    │                               -> Runner.run: Runner._child_paused (`paused_operator`)
     ├── RecoveryPause               the recovery dispatcher parks a failed node for a person
     │                               -> Runner.run: recovery.park_recovery (`paused_waiting_human`)
     ├── ToolLaunchError             a tool's command could not be started
@@ -128,6 +130,17 @@ class OperatorPause(Exception):
         self.reason = reason
 
 
+class ChildPaused(Exception):
+    """Raised out of a subbot node whose child run parked ``paused_operator`` (an operator paused
+    the child): the parent parks ``paused_operator`` too, its subbot node interrupted (re-executed
+    on resume, which reattaches and resumes the same child)."""
+
+    def __init__(self, node: str, child_run: str) -> None:
+        self.node, self.child_run = node, child_run
+        self.message = f"subbot {node}: its child run {child_run} was paused; resume this run to continue both"
+        super().__init__(self.message)
+
+
 class RecoveryPause(Exception):
     """Raised out of a node's execution when the dispatcher parks it for a person."""
 
@@ -165,6 +178,7 @@ TRANSLATED: dict[str, str] = {
     "iterion.engine.errors.CheckpointLost": "engine/runner.py Runner.run: engine/stop.py lost",
     "iterion.engine.errors.OperatorPause": "engine/runner.py Runner.run: control.park_operator",
     "iterion.engine.errors.RecoveryPause": "engine/runner.py Runner.run: recovery.park_recovery",
+    "iterion.engine.errors.ChildPaused": "engine/runner.py Runner.run: Runner._child_paused (`paused_operator`)",
     "iterion.engine.errors.ToolLaunchError": "engine/nodes/tool.py: NodeFailure; engine/nodes/llmcall.py: exit 127",
     "iterion.builtins.registry.BuiltinError": "engine/nodes/tool.py _builtin: NodeFailure TOOL_FAILED_PERMANENT",
     "iterion.engine.errors.ShellTimeout": "engine/nodes/llmcall.py: a timed-out shell result",

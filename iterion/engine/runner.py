@@ -24,7 +24,14 @@ from iterion.engine.control import park_operator, pause_point
 from iterion.engine.dailycap import pause_payload
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
-from iterion.engine.errors import Cancelled, CheckpointLost, NodeFailure, OperatorPause, RecoveryPause
+from iterion.engine.errors import (
+    Cancelled,
+    CheckpointLost,
+    ChildPaused,
+    NodeFailure,
+    OperatorPause,
+    RecoveryPause,
+)
 from iterion.engine.fanout_safety import branch_bodies, refuse_mutating_branches
 from iterion.engine.fork import record_turn
 from iterion.engine.nodes import executor_for
@@ -124,6 +131,8 @@ class Runner:
             return park_operator(self, exc)
         except DailyCapReached as exc:
             return self._daily_capped(current, exc)
+        except ChildPaused as exc:
+            return self._child_paused(current, exc)
         except RecoveryPause as exc:
             return park_recovery(self, exc)
         except CheckpointLost:
@@ -217,7 +226,7 @@ class Runner:
             self.fail_boundary(nid, it)
             ctx.emit(ev.NODE_FAILED, nid, it, {"code": FailureCode.CANCELLED.value, "error": "cancelled"})
             raise
-        except DailyCapReached:  # interrupted at a charge point: re-executed on resume
+        except (DailyCapReached, ChildPaused):  # interrupted (a charge point, a paused child): re-executed on resume
             # a pause, not a failure (the spec's paused_operator is "a soft pause or daily-spend-cap
             # pause"): its fail: boundary, then only run_paused, as an operator pause (_daily_capped)
             self.fail_boundary(nid, it)
@@ -292,7 +301,7 @@ class Runner:
         cap = ctx.budget.ask.max_parallel_branches or len(edges)
         failures: list[tuple[Edge, NodeFailure]] = []
         cancelled = False
-        capped: DailyCapReached | None = None
+        capped: DailyCapReached | ChildPaused | None = None
         with cf.ThreadPoolExecutor(max_workers=max(1, min(cap, len(edges))), thread_name_prefix="iterion-branch") as pool:
             futures = {pool.submit(self._branch, router.id, i, e, outcome, join): e for i, e in enumerate(edges)}
             pending = set(futures)
@@ -308,7 +317,7 @@ class Runner:
                 exc = fut.exception()
                 if isinstance(exc, Cancelled):
                     cancelled = True
-                elif isinstance(exc, DailyCapReached):
+                elif isinstance(exc, (DailyCapReached, ChildPaused)):
                     capped = capped or exc
                 elif isinstance(exc, NodeFailure):
                     failures.append((edge, exc))
@@ -547,6 +556,20 @@ class Runner:
             anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message),
             # node and iteration, as an operator pause's: the timeline shows that execution paused
             events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, pause_payload(exc, anchor))]))
+
+    def _child_paused(self, current: str | None, exc: ChildPaused) -> RunResult:
+        """Park ``paused_operator`` because a subbot's child was paused by an operator: the subbot
+        node is interrupted (its ``fail:`` boundary written, as for the daily cap) and re-executes
+        on resume, which resumes the same child (engine/nodes/subbot.py)."""
+        anchor = current if current and current not in TERMINALS else None
+        it = self._anchor_iteration(anchor) if anchor else None
+        return stop_run(self, Stop(
+            RunStatus.PAUSED_OPERATOR, None, exc.message,
+            mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and it is not None else None,
+            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message),
+            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, {"reason": exc.message, "by": "subbot",
+                                                                "restart_node": anchor, "child_run": exc.child_run,
+                                                                "subbot_node": exc.node})]))
 
 
 _PREVIEW_BYTES = 4096

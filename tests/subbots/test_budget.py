@@ -194,3 +194,31 @@ def test_a_parent_killed_while_its_child_runs_is_charged_what_the_child_spent(pr
     assert cli_json("inspect", "--run-id", parent, cwd=project)["budget"]["consumed"]["cost_usd"] \
         == pytest.approx(0.03)
     assert _spent_today(project) == pytest.approx(0.03)
+
+
+ONE_SPEND = '''vars:
+  task: string
+agent one:
+  backend: script
+  user: "{{vars.task}}"
+workflow child:
+  entry: one
+  one -> done
+'''
+
+
+def test_a_parent_killed_after_its_child_finished_is_charged_the_child_once(project: Path) -> None:
+    (project / "bots" / "child.bot").write_text(ONE_SPEND)
+    (project / "bots" / "child.script.yaml").write_text(CHILD_SCRIPT)
+    (project / "p.bot").write_text(_parent("1"))
+    # the child finished (spent 0.03); the parent dies before it records the node's output
+    proc = run_cli("run", "p.bot", cwd=project, env={"ITERION_TEST_KILL_AT": "subbot-child-stopped:1"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    parent = next(i for i, d in run_docs(project).items() if d.get("parent_run") is None)
+    assert run_docs(project)[run_docs(project)[parent]["subbot_children"]["kid"]]["status"] == "finished"
+    done = cli_json("resume", "--run-id", parent, cwd=project)
+    assert done["status"] == "finished", done
+    assert len(run_docs(project)) == 2  # the finished child's outputs were taken, not a new child's
+    assert cli_json("inspect", "--run-id", parent, cwd=project)["budget"]["consumed"]["cost_usd"] \
+        == pytest.approx(0.03)
+    assert _spent_today(project) == pytest.approx(0.03)

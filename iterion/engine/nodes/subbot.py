@@ -15,7 +15,8 @@ checkpoint, so a crash at any point leaves one child to reattach, never two:
 A cancel of the parent is relayed to the child (its own token, linked).
 
 The decision reads only that map and the child's status, before the child workflow is compiled.
-A parked child parks the parent ``paused_waiting_human`` with the child's questions; a failed
+A parked child parks the parent ``paused_waiting_human`` with the child's questions (a child
+paused by an operator or the daily cap parks it ``paused_operator``); a failed
 child fails the node with the child's failure code. What the child spends is charged to the
 parent's budget (the child is launched with at most what the parent has left).
 """
@@ -32,7 +33,7 @@ from gitrefs.persist.killpoint import kill_point
 from iterion.budget import BudgetAsk, DailyCapReached, Usage
 from iterion.engine.cancel import CancelToken
 from iterion.engine.context import ExecContext, NodeCall, NodeResult, render_text
-from iterion.engine.errors import EngineError, NodeFailure
+from iterion.engine.errors import ChildPaused, EngineError, NodeFailure
 from iterion.engine.result import RunResult
 from iterion.failure_codes import FailureCode
 from iterion.store import RunDoc, RunStatus
@@ -40,7 +41,6 @@ from iterion.store.checkpoint import AnchorReason
 from iterion.store.errors import StoreError
 
 _RELAUNCH = (RunStatus.FAILED,)  # terminal: a new child (a cancelled one resumes, like any run)
-_SUBBOT_FAILED = "SUBBOT_FAILED"  # a child stopped without a code of its own (not expected)
 
 
 def child_source(ctx: ExecContext, source_path: str) -> Path:
@@ -67,12 +67,13 @@ def _usage(ctx: ExecContext, child_id: str) -> Usage:
 def _already_charged(ctx: ExecContext, node_id: str, child: RunDoc | None) -> Usage:
     """What of the child's spend the parent's accounting already holds. A stop of the parent while
     this node ran (the child parked, failed, hit a cap) charged all the child had spent; a
-    checkpoint from before the node started (the parent died while its child ran) holds none of
-    it. A finished child's spend was charged when it finished (a loop re-entering the node)."""
+    checkpoint from before the node started (the parent died while its child ran, or after it
+    finished) holds none of it. A finished child recorded without ``parent_iteration`` (older
+    documents, which cannot tell a loop's earlier pass from this one) is taken as charged."""
     if child is None:
         return Usage()
     used = _usage(ctx, child.id)
-    if child.status is RunStatus.FINISHED:
+    if child.status is RunStatus.FINISHED and child.parent_iteration is None:
         return used
     try:
         cp = ctx.store.load_checkpoint(ctx.run_id)
@@ -204,11 +205,14 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
         capped = _daily_cap_pause(ctx, child_id)
         if capped is not None:  # parks the parent paused_operator too; its resume continues the child
             raise capped
+        raise ChildPaused(node.id, child_id)  # an operator paused the child: the same stop for the parent
     if result_status is RunStatus.PAUSED_WAITING_HUMAN and pending is not None:
         questions = {k: v for k, v in pending.items() if k not in ("interaction_id", "kind")}
         questions["subbot"] = {"child_run": child_id, "node": pending.get("node")}
         return NodeResult({}, pause=questions, pause_kind="human")
-    code = failure or (FailureCode.CANCELLED.value if result_status is RunStatus.CANCELLED else _SUBBOT_FAILED)
+    # a child stopped without a code of its own (not expected): a typed code all the same
+    code = failure or (FailureCode.CANCELLED if result_status is RunStatus.CANCELLED
+                       else FailureCode.EXECUTION_FAILED).value
     raise NodeFailure(code, f"subbot {node.id}: child run {child_id} stopped {result_status.value}"
                       + (f": {error}" if error else ""), node=node.id,
                       details={"child_run": child_id, "child_status": result_status.value})
