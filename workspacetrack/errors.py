@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 
 
 class TrackError(UserError):
@@ -22,4 +22,4 @@ class CorruptStoreError(TrackError):
     """An object or document whose content does not match its name."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=ErrorCode.REFUSED)
+        super().__init__(message, hint=hint, exit_code=ErrorKind.REFUSED)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.engine.coerce import coerce_answers
 from iterion.engine.errors import AnswerError, EngineError
 from iterion.ir import FieldType, Schema
@@ -48,7 +48,7 @@ def coerce_for_node(node: str, schema: Schema | None, answers: dict[str, Any]) -
     try:
         return coerce_answers(node, schema, answers)
     except AnswerError as exc:
-        raise EngineError(str(exc), hint=_field_hint(schema), exit_code=ErrorCode.BAD_INPUT) from None
+        raise EngineError(str(exc), hint=_field_hint(schema), exit_code=ErrorKind.BAD_INPUT) from None
 
 
 def _field_hint(schema: Schema | None) -> str | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gitrefs.persist.envsettings import env_number
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.budget import DailyCapReached, daily_cap_message, raised_daily_cap
 from iterion.engine.errors import EngineError
 from iterion.store import RunDoc, RunStatus
@@ -105,7 +105,7 @@ def check_daily_cap(doc: RunDoc, events: list[ev.Event], counter: SpendCounter, 
     raise EngineError(f"run {doc.id}: {message}",
                       hint=f"resume after the reset, or raise the cap: `iterion resume --run-id {doc.id} "
                            f"{FLAG} {raised_daily_cap(message)}` (or ${CAP_ENV})",
-                      exit_code=ErrorCode.REFUSED)
+                      exit_code=ErrorKind.REFUSED)
 
 
 def pause_payload(exc: DailyCapReached, restart: str | None) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitrefs.persist import UserError
 from gitrefs.persist.envsettings import EnvSettingError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.failure_codes import FailureCode
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class InvalidWorkflow(EngineError):
     def __init__(self, path: str, diagnostics: list[Any], outcome: str = "no run was created") -> None:
         errors = [d for d in diagnostics if getattr(d.severity, "value", d.severity) == "error"]
         super().__init__(f"{path} has {len(errors)} validation error(s); {outcome}",
-                         hint=f"fix them (`iterion validate {path}` lists them)", exit_code=ErrorCode.REFUSED)
+                         hint=f"fix them (`iterion validate {path}` lists them)", exit_code=ErrorKind.REFUSED)
         self.path = path
         self.diagnostics = diagnostics
 
@@ -78,7 +78,7 @@ class SourceChanged(EngineError):
         super().__init__(f"run {run_id}: the workflow source changed since launch (recorded digest {recorded[:12]}, "
                          f"{path} now {current[:12]}); refusing to resume",
                          hint="pass --force if the stored outputs, node ids and schemas are still compatible",
-                         exit_code=ErrorCode.REFUSED)
+                         exit_code=ErrorKind.REFUSED)
         self.recorded, self.current = recorded, current
 
 

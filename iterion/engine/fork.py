@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrefs.persist import read_model, write_model
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.engine.errors import EngineError
 from iterion.engine.state import to_checkpoint
 from iterion.store import AnchorReason, Checkpoint, RunDoc, RunStatus, Store, WorkspaceMode
@@ -115,22 +115,22 @@ def fork_run(store: Store, run_id: str, node: str, *, iteration: int | None = No
         if node not in executed:  # a typo or a node the run never reached: bad input
             raise EngineError(f"run {parent_id} never executed a node {node!r}; it can be forked from: {known}",
                               hint="fork needs an LLM node the run executed (agent, judge, llm router), e.g. "
-                                   f"--node {min(turns) if turns else 'NODE'}", exit_code=ErrorCode.BAD_INPUT)
+                                   f"--node {min(turns) if turns else 'NODE'}", exit_code=ErrorKind.BAD_INPUT)
         # rewind is offered only where it would be accepted (never for a finished run)
         replay = (f"; to replay from any other node use `iterion rewind --run-id {parent_id} --node {node}`"
                   if accepts(Command.REWIND, parent.status) else "")
         raise EngineError(f"run {parent_id} has no turn checkpoint for node {node}; it can be forked from: {known}",
                           hint=f"fork needs an LLM node the run executed (agent, judge, llm router){replay}",
-                          exit_code=ErrorCode.REFUSED)
+                          exit_code=ErrorKind.REFUSED)
     its = turns[node]
     chosen = its[-1] if iteration is None else iteration
     if chosen not in its:
         raise EngineError(f"node {node} of run {parent_id} has no turn checkpoint for iteration {chosen} "
-                          f"(recorded: {', '.join(map(str, its))})", exit_code=ErrorCode.REFUSED)
+                          f"(recorded: {', '.join(map(str, its))})", exit_code=ErrorKind.REFUSED)
     if parent.workspace_mode is WorkspaceMode.WORKTREE:
         raise EngineError(f"run {parent_id} runs in a worktree; forking a worktree run is not supported yet",
                           hint=f"use `iterion rewind --run-id {parent_id} --node {node}` to replay it in place",
-                          exit_code=ErrorCode.REFUSED)
+                          exit_code=ErrorKind.REFUSED)
     cp = read_model(_turn_path(store, parent_id, node, chosen), Checkpoint)
     # an alternative future: the node is re-invoked from scratch, not mid-dialogue
     cp.pending_interaction = None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.text import require_utf8_path
 from iterion.backends.choice import resolve_backend
 from iterion.backends.pricing import unpriced_warnings
@@ -142,7 +142,7 @@ def _queued_doc(store: Store, run_id: str) -> RunDoc:
     doc = store.load_run(run_id)
     if doc.status is not RunStatus.QUEUED:
         raise EngineError(f"run {run_id} is {doc.status.value}, not queued: a launch delivery cannot start it",
-                          hint=f"resume it instead: iterion resume --run-id {run_id}", exit_code=ErrorCode.REFUSED)
+                          hint=f"resume it instead: iterion resume --run-id {run_id}", exit_code=ErrorKind.REFUSED)
     return doc
 
 
@@ -240,7 +240,7 @@ def launch_run(store: Store, path: Path | str, options: LaunchOptions | None = N
             message = f"the workspace cannot be versioned: {getattr(exc, 'message', None) or exc}"
             store.update_run(run_id, lambda d: d.set_status(RunStatus.FAILED, failure_code="WORKSPACE_SAFETY",
                                                             error=message))
-            raise EngineError(message, hint=getattr(exc, "hint", None), exit_code=ErrorCode.REFUSED) from exc
+            raise EngineError(message, hint=getattr(exc, "hint", None), exit_code=ErrorKind.REFUSED) from exc
         state = RunState(run_id=run_id, vars=values, next_node=wf.entry)
         budget = Budget(ask)
         emit = make_emit(store, run_id, listener)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.inputs import SOURCE_LIMIT, check_regular_file
 from iterion.budget import Budget, BudgetAsk, merge_ask, raised_axes
 from iterion.engine import launch as _launch  # noqa: F401 - registers the subbot child launcher
@@ -310,13 +310,13 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
         for f in asked:
             value = answers.get(str(f.get("name")))
             if is_placeholder(value, f.get("type"), f.get("enum")):
-                raise EngineError(refusal(str(f.get("name")), str(value).strip()), exit_code=ErrorCode.BAD_INPUT)
+                raise EngineError(refusal(str(f.get("name")), str(value).strip()), exit_code=ErrorKind.BAD_INPUT)
         if pending.kind == "recovery" and ACK_FIELD not in answers:
             code = pending.questions.get("recovery_code")
             raise EngineError(f"run {state.run_id} is paused for recovery of node {pending.node} ({code}): "
                               f"answer {ACK_FIELD} once the cause is fixed",
                               hint=command("resume", "--run-id", ref or state.run_id, "--answer", f"{ACK_FIELD}=true"),
-                              exit_code=ErrorCode.BAD_INPUT)
+                              exit_code=ErrorKind.BAD_INPUT)
         if node is not None and node.kind is NodeKind.SUBBOT and pending.kind != "recovery":
             from iterion.engine.nodes.subbot import check_child_answers  # its child's gate fields
 
@@ -325,7 +325,7 @@ def _check_answers(status: RunStatus, state: RunState, wf: Any, answers: dict[st
             try:
                 coerce_answers(node.id, node.output_schema, answers)
             except AnswerError as exc:
-                raise EngineError(str(exc), exit_code=ErrorCode.BAD_INPUT) from None
+                raise EngineError(str(exc), exit_code=ErrorKind.BAD_INPUT) from None
         return dict(answers)
     if answers:
         raise EngineError(f"run {state.run_id} is not waiting for answers (status {status.value})",

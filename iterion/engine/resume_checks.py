@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.budget import Budget, BudgetAsk, BudgetExceeded, raised_axes
 from iterion.engine.errors import EngineError, PreflightError
 from iterion.engine.preflight import UNCHANGED, check_workspace
@@ -54,7 +54,7 @@ def check_budget_raised(doc: RunDoc, cp: Checkpoint | None, ask: BudgetAsk) -> N
             f"run {doc.id} stopped on BUDGET_EXCEEDED ({cause}); resuming with these caps would hit the same "
             f"guard at once: {exc.axis} is {exc.consumed:g} consumed against a cap of {exc.cap:g}",
             hint=f"raise it above the amount already consumed, e.g. `iterion resume --run-id {doc.id} {flag} ...` "
-                 "(consumed accounting is kept across a resume)", exit_code=ErrorCode.REFUSED) from None
+                 "(consumed accounting is kept across a resume)", exit_code=ErrorKind.REFUSED) from None
     if usage is not None and ask.max_iterations and usage.iterations >= ask.max_iterations:
         # the resume executes at least one more node: a cap not above the count cannot pass
         raise EngineError(
@@ -62,13 +62,13 @@ def check_budget_raised(doc: RunDoc, cp: Checkpoint | None, ask: BudgetAsk) -> N
             f"consumed against a max_iterations cap of {ask.max_iterations}, so the re-executed node would hit "
             "the same guard",
             hint=f"choose a cap above the amount already consumed: `iterion resume --run-id {doc.id} "
-                 f"--max-iterations {usage.iterations + 10}`", exit_code=ErrorCode.REFUSED)
+                 f"--max-iterations {usage.iterations + 10}`", exit_code=ErrorKind.REFUSED)
     if not raised_axes(doc.budget, ask):
         raise EngineError(
             f"run {doc.id} stopped on BUDGET_EXCEEDED ({cause}); resuming without a raised cap would hit the "
             "same guard again",
             hint=f"pass a larger cap: `iterion resume --run-id {doc.id} --max-cost-usd/--max-tokens/"
-                 "--max-duration/--max-iterations ...`", exit_code=ErrorCode.REFUSED)
+                 "--max-duration/--max-iterations ...`", exit_code=ErrorKind.REFUSED)
 
 
 def _gitdir_of(worktree: Path) -> Path | None:
@@ -95,13 +95,13 @@ def check_worktree_link(doc: RunDoc) -> None:
         if repo and not Path(repo).is_dir():
             raise EngineError(f"run {doc.id}: the repository its worktree is to be added to ({repo}) no longer "
                               "exists; cannot resume", hint="restore the repository at that path, or start a new run",
-                              exit_code=ErrorCode.REFUSED)
+                              exit_code=ErrorKind.REFUSED)
         return  # made by the run, before its first node that needs it
     path = Path(doc.worktree.path if doc.worktree is not None else doc.workspace_dir)
     if not path.is_dir():
         raise EngineError(f"run {doc.id}: its worktree {path} no longer exists; cannot resume",
                           hint=f"rewind it (`iterion rewind --run-id {doc.id} --node NODE`) to rebuild the "
-                               "worktree, or start a new run", exit_code=ErrorCode.REFUSED)
+                               "worktree, or start a new run", exit_code=ErrorKind.REFUSED)
     gitdir = _gitdir_of(path)
     if gitdir is not None and not gitdir.exists():
         raise EngineError(
@@ -109,14 +109,14 @@ def check_worktree_link(doc: RunDoc) -> None:
             "(the repository that registered the worktree is gone); refusing to resume: every git command there "
             "would fail",
             hint="restore the repository at its old path (or repair the pointer with `git worktree repair`), "
-                 "then resume", exit_code=ErrorCode.REFUSED)
+                 "then resume", exit_code=ErrorKind.REFUSED)
 
 
 def check_no_interrupted_rewind(store: Store, run_id: str) -> None:
     """Refuse a run whose rewind was killed mid-way: ``iterion rewind`` finishes it first."""
     if os.path.lexists(store.paths(run_id).rewind_intent):
         raise EngineError(f"run {run_id} has an interrupted rewind and its workspace may be half-restored; "
-                          f"finish it with `iterion rewind --run-id {run_id}`, then resume", exit_code=ErrorCode.BAD_INPUT)
+                          f"finish it with `iterion rewind --run-id {run_id}`, then resume", exit_code=ErrorKind.BAD_INPUT)
 
 
 def check_checkpoint_present(doc: RunDoc, cp: Checkpoint | None, events: list[ev.Event],

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.engine.errors import EngineError
 
 _IDENTITY = {
@@ -46,7 +46,7 @@ def git(cwd: Path, *args: str, check: bool = True, identity: bool = False) -> su
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
         raise EngineError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip() or proc.stdout.strip()}",
-                          exit_code=ErrorCode.REFUSED)
+                          exit_code=ErrorKind.REFUSED)
     return proc
 
 

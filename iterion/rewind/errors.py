@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 
 
 class RewindError(UserError):
     """A rewind the user asked for and iterion refused, with why and what would work."""
 
-    default_kind = ErrorCode.REFUSED
+    default_kind = ErrorKind.REFUSED
 
 
 class UnknownNodeError(RewindError):
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=ErrorCode.BAD_INPUT)
+        super().__init__(message, hint=hint, exit_code=ErrorKind.BAD_INPUT)
 
 
 class AutoRefusedError(RewindError):

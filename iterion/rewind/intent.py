@@ -52,7 +52,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from gitrefs.persist import FormatVersionError, VersionedModel, atomic_write_bytes, fsync_dir
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.rewind.errors import RewindError
 from iterion.rewind.files_plan import FilesPlan
 from iterion.rewind.marker import has_intent as has_intent  # its home; importers here keep working
@@ -125,14 +125,14 @@ def load_intent(store: Store, run_id: str) -> RewindIntent | None:
         return None
     except OSError as exc:
         raise RewindError(f"the intent record {path} of an interrupted rewind cannot be read "
-                          f"({exc.strerror or exc})", hint="repair the run store, then retry", exit_code=ErrorCode.BAD_INPUT) from None
+                          f"({exc.strerror or exc})", hint="repair the run store, then retry", exit_code=ErrorKind.BAD_INPUT) from None
     try:
         return RewindIntent.model_validate_json(data)
     except (ValidationError, FormatVersionError, ValueError) as exc:
         detail = str(exc).splitlines()[0]
         raise RewindError(f"the intent record {path} of an interrupted rewind is unreadable ({detail})",
                           hint="upgrade iterion if it was written by a newer one; otherwise the rewind "
-                               "cannot be finished automatically", exit_code=ErrorCode.BAD_INPUT) from None
+                               "cannot be finished automatically", exit_code=ErrorKind.BAD_INPUT) from None
 
 
 def write_intent(store: Store, intent: RewindIntent) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.boundary import BoundaryKind, BoundaryLabel
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.killpoint import kill_point
 from iterion.engine.preflight import UNCHANGED, check_event_log, check_run_dir, check_workspace
 from iterion.engine.versioning import Versioning, mechanism_of, worktree_of
@@ -233,7 +233,7 @@ def _decide(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetect
     elif req.node:
         asked = req.node
     else:
-        raise RewindError("name the pivot with --node NODE, or let iterion find it with --auto", exit_code=ErrorCode.BAD_INPUT)
+        raise RewindError("name the pivot with --node NODE, or let iterion find it with --auto", exit_code=ErrorKind.BAD_INPUT)
     require_node(wf, asked)
     promotion = promote(wf, asked)
     pivot = promotion.pivot
@@ -313,7 +313,7 @@ def require_objects(versioning: Versioning, run_id: str, anchor: BoundaryLabel, 
         raise RewindError(f"cannot rewind run {run_id}: {where} lacks the content of {path}{obj}{more}, which "
                           f"the restore to {anchor} needs; {UNCHANGED}",
                           hint="the store is damaged: restore it from a backup, or rewind with "
-                               "--restore-scope none to move the checkpoint alone", exit_code=ErrorCode.BAD_INPUT)
+                               "--restore-scope none to move the checkpoint alone", exit_code=ErrorKind.BAD_INPUT)
 
 
 def _dry_run(store: Store, run_id: str, req: RewindRequest, on_detected: OnDetected | None) -> RewindResult:

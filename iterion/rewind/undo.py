@@ -34,7 +34,7 @@ from typing import Any
 from pydantic import Field
 
 from gitrefs.persist import UserError, VersionedModel, read_model, write_model
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.killpoint import kill_point
 from iterion.engine.versioning import open_versioning, worktree_of
 from iterion.engine.versioning_types import UndoBank
@@ -156,7 +156,7 @@ def _load(store: Store, run_id: str) -> UndoRecord:
     except FileNotFoundError:
         raise RewindError(f"run {run_id} has no rewind to undo (none was made, or it was undone already)",
                           hint="`iterion inspect --run-id RUN --events` shows its rewinds",
-                          exit_code=ErrorCode.BAD_INPUT) from None
+                          exit_code=ErrorKind.BAD_INPUT) from None
 
 
 def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
@@ -164,7 +164,7 @@ def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
 
     if has_intent(store, run_id):
         raise RewindError(f"run {run_id} has an interrupted rewind: finish it before undoing anything",
-                          hint=f"finish it with `iterion rewind --run-id {run_id}`", exit_code=ErrorCode.BAD_INPUT)
+                          hint=f"finish it with `iterion rewind --run-id {run_id}`", exit_code=ErrorKind.BAD_INPUT)
     later = [e for e in store.read_events(run_id, after_seq=rec.rewound_seq)
              if not (rec.undoing and e.type == RUN_REWIND_UNDONE)]
     cp = store.load_checkpoint(run_id)
@@ -173,7 +173,7 @@ def _check_not_moved_on(store: Store, run_id: str, rec: UndoRecord) -> None:
     if later or rewritten:
         what = f"{later[0].type} at event {later[0].seq}" if later else "its checkpoint was rewritten"
         raise RewindError(f"run {run_id} moved on since its last rewind ({what}): that rewind can no longer "
-                          "be undone", hint="rewind again with --node or --auto to go where you want", exit_code=ErrorCode.BAD_INPUT)
+                          "be undone", hint="rewind again with --node or --auto to go where you want", exit_code=ErrorKind.BAD_INPUT)
 
 
 def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool = False) -> UndoResult:
@@ -184,7 +184,7 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool
         workspace = Path(doc.workspace_dir or "")
         if not workspace.is_dir():
             raise RewindError(f"the workspace of run {run_id} ({workspace}) is missing; its files cannot be put back",
-                              exit_code=ErrorCode.BAD_INPUT)
+                              exit_code=ErrorKind.BAD_INPUT)
         worktree = worktree_of(rec.mechanism) or doc.workspace_mode is WorkspaceMode.WORKTREE
         versioning = open_versioning(worktree=worktree, workspace=workspace, run_dir=store.run_dir(run_id),
                                      run_id=run_id, watch=False)
@@ -195,7 +195,7 @@ def _undo_locked(store: Store, run_id: str, rec: UndoRecord, *, completing: bool
         except UserError as exc:
             if isinstance(exc, RewindError):
                 raise
-            raise RewindError(f"run {run_id}: {exc.message}", exit_code=ErrorCode.BAD_INPUT) from None
+            raise RewindError(f"run {run_id}: {exc.message}", exit_code=ErrorKind.BAD_INPUT) from None
         finally:
             versioning.close()
         result.files_restored, result.files_removed, result.files_skipped = out.restored, out.removed, out.skipped

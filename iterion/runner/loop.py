@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.engine.cancel import CancelToken
 from iterion.queue import policy
 from iterion.queue.delivery import Delivery
@@ -412,14 +412,14 @@ class Runner:
     def _paths(d: Delivery, work: Any) -> tuple[Path, Path]:
         if work is None:
             if not d.file:
-                raise UserError("the delivery names no workflow file", exit_code=ErrorCode.BAD_INPUT)
+                raise UserError("the delivery names no workflow file", exit_code=ErrorKind.BAD_INPUT)
             f = Path(d.file)
             return f, Path(d.workspace) if d.workspace else f.parent
         if not d.file:
-            raise UserError("a repository delivery must name the workflow's path in the repository", exit_code=ErrorCode.BAD_INPUT)
+            raise UserError("a repository delivery must name the workflow's path in the repository", exit_code=ErrorKind.BAD_INPUT)
         target = (work.path / d.file).resolve()
         if not target.is_relative_to(work.path.resolve()):
-            raise UserError(f"--file {d.file} is outside the repository", exit_code=ErrorCode.BAD_INPUT)
+            raise UserError(f"--file {d.file} is outside the repository", exit_code=ErrorKind.BAD_INPUT)
         return target, work.path
 
     # -- disposition --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.oserror import environment_error
 from iterion.store.errors import (
     CorruptDocumentError,
@@ -25,7 +25,7 @@ from iterion.store.readers import ItemNotFoundError
 class ApiError(Exception):
     """An HTTP refusal: ``status`` the HTTP code, ``message``/``hint`` one line each."""
 
-    def __init__(self, status: int, message: str, *, hint: str | None = None, exit_code: int = ErrorCode.BAD_INPUT,
+    def __init__(self, status: int, message: str, *, hint: str | None = None, exit_code: int = ErrorKind.BAD_INPUT,
                  extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.hint, self.exit_code = status, message, hint, exit_code
@@ -45,7 +45,7 @@ def from_user_error(exc: BaseException) -> ApiError:
     if env is not None:  # the server's disk or permissions, not the request: 503, the CLI's line
         return ApiError(503, _one_line(env.message) or "", hint=_one_line(env.hint), exit_code=env.exit_code)
     if not isinstance(exc, UserError):
-        return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=ErrorCode.INTERNAL,
+        return ApiError(500, f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", exit_code=ErrorKind.INTERNAL,
                         hint="see the server's log; re-run with ITERION_DEBUG=1 for the traceback")
     message, hint = _one_line(exc.message or str(exc)) or "", _one_line(exc.hint)
     if isinstance(exc, StoreUnavailableError):  # the shared store did not answer: try again later
@@ -58,8 +58,8 @@ def from_user_error(exc: BaseException) -> ApiError:
     if isinstance(exc, (LockHeldError, StatusRefusedError, InvalidTransitionError, CorruptDocumentError)):
         return ApiError(409, message, hint=hint, exit_code=exc.exit_code)
     # exit code 2 = bad input (422); 1 = a refusal after reading the run (409)
-    return ApiError(422 if exc.exit_code == ErrorCode.BAD_INPUT else 409, message, hint=hint, exit_code=exc.exit_code)
+    return ApiError(422 if exc.exit_code == ErrorKind.BAD_INPUT else 409, message, hint=hint, exit_code=exc.exit_code)
 
 
 def bad_input(message: str, hint: str | None = None) -> ApiError:
-    return ApiError(422, message, hint=hint, exit_code=ErrorCode.BAD_INPUT)
+    return ApiError(422, message, hint=hint, exit_code=ErrorKind.BAD_INPUT)

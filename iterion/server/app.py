@@ -34,7 +34,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.server import web
 from iterion.server.apierror import ApiError, bad_input
 from iterion.server.auth import COOKIE, matches
@@ -72,11 +72,11 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         if not authorized(request):
             return ApiError(401, "missing or wrong token",
                             hint="send `Authorization: Bearer TOKEN` (the token `iterion server` printed, or "
-                                 "ITERION_SERVER_TOKEN)", exit_code=ErrorCode.BAD_INPUT)
+                                 "ITERION_SERVER_TOKEN)", exit_code=ErrorKind.BAD_INPUT)
         if request.method in MUTATING and not header_token(request, token):
             return ApiError(403, f"a {request.method} needs the token in a header, not only in the cookie",
                             hint="send `Authorization: Bearer TOKEN` or `X-Iterion-Token: TOKEN`",
-                            exit_code=ErrorCode.BAD_INPUT)
+                            exit_code=ErrorKind.BAD_INPUT)
         why = origin_refusal(request)
         return cross_site_error(why) if why is not None else None
 
@@ -84,12 +84,12 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
             raise ApiError(413, f"request body of {declared} bytes is over the limit of {max_body} bytes",
-                           exit_code=ErrorCode.BAD_INPUT)
+                           exit_code=ErrorKind.BAD_INPUT)
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_body:
-                raise ApiError(413, f"request body is over the limit of {max_body} bytes", exit_code=ErrorCode.BAD_INPUT)
+                raise ApiError(413, f"request body is over the limit of {max_body} bytes", exit_code=ErrorKind.BAD_INPUT)
             chunks.append(chunk)
         return parse_json_object(b"".join(chunks), request.headers.get("content-type", ""))
 
@@ -244,7 +244,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         if not authorized(request):
             return error_response(ApiError(401, "missing or wrong token", hint="scrape with `Authorization: Bearer "
                                            "TOKEN` (the token `iterion server` printed, or ITERION_SERVER_TOKEN)",
-                                           exit_code=ErrorCode.BAD_INPUT))
+                                           exit_code=ErrorKind.BAD_INPUT))
         from iterion.server.metrics import CONTENT_TYPE, StoreMetrics
 
         if not metrics:
@@ -257,7 +257,7 @@ def create_app(service: Service, token: str, *, max_body: int = MAX_BODY_BYTES) 
         if refused is not None:
             return error_response(refused)
         return error_response(ApiError(404, f"no such endpoint: {request.method} {request.url.path}",
-                                       hint="see the endpoints table in the README", exit_code=ErrorCode.BAD_INPUT))
+                                       hint="see the endpoints table in the README", exit_code=ErrorKind.BAD_INPUT))
 
     # -- web pages --------------------------------------------------------------------------------
     def page(render: Callable[[Request], Awaitable[str]]) -> Handler:

@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.server.apierror import ApiError
 from iterion.server.auth import matches
 
@@ -71,7 +71,7 @@ def origin_refusal(request: Request) -> str | None:
 def cross_site_error(why: str) -> ApiError:
     return ApiError(403, f"refused a cross-site request: {why}",
                     hint="call the API from `iterion remote`, a script sending the token in a header, or this "
-                         "server's own web page", exit_code=ErrorCode.BAD_INPUT)
+                         "server's own web page", exit_code=ErrorKind.BAD_INPUT)
 
 
 def json_depth_exceeds(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -103,17 +103,17 @@ def parse_json_object(raw: bytes, content_type: str) -> dict[str, Any]:
     if ctype != "application/json":
         raise ApiError(415, f"request body must be application/json, not {ctype or 'unspecified'}",
                        hint="send Content-Type: application/json and a JSON object ({} for no fields)",
-                       exit_code=ErrorCode.BAD_INPUT)
+                       exit_code=ErrorKind.BAD_INPUT)
     if not raw.strip():
         raise ApiError(422, "request body is empty: a JSON object is required",
-                       hint="send {} for no fields", exit_code=ErrorCode.BAD_INPUT)
+                       hint="send {} for no fields", exit_code=ErrorKind.BAD_INPUT)
     if json_depth_exceeds(raw):
         raise ApiError(422, f"request body nests deeper than {MAX_JSON_DEPTH} levels",
-                       hint="send a flat JSON object", exit_code=ErrorCode.BAD_INPUT)
+                       hint="send a flat JSON object", exit_code=ErrorKind.BAD_INPUT)
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ApiError(422, f"request body is not valid JSON: {exc}", exit_code=ErrorCode.BAD_INPUT) from None
+        raise ApiError(422, f"request body is not valid JSON: {exc}", exit_code=ErrorKind.BAD_INPUT) from None
     if not isinstance(data, dict):
-        raise ApiError(422, "request body must be a JSON object", exit_code=ErrorCode.BAD_INPUT)
+        raise ApiError(422, "request body must be a JSON object", exit_code=ErrorKind.BAD_INPUT)
     return data

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.requests import LOCAL, LaunchRequest, ResumeRequest
 from iterion.server.apierror import ApiError, _one_line, bad_input
 from iterion.server.worker import Job
@@ -69,7 +69,7 @@ class LocalExecutor:
 
     def status(self, svc: Service) -> dict[str, Any]:
         raise ApiError(404, "this server has no queue", hint="start it with `iterion server --nats URL`",
-                       exit_code=ErrorCode.BAD_INPUT)
+                       exit_code=ErrorKind.BAD_INPUT)
 
     @staticmethod
     def _spawn(svc: Service, job: Job) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class LocalExecutor:
         if not answer:
             tail = log_path.read_text(encoding="utf-8", errors="replace")[-400:].strip().splitlines()
             last = (_one_line(tail[-1]) or "") if tail else "no output"
-            raise ApiError(500, f"the execution process ended without answering: {last}", exit_code=ErrorCode.INTERNAL,
+            raise ApiError(500, f"the execution process ended without answering: {last}", exit_code=ErrorKind.INTERNAL,
                            hint=f"see {log_path}")
         answer["log"] = str(log_path)
         return dict(answer)
@@ -117,7 +117,7 @@ class LocalExecutor:
 
 def refusal(answer: dict[str, Any]) -> ApiError:
     """The worker's refusal (its handshake line) as the HTTP answer."""
-    code = int(answer.get("exit_code") or ErrorCode.BAD_INPUT)
+    code = int(answer.get("exit_code") or ErrorKind.BAD_INPUT)
     kind = answer.get("kind")
     extra = {"diagnostics": answer["diagnostics"]} if answer.get("diagnostics") else {}
     status = 422 if code == 2 else 409

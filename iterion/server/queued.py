@@ -20,7 +20,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.queue.delivery import Delivery
 from iterion.requests import QUEUE, LaunchRequest, ResumeRequest
 from iterion.server.apierror import ApiError, bad_input
@@ -87,7 +87,7 @@ class QueueExecutor:
             if doc.status is not RunStatus.RUNNING else None
         if not svc._guard(self.queue.send_control, run_id, action, reason):
             raise ApiError(503, f"run {run_id} is held by runner {holder.get('runner')} on {holder.get('host')}, "
-                                "which did not answer the request", hint="retry in a moment", exit_code=ErrorCode.BAD_INPUT)
+                                "which did not answer the request", hint="retry in a moment", exit_code=ErrorKind.BAD_INPUT)
         deadline = time.monotonic() + wait_s
         status = doc.status
         while time.monotonic() < deadline:

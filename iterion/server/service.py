@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gitrefs.persist.envsettings import env_seconds
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.requests import ControlRequest, LaunchRequest, ResumeRequest, RewindRunRequest, UndoRewindRequest
 from iterion.server import timeline as tl
 from iterion.server.apierror import ApiError, _one_line, bad_input, from_user_error
@@ -99,7 +99,7 @@ class Service:
         if doc.version != expected:
             raise ApiError(409, f"run {doc.id} was modified concurrently (expected version {expected}, "
                                 f"found {doc.version}); reload the run and retry",
-                           hint="GET the run again, check its status, then retry", exit_code=ErrorCode.REFUSED,
+                           hint="GET the run again, check its status, then retry", exit_code=ErrorKind.REFUSED,
                            extra={"reason": "stale_version", "version": doc.version})
 
     def confine(self, raw: Any, what: str) -> Path:
@@ -249,16 +249,16 @@ class Service:
         try:
             a, b = tl.resolve_boundary(bounds, frm), tl.resolve_boundary(bounds, to)
         except tl.BoundaryNotFound as exc:
-            raise ApiError(404, str(exc), hint=f"list them with GET /api/runs/{doc.id}", exit_code=ErrorCode.BAD_INPUT) from None
+            raise ApiError(404, str(exc), hint=f"list them with GET /api/runs/{doc.id}", exit_code=ErrorKind.BAD_INPUT) from None
         try:
             reader = tl.StateReader(self.store, doc)
             changes = reader.changes(a["state"], b["state"])
             diff, truncated = reader.unified_diff(a["state"], b["state"])
         except tl.BoundaryNotFound as exc:
-            raise ApiError(404, str(exc), exit_code=ErrorCode.BAD_INPUT) from None
+            raise ApiError(404, str(exc), exit_code=ErrorKind.BAD_INPUT) from None
         except Exception as exc:  # noqa: BLE001
             raise ApiError(409, f"cannot read the recorded states of run {doc.id}: {_one_line(str(exc))}",
-                           exit_code=ErrorCode.REFUSED) from None
+                           exit_code=ErrorKind.REFUSED) from None
         return {"run_id": doc.id, "from": a, "to": b, "files": changes, "diff": diff, "truncated": truncated}
 
     # -- artifacts and attachments (what they return: iterion/store/readers.py) -------------------

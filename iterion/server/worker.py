@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from gitrefs.persist.oserror import environment_error
 from iterion.requests import LaunchRequest, ResumeRequest
 
@@ -121,7 +121,7 @@ def execute(job: Job, handshake: Handshake) -> int:
                 payload["diagnostics"] = [d.to_json() for d in exc.diagnostics]
         else:
             payload = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}", "hint": None,
-                       "exit_code": ErrorCode.INTERNAL, "kind": type(exc).__name__}
+                       "exit_code": ErrorKind.INTERNAL, "kind": type(exc).__name__}
         if handshake.sent:
             sys.stderr.write(f"iterion worker: {payload['error']}\n")
         handshake.send(payload)

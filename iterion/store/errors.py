@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gitrefs.persist import UserError
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 
 
 class StoreError(UserError):
@@ -30,7 +30,7 @@ class StaleWriteError(StoreError):
             f"run {run_id} was modified concurrently (expected version {expected}, found {found}); "
             "reload the run and retry",
             hint="another process (a resume, rewind or cancel) wrote the run meanwhile",
-            exit_code=ErrorCode.REFUSED,
+            exit_code=ErrorKind.REFUSED,
         )
         self.run_id = run_id
         self.expected = expected
@@ -39,27 +39,27 @@ class StaleWriteError(StoreError):
 
 class InvalidTransitionError(StoreError):
     def __init__(self, message: str) -> None:
-        super().__init__(message, exit_code=ErrorCode.REFUSED)
+        super().__init__(message, exit_code=ErrorKind.REFUSED)
 
 
 class StatusRefusedError(StoreError):
     """A command refused because of the run's status (the message names what would work)."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=ErrorCode.REFUSED)
+        super().__init__(message, hint=hint, exit_code=ErrorKind.REFUSED)
 
 
 class CorruptDocumentError(StoreError):
     """A stored document cannot be read or parsed. ``detail`` is the reason alone (no path)."""
 
     def __init__(self, message: str, *, detail: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=ErrorCode.REFUSED)
+        super().__init__(message, hint=hint, exit_code=ErrorKind.REFUSED)
         self.detail = detail or message
 
 
 class LockHeldError(StoreError):
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=ErrorCode.REFUSED)
+        super().__init__(message, hint=hint, exit_code=ErrorKind.REFUSED)
 
 
 class StoreFullError(StoreError):
@@ -77,4 +77,4 @@ class StoreUnavailableError(StoreError):
     HTTP 503). Lives here, not beside the client, so catching it never imports the client."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint, exit_code=ErrorCode.BAD_INPUT)
+        super().__init__(message, hint=hint, exit_code=ErrorKind.BAD_INPUT)

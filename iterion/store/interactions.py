@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gitrefs.ids import validate_id
 from gitrefs.persist import VersionedModel, write_model
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.store.checkpoint import InteractionKind
 from iterion.store.errors import StoreError
 from iterion.store.fsdocs import read_doc
@@ -80,7 +80,7 @@ class InteractionStore:
     def answer(self, interaction_id: str, answers: dict[str, Any]) -> InteractionDoc:
         doc = self.load(interaction_id)
         if not doc.pending:
-            raise StoreError(f"interaction {interaction_id} has no pending question to answer", exit_code=ErrorCode.REFUSED)
+            raise StoreError(f"interaction {interaction_id} has no pending question to answer", exit_code=ErrorKind.REFUSED)
         doc.turns[-1].answers = answers
         doc.turns[-1].answered_at = utcnow()
         write_model(self._path(doc.id), doc)

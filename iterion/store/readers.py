@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitrefs.ids import InvalidIdError, validate_id
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.invocation import command
 from iterion.store.errors import StoreError
 
@@ -124,7 +124,7 @@ def read_artifact(store: Store, run_id: str, node: str, version: int | None = No
                 f"every artifact version of node {node} in run {run_id} was tombstoned by a rewind "
                 "(the node has not run again since)",
                 hint=f"read a tombstoned one by number with --version V (listed by `{listing}`)",
-                exit_code=ErrorCode.REFUSED)
+                exit_code=ErrorKind.REFUSED)
         doc = live[-1]
     else:
         found = [d for d in docs if d.version == version]
@@ -168,5 +168,5 @@ def attachment_file(store: Store, run_id: str, name: str) -> tuple[dict[str, Any
     if not path.is_relative_to(root) or not path.is_file():
         raise StoreError(f"attachment {name} of run {run_id}: its record points outside the run's "
                          f"attachments ({record.path})", hint="stage the attachment again",
-                         exit_code=ErrorCode.REFUSED)
+                         exit_code=ErrorKind.REFUSED)
     return _record_json(record), path

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gitrefs.persist.errors import ErrorCode
+from gitrefs.persist.errors import ErrorKind
 from iterion.store.errors import StoreError
 from iterion.store.timeutil import utcnow
 
@@ -63,7 +63,7 @@ class WorkspaceBusy(StoreError):
         super().__init__(f"workspace {workspace} is busy: {describe_holder(holder, workspace)}; "
                          + (refusal or "--no-wait refuses instead of waiting (drop it to wait for that run "
                                        "to park or finish)"),
-                         exit_code=ErrorCode.BAD_INPUT)
+                         exit_code=ErrorKind.BAD_INPUT)
         self.holder = holder
 
 
@@ -130,7 +130,7 @@ class WorkspaceLock:
                 raise NestedRunError(
                     f"workspace {self.workspace} is held by {describe_holder(holder, self.workspace)}, "
                     "which started this process: waiting would never end; run the nested workflow with "
-                    "--workspace elsewhere or as a worktree run", exit_code=ErrorCode.BAD_INPUT)
+                    "--workspace elsewhere or as a worktree run", exit_code=ErrorKind.BAD_INPUT)
             key = (holder.get("run_id"), holder.get("pid"))
             if on_wait is not None and key != told:
                 told = key

@@ -221,7 +221,7 @@ def execute(ctx: ExecContext, call: NodeCall) -> NodeResult:
 def check_child_answers(node_id: str, questions: dict[str, Any], answers: dict[str, Any]) -> None:
     """Answers given to a parent parked on its child's gate, checked against the gate's fields up
     front (a refusal leaves both runs parked, instead of failing the node on the child's resume)."""
-    from gitrefs.persist.errors import ErrorCode
+    from gitrefs.persist.errors import ErrorKind
     from iterion.engine.coerce import coerce_answers
     from iterion.engine.errors import AnswerError
     from iterion.ir import FieldType, Schema, SchemaField
@@ -238,7 +238,7 @@ def check_child_answers(node_id: str, questions: dict[str, Any], answers: dict[s
     try:
         coerce_answers(node_id, Schema("child_gate", tuple(fields)), answers)
     except AnswerError as exc:
-        raise EngineError(str(exc), exit_code=ErrorCode.BAD_INPUT) from None
+        raise EngineError(str(exc), exit_code=ErrorKind.BAD_INPUT) from None
 
 
 def _outputs(ctx: ExecContext, call: NodeCall, child_id: str) -> dict[str, Any]:
