@@ -20,7 +20,8 @@ from gitrefs.boundary import BoundaryKind, BoundaryLabel
 from iterion.budget import BudgetExceeded, DailyCapReached
 from iterion.builtins.vault import scrub, scrub_model
 from iterion.engine.context import ExecContext, NodeCall, render_text
-from iterion.engine.control import park_operator, pause_point
+from iterion.engine.control import Action as ControlAction
+from iterion.engine.control import clear_request, park_operator, pause_point, read_request
 from iterion.engine.dailycap import pause_payload
 from iterion.engine.declared import with_value
 from iterion.engine.edges import note_loop_output, select_edge, take_edge, warner
@@ -563,10 +564,17 @@ class Runner:
         on resume, which resumes the same child (engine/nodes/subbot.py)."""
         anchor = current if current and current not in TERMINALS else None
         it = self._anchor_iteration(anchor) if anchor else None
+
+        def honoured() -> dict[str, Any]:  # a pause of this run, relayed to the child, is done
+            req = read_request(self.ctx.store, self.ctx.run_id)
+            if req is not None and req.action is ControlAction.PAUSE:
+                clear_request(self.ctx.store, self.ctx.run_id)
+            return {}
+
         return stop_run(self, Stop(
             RunStatus.PAUSED_OPERATOR, None, exc.message,
             mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and it is not None else None,
-            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message),
+            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message), finalize=honoured,
             events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, {"reason": exc.message, "by": "subbot",
                                                                 "restart_node": anchor, "child_run": exc.child_run,
                                                                 "subbot_node": exc.node})]))

@@ -55,3 +55,34 @@ def test_a_paused_child_parks_the_parent_and_one_resume_finishes_both(project: P
     assert docs[parent]["subbot_children"] == {"kid": child}  # the same child, resumed
     assert docs[child]["status"] == "finished"
     assert len(docs) == 2
+
+
+def test_pausing_the_parent_pauses_its_running_child_at_the_childs_next_boundary(project: Path) -> None:
+    """`iterion pause` of the parent is passed on to the child: without it the pause would wait
+    for the whole child workflow (the parent's next node boundary comes after it)."""
+    (project / "bots" / "child.bot").write_text(WAITING_CHILD)
+    proc = start_cli("run", "parent.bot", "--json", cwd=project)
+    try:
+        wait_for_file(project / "started.flag", proc)
+        parent = next(i for i, d in run_docs(project).items() if d.get("parent_run") is None)
+        child = run_docs(project)[parent]["subbot_children"]["kid"]
+        asked = run_cli("pause", "--run-id", parent, "--wait", "0", cwd=project)
+        assert "requested" in asked.stdout, (asked.returncode, asked.stdout, asked.stderr)
+        # the relay writes the child's request within its poll; then the child's node may finish
+        wait_for_file(project / ".git" / "iterion" / "store" / "runs" / child / "control.json", proc)
+        (project / "go.flag").touch()
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    docs = run_docs(project)
+    assert (docs[parent]["status"], docs[child]["status"]) == ("paused_operator", "paused_operator")
+    # the parent's request was honoured: nothing is left to pause its resume at the first boundary
+    assert not (project / ".git" / "iterion" / "store" / "runs" / parent / "control.json").exists()
+    out = cli_json("inspect", "--run-id", child, "--events", "--all", cwd=project)["events"]
+    wrap = [e for e in out if e["type"] == "node_started" and e["node"] == "wrap"]
+    assert not wrap, "the child ran past the boundary the pause was for"
+    done = cli_json("resume", "--run-id", parent, cwd=project)
+    assert done["status"] == "finished", done
+    docs = run_docs(project)
+    assert docs[child]["status"] == "finished" and len(docs) == 2

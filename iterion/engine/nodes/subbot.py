@@ -259,17 +259,27 @@ def _outputs(ctx: ExecContext, call: NodeCall, child_id: str) -> dict[str, Any]:
 
 
 @contextmanager
-def _linked(parent: CancelToken) -> Iterator[CancelToken]:
+def _linked(ctx: ExecContext, child_id: str) -> Iterator[CancelToken]:
     """The child's cancel token, cancelled when the parent's is (the child's drive attaches its
-    own process ledger to it, so it cannot share the parent's token)."""
+    own process ledger to it, so it cannot share the parent's token); and an ``iterion pause`` of
+    the parent passed on to the child, so it takes effect at the child's next node boundary
+    instead of after the whole child (the child parks, then the parent: ``ChildPaused``)."""
+    from iterion.engine.control import Action, read_request, write_request
+
+    parent = ctx.token
     child = CancelToken()
     done = threading.Event()
 
     def relay() -> None:
+        paused = False
         while not done.is_set():
             if parent.wait(0.2):
                 child.cancel(parent.reason or "cancelled")
                 return
+            req = None if paused else read_request(ctx.store, ctx.run_id)
+            if req is not None and req.action is Action.PAUSE:
+                paused = True
+                write_request(ctx.store, child_id, Action.PAUSE, f"{req.reason} (parent run {ctx.run_id})")
 
     thread = threading.Thread(target=relay, name="subbot-cancel-relay", daemon=True)
     thread.start()
@@ -303,7 +313,7 @@ def _launch(ctx: ExecContext, call: NodeCall, child_id: str | None) -> RunResult
 
     ctx.store.update_run(ctx.run_id, record)
     try:
-        with _linked(ctx.token) as token:
+        with _linked(ctx, child_id) as token:
             return launch_child(ctx.store, path, src, token=token, vars=values, workspace=ctx.workspace,
                                 budget=_child_ask(ctx, Ask.from_ir(src.workflow.budget)), run_id=child_id,
                                 on_budget=ctx.options.on_budget, parent_run=ctx.run_id, parent_node=node.id,
@@ -342,7 +352,7 @@ def _resume(ctx: ExecContext, call: NodeCall, child_id: str) -> RunResult:
     except EngineError:
         own = Ask()  # the child's resume reports its unloadable source itself
     try:
-        with _linked(ctx.token) as token:
+        with _linked(ctx, child_id) as token:
             return resume_child(ctx.store, child_id, token=token, answers=dict(answers),
                                 budget=_child_ask(ctx, own, _usage(ctx, child_id)),
                                 parent_permission_layers=list(ctx.options.permission_layers),
