@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
@@ -22,7 +23,7 @@ def docstrings() -> list[tuple[Path, int, str]]:
     out: list[tuple[Path, int, str]] = []
     for layer in LAYERS:
         for path in sorted((REPO / layer).rglob("*.py")):
-            tree = ast.parse(path.read_bytes(), filename=str(path))
+            tree = parsed(path)
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                     doc = ast.get_docstring(node, clean=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 BELOW_THE_CLI = ("gitrefs", "workspacetrack", "iterion")
@@ -50,7 +51,7 @@ def test_no_layer_below_the_cli_writes_to_the_terminal() -> None:
             rel = path.relative_to(REPO).as_posix()
             if rel in ALLOWED:
                 continue
-            bad += [f"{rel}:{line}: {what}" for line, what in writes_to_a_stream(ast.parse(path.read_bytes()))]
+            bad += [f"{rel}:{line}: {what}" for line, what in writes_to_a_stream(parsed(path))]
     assert not bad, ("tell the person through the run's listener (iterion.engine.notice.notify) or raise a "
                      "UserError for the CLI to print:\n" + "\n".join(bad))
 

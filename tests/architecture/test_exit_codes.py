@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
@@ -57,7 +58,7 @@ def test_no_literal_exit_code_anywhere_in_the_packages() -> None:
     for layer in LAYERS:
         for path in sorted((REPO / layer).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
-            bad += [f"{rel}:{line}: {what}" for line, what in literal_exit_codes(ast.parse(path.read_bytes()))]
+            bad += [f"{rel}:{line}: {what}" for line, what in literal_exit_codes(parsed(path))]
     assert not bad, "name the member of cli.exit_codes.ExitCode or gitrefs.persist.errors.ErrorKind:\n" + "\n".join(bad)
 
 

@@ -21,6 +21,7 @@ import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
@@ -105,7 +106,7 @@ def lazy_homes(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
     for module, path in modules.items():
         if path.name != "__init__.py":
             continue
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = parsed(path)
         if not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body) and \
                 "lazy_exports" not in path.read_text(encoding="utf-8"):
             continue
@@ -129,7 +130,7 @@ def edges_of(modules: dict[str, Path]) -> list[Edge]:
     for module, path in modules.items():
         if path.suffix != ".py":
             continue
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = parsed(path)
         for node, deferred in _statements(tree, runtime=True):
             targets: list[str | None]
             if isinstance(node, ast.Import):

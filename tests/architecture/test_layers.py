@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("gitrefs.persist", "gitrefs", "workspacetrack", "iterion", "cli")
@@ -51,7 +52,7 @@ def imports_of(path: Path, module: str | None = None) -> list[ImportSite]:
     """Every import statement of ``path`` (the module ``module``, by default named from its
     place in the repository), wherever it sits in the file."""
     module = module or module_name(path)
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+    tree = parsed(path)
     out: list[ImportSite] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE = REPO / "iterion" / "engine"
@@ -22,7 +23,7 @@ def _tree(name: str) -> ast.Module:
 def test_no_engine_module_reaches_into_a_runners_private_members() -> None:
     bad = []
     for path in sorted(ENGINE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_bytes())):
+        for node in ast.walk(parsed(path)):
             if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
                     and isinstance(node.value, ast.Name) and node.value.id in ("runner", "host")):
                 bad.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")

@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 from workspacetrack.models import SkipReason
+from tests.architecture.sources import parsed
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("gitrefs", "workspacetrack", "iterion", "cli")
@@ -30,7 +31,7 @@ def test_no_skip_reason_is_spelled_out_outside_its_enum() -> None:
         for path in sorted((REPO / layer).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
             if rel != HOME:
-                bad += [f"{rel}:{line}: {text!r}" for line, text in spelled_out(ast.parse(path.read_bytes()))]
+                bad += [f"{rel}:{line}: {text!r}" for line, text in spelled_out(parsed(path))]
     assert not bad, "use workspacetrack.models.SkipReason:\n" + "\n".join(bad)
 
 

@@ -100,7 +100,9 @@ class ScriptedLLM:
                 self.close_connection = True
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: at the default 0.5 s, each test's teardown slept
+        # ~0.4 s doing nothing (fake_openai.py polls at 0.02 s too)
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
 
     def stop(self) -> None:
