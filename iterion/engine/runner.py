@@ -546,24 +546,13 @@ class Runner:
             events=lambda _: [Emit(ev.RUN_CANCELLED, anchor, None, {"reason": exc.reason, "restart_node": anchor})]))
 
     def _daily_capped(self, current: str | None, exc: DailyCapReached) -> RunResult:
-        """Park ``paused_operator`` at the charge point that reached the store's daily cap: the node
-        in progress was interrupted (its ``fail:`` boundary written, as a cancel) and re-executes
-        on resume (iterion/engine/dailycap.py)."""
-        anchor = current if current and current not in TERMINALS else None
-        it = self._anchor_iteration(anchor) if anchor else None
-        return stop_run(self, Stop(
-            RunStatus.PAUSED_OPERATOR, None, exc.message,
-            mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and it is not None else None,
-            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message),
-            # node and iteration, as an operator pause's: the timeline shows that execution paused
-            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, pause_payload(exc, anchor))]))
+        """Park ``paused_operator`` at the charge point that reached the store's daily cap
+        (iterion/engine/dailycap.py)."""
+        return self._park_interrupted(current, exc.message, lambda anchor: pause_payload(exc, anchor))
 
     def _child_paused(self, current: str | None, exc: ChildPaused) -> RunResult:
-        """Park ``paused_operator`` because a subbot's child was paused by an operator: the subbot
-        node is interrupted (its ``fail:`` boundary written, as for the daily cap) and re-executes
-        on resume, which resumes the same child (engine/nodes/subbot.py)."""
-        anchor = current if current and current not in TERMINALS else None
-        it = self._anchor_iteration(anchor) if anchor else None
+        """Park ``paused_operator`` because a subbot's child was paused by an operator; the resume
+        resumes the same child (engine/nodes/subbot.py)."""
 
         def honoured() -> dict[str, Any]:  # a pause of this run, relayed to the child, is done
             req = read_request(self.ctx.store, self.ctx.run_id)
@@ -571,14 +560,24 @@ class Runner:
                 clear_request(self.ctx.store, self.ctx.run_id)
             return {}
 
-        return stop_run(self, Stop(
-            RunStatus.PAUSED_OPERATOR, None, exc.message,
-            mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and it is not None else None,
-            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, exc.message), finalize=honoured,
-            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, {"reason": exc.message, "by": "subbot",
-                                                                "restart_node": anchor, "child_run": exc.child_run,
-                                                                "subbot_node": exc.node})]))
+        return self._park_interrupted(
+            current, exc.message, lambda anchor: {"reason": exc.message, "by": "subbot", "restart_node": anchor,
+                                                  "child_run": exc.child_run, "subbot_node": exc.node},
+            finalize=honoured)
 
+    def _park_interrupted(self, current: str | None, message: str,
+                          payload: Callable[[str | None], dict[str, Any]],
+                          finalize: Callable[[], dict[str, Any]] | None = None) -> RunResult:
+        """Park ``paused_operator`` with the node in progress interrupted (its ``fail:`` boundary
+        written, as a cancel) and re-executed on resume; ``run_paused`` names that node and
+        iteration, as an operator pause's, so the timeline shows that execution paused."""
+        anchor = current if current and current not in TERMINALS else None
+        it = self._anchor_iteration(anchor) if anchor else None
+        return stop_run(self, Stop(
+            RunStatus.PAUSED_OPERATOR, None, message,
+            mark=Mark(BoundaryKind.FAIL, anchor, it) if anchor and it is not None else None,
+            anchor=AnchorReason.OPERATOR_PAUSE, restart=anchor, lost=Lost(None, message), finalize=finalize,
+            events=lambda _: [Emit(ev.RUN_PAUSED, anchor, it, payload(anchor))]))
 
 _PREVIEW_BYTES = 4096
 

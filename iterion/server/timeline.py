@@ -19,6 +19,7 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
+from gitrefs.boundary import BoundaryLabel
 from iterion.engine.versioning import open_state_reader
 from iterion.rewind.undo import RUN_REWIND_UNDONE  # the event's home: the undo that appends it
 from iterion.store import Event, RunDoc, Store
@@ -125,12 +126,14 @@ _FILES_LOCK = threading.Lock()
 
 
 def _key(label: Any) -> tuple[str, str, str] | None:
-    """``kind:node:iteration`` split, None for any other label."""
+    """``kind:node:iteration`` split (``BoundaryLabel.parse``), None for any other label."""
     if not isinstance(label, str):
         return None
-    kind, _, rest = label.partition(":")
-    node, _, it = rest.rpartition(":")
-    return (kind, node, it) if node and it else None
+    try:
+        parsed = BoundaryLabel.parse(label)
+    except ValueError:
+        return None
+    return parsed.kind.value, parsed.node, str(parsed.iteration)
 
 
 def _gaps(bounds: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
